@@ -1,0 +1,13 @@
+//! The CRI v1 API (generated from `protos/api.proto`) and the remote client
+//! the kubelet talks to the container runtime through (upstream
+//! `pkg/kubelet/cri/remote`).
+
+#[allow(clippy::all, dead_code, unused_qualifications, missing_docs)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/cri/mod.rs"));
+}
+
+pub use generated::api;
+pub mod remote;
+
+pub use remote::{CriError, RemoteRuntime};

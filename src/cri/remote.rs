@@ -1,0 +1,373 @@
+//! A blocking CRI client over a gRPC unix socket. Every call carries a
+//! deadline: a runtime that hangs costs us a bounded wait, never a thread.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use grpcio::{CallOption, ChannelBuilder, EnvBuilder, Environment, RpcStatusCode};
+
+use super::api;
+use super::generated::api_grpc::{ImageServiceClient, RuntimeServiceClient};
+
+/// Upstream's maxMsgSize for CRI responses (16 MiB).
+const MAX_MSG_SIZE: i32 = 16 * 1024 * 1024;
+/// Deadline for the cheap calls PLEG and the sync loop make every second;
+/// shorter than runtimeRequestTimeout so a wedged runtime shows up quickly.
+const FAST_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Image pulls may legitimately take longer than runtimeRequestTimeout.
+const PULL_TIMEOUT_FLOOR: Duration = Duration::from_secs(600);
+/// gRPC completion-queue threads: one is plenty for a blocking client.
+const GRPC_CQ_THREADS: usize = 1;
+
+/// A failed CRI call, naming the method and the gRPC status.
+#[derive(Debug, Clone)]
+pub struct CriError {
+    pub method: &'static str,
+    pub code: Option<RpcStatusCode>,
+    pub message: String,
+}
+
+impl CriError {
+    fn from_grpc(method: &'static str, err: grpcio::Error) -> Self {
+        match err {
+            grpcio::Error::RpcFailure(status) => CriError {
+                method,
+                code: Some(status.code()),
+                message: status.message().to_string(),
+            },
+            other => CriError {
+                method,
+                code: None,
+                message: other.to_string(),
+            },
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.code == Some(RpcStatusCode::NOT_FOUND)
+    }
+
+    /// The runtime is not reachable (socket missing, runtime restarting).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self.code,
+            Some(RpcStatusCode::UNAVAILABLE) | Some(RpcStatusCode::DEADLINE_EXCEEDED)
+        )
+    }
+}
+
+impl fmt::Display for CriError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.code {
+            Some(code) => write!(f, "CRI {} failed: {:?}: {}", self.method, code, self.message),
+            None => write!(f, "CRI {} failed: {}", self.method, self.message),
+        }
+    }
+}
+
+impl std::error::Error for CriError {}
+
+pub type Result<T> = std::result::Result<T, CriError>;
+
+/// The runtime and image services behind one endpoint.
+pub struct RemoteRuntime {
+    runtime: RuntimeServiceClient,
+    image: ImageServiceClient,
+    endpoint: String,
+    /// runtimeRequestTimeout: the deadline of every mutating call.
+    timeout: Duration,
+    _env: Arc<Environment>,
+}
+
+impl RemoteRuntime {
+    /// Builds the channel; does not connect (gRPC connects lazily and
+    /// reconnects with its own backoff, so a dead runtime at start is fine).
+    pub fn new(endpoint: &str, timeout: Duration) -> anyhow::Result<Self> {
+        let target = grpc_target(endpoint)?;
+        let env = Arc::new(
+            EnvBuilder::new()
+                .cq_count(GRPC_CQ_THREADS)
+                .name_prefix("grpc-cq")
+                .build(),
+        );
+        let channel = ChannelBuilder::new(Arc::clone(&env))
+            .max_receive_message_len(MAX_MSG_SIZE)
+            .max_send_message_len(MAX_MSG_SIZE)
+            .initial_reconnect_backoff(Duration::from_millis(100))
+            .max_reconnect_backoff(Duration::from_secs(5))
+            .connect(&target);
+        Ok(RemoteRuntime {
+            runtime: RuntimeServiceClient::new(channel.clone()),
+            image: ImageServiceClient::new(channel),
+            endpoint: endpoint.to_string(),
+            timeout,
+            _env: env,
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn opt(&self, timeout: Duration) -> CallOption {
+        CallOption::default().timeout(timeout)
+    }
+
+    fn slow(&self) -> CallOption {
+        self.opt(self.timeout)
+    }
+
+    fn fast(&self) -> CallOption {
+        self.opt(FAST_CALL_TIMEOUT.min(self.timeout))
+    }
+
+    pub fn version(&self) -> Result<api::VersionResponse> {
+        let req = api::VersionRequest {
+            version: "v1".into(),
+            ..Default::default()
+        };
+        self.runtime
+            .version(&req, self.fast())
+            .map_err(|e| CriError::from_grpc("Version", e))
+    }
+
+    pub fn status(&self) -> Result<api::StatusResponse> {
+        self.runtime
+            .status(&api::StatusRequest::default(), self.fast())
+            .map_err(|e| CriError::from_grpc("Status", e))
+    }
+
+    pub fn run_pod_sandbox(&self, config: api::PodSandboxConfig) -> Result<String> {
+        let req = api::RunPodSandboxRequest {
+            config: Some(config).into(),
+            ..Default::default()
+        };
+        self.runtime
+            .run_pod_sandbox(&req, self.slow())
+            .map(|r| r.pod_sandbox_id)
+            .map_err(|e| CriError::from_grpc("RunPodSandbox", e))
+    }
+
+    pub fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
+        let req = api::StopPodSandboxRequest {
+            pod_sandbox_id: id.to_string(),
+            ..Default::default()
+        };
+        self.runtime
+            .stop_pod_sandbox(&req, self.slow())
+            .map(drop)
+            .map_err(|e| CriError::from_grpc("StopPodSandbox", e))
+    }
+
+    pub fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
+        let req = api::RemovePodSandboxRequest {
+            pod_sandbox_id: id.to_string(),
+            ..Default::default()
+        };
+        self.runtime
+            .remove_pod_sandbox(&req, self.slow())
+            .map(drop)
+            .map_err(|e| CriError::from_grpc("RemovePodSandbox", e))
+    }
+
+    pub fn pod_sandbox_status(&self, id: &str) -> Result<api::PodSandboxStatus> {
+        let req = api::PodSandboxStatusRequest {
+            pod_sandbox_id: id.to_string(),
+            ..Default::default()
+        };
+        self.runtime
+            .pod_sandbox_status(&req, self.fast())
+            .map(|mut r| r.status.take().unwrap_or_default())
+            .map_err(|e| CriError::from_grpc("PodSandboxStatus", e))
+    }
+
+    pub fn list_pod_sandbox(
+        &self,
+        filter: Option<api::PodSandboxFilter>,
+    ) -> Result<Vec<api::PodSandbox>> {
+        let req = api::ListPodSandboxRequest {
+            filter: filter.into(),
+            ..Default::default()
+        };
+        self.runtime
+            .list_pod_sandbox(&req, self.fast())
+            .map(|r| r.items)
+            .map_err(|e| CriError::from_grpc("ListPodSandbox", e))
+    }
+
+    pub fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: api::ContainerConfig,
+        sandbox_config: api::PodSandboxConfig,
+    ) -> Result<String> {
+        let req = api::CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.to_string(),
+            config: Some(config).into(),
+            sandbox_config: Some(sandbox_config).into(),
+            ..Default::default()
+        };
+        self.runtime
+            .create_container(&req, self.slow())
+            .map(|r| r.container_id)
+            .map_err(|e| CriError::from_grpc("CreateContainer", e))
+    }
+
+    pub fn start_container(&self, id: &str) -> Result<()> {
+        let req = api::StartContainerRequest {
+            container_id: id.to_string(),
+            ..Default::default()
+        };
+        self.runtime
+            .start_container(&req, self.slow())
+            .map(drop)
+            .map_err(|e| CriError::from_grpc("StartContainer", e))
+    }
+
+    /// Stops a container, giving it `grace` before SIGKILL. The deadline
+    /// covers the grace period plus the usual request timeout, as upstream.
+    pub fn stop_container(&self, id: &str, grace: Duration) -> Result<()> {
+        let req = api::StopContainerRequest {
+            container_id: id.to_string(),
+            timeout: grace.as_secs() as i64,
+            ..Default::default()
+        };
+        self.runtime
+            .stop_container(&req, self.opt(self.timeout + grace))
+            .map(drop)
+            .map_err(|e| CriError::from_grpc("StopContainer", e))
+    }
+
+    pub fn remove_container(&self, id: &str) -> Result<()> {
+        let req = api::RemoveContainerRequest {
+            container_id: id.to_string(),
+            ..Default::default()
+        };
+        self.runtime
+            .remove_container(&req, self.slow())
+            .map(drop)
+            .map_err(|e| CriError::from_grpc("RemoveContainer", e))
+    }
+
+    pub fn list_containers(&self, filter: Option<api::ContainerFilter>) -> Result<Vec<api::Container>> {
+        let req = api::ListContainersRequest {
+            filter: filter.into(),
+            ..Default::default()
+        };
+        self.runtime
+            .list_containers(&req, self.fast())
+            .map(|r| r.containers)
+            .map_err(|e| CriError::from_grpc("ListContainers", e))
+    }
+
+    pub fn container_status(&self, id: &str) -> Result<api::ContainerStatus> {
+        let req = api::ContainerStatusRequest {
+            container_id: id.to_string(),
+            ..Default::default()
+        };
+        self.runtime
+            .container_status(&req, self.fast())
+            .map(|mut r| r.status.take().unwrap_or_default())
+            .map_err(|e| CriError::from_grpc("ContainerStatus", e))
+    }
+
+    /// Runs `cmd` in a container and collects its output. `timeout` is the
+    /// command's own limit; the call deadline adds the request timeout so the
+    /// runtime has time to clean up, as upstream does.
+    pub fn exec_sync(&self, id: &str, cmd: Vec<String>, timeout: Duration) -> Result<api::ExecSyncResponse> {
+        let req = api::ExecSyncRequest {
+            container_id: id.to_string(),
+            cmd,
+            timeout: timeout.as_secs() as i64,
+            ..Default::default()
+        };
+        self.runtime
+            .exec_sync(&req, self.opt(self.timeout + timeout))
+            .map_err(|e| CriError::from_grpc("ExecSync", e))
+    }
+
+    pub fn image_status(&self, image: &str) -> Result<Option<api::Image>> {
+        let req = api::ImageStatusRequest {
+            image: Some(image_spec(image)).into(),
+            ..Default::default()
+        };
+        self.image
+            .image_status(&req, self.fast())
+            .map(|mut r| r.image.take())
+            .map_err(|e| CriError::from_grpc("ImageStatus", e))
+    }
+
+    /// Pulls `image` and returns the image reference the runtime resolved.
+    pub fn pull_image(&self, image: &str, sandbox_config: Option<api::PodSandboxConfig>) -> Result<String> {
+        let req = api::PullImageRequest {
+            image: Some(image_spec(image)).into(),
+            sandbox_config: sandbox_config.into(),
+            ..Default::default()
+        };
+        self.image
+            .pull_image(&req, self.opt(self.timeout.max(PULL_TIMEOUT_FLOOR)))
+            .map(|r| r.image_ref)
+            .map_err(|e| CriError::from_grpc("PullImage", e))
+    }
+
+    pub fn list_images(&self) -> Result<Vec<api::Image>> {
+        self.image
+            .list_images(&api::ListImagesRequest::default(), self.fast())
+            .map(|r| r.images)
+            .map_err(|e| CriError::from_grpc("ListImages", e))
+    }
+
+    pub fn remove_image(&self, image: &str) -> Result<()> {
+        let req = api::RemoveImageRequest {
+            image: Some(image_spec(image)).into(),
+            ..Default::default()
+        };
+        self.image
+            .remove_image(&req, self.slow())
+            .map(drop)
+            .map_err(|e| CriError::from_grpc("RemoveImage", e))
+    }
+}
+
+fn image_spec(image: &str) -> api::ImageSpec {
+    api::ImageSpec {
+        image: image.to_string(),
+        ..Default::default()
+    }
+}
+
+/// `unix:///run/containerd/containerd.sock` or a bare absolute path (which
+/// upstream still accepts) -> the gRPC target `unix:/path`.
+fn grpc_target(endpoint: &str) -> anyhow::Result<String> {
+    let path = if let Some(rest) = endpoint.strip_prefix("unix://") {
+        rest
+    } else if endpoint.starts_with('/') {
+        log::warn!("container runtime endpoint {endpoint:?} has no scheme; assuming unix://");
+        endpoint
+    } else {
+        anyhow::bail!(
+            "container runtime endpoint {endpoint:?}: only unix:// endpoints are supported"
+        );
+    };
+    if !path.starts_with('/') {
+        anyhow::bail!("container runtime endpoint {endpoint:?}: the socket path must be absolute");
+    }
+    Ok(format!("unix:{path}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_to_target() {
+        assert_eq!(
+            grpc_target("unix:///run/containerd/containerd.sock").unwrap(),
+            "unix:/run/containerd/containerd.sock"
+        );
+        assert_eq!(grpc_target("/run/crio/crio.sock").unwrap(), "unix:/run/crio/crio.sock");
+        assert!(grpc_target("tcp://1.2.3.4:5").is_err());
+        assert!(grpc_target("unix://relative.sock").is_err());
+    }
+}
