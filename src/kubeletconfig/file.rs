@@ -1,0 +1,105 @@
+//! Reading the `--config` file: YAML or JSON (JSON is YAML), strict about
+//! type metadata and unknown fields, defaulted like upstream.
+
+use super::types::{KubeletConfiguration, API_VERSION, KIND};
+use anyhow::{anyhow, bail, Context, Result};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// A decoded config file plus the top-level keys it spelled out.
+pub(crate) struct LoadedFile {
+    pub config: KubeletConfiguration,
+    pub keys: BTreeSet<String>,
+}
+
+/// Reads, checks, decodes and defaults a KubeletConfiguration file.
+pub(crate) fn load(path: &Path) -> Result<LoadedFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("failed to read kubelet config file {}", path.display()))?;
+    let mut loaded = parse(&text).map_err(|e| anyhow!("{}: {e:#}", path.display()))?;
+    resolve_relative_paths(&mut loaded.config, path);
+    Ok(loaded)
+}
+
+/// Decodes file contents; errors carry no file name (the caller adds it).
+pub(crate) fn parse(text: &str) -> Result<LoadedFile> {
+    if text.trim().is_empty() {
+        bail!("kubelet config file was empty");
+    }
+    let keys = check_type_meta(text)?;
+    let mut config: KubeletConfiguration =
+        serde_norway::from_str(text).map_err(|e| describe_decode_error(&e))?;
+    config.set_defaults(&keys);
+    Ok(LoadedFile { config, keys })
+}
+
+/// Checks apiVersion/kind before the typed decode so a file of the wrong
+/// type is reported as such, not as a pile of unknown fields.
+fn check_type_meta(text: &str) -> Result<BTreeSet<String>> {
+    let value: serde_norway::Value =
+        serde_norway::from_str(text).map_err(|e| anyhow!("invalid YAML/JSON: {e}"))?;
+    let map = value
+        .as_mapping()
+        .ok_or_else(|| anyhow!("expected a {KIND} object (a mapping) at the top level"))?;
+    let field = |name: &str| map.get(name).and_then(|v| v.as_str()).map(str::to_owned);
+    match field("apiVersion") {
+        Some(v) if v == API_VERSION => {}
+        Some(v) => bail!("unsupported apiVersion {v:?} (want {API_VERSION:?})"),
+        None => bail!("missing required field \"apiVersion\" (want {API_VERSION:?})"),
+    }
+    match field("kind") {
+        Some(k) if k == KIND => {}
+        Some(k) => bail!("unsupported kind {k:?} (want {KIND:?})"),
+        None => bail!("missing required field \"kind\" (want {KIND:?})"),
+    }
+    Ok(map
+        .keys()
+        .filter_map(|k| k.as_str().map(str::to_owned))
+        .collect())
+}
+
+/// Rewrites serde's unknown-field message (which lists every known field)
+/// into one naming the full path of the offending field.
+fn describe_decode_error(err: &serde_norway::Error) -> anyhow::Error {
+    let msg = err.to_string();
+    let Some(start) = msg.find("unknown field `") else {
+        return anyhow!("{msg}");
+    };
+    let name_start = start + "unknown field `".len();
+    let name = msg[name_start..].split('`').next().unwrap_or_default();
+    // serde_norway prefixes nested errors with their path, e.g. "authentication.webhook: ".
+    let parent = msg[..start].strip_suffix(": ").unwrap_or_default();
+    let full = if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}.{name}")
+    };
+    match err.location() {
+        Some(loc) => anyhow!(
+            "unknown field {full:?} at line {} column {}",
+            loc.line(),
+            loc.column()
+        ),
+        None => anyhow!("unknown field {full:?}"),
+    }
+}
+
+/// Upstream resolves relative paths in the file against the file's
+/// directory (KubeletConfigurationPathRefs), so a config can ship with its
+/// certificates and manifests beside it.
+fn resolve_relative_paths(c: &mut KubeletConfiguration, file: &Path) {
+    let Some(dir) = file.parent() else { return };
+    let fields = [
+        &mut c.static_pod_path,
+        &mut c.authentication.x509.client_ca_file,
+        &mut c.tls_cert_file,
+        &mut c.tls_private_key_file,
+        &mut c.resolv_conf,
+        &mut c.volume_plugin_dir,
+    ];
+    for field in fields {
+        if !field.is_empty() && Path::new(field.as_str()).is_relative() {
+            *field = dir.join(field.as_str()).to_string_lossy().into_owned();
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Kubelet configuration: the `KubeletConfiguration` file
+//! (kubelet.config.k8s.io/v1beta1) and the command-line flags, with
+//! upstream names, defaults, precedence and validation
+//! (upstream: cmd/kubelet/app/options, pkg/kubelet/apis/config).
+//!
+//! Precedence, lowest first: built-in defaults < `--config` file < flags
+//! given on the command line. As upstream, a kubelet started without
+//! `--config` gets the historical command-line defaults (anonymous auth,
+//! AlwaysAllow authorization, read-only port 10255) instead of the secure
+//! v1beta1 file defaults.
+
+mod duration;
+mod file;
+mod flags;
+mod quantity;
+mod types;
+mod validation;
+
+pub use duration::{Duration, DurationError};
+pub use flags::{KubeletFlags, DEFAULT_CERT_DIR, DEFAULT_ROOT_DIR, MAX_VERBOSITY};
+pub use quantity::{parse_quantity, parse_quantity_value, QuantityError};
+pub use types::*;
+pub use validation::{
+    check_label_value, check_qualified_name, validate_configuration, FieldError, EVICTION_SIGNALS,
+};
+
+use clap::Parser;
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::Path;
+
+/// The Kubernetes release whose kubelet API this implements.
+pub const KUBERNETES_VERSION: &str = "v1.34.0";
+/// What `--version` prints after "Kubernetes " and what the node reports.
+pub const VERSION: &str = "v1.34.0-rkubelet";
+
+/// Why [`load`] did not produce a configuration.
+#[derive(Debug)]
+pub enum LoadError {
+    /// `--help`, `--version` or a usage error: call `e.exit()`, which prints
+    /// to stdout (exit 0) or stderr (exit 2) as appropriate.
+    Clap(clap::Error),
+    /// The config file or the merged settings are invalid: print and exit 1.
+    Invalid(anyhow::Error),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Clap(e) => write!(f, "{e}"),
+            LoadError::Invalid(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Parses `args` (`args[0]` is the program name), loads `--config`,
+/// applies flag overrides and validates the result.
+pub fn load<I, T>(args: I) -> Result<(KubeletFlags, KubeletConfiguration), LoadError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = flags::Cli::try_parse_from(args).map_err(LoadError::Clap)?;
+    let config_path = cli.config.clone().filter(|p| !p.as_os_str().is_empty());
+    let (mut config, file_keys) = match &config_path {
+        Some(path) => {
+            let loaded = file::load(path).map_err(LoadError::Invalid)?;
+            (loaded.config, loaded.keys)
+        }
+        None => (
+            KubeletConfiguration::legacy_flag_defaults(),
+            BTreeSet::new(),
+        ),
+    };
+    let flag_fields = cli.apply_to(&mut config);
+    let kubelet_flags = cli.to_flags(&config);
+    let sources = Sources {
+        file: config_path.as_deref(),
+        file_keys: &file_keys,
+        flag_fields: &flag_fields,
+    };
+    let mut problems = sources.describe(&validation::validate_configuration(&config));
+    problems.extend(validate_flags(&kubelet_flags));
+    if !problems.is_empty() {
+        return Err(LoadError::Invalid(anyhow::anyhow!(
+            "invalid kubelet configuration:\n  {}",
+            problems.join("\n  ")
+        )));
+    }
+    Ok((kubelet_flags, config))
+}
+
+/// Loads and defaults a config file without flags or validation.
+pub fn load_config_file(path: &Path) -> anyhow::Result<KubeletConfiguration> {
+    file::load(path).map(|l| l.config)
+}
+
+/// Validates a configuration on its own (no source attribution).
+pub fn validate(config: &KubeletConfiguration) -> anyhow::Result<()> {
+    let errs = validation::validate_configuration(config);
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = errs
+        .iter()
+        .map(|e| format_field_error("config", e, None))
+        .collect();
+    Err(anyhow::anyhow!(
+        "invalid kubelet configuration:\n  {}",
+        lines.join("\n  ")
+    ))
+}
+
+/// Where each setting came from, to name it in error messages.
+struct Sources<'a> {
+    file: Option<&'a Path>,
+    file_keys: &'a BTreeSet<String>,
+    flag_fields: &'a flags::FlagFields,
+}
+
+impl Sources<'_> {
+    fn describe(&self, errs: &[FieldError]) -> Vec<String> {
+        errs.iter().map(|e| self.describe_one(e)).collect()
+    }
+
+    fn describe_one(&self, e: &FieldError) -> String {
+        if let Some(flag) = self.flag_for(&e.field) {
+            return format_field_error("flags", e, Some(flag));
+        }
+        let top = e.field.split(['.', '[']).next().unwrap_or_default();
+        match self.file {
+            Some(path) if self.file_keys.contains(top) => {
+                format_field_error(&path.display().to_string(), e, None)
+            }
+            _ => format_field_error("defaults", e, None),
+        }
+    }
+
+    /// The flag that set this field, matching nested fields under a flag-set parent too.
+    fn flag_for(&self, field: &str) -> Option<&'static str> {
+        self.flag_fields
+            .iter()
+            .find(|(f, _)| field == **f || field.starts_with(&format!("{f}.")))
+            .map(|(_, flag)| *flag)
+    }
+}
+
+fn format_field_error(source: &str, e: &FieldError, flag: Option<&str>) -> String {
+    let flag = flag.map(|f| format!(" ({f})")).unwrap_or_default();
+    format!(
+        "{source}: invalid value {:?} for field {:?}{flag}: {}",
+        e.value, e.field, e.reason
+    )
+}
+
+/// Checks on settings that only exist as flags.
+fn validate_flags(f: &KubeletFlags) -> Vec<String> {
+    let mut out: Vec<String> = validation::validate_node_labels(&f.node_labels)
+        .into_iter()
+        .map(|m| format!("flags: --node-labels: {m}"))
+        .collect();
+    if let Some(ip) = &f.node_ip {
+        if let Err(m) = validation::validate_node_ip(ip) {
+            out.push(format!(
+                "flags: invalid value {ip:?} for flag --node-ip: {m}"
+            ));
+        }
+    }
+    if f.root_dir.as_os_str().is_empty() {
+        out.push("flags: invalid value \"\" for flag --root-dir: must not be empty".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
