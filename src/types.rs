@@ -1,0 +1,249 @@
+//! Kubelet-internal pod types and helpers (upstream pkg/kubelet/types).
+
+use std::fmt;
+
+use anyhow::{anyhow, bail, Result};
+use k8s_openapi::api::core::v1::Pod;
+
+/// Annotation recording which source (file, http, api) a pod came from.
+pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+/// Annotation marking a mirror pod (the API-server copy of a static pod).
+pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// Annotation with the time the kubelet first saw the pod.
+pub const CONFIG_FIRST_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
+/// Annotation with the hash (the generated UID) of a static pod manifest.
+pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+
+/// Pods read from the static pod path.
+pub const FILE_SOURCE: &str = "file";
+/// Pods read from the static pod URL.
+pub const HTTP_SOURCE: &str = "http";
+/// Pods bound to this node through the API server.
+pub const API_SOURCE: &str = "api";
+/// All sources at once.
+pub const ALL_SOURCE: &str = "*";
+
+/// Namespace used when a manifest does not name one.
+pub const NAMESPACE_DEFAULT: &str = "default";
+/// Namespace of the cluster's system components.
+pub const NAMESPACE_SYSTEM: &str = "kube-system";
+/// Priority of system-cluster-critical pods (scheduling.SystemCriticalPriority).
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2 * 1_000_000_000;
+
+/// What a `PodUpdate` asks the receiver to do with its pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PodOperation {
+    /// The complete current set of pods of one source.
+    Set,
+    /// Pods new to this source.
+    Add,
+    /// Pods gracefully deleted from this source (deletionTimestamp set).
+    Delete,
+    /// Pods removed from this source.
+    Remove,
+    /// Pods whose spec, labels or annotations changed.
+    Update,
+    /// Pods whose status differs from what the kubelet believes.
+    Reconcile,
+}
+
+impl fmt::Display for PodOperation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            PodOperation::Set => "SET",
+            PodOperation::Add => "ADD",
+            PodOperation::Delete => "DELETE",
+            PodOperation::Remove => "REMOVE",
+            PodOperation::Update => "UPDATE",
+            PodOperation::Reconcile => "RECONCILE",
+        };
+        f.write_str(s)
+    }
+}
+
+/// One change sent on a config channel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodUpdate {
+    pub pods: Vec<Pod>,
+    pub op: PodOperation,
+    pub source: String,
+}
+
+impl PodUpdate {
+    /// A full snapshot of `source`'s pods.
+    pub fn set(source: &str, pods: Vec<Pod>) -> Self {
+        PodUpdate {
+            pods,
+            op: PodOperation::Set,
+            source: source.to_string(),
+        }
+    }
+}
+
+/// Why a pod is being synced (upstream SyncPodType).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SyncPodType {
+    Sync,
+    Update,
+    Create,
+    Kill,
+}
+
+impl fmt::Display for SyncPodType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            SyncPodType::Sync => "sync",
+            SyncPodType::Update => "update",
+            SyncPodType::Create => "create",
+            SyncPodType::Kill => "kill",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Expands and checks a list of configured source names ("*" means all).
+pub fn get_validated_sources(sources: &[String]) -> Result<Vec<String>> {
+    let mut validated = Vec::with_capacity(sources.len());
+    for source in sources {
+        match source.as_str() {
+            ALL_SOURCE => {
+                return Ok(vec![
+                    FILE_SOURCE.to_string(),
+                    HTTP_SOURCE.to_string(),
+                    API_SOURCE.to_string(),
+                ])
+            }
+            FILE_SOURCE | HTTP_SOURCE | API_SOURCE => validated.push(source.clone()),
+            "" => {}
+            other => bail!("unknown pod source {other:?}"),
+        }
+    }
+    Ok(validated)
+}
+
+/// The pod's UID, or "" when unset.
+pub fn pod_uid(pod: &Pod) -> &str {
+    pod.metadata.uid.as_deref().unwrap_or("")
+}
+
+/// The pod's name, or "" when unset.
+pub fn pod_name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or("")
+}
+
+/// The pod's namespace, or "" when unset.
+pub fn pod_namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("")
+}
+
+/// One annotation of the pod, if present.
+pub fn pod_annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// "name_namespace", the kubelet's unique key for a pod (kubecontainer.GetPodFullName).
+pub fn pod_full_name(pod: &Pod) -> String {
+    format!("{}_{}", pod_name(pod), pod_namespace(pod))
+}
+
+/// "namespace/name" for log messages (klog.KObj).
+pub fn pod_ref(pod: &Pod) -> String {
+    format!("{}/{}", pod_namespace(pod), pod_name(pod))
+}
+
+/// The source a pod came from, from its config.source annotation.
+pub fn get_pod_source(pod: &Pod) -> Result<String> {
+    pod_annotation(pod, CONFIG_SOURCE_ANNOTATION)
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("cannot get source of pod {:?}", pod_uid(pod)))
+}
+
+/// True for pods that did not come from the API server (file or http).
+pub fn is_static_pod(pod: &Pod) -> bool {
+    matches!(get_pod_source(pod), Ok(source) if source != API_SOURCE)
+}
+
+/// True for the API-server copies the kubelet creates for static pods.
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    pod_annotation(pod, CONFIG_MIRROR_ANNOTATION).is_some()
+}
+
+/// Critical pods are never evicted or preempted by the kubelet.
+pub fn is_critical_pod(pod: &Pod) -> bool {
+    is_static_pod(pod) || is_mirror_pod(pod) || is_critical_pod_based_on_priority(pod)
+}
+
+/// True when the pod's priority is at least system-cluster-critical.
+pub fn is_critical_pod_based_on_priority(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.priority)
+        .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+}
+
+/// The current time as RFC 3339 with nanoseconds, as the config.seen annotation holds it.
+pub fn now_rfc3339_nano() -> String {
+    // jiff's clock needs its "std" feature, which k8s-openapi does not enable.
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX);
+    let nanos = i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0);
+    k8s_openapi::jiff::Timestamp::new(secs, nanos)
+        .map(|ts| ts.to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    fn pod_with_source(source: Option<&str>) -> Pod {
+        let annotations =
+            source.map(|s| BTreeMap::from([(CONFIG_SOURCE_ANNOTATION.to_string(), s.to_string())]));
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("prod".into()),
+                uid: Some("u1".into()),
+                annotations,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn full_name_and_source() {
+        let pod = pod_with_source(Some(FILE_SOURCE));
+        assert_eq!(pod_full_name(&pod), "web_prod");
+        assert_eq!(pod_ref(&pod), "prod/web");
+        assert_eq!(get_pod_source(&pod).unwrap(), "file");
+        assert!(is_static_pod(&pod));
+        assert!(is_critical_pod(&pod));
+        assert!(!is_static_pod(&pod_with_source(Some(API_SOURCE))));
+        assert!(!is_static_pod(&pod_with_source(None)));
+        assert!(get_pod_source(&pod_with_source(None)).is_err());
+    }
+
+    #[test]
+    fn validated_sources() {
+        let all = get_validated_sources(&["*".to_string()]).unwrap();
+        assert_eq!(all, vec!["file", "http", "api"]);
+        let some = get_validated_sources(&["file".into(), "".into()]).unwrap();
+        assert_eq!(some, vec!["file"]);
+        assert!(get_validated_sources(&["bogus".into()]).is_err());
+    }
+
+    #[test]
+    fn timestamp_is_rfc3339() {
+        let ts = now_rfc3339_nano();
+        assert!(ts.ends_with('Z') && ts.contains('T'), "{ts}");
+    }
+}
