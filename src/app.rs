@@ -1,0 +1,321 @@
+//! Startup, in upstream's order (`cmd/kubelet/app/server.go`): parse flags,
+//! load and validate the KubeletConfiguration, build the dependencies, start
+//! healthz, create the kubelet (constructors do no work), start each module
+//! on its own thread, then run the sync loop on the main thread.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use crossbeam_channel::{Receiver, Sender};
+use nix::sys::signal::{SigSet, Signal};
+
+use crate::config::{self as podconfig, PodConfig};
+use crate::container::cache::Cache;
+use crate::cri::RemoteRuntime;
+use crate::events::LogRecorder;
+use crate::kubelet::{Kubelet, LoopChannels, Settings};
+use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags, LoadError};
+use crate::kuberuntime::{KubeRuntimeManager, RuntimeManagerConfig};
+use crate::pleg::GenericPleg;
+use crate::server::healthz::{Healthz, NamedCheck};
+use crate::types;
+
+/// Threads that run pod syncs; fixed, whatever the number of pods.
+pub const POD_WORKER_THREADS: usize = 4;
+const RUNTIME_UP_PERIOD: Duration = Duration::from_secs(5);
+/// Container GC period (upstream ContainerGCPeriod).
+const GC_PERIOD: Duration = Duration::from_secs(60);
+/// The sync loop is unhealthy if an iteration has not begun for this long
+/// (upstream: twice syncFrequency, at least 5 minutes).
+const MIN_SYNC_LOOP_HEALTH: Duration = Duration::from_secs(300);
+
+/// The process entry point: returns the exit code.
+pub fn main() -> i32 {
+    let (flags, config) = match kubeletconfig::load(std::env::args_os()) {
+        Ok(v) => v,
+        Err(LoadError::Clap(e)) => e.exit(),
+        Err(LoadError::Invalid(e)) => {
+            eprintln!("rkubelet: {e:#}");
+            return 1;
+        }
+    };
+    init_logging(flags.verbosity);
+    log::info!("rkubelet {} (Kubernetes {})", kubeletconfig::VERSION, kubeletconfig::KUBERNETES_VERSION);
+    match run(&flags, &config) {
+        Ok(code) => code,
+        Err(e) => {
+            log::error!("{e:#}");
+            1
+        }
+    }
+}
+
+/// `--v` maps onto log levels: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG,
+/// when set, wins, so one module can be turned up alone.
+fn init_logging(verbosity: u8) {
+    let level = match verbosity {
+        0..=1 => "info",
+        2..=4 => "debug",
+        _ => "trace",
+    };
+    let default = format!("rkubelet={level},warn");
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default))
+        .format_timestamp_millis()
+        .init();
+}
+
+fn node_name(flags: &KubeletFlags) -> anyhow::Result<String> {
+    let name = match flags.hostname_override.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        Some(n) => n.to_string(),
+        None => nix::unistd::gethostname()
+            .context("read the hostname")?
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let name = name.trim().to_lowercase();
+    if name.is_empty() {
+        bail!("empty node name: set --hostname-override");
+    }
+    Ok(name)
+}
+
+fn machine_memory() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// SIGTERM and SIGINT close the returned channel, which every module's
+/// loop watches. The signals are blocked in every thread (the mask is
+/// inherited) and taken by one thread with sigwait.
+fn shutdown_on_signals() -> anyhow::Result<Receiver<()>> {
+    let (tx, rx): (Sender<()>, Receiver<()>) = crossbeam_channel::bounded(0);
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    set.thread_block().context("block termination signals")?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Ok(sig) = set.wait() {
+                log::info!("received {sig}, shutting down (containers keep running)");
+            }
+            drop(tx);
+        })
+        .context("spawn signal thread")?;
+    Ok(rx)
+}
+
+fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i32> {
+    let node = node_name(flags)?;
+    if flags.kubeconfig.is_some() {
+        log::warn!("--kubeconfig given, but API server mode is not implemented yet; running standalone");
+    } else {
+        log::info!("no API server defined: running in standalone mode, no node status will be sent");
+    }
+    let shutdown = shutdown_on_signals()?;
+
+    // Dependencies.
+    let runtime = Arc::new(
+        RemoteRuntime::new(&config.container_runtime_endpoint, config.runtime_request_timeout.0)
+            .context("container runtime endpoint")?,
+    );
+    let settings = Settings {
+        node_name: node.clone(),
+        node_ip: flags.node_ip.clone(),
+        root_dir: flags.root_dir.clone(),
+        pod_logs_dir: config.pod_logs_dir.clone().into(),
+        sync_frequency: config.sync_frequency.0,
+        max_pods: usize::try_from(config.max_pods).unwrap_or(0),
+        pod_workers: POD_WORKER_THREADS,
+    };
+    let manager = Arc::new(KubeRuntimeManager::new(
+        Arc::clone(&runtime),
+        RuntimeManagerConfig {
+            root_dir: settings.root_dir.clone(),
+            pod_logs_dir: settings.pod_logs_dir.clone(),
+            resolv_conf: config.resolv_conf.clone().into(),
+            cluster_dns: config.cluster_dns.clone(),
+            cluster_domain: config.cluster_domain.clone(),
+            node_ip: flags.node_ip.clone(),
+            cpu_cfs_quota: config.cpu_cfs_quota,
+            cpu_cfs_quota_period_us: config.cpu_cfs_quota_period.0.as_micros() as i64,
+            machine_memory: machine_memory(),
+            serialize_image_pulls: config.serialize_image_pulls,
+        },
+        Arc::new(LogRecorder),
+    ));
+    std::fs::create_dir_all(&settings.root_dir)
+        .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
+
+    let pod_config = Arc::new(PodConfig::try_new().context("start the pod config merger")?);
+    let _sources = start_sources(config, &node, &pod_config, &shutdown)?;
+    let cache = Arc::new(Cache::new());
+    let (pleg, pleg_rx) = GenericPleg::new(Arc::clone(&manager), Arc::clone(&cache));
+    let pc = Arc::clone(&pod_config);
+    let kubelet = Kubelet::new(
+        settings,
+        manager,
+        pleg,
+        cache,
+        Box::new(move |seen| pc.seen_all_sources(seen)),
+    );
+
+    let _healthz = start_healthz(config, &kubelet, &shutdown)?;
+    if flags.runonce {
+        return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
+    }
+    let _modules = start_modules(&kubelet, &shutdown)?;
+    let (_liveness_tx, liveness_rx) = crossbeam_channel::bounded(100);
+    kubelet.sync_loop(&LoopChannels {
+        config: pod_config.updates(),
+        pleg: pleg_rx,
+        liveness: liveness_rx,
+        shutdown,
+    });
+    log::info!("sync loop stopped; exiting");
+    Ok(0)
+}
+
+fn start_sources(config: &KubeletConfiguration, node: &str, pod_config: &PodConfig, shutdown: &Receiver<()>) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    if !config.static_pod_path.is_empty() {
+        log::info!("adding static pod path {}", config.static_pod_path);
+        handles.push(
+            podconfig::start_file_source(
+                config.static_pod_path.as_str(),
+                node,
+                config.file_check_frequency.0,
+                pod_config.channel(types::FILE_SOURCE),
+                shutdown.clone(),
+            )
+            .context("start the file pod source")?,
+        );
+    }
+    if !config.static_pod_url.is_empty() {
+        log::info!("adding pod URL {} with headers", config.static_pod_url);
+        let headers = config
+            .static_pod_url_header
+            .iter()
+            .flat_map(|(k, vs)| vs.iter().map(move |v| (k.clone(), v.clone())))
+            .collect();
+        handles.push(
+            podconfig::start_http_source(
+                &config.static_pod_url,
+                headers,
+                node,
+                config.http_check_frequency.0,
+                pod_config.channel(types::HTTP_SOURCE),
+                shutdown.clone(),
+            )
+            .context("start the URL pod source")?,
+        );
+    }
+    Ok(handles)
+}
+
+fn start_healthz(config: &KubeletConfiguration, kubelet: &Arc<Kubelet>, shutdown: &Receiver<()>) -> anyhow::Result<Option<JoinHandle<()>>> {
+    if config.healthz_port <= 0 {
+        return Ok(None);
+    }
+    let addr: SocketAddr = format!("{}:{}", config.healthz_bind_address, config.healthz_port)
+        .parse()
+        .with_context(|| format!("healthzBindAddress {:?}", config.healthz_bind_address))?;
+    let limit = (config.sync_frequency.0 * 2).max(MIN_SYNC_LOOP_HEALTH);
+    let (k1, k2, k3) = (Arc::clone(kubelet), Arc::clone(kubelet), Arc::clone(kubelet));
+    let healthz = Healthz::new(vec![
+        NamedCheck {
+            name: "ping",
+            check: Box::new(|| Ok(())),
+        },
+        NamedCheck {
+            name: "log",
+            check: Box::new(|| Ok(())),
+        },
+        NamedCheck {
+            name: "syncloop",
+            check: Box::new(move || {
+                match *k1.sync_loop_monitor.lock().unwrap_or_else(|e| e.into_inner()) {
+                    None => Err("sync loop did not start".into()),
+                    Some(t) if t.elapsed() > limit => Err("sync loop took longer than expected".into()),
+                    Some(_) => Ok(()),
+                }
+            }),
+        },
+        NamedCheck {
+            name: "pleg",
+            check: Box::new(move || k2.pleg.healthy()),
+        },
+        NamedCheck {
+            name: "runtime",
+            check: Box::new(move || {
+                let errs = k3.runtime_state.runtime_errors();
+                if errs.is_empty() {
+                    Ok(())
+                } else {
+                    Err(errs.join("; "))
+                }
+            }),
+        },
+    ]);
+    healthz.serve(addr, shutdown.clone()).map(Some)
+}
+
+/// Starts every module that runs beside the sync loop, each on its own
+/// named thread.
+fn start_modules(kubelet: &Arc<Kubelet>, shutdown: &Receiver<()>) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    handles.push(kubelet.pleg.start(shutdown.clone()).context("start PLEG")?);
+    handles.extend(
+        kubelet
+            .pod_workers
+            .start(kubelet.settings.pod_workers, shutdown.clone())
+            .context("start pod workers")?,
+    );
+    handles.push(periodic("runtime-status", RUNTIME_UP_PERIOD, Duration::ZERO, shutdown, {
+        let k = Arc::clone(kubelet);
+        move || k.update_runtime_up()
+    })?);
+    handles.push(periodic("gc", GC_PERIOD, GC_PERIOD, shutdown, {
+        let k = Arc::clone(kubelet);
+        move || {
+            let desired = k.pod_manager.uids();
+            if let Err(e) = k.runtime.garbage_collect(&desired, k.sources_ready()) {
+                log::warn!("container garbage collection failed: {e}");
+            }
+        }
+    })?);
+    Ok(handles)
+}
+
+/// Runs `f` every `period` (first after `delay`) on its own named thread
+/// until `shutdown` closes.
+fn periodic<F>(name: &str, period: Duration, delay: Duration, shutdown: &Receiver<()>, f: F) -> anyhow::Result<JoinHandle<()>>
+where
+    F: Fn() + Send + 'static,
+{
+    let stop = shutdown.clone();
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            let first = crossbeam_channel::after(delay);
+            crossbeam_channel::select! {
+                recv(first) -> _ => {}
+                recv(stop) -> _ => return,
+            }
+            let ticker = crossbeam_channel::tick(period);
+            loop {
+                f();
+                crossbeam_channel::select! {
+                    recv(ticker) -> _ => {}
+                    recv(stop) -> _ => return,
+                }
+            }
+        })
+        .with_context(|| format!("spawn {name} thread"))
+}

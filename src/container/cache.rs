@@ -1,0 +1,175 @@
+//! The pod status cache PLEG fills and the pod workers read (upstream
+//! `pkg/kubelet/container/cache.go`).
+//!
+//! A worker that just acted on a pod must not act again on a status read
+//! before its own action: it asks for a status newer than the time its last
+//! sync started, and PLEG's next relist provides one.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::PodStatus;
+
+#[derive(Clone)]
+struct Entry {
+    status: PodStatus,
+    error: Option<String>,
+    modified: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    pods: HashMap<String, Entry>,
+    /// Start time of the last completed relist: everything not in `pods`
+    /// is known not to exist as of then.
+    timestamp: Option<Instant>,
+}
+
+/// What the cache holds for a pod: its status, or the error inspecting it.
+pub type CachedStatus = (PodStatus, Option<String>);
+
+#[derive(Default)]
+pub struct Cache {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+}
+
+impl Cache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A poisoned lock means a panic elsewhere mid-update of plain data;
+        // the data is still consistent enough to keep serving.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, uid: &str) -> CachedStatus {
+        let inner = self.lock();
+        match inner.pods.get(uid) {
+            Some(e) => (e.status.clone(), e.error.clone()),
+            None => (empty_status(uid), None),
+        }
+    }
+
+    /// The status if the cache holds one newer than `min`; `None` otherwise.
+    pub fn get_if_newer(&self, uid: &str, min: Option<Instant>) -> Option<CachedStatus> {
+        let inner = self.lock();
+        newer_than(&inner, uid, min)
+    }
+
+    /// Waits up to `limit` for a status newer than `min`.
+    pub fn get_newer_than(&self, uid: &str, min: Option<Instant>, limit: Duration) -> Option<CachedStatus> {
+        let deadline = Instant::now() + limit;
+        let mut inner = self.lock();
+        loop {
+            if let Some(found) = newer_than(&inner, uid, min) {
+                return Some(found);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            inner = self
+                .changed
+                .wait_timeout(inner, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+
+    pub fn set(&self, uid: &str, status: PodStatus, error: Option<String>, modified: Instant) {
+        let mut inner = self.lock();
+        inner.pods.insert(
+            uid.to_string(),
+            Entry {
+                status,
+                error,
+                modified,
+            },
+        );
+        drop(inner);
+        self.changed.notify_all();
+    }
+
+    pub fn delete(&self, uid: &str) {
+        self.lock().pods.remove(uid);
+    }
+
+    /// Marks a completed relist that started at `timestamp`.
+    pub fn update_time(&self, timestamp: Instant) {
+        self.lock().timestamp = Some(timestamp);
+        self.changed.notify_all();
+    }
+
+    /// Start time of the newest completed relist.
+    pub fn timestamp(&self) -> Option<Instant> {
+        self.lock().timestamp
+    }
+}
+
+fn empty_status(uid: &str) -> PodStatus {
+    PodStatus {
+        uid: uid.to_string(),
+        ..Default::default()
+    }
+}
+
+fn newer_than(inner: &Inner, uid: &str, min: Option<Instant>) -> Option<CachedStatus> {
+    let after = |t: Instant| min.map_or(true, |m| t > m);
+    let global_newer = inner.timestamp.is_some_and(after);
+    match inner.pods.get(uid) {
+        Some(e) if after(e.modified) || global_newer => Some((e.status.clone(), e.error.clone())),
+        None if global_newer => Some((empty_status(uid), None)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_before_first_relist() {
+        let c = Cache::new();
+        assert!(c.get_if_newer("a", None).is_none());
+        let t0 = Instant::now();
+        c.update_time(t0);
+        let (s, e) = c.get_if_newer("a", None).unwrap();
+        assert_eq!(s.uid, "a");
+        assert!(e.is_none());
+        // Not newer than the relist itself.
+        assert!(c.get_if_newer("a", Some(t0)).is_none());
+    }
+
+    #[test]
+    fn entry_newer_than_min_is_served() {
+        let c = Cache::new();
+        let before = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        let st = PodStatus {
+            uid: "a".into(),
+            name: "p".into(),
+            ..Default::default()
+        };
+        c.set("a", st.clone(), None, Instant::now());
+        assert_eq!(c.get_if_newer("a", Some(before)).unwrap().0, st);
+        assert!(c.get_if_newer("b", Some(before)).is_none());
+    }
+
+    #[test]
+    fn waiter_wakes_on_update() {
+        let c = std::sync::Arc::new(Cache::new());
+        let min = Instant::now();
+        let c2 = c.clone();
+        let h = std::thread::spawn(move || c2.get_newer_than("a", Some(min), Duration::from_secs(5)));
+        std::thread::sleep(Duration::from_millis(20));
+        c.update_time(Instant::now());
+        assert!(h.join().unwrap().is_some());
+        assert!(c
+            .get_newer_than("a", Some(Instant::now()), Duration::from_millis(10))
+            .is_none());
+    }
+}

@@ -1,0 +1,127 @@
+//! Runtime-neutral views of pods and containers (upstream
+//! `pkg/kubelet/container`): what the runtime manager reports and what the
+//! kubelet, PLEG and the pod workers reason about.
+
+pub mod cache;
+
+use std::time::SystemTime;
+
+/// A container's state as the kubelet sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited,
+    Unknown,
+}
+
+/// The status of one container instance (one restart of a container).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerStatus {
+    pub id: String,
+    pub name: String,
+    pub state: ContainerState,
+    pub created_at: SystemTime,
+    pub started_at: Option<SystemTime>,
+    pub finished_at: Option<SystemTime>,
+    pub exit_code: i32,
+    pub image: String,
+    pub image_ref: String,
+    /// Hash of the container spec it was created from.
+    pub hash: String,
+    pub restart_count: u32,
+    pub reason: String,
+    pub message: String,
+}
+
+/// A pod sandbox as the runtime reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxStatus {
+    pub id: String,
+    pub ready: bool,
+    pub attempt: u32,
+    pub created_at: SystemTime,
+    pub ip: Option<String>,
+    pub additional_ips: Vec<String>,
+    pub host_network: bool,
+}
+
+/// Everything the runtime knows about one pod, newest first.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PodStatus {
+    pub uid: String,
+    pub name: String,
+    pub namespace: String,
+    /// Sandboxes, newest first.
+    pub sandboxes: Vec<SandboxStatus>,
+    /// Container instances, newest first.
+    pub containers: Vec<ContainerStatus>,
+}
+
+impl PodStatus {
+    /// The newest instance of the named container.
+    pub fn find_container(&self, name: &str) -> Option<&ContainerStatus> {
+        self.containers.iter().find(|c| c.name == name)
+    }
+
+    pub fn running_containers(&self) -> impl Iterator<Item = &ContainerStatus> {
+        self.containers
+            .iter()
+            .filter(|c| c.state == ContainerState::Running)
+    }
+
+    /// The pod's IPs from its newest sandbox.
+    pub fn ips(&self) -> Vec<String> {
+        match self.sandboxes.first() {
+            Some(sb) => sb.ip.iter().chain(sb.additional_ips.iter()).cloned().collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// A container found in the runtime, without inspecting it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeContainer {
+    pub id: String,
+    pub name: String,
+    pub state: ContainerState,
+    pub hash: String,
+    pub created_at: SystemTime,
+    /// The pod's grace period as recorded on the container, for killing
+    /// orphans whose spec the kubelet no longer has.
+    pub grace_seconds: Option<i64>,
+}
+
+/// A sandbox found in the runtime, without inspecting it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeSandbox {
+    pub id: String,
+    pub ready: bool,
+    pub created_at: SystemTime,
+}
+
+/// A pod as listed from the runtime (upstream `kubecontainer.Pod`): the
+/// unit PLEG compares between relists and housekeeping reaps.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RuntimePod {
+    pub uid: String,
+    pub name: String,
+    pub namespace: String,
+    pub sandboxes: Vec<RuntimeSandbox>,
+    pub containers: Vec<RuntimeContainer>,
+}
+
+impl RuntimePod {
+    pub fn is_running(&self) -> bool {
+        self.sandboxes.iter().any(|s| s.ready)
+            || self
+                .containers
+                .iter()
+                .any(|c| c.state == ContainerState::Running)
+    }
+}
+
+/// `name_namespace`, as upstream's GetPodFullName.
+pub fn pod_full_name(name: &str, namespace: &str) -> String {
+    format!("{name}_{namespace}")
+}

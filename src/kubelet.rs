@@ -1,0 +1,655 @@
+//! The kubelet: the pod manager, the pod syncer the workers call, and the
+//! sync loop on the main thread (upstream `pkg/kubelet/kubelet.go`).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, tick, Receiver};
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::container::cache::Cache;
+use crate::container::{ContainerState, PodStatus, RuntimePod};
+use crate::kuberuntime::{sandbox, KubeRuntimeManager, SyncError};
+use crate::pleg::{EventType as PlegEvent, GenericPleg, PodLifecycleEvent};
+use crate::podutil::PodExt;
+use crate::podworkers::{PodSyncer, PodWorkers, SyncFailure, UpdatePodOptions, UpdateType, WORKER_BACKOFF};
+use crate::prober::{ProbeResult, ResultUpdate};
+use crate::status::generate::{generate_api_pod_status, StatusContext};
+use crate::status::StatusManager;
+use crate::types::{PodOperation, PodUpdate};
+use crate::util::backoff::Exponential;
+use crate::util::workqueue::WorkQueue;
+
+pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
+pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
+/// The runtime is considered down when its status has not been confirmed
+/// for this long (upstream maxWaitForContainerRuntime).
+const RUNTIME_SYNC_THRESHOLD: Duration = Duration::from_secs(30);
+
+/// The node-level settings the kubelet's modules need.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub node_name: String,
+    pub node_ip: Option<String>,
+    pub root_dir: PathBuf,
+    pub pod_logs_dir: PathBuf,
+    /// syncFrequency: how often a healthy pod is resynced.
+    pub sync_frequency: Duration,
+    pub max_pods: usize,
+    pub pod_workers: usize,
+}
+
+/// The desired pods, by UID (upstream pod manager).
+#[derive(Default)]
+pub struct PodManager {
+    pods: RwLock<HashMap<String, Pod>>,
+}
+
+impl PodManager {
+    pub fn add_or_update(&self, pod: Pod) {
+        let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
+        pods.insert(pod.uid().to_string(), pod);
+    }
+
+    pub fn remove(&self, uid: &str) {
+        self.pods.write().unwrap_or_else(|e| e.into_inner()).remove(uid);
+    }
+
+    pub fn get(&self, uid: &str) -> Option<Pod> {
+        self.pods.read().unwrap_or_else(|e| e.into_inner()).get(uid).cloned()
+    }
+
+    pub fn uids(&self) -> HashSet<String> {
+        self.pods.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+    }
+
+    pub fn pods(&self) -> Vec<Pod> {
+        self.pods.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+}
+
+#[derive(Default)]
+struct RuntimeStateInner {
+    last_base_sync: Option<Instant>,
+    runtime_error: Option<String>,
+    network_error: Option<String>,
+    runtime_name: String,
+}
+
+/// Whether the runtime answered and is ready (upstream runtimeState).
+#[derive(Default)]
+pub struct RuntimeState {
+    inner: Mutex<RuntimeStateInner>,
+}
+
+impl RuntimeState {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RuntimeStateInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What keeps pods from being synced; empty when the runtime is fine.
+    pub fn runtime_errors(&self) -> Vec<String> {
+        let st = self.lock();
+        let mut errs = Vec::new();
+        match st.last_base_sync {
+            None => errs.push("container runtime status check may not have completed yet".to_string()),
+            Some(t) if t.elapsed() > RUNTIME_SYNC_THRESHOLD => errs.push("container runtime is down".to_string()),
+            Some(_) => {}
+        }
+        errs.extend(st.runtime_error.clone());
+        errs
+    }
+
+    pub fn network_error(&self) -> Option<String> {
+        self.lock().network_error.clone()
+    }
+
+    pub fn runtime_name(&self) -> String {
+        let name = self.lock().runtime_name.clone();
+        if name.is_empty() {
+            "containerd".into()
+        } else {
+            name
+        }
+    }
+
+    /// Records one CRI Status answer (upstream updateRuntimeUp).
+    pub fn update(&self, result: Result<(String, Vec<(String, bool, String)>), String>) {
+        let mut st = self.lock();
+        match result {
+            Err(e) => st.runtime_error = Some(format!("container runtime is down: {e}")),
+            Ok((name, conditions)) => {
+                let cond = |t: &str| conditions.iter().find(|(ty, _, _)| ty == t);
+                st.runtime_error = match cond("RuntimeReady") {
+                    Some((_, true, _)) => None,
+                    Some((_, false, msg)) => Some(format!("container runtime not ready: {msg}")),
+                    None => Some("container runtime not ready: RuntimeReady condition missing".into()),
+                };
+                st.network_error = match cond("NetworkReady") {
+                    Some((_, true, _)) => None,
+                    Some((_, false, msg)) => Some(format!("container runtime network not ready: {msg}")),
+                    None => Some("container runtime network not ready: NetworkReady condition missing".into()),
+                };
+                st.runtime_name = name;
+                if st.runtime_error.is_none() {
+                    st.last_base_sync = Some(Instant::now());
+                }
+            }
+        }
+    }
+}
+
+/// What the pod workers call: turns a pod and its runtime status into CRI
+/// actions and an API status.
+pub struct Syncer {
+    pub runtime: Arc<KubeRuntimeManager>,
+    pub status_manager: Arc<StatusManager>,
+    pub runtime_state: Arc<RuntimeState>,
+    pub settings: Settings,
+    /// Containers whose liveness probe failed, by container ID.
+    pub liveness_failed: Mutex<HashSet<String>>,
+}
+
+impl Syncer {
+    /// Regenerates the pod's API status from a runtime status.
+    pub fn refresh_status(&self, pod: &Pod, status: &PodStatus) {
+        self.update_status(pod, status);
+    }
+
+    fn update_status(&self, pod: &Pod, status: &PodStatus) -> String {
+        let uid = pod.uid().to_string();
+        let runtime = Arc::clone(&self.runtime);
+        let waiting = move |c: &str| runtime.waiting_reason(&uid, c);
+        let runtime_name = self.runtime_state.runtime_name();
+        let ctx = StatusContext {
+            runtime_name: &runtime_name,
+            host_ip: self.settings.node_ip.as_deref(),
+            waiting_reason: &waiting,
+            is_ready: &|_| true,
+        };
+        let api_status = generate_api_pod_status(pod, status, &ctx);
+        let phase = api_status.phase.clone().unwrap_or_default();
+        if self.status_manager.set_pod_status(pod, api_status) {
+            log::debug!("pod {}: status updated, phase {phase}", pod.full_name());
+        }
+        phase
+    }
+
+    fn make_pod_dirs(&self, pod: &Pod) -> std::io::Result<()> {
+        let dir = self.settings.root_dir.join("pods").join(pod.uid());
+        for sub in ["volumes", "plugins", "containers"] {
+            std::fs::create_dir_all(dir.join(sub))?;
+        }
+        Ok(())
+    }
+
+    fn liveness_failures(&self, status: &PodStatus) -> HashSet<String> {
+        let mut failed = self.liveness_failed.lock().unwrap_or_else(|e| e.into_inner());
+        let ids: HashSet<&str> = status.containers.iter().map(|c| c.id.as_str()).collect();
+        let mine: HashSet<String> = failed.iter().filter(|id| ids.contains(id.as_str())).cloned().collect();
+        // Forget failures of containers that are no longer running.
+        failed.retain(|id| {
+            !ids.contains(id.as_str())
+                || status.containers.iter().any(|c| &c.id == id && c.state == ContainerState::Running)
+        });
+        mine
+    }
+}
+
+fn failure(errors: &[SyncError]) -> SyncFailure {
+    let retry_after = errors
+        .iter()
+        .map(|e| e.retry_after.unwrap_or(WORKER_BACKOFF))
+        .min()
+        .unwrap_or(WORKER_BACKOFF);
+    SyncFailure {
+        message: errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        retry_after,
+    }
+}
+
+impl PodSyncer for Syncer {
+    fn sync_pod(&self, update: UpdateType, pod: &Pod, status: &PodStatus) -> Result<bool, SyncFailure> {
+        log::debug!("pod {}: sync ({update:?})", pod.full_name());
+        let phase = self.update_status(pod, status);
+        if phase == "Succeeded" || phase == "Failed" {
+            log::info!("pod {} reached phase {phase}", pod.full_name());
+            return Ok(true);
+        }
+        self.make_pod_dirs(pod).map_err(|e| SyncFailure {
+            message: format!("create pod directories: {e}"),
+            retry_after: WORKER_BACKOFF,
+        })?;
+        let liveness = self.liveness_failures(status);
+        let errors = self.runtime.sync_pod(pod, status, &liveness);
+        // Record the reasons the sync found (CrashLoopBackOff, ...) now.
+        self.update_status(pod, status);
+        if errors.is_empty() {
+            Ok(false)
+        } else {
+            Err(failure(&errors))
+        }
+    }
+
+    fn sync_terminating_pod(&self, pod: Option<&Pod>, running: Option<&RuntimePod>, status: &PodStatus, grace: Option<i64>) -> Result<(), SyncFailure> {
+        let name = pod.map_or_else(|| status.uid.clone(), |p| p.full_name());
+        log::info!("pod {name}: terminating");
+        let result = match running {
+            Some(rp) => self.runtime.kill_pod(pod, rp, grace),
+            None => self.runtime.kill_pod_status(pod, status, grace),
+        };
+        result.map_err(|e| failure(&[e]))?;
+        if let Some(pod) = pod {
+            if let Ok(fresh) = self.runtime.get_pod_status(pod.uid(), pod.name(), pod.namespace()) {
+                self.update_status(pod, &fresh);
+            }
+        }
+        Ok(())
+    }
+
+    fn sync_terminated_pod(&self, pod: Option<&Pod>, status: &PodStatus, removed: bool) -> Result<(), SyncFailure> {
+        if !removed {
+            return Ok(());
+        }
+        let uid = pod.map_or(status.uid.as_str(), |p| p.uid());
+        log::info!("pod {uid}: removing its containers, sandboxes and directories");
+        self.runtime.remove_pod(uid).map_err(|e| SyncFailure {
+            message: e.to_string(),
+            retry_after: WORKER_BACKOFF,
+        })?;
+        let pod_dir = self.settings.root_dir.join("pods").join(uid);
+        if let Err(e) = remove_dir_if_exists(&pod_dir) {
+            log::warn!("remove {}: {e}", pod_dir.display());
+        }
+        if let Some(pod) = pod {
+            let logs = sandbox::pod_log_dir(&self.settings.pod_logs_dir, pod);
+            if let Err(e) = remove_dir_if_exists(&logs) {
+                log::warn!("remove {}: {e}", logs.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn remove_dir_if_exists(dir: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// The channels the sync loop selects over, besides its own tickers.
+pub struct LoopChannels {
+    pub config: Receiver<PodUpdate>,
+    pub pleg: Receiver<PodLifecycleEvent>,
+    pub liveness: Receiver<ResultUpdate>,
+    pub shutdown: Receiver<()>,
+}
+
+pub struct Kubelet {
+    pub settings: Settings,
+    pub runtime: Arc<KubeRuntimeManager>,
+    pub cache: Arc<Cache>,
+    pub pleg: Arc<GenericPleg>,
+    pub pod_workers: Arc<PodWorkers>,
+    pub pod_manager: Arc<PodManager>,
+    pub status_manager: Arc<StatusManager>,
+    pub work_queue: Arc<WorkQueue>,
+    pub runtime_state: Arc<RuntimeState>,
+    pub syncer: Arc<Syncer>,
+    /// When the sync loop last began an iteration (for /healthz).
+    pub sync_loop_monitor: Mutex<Option<Instant>>,
+    /// Sources the sync loop has received updates from.
+    seen_sources: Mutex<HashSet<String>>,
+    /// Whether every configured source has delivered (PodConfig).
+    sources_ready: Box<dyn Fn(&[String]) -> bool + Send + Sync>,
+}
+
+impl Kubelet {
+    /// Wires the modules together; starts nothing (upstream NewMainKubelet).
+    pub fn new(
+        settings: Settings,
+        runtime: Arc<KubeRuntimeManager>,
+        pleg: Arc<GenericPleg>,
+        cache: Arc<Cache>,
+        sources_ready: Box<dyn Fn(&[String]) -> bool + Send + Sync>,
+    ) -> Arc<Self> {
+        let status_manager = Arc::new(StatusManager::new());
+        let runtime_state = Arc::new(RuntimeState::default());
+        let work_queue = Arc::new(WorkQueue::new());
+        let syncer = Arc::new(Syncer {
+            runtime: Arc::clone(&runtime),
+            status_manager: Arc::clone(&status_manager),
+            runtime_state: Arc::clone(&runtime_state),
+            settings: settings.clone(),
+            liveness_failed: Mutex::new(HashSet::new()),
+        });
+        let pod_workers = PodWorkers::new(
+            Arc::clone(&cache),
+            Arc::clone(&syncer) as Arc<dyn PodSyncer>,
+            Arc::clone(&work_queue),
+            settings.sync_frequency,
+        );
+        Arc::new(Kubelet {
+            settings,
+            runtime,
+            cache,
+            pleg,
+            pod_workers,
+            pod_manager: Arc::new(PodManager::default()),
+            status_manager,
+            work_queue,
+            runtime_state,
+            syncer,
+            sync_loop_monitor: Mutex::new(None),
+            seen_sources: Mutex::new(HashSet::new()),
+            sources_ready,
+        })
+    }
+
+    pub fn sources_ready(&self) -> bool {
+        let seen: Vec<String> = self
+            .seen_sources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        (self.sources_ready)(&seen)
+    }
+
+    /// Whether every source has delivered, given the sources seen so far.
+    pub fn sources_ready_with(&self, seen: &[String]) -> bool {
+        (self.sources_ready)(seen)
+    }
+
+    /// Queries CRI Status once and records the result (upstream
+    /// updateRuntimeUp; called every 5 s from its own thread).
+    pub fn update_runtime_up(&self) {
+        let rt = self.runtime.runtime();
+        let result = rt
+            .version()
+            .and_then(|v| rt.status().map(|s| (v.runtime_name, s)))
+            .map(|(name, s)| {
+                let conds = s
+                    .status
+                    .as_ref()
+                    .map(|st| {
+                        st.conditions
+                            .iter()
+                            .map(|c| (c.type_.clone(), c.status, c.message.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (name, conds)
+            })
+            .map_err(|e| e.to_string());
+        if let Err(e) = &result {
+            log::error!("container runtime sanity check failed: {e}");
+        }
+        let was_down = !self.runtime_state.runtime_errors().is_empty();
+        self.runtime_state.update(result);
+        let errors = self.runtime_state.runtime_errors();
+        if was_down && errors.is_empty() {
+            log::info!("container runtime {} is up", self.runtime_state.runtime_name());
+        }
+        if let Some(e) = self.runtime_state.network_error() {
+            log::warn!("{e}");
+        }
+    }
+
+    /// The sync loop (upstream syncLoop): pauses with back-off while the
+    /// runtime is down, otherwise dispatches one event per iteration.
+    pub fn sync_loop(&self, ch: &LoopChannels) {
+        log::info!("starting kubelet main sync loop");
+        let sync_ticker = tick(SYNC_PERIOD);
+        let housekeeping_ticker = tick(HOUSEKEEPING_PERIOD);
+        let mut backoff = Exponential::new(Duration::from_millis(100), Duration::from_secs(5));
+        loop {
+            let errors = self.runtime_state.runtime_errors();
+            if !errors.is_empty() {
+                let delay = backoff.next_delay();
+                log::error!("skipping pod synchronization: {}", errors.join("; "));
+                select! {
+                    recv(ch.shutdown) -> _ => return,
+                    default(delay) => continue,
+                }
+            }
+            backoff.reset();
+            self.mark_loop_alive();
+            if !self.sync_loop_iteration(ch, &sync_ticker, &housekeeping_ticker) {
+                return;
+            }
+            self.mark_loop_alive();
+        }
+    }
+
+    fn mark_loop_alive(&self) {
+        *self.sync_loop_monitor.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// One select over every source of work (upstream syncLoopIteration).
+    /// Returns false when the kubelet should stop.
+    fn sync_loop_iteration(&self, ch: &LoopChannels, sync: &Receiver<Instant>, housekeeping: &Receiver<Instant>) -> bool {
+        select! {
+            recv(ch.config) -> u => match u {
+                Ok(update) => self.handle_config_update(update),
+                Err(_) => {
+                    log::error!("update channel is closed, exiting the sync loop");
+                    return false;
+                }
+            },
+            recv(ch.pleg) -> e => {
+                if let Ok(e) = e {
+                    self.handle_pleg_event(&e);
+                }
+            },
+            recv(sync) -> _ => {
+                let pods: Vec<Pod> = self
+                    .work_queue
+                    .get_work()
+                    .iter()
+                    .filter_map(|uid| self.pod_manager.get(uid))
+                    .collect();
+                if !pods.is_empty() {
+                    log::debug!("SyncLoop (SYNC) pods: {}", pods.len());
+                    self.handle_pod_syncs(pods, UpdateType::Sync);
+                }
+            },
+            recv(ch.liveness) -> r => {
+                if let Ok(r) = r {
+                    self.handle_liveness(r);
+                }
+            },
+            recv(housekeeping) -> _ => {
+                if self.sources_ready() {
+                    self.handle_pod_cleanups();
+                } else {
+                    log::debug!("SyncLoop (housekeeping, skipped): sources aren't ready yet");
+                }
+            },
+            recv(ch.shutdown) -> _ => return false,
+        }
+        true
+    }
+
+    fn handle_config_update(&self, update: PodUpdate) {
+        self.seen_sources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(update.source.clone());
+        let names = || update.pods.iter().map(|p| p.full_name()).collect::<Vec<_>>().join(", ");
+        match update.op {
+            PodOperation::Add => {
+                if !update.pods.is_empty() {
+                    log::info!("SyncLoop ADD source={} pods=[{}]", update.source, names());
+                }
+                self.handle_pod_additions(update.pods);
+            }
+            PodOperation::Update | PodOperation::Delete => {
+                log::info!("SyncLoop {} source={} pods=[{}]", update.op, update.source, names());
+                self.handle_pod_updates(update.pods);
+            }
+            PodOperation::Remove => {
+                log::info!("SyncLoop REMOVE source={} pods=[{}]", update.source, names());
+                self.handle_pod_removes(update.pods);
+            }
+            PodOperation::Reconcile => {
+                for p in update.pods {
+                    self.pod_manager.add_or_update(p);
+                }
+            }
+            PodOperation::Set => log::error!("kubelet does not support snapshot updates"),
+        }
+    }
+
+    fn active_pod_count(&self) -> usize {
+        self.pod_manager
+            .pods()
+            .iter()
+            .filter(|p| {
+                let uid = p.uid();
+                let rejected = self
+                    .status_manager
+                    .get(uid)
+                    .and_then(|s| s.phase)
+                    .is_some_and(|ph| ph == "Failed" || ph == "Succeeded");
+                !rejected && self.pod_workers.is_known(uid)
+            })
+            .count()
+    }
+
+    fn handle_pod_additions(&self, mut pods: Vec<Pod>) {
+        pods.sort_by(|a, b| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp));
+        for pod in pods {
+            self.pod_manager.add_or_update(pod.clone());
+            if !pod.is_being_deleted() {
+                if let Err((reason, message)) = self.can_admit_pod(&pod) {
+                    self.reject_pod(&pod, reason, &message);
+                    continue;
+                }
+            }
+            self.dispatch(pod, UpdateType::Create);
+        }
+    }
+
+    /// Admission (upstream canAdmitPod); standalone only the pod count.
+    fn can_admit_pod(&self, pod: &Pod) -> Result<(), (&'static str, String)> {
+        if self.pod_workers.is_known(pod.uid()) {
+            return Ok(());
+        }
+        let used = self.active_pod_count();
+        if used >= self.settings.max_pods {
+            return Err((
+                "OutOfpods",
+                format!(
+                    "Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {}",
+                    self.settings.max_pods
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn reject_pod(&self, pod: &Pod, reason: &str, message: &str) {
+        log::warn!("pod {} rejected: {reason}: {message}", pod.full_name());
+        let status = k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Failed".into()),
+            reason: Some(reason.into()),
+            message: Some(format!("Pod was rejected: {message}")),
+            ..Default::default()
+        };
+        self.status_manager.set_pod_status(pod, status);
+    }
+
+    fn handle_pod_updates(&self, pods: Vec<Pod>) {
+        for pod in pods {
+            self.pod_manager.add_or_update(pod.clone());
+            self.dispatch(pod, UpdateType::Update);
+        }
+    }
+
+    fn handle_pod_removes(&self, pods: Vec<Pod>) {
+        for pod in pods {
+            self.pod_manager.remove(pod.uid());
+            self.pod_workers.update_pod(UpdatePodOptions {
+                update_type: UpdateType::Kill,
+                pod: Some(pod),
+                running_pod: None,
+                grace_override: None,
+                removed: true,
+            });
+        }
+    }
+
+    fn handle_pod_syncs(&self, pods: Vec<Pod>, kind: UpdateType) {
+        for pod in pods {
+            self.dispatch(pod, kind);
+        }
+    }
+
+    fn handle_pleg_event(&self, e: &PodLifecycleEvent) {
+        // A removed container needs no sync (upstream isSyncPodWorthy).
+        if e.kind == PlegEvent::ContainerRemoved {
+            return;
+        }
+        match self.pod_manager.get(&e.pod_uid) {
+            Some(pod) => {
+                log::debug!("SyncLoop (PLEG): {:?} {} for pod {}", e.kind, e.container_id, pod.full_name());
+                self.dispatch(pod, UpdateType::Sync);
+            }
+            None => log::debug!("SyncLoop (PLEG): ignoring event for unknown pod {}", e.pod_uid),
+        }
+    }
+
+    fn handle_liveness(&self, r: ResultUpdate) {
+        if r.result != ProbeResult::Failure {
+            return;
+        }
+        let Some(pod) = self.pod_manager.get(&r.pod_uid) else { return };
+        log::info!("SyncLoop (probe): liveness unhealthy for a container of pod {}", pod.full_name());
+        self.syncer
+            .liveness_failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(r.container_id);
+        self.dispatch(pod, UpdateType::Sync);
+    }
+
+    fn dispatch(&self, pod: Pod, update_type: UpdateType) {
+        self.pod_workers.update_pod(UpdatePodOptions {
+            update_type,
+            pod: Some(pod),
+            running_pod: None,
+            grace_override: None,
+            removed: false,
+        });
+    }
+
+    /// Housekeeping (upstream HandlePodCleanups): stop workers of pods no
+    /// longer wanted, forget finished ones, and kill runtime pods that no
+    /// source wants (left over from before a restart).
+    fn handle_pod_cleanups(&self) {
+        let desired = self.pod_manager.uids();
+        for uid in self.pod_workers.sync_known_pods(&desired) {
+            self.status_manager.remove(&uid);
+            self.cache.delete(&uid);
+            self.runtime.forget_pod(&uid);
+        }
+        for rp in self.pleg.running_pods().iter() {
+            if desired.contains(&rp.uid) || self.pod_workers.is_known(&rp.uid) {
+                continue;
+            }
+            log::info!("cleaning up orphaned pod {}/{} ({})", rp.namespace, rp.name, rp.uid);
+            self.pod_workers.update_pod(UpdatePodOptions {
+                update_type: UpdateType::Kill,
+                pod: None,
+                running_pod: Some(rp.clone()),
+                grace_override: None,
+                removed: true,
+            });
+        }
+    }
+}

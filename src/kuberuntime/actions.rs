@@ -1,0 +1,463 @@
+//! What a sync must do to bring a pod's runtime state to its spec (upstream
+//! `computePodActions` in `kuberuntime_manager.go`). Pure: the pod and its
+//! runtime status in, a plan out, so every branch is unit-tested.
+
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::labels::container_hash;
+use crate::container::{ContainerState, ContainerStatus, PodStatus};
+use crate::podutil::{PodExt, RestartPolicy};
+
+/// A running container to stop, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerToKill {
+    pub id: String,
+    pub name: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodActions {
+    /// Stop every container and the sandbox first.
+    pub kill_pod: bool,
+    pub create_sandbox: bool,
+    /// The sandbox to run containers in when it is kept.
+    pub sandbox_id: Option<String>,
+    /// Attempt number of the sandbox to create.
+    pub attempt: u32,
+    /// Index into `spec.initContainers` of the one to start next.
+    pub next_init_container: Option<usize>,
+    /// Indices into `spec.containers` of those to start.
+    pub containers_to_start: Vec<usize>,
+    pub containers_to_kill: Vec<ContainerToKill>,
+}
+
+/// `liveness_failed` holds the IDs of containers whose liveness probe failed.
+pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, liveness_failed: &HashSet<String>) -> PodActions {
+    let (create_sandbox, attempt, sandbox_id) = sandbox_changed(pod, status);
+    let mut actions = PodActions {
+        kill_pod: create_sandbox,
+        create_sandbox,
+        sandbox_id,
+        attempt,
+        ..Default::default()
+    };
+
+    if create_sandbox {
+        plan_fresh_sandbox(pod, status, &mut actions);
+        return actions;
+    }
+
+    match next_init_container(pod, status) {
+        InitProgress::Done => {}
+        InitProgress::Running => return actions,
+        InitProgress::Next { index, failed } => {
+            if failed && pod.restart_policy() == RestartPolicy::Never {
+                // A failed init container with restartPolicy Never fails the pod.
+                actions.kill_pod = true;
+            } else {
+                actions.next_init_container = Some(index);
+            }
+            return actions;
+        }
+    }
+
+    let mut keep = 0;
+    for (idx, container) in pod.containers().iter().enumerate() {
+        let current = status.find_container(&container.name);
+        match current {
+            Some(c) if c.state == ContainerState::Running => {
+                match kill_reason(container, c, liveness_failed) {
+                    None => keep += 1,
+                    Some(reason) => {
+                        actions.containers_to_kill.push(ContainerToKill {
+                            id: c.id.clone(),
+                            name: container.name.clone(),
+                            reason,
+                        });
+                        if should_restart(container, pod, status, true) {
+                            actions.containers_to_start.push(idx);
+                        }
+                    }
+                }
+            }
+            _ => {
+                if should_restart(container, pod, status, false) {
+                    actions.containers_to_start.push(idx);
+                }
+            }
+        }
+    }
+
+    // Nothing left running and nothing to start: the pod is done; stop the
+    // sandbox (upstream kills the pod here too).
+    if keep == 0 && actions.containers_to_start.is_empty() {
+        actions.kill_pod = true;
+    }
+    actions
+}
+
+fn kill_reason(spec: &Container, running: &ContainerStatus, liveness_failed: &HashSet<String>) -> Option<String> {
+    if running.hash != container_hash(spec) {
+        return Some(format!(
+            "Container {} definition changed, will be restarted",
+            spec.name
+        ));
+    }
+    if liveness_failed.contains(&running.id) {
+        return Some(format!(
+            "Container {} failed liveness probe, will be restarted",
+            spec.name
+        ));
+    }
+    None
+}
+
+/// Whether the sandbox must be (re)created, with the attempt number and the
+/// current sandbox to use otherwise (upstream `podSandboxChanged`).
+fn sandbox_changed(pod: &Pod, status: &PodStatus) -> (bool, u32, Option<String>) {
+    let Some(newest) = status.sandboxes.first() else {
+        return (true, 0, None);
+    };
+    let next_attempt = newest.attempt + 1;
+    let ready_count = status.sandboxes.iter().filter(|s| s.ready).count();
+    let changed = !newest.ready
+        || ready_count > 1
+        || newest.host_network != pod.is_host_network()
+        || (!pod.is_host_network() && newest.ip.is_none());
+    if changed {
+        (true, next_attempt, Some(newest.id.clone()))
+    } else {
+        (false, newest.attempt, Some(newest.id.clone()))
+    }
+}
+
+/// Plans a pod whose sandbox is new or recreated: start from the first init
+/// container, or all app containers that should run.
+fn plan_fresh_sandbox(pod: &Pod, status: &PodStatus, actions: &mut PodActions) {
+    let policy = pod.restart_policy();
+    // A pod that will not restart, whose containers already ran, stays done:
+    // no new sandbox just to find nothing to start.
+    if policy == RestartPolicy::Never && actions.attempt != 0 && !status.containers.is_empty() {
+        actions.create_sandbox = false;
+        return;
+    }
+    if !pod.init_containers().is_empty() {
+        actions.next_init_container = Some(0);
+        return;
+    }
+    for (idx, c) in pod.containers().iter().enumerate() {
+        let succeeded = status
+            .find_container(&c.name)
+            .is_some_and(|s| s.state == ContainerState::Exited && s.exit_code == 0);
+        if succeeded && policy == RestartPolicy::OnFailure {
+            continue;
+        }
+        actions.containers_to_start.push(idx);
+    }
+    if actions.containers_to_start.is_empty() && actions.attempt != 0 {
+        // OnFailure pod whose containers all succeeded: nothing to recreate.
+        actions.create_sandbox = false;
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum InitProgress {
+    Done,
+    /// An init container is running: wait for it.
+    Running,
+    Next { index: usize, failed: bool },
+}
+
+/// Upstream `findNextInitContainerToRun`.
+fn next_init_container(pod: &Pod, status: &PodStatus) -> InitProgress {
+    let inits = pod.init_containers();
+    if inits.is_empty() {
+        return InitProgress::Done;
+    }
+    // A running app container means init already completed.
+    let app_running = pod.containers().iter().any(|c| {
+        status
+            .find_container(&c.name)
+            .is_some_and(|s| s.state == ContainerState::Running)
+    });
+    if app_running {
+        return InitProgress::Done;
+    }
+    for (index, c) in inits.iter().enumerate().rev() {
+        if status.find_container(&c.name).is_some_and(init_failed) {
+            return InitProgress::Next {
+                index,
+                failed: true,
+            };
+        }
+    }
+    for (index, c) in inits.iter().enumerate().rev() {
+        let Some(s) = status.find_container(&c.name) else {
+            continue;
+        };
+        match s.state {
+            ContainerState::Running => return InitProgress::Running,
+            ContainerState::Exited if index + 1 == inits.len() => return InitProgress::Done,
+            ContainerState::Exited => {
+                return InitProgress::Next {
+                    index: index + 1,
+                    failed: false,
+                }
+            }
+            _ => {}
+        }
+    }
+    InitProgress::Next {
+        index: 0,
+        failed: false,
+    }
+}
+
+fn init_failed(s: &ContainerStatus) -> bool {
+    match s.state {
+        ContainerState::Exited => s.exit_code != 0,
+        ContainerState::Unknown => true,
+        _ => false,
+    }
+}
+
+/// Upstream `ShouldContainerBeRestarted`. `killing` is set when the current
+/// instance is about to be killed and judged as if it had exited badly.
+fn should_restart(container: &Container, pod: &Pod, status: &PodStatus, killing: bool) -> bool {
+    if pod.is_being_deleted() {
+        return false;
+    }
+    let Some(s) = status.find_container(&container.name) else {
+        return true;
+    };
+    if killing {
+        return pod.restart_policy() != RestartPolicy::Never;
+    }
+    match s.state {
+        ContainerState::Running => false,
+        ContainerState::Created | ContainerState::Unknown => true,
+        ContainerState::Exited => match pod.restart_policy() {
+            RestartPolicy::Never => false,
+            RestartPolicy::OnFailure => s.exit_code != 0,
+            RestartPolicy::Always => true,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::container::SandboxStatus;
+    use k8s_openapi::api::core::v1::PodSpec;
+    use std::time::{Duration, SystemTime};
+
+    fn spec_container(name: &str) -> Container {
+        Container {
+            name: name.into(),
+            image: Some("busybox:1.36".into()),
+            ..Default::default()
+        }
+    }
+
+    fn pod(policy: &str, inits: &[&str], apps: &[&str]) -> Pod {
+        Pod {
+            spec: Some(PodSpec {
+                restart_policy: Some(policy.into()),
+                init_containers: Some(inits.iter().map(|n| spec_container(n)).collect()),
+                containers: apps.iter().map(|n| spec_container(n)).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn ready_sandbox() -> SandboxStatus {
+        SandboxStatus {
+            id: "sb1".into(),
+            ready: true,
+            attempt: 0,
+            created_at: SystemTime::UNIX_EPOCH,
+            ip: Some("10.0.0.2".into()),
+            additional_ips: vec![],
+            host_network: false,
+        }
+    }
+
+    fn cstatus(pod: &Pod, name: &str, state: ContainerState, exit: i32, age: u64) -> ContainerStatus {
+        let spec = pod
+            .containers()
+            .iter()
+            .chain(pod.init_containers())
+            .find(|c| c.name == name)
+            .unwrap();
+        ContainerStatus {
+            id: format!("{name}-{age}"),
+            name: name.into(),
+            state,
+            created_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1000 - age),
+            started_at: None,
+            finished_at: None,
+            exit_code: exit,
+            image: String::new(),
+            image_ref: String::new(),
+            hash: container_hash(spec),
+            restart_count: 0,
+            reason: String::new(),
+            message: String::new(),
+        }
+    }
+
+    fn status(sandbox: bool, containers: Vec<ContainerStatus>) -> PodStatus {
+        PodStatus {
+            sandboxes: if sandbox { vec![ready_sandbox()] } else { vec![] },
+            containers,
+            ..Default::default()
+        }
+    }
+
+    fn none() -> HashSet<String> {
+        HashSet::new()
+    }
+
+    #[test]
+    fn new_pod_creates_sandbox_and_starts_all() {
+        let p = pod("Always", &[], &["a", "b"]);
+        let a = compute_pod_actions(&p, &status(false, vec![]), &none());
+        assert!(a.create_sandbox && a.kill_pod);
+        assert_eq!(a.attempt, 0);
+        assert_eq!(a.containers_to_start, vec![0, 1]);
+    }
+
+    #[test]
+    fn running_pod_is_left_alone() {
+        let p = pod("Always", &[], &["a"]);
+        let st = status(true, vec![cstatus(&p, "a", ContainerState::Running, 0, 1)]);
+        assert_eq!(
+            compute_pod_actions(&p, &st, &none()),
+            PodActions {
+                sandbox_id: Some("sb1".into()),
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn exited_container_restart_policy() {
+        for (policy, exit, restart) in [
+            ("Always", 0, true),
+            ("Always", 1, true),
+            ("OnFailure", 1, true),
+            ("OnFailure", 0, false),
+            ("Never", 1, false),
+            ("Never", 0, false),
+        ] {
+            let p = pod(policy, &[], &["a"]);
+            let st = status(true, vec![cstatus(&p, "a", ContainerState::Exited, exit, 1)]);
+            let a = compute_pod_actions(&p, &st, &none());
+            assert_eq!(!a.containers_to_start.is_empty(), restart, "{policy} exit {exit}");
+            // A finished pod stops its sandbox.
+            assert_eq!(a.kill_pod, !restart, "{policy} exit {exit}");
+        }
+    }
+
+    #[test]
+    fn changed_spec_restarts_running_container() {
+        let p = pod("Always", &[], &["a"]);
+        let mut c = cstatus(&p, "a", ContainerState::Running, 0, 1);
+        c.hash = "stale".into();
+        let a = compute_pod_actions(&p, &status(true, vec![c]), &none());
+        assert_eq!(a.containers_to_kill.len(), 1);
+        assert_eq!(a.containers_to_start, vec![0]);
+        assert!(!a.kill_pod);
+    }
+
+    #[test]
+    fn liveness_failure_restarts_unless_never() {
+        for (policy, restart) in [("Always", true), ("Never", false)] {
+            let p = pod(policy, &[], &["a", "b"]);
+            let running_a = cstatus(&p, "a", ContainerState::Running, 0, 1);
+            let running_b = cstatus(&p, "b", ContainerState::Running, 0, 1);
+            let failed = HashSet::from([running_a.id.clone()]);
+            let a = compute_pod_actions(&p, &status(true, vec![running_a, running_b]), &failed);
+            assert_eq!(a.containers_to_kill[0].name, "a");
+            assert_eq!(a.containers_to_start == vec![0], restart);
+        }
+    }
+
+    #[test]
+    fn init_containers_run_in_order() {
+        let p = pod("Always", &["i1", "i2"], &["a"]);
+        // Fresh sandbox: first init container only.
+        let a = compute_pod_actions(&p, &status(false, vec![]), &none());
+        assert_eq!(a.next_init_container, Some(0));
+        assert!(a.containers_to_start.is_empty());
+        // i1 running: wait.
+        let st = status(true, vec![cstatus(&p, "i1", ContainerState::Running, 0, 1)]);
+        let a = compute_pod_actions(&p, &st, &none());
+        assert_eq!((a.next_init_container, a.containers_to_start.len()), (None, 0));
+        // i1 done: i2 next.
+        let st = status(true, vec![cstatus(&p, "i1", ContainerState::Exited, 0, 1)]);
+        assert_eq!(compute_pod_actions(&p, &st, &none()).next_init_container, Some(1));
+        // Both done: app containers.
+        let st = status(
+            true,
+            vec![
+                cstatus(&p, "i2", ContainerState::Exited, 0, 1),
+                cstatus(&p, "i1", ContainerState::Exited, 0, 2),
+            ],
+        );
+        let a = compute_pod_actions(&p, &st, &none());
+        assert_eq!((a.next_init_container, a.containers_to_start.clone()), (None, vec![0]));
+    }
+
+    #[test]
+    fn failed_init_container_retries_or_fails_pod() {
+        let p = pod("Always", &["i1"], &["a"]);
+        let st = status(true, vec![cstatus(&p, "i1", ContainerState::Exited, 3, 1)]);
+        let a = compute_pod_actions(&p, &st, &none());
+        assert_eq!(a.next_init_container, Some(0));
+        assert!(!a.kill_pod);
+        let p = pod("Never", &["i1"], &["a"]);
+        let st = status(true, vec![cstatus(&p, "i1", ContainerState::Exited, 3, 1)]);
+        let a = compute_pod_actions(&p, &st, &none());
+        assert!(a.kill_pod);
+        assert_eq!(a.next_init_container, None);
+    }
+
+    #[test]
+    fn dead_sandbox_is_recreated_with_next_attempt() {
+        let p = pod("Always", &[], &["a"]);
+        let mut st = status(true, vec![cstatus(&p, "a", ContainerState::Exited, 0, 1)]);
+        st.sandboxes[0].ready = false;
+        st.sandboxes[0].attempt = 2;
+        let a = compute_pod_actions(&p, &st, &none());
+        assert!(a.create_sandbox && a.kill_pod);
+        assert_eq!(a.attempt, 3);
+        assert_eq!(a.containers_to_start, vec![0]);
+    }
+
+    #[test]
+    fn finished_never_pod_gets_no_new_sandbox() {
+        let p = pod("Never", &[], &["a"]);
+        let mut st = status(true, vec![cstatus(&p, "a", ContainerState::Exited, 0, 1)]);
+        st.sandboxes[0].ready = false;
+        let a = compute_pod_actions(&p, &st, &none());
+        assert!(!a.create_sandbox);
+        assert!(a.containers_to_start.is_empty());
+    }
+
+    #[test]
+    fn deleted_pod_starts_nothing() {
+        let mut p = pod("Always", &[], &["a"]);
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            Default::default(),
+        ));
+        let st = status(true, vec![cstatus(&p, "a", ContainerState::Exited, 1, 1)]);
+        let a = compute_pod_actions(&p, &st, &none());
+        assert!(a.containers_to_start.is_empty());
+        assert!(a.kill_pod);
+    }
+}

@@ -1,0 +1,423 @@
+//! Container configuration (upstream `kuberuntime_container.go`,
+//! `kuberuntime_container_linux.go`, `kubelet_pods.go` for env and mounts).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Volume};
+use protobuf::EnumOrUnknown;
+
+use super::{labels, sandbox, RuntimeManagerConfig};
+use crate::cri::api;
+use crate::podutil::PodExt;
+use crate::util::quantity;
+
+/// Upstream's defaults for what an unprivileged container may not see.
+const DEFAULT_MASKED_PATHS: &[&str] = &[
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+];
+const DEFAULT_READONLY_PATHS: &[&str] = &[
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
+const MIN_CPU_SHARES: i64 = 2;
+const MIN_QUOTA_PERIOD_US: i64 = 1000;
+
+/// What the container config depends on besides the spec.
+pub struct ContainerContext<'a> {
+    pub pod: &'a Pod,
+    pub container: &'a Container,
+    pub image_ref: &'a str,
+    pub restart_count: u32,
+    pub pod_ips: &'a [String],
+    pub cfg: &'a RuntimeManagerConfig,
+}
+
+pub fn generate_container_config(ctx: &ContainerContext<'_>) -> anyhow::Result<api::ContainerConfig> {
+    let c = ctx.container;
+    let env = resolve_env(ctx)?;
+    let expand = |v: &Vec<String>| v.iter().map(|s| expand_vars(s, &env)).collect::<Vec<_>>();
+    Ok(api::ContainerConfig {
+        metadata: Some(api::ContainerMetadata {
+            name: c.name.clone(),
+            attempt: ctx.restart_count,
+            ..Default::default()
+        })
+        .into(),
+        image: Some(api::ImageSpec {
+            image: ctx.image_ref.to_string(),
+            user_specified_image: c.image.clone().unwrap_or_default(),
+            ..Default::default()
+        })
+        .into(),
+        command: c.command.as_ref().map(expand).unwrap_or_default(),
+        args: c.args.as_ref().map(expand).unwrap_or_default(),
+        working_dir: c.working_dir.clone().unwrap_or_default(),
+        envs: env
+            .iter()
+            .map(|(k, v)| api::KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        mounts: make_mounts(ctx)?,
+        labels: labels::container_labels(ctx.pod, c),
+        annotations: labels::container_annotations(ctx.pod, c, ctx.restart_count),
+        log_path: format!("{}/{}.log", c.name, ctx.restart_count),
+        stdin: c.stdin.unwrap_or(false),
+        stdin_once: c.stdin_once.unwrap_or(false),
+        tty: c.tty.unwrap_or(false),
+        linux: Some(linux_config(ctx)).into(),
+        ..Default::default()
+    })
+}
+
+fn linux_config(ctx: &ContainerContext<'_>) -> api::LinuxContainerConfig {
+    let sc = ctx.container.security_context.as_ref();
+    let pod_sc = ctx.pod.spec_or_default().security_context.as_ref();
+    let privileged = sc.and_then(|s| s.privileged).unwrap_or(false);
+    let caps = sc.and_then(|s| s.capabilities.as_ref());
+    let int64 = |v: Option<i64>| {
+        v.map(|value| api::Int64Value {
+            value,
+            ..Default::default()
+        })
+        .into()
+    };
+    api::LinuxContainerConfig {
+        resources: Some(resources(ctx)).into(),
+        security_context: Some(api::LinuxContainerSecurityContext {
+            privileged,
+            namespace_options: Some(sandbox::namespace_options(ctx.pod)).into(),
+            run_as_user: int64(
+                sc.and_then(|s| s.run_as_user)
+                    .or(pod_sc.and_then(|s| s.run_as_user)),
+            ),
+            run_as_group: int64(
+                sc.and_then(|s| s.run_as_group)
+                    .or(pod_sc.and_then(|s| s.run_as_group)),
+            ),
+            readonly_rootfs: sc.and_then(|s| s.read_only_root_filesystem).unwrap_or(false),
+            no_new_privs: sc.and_then(|s| s.allow_privilege_escalation) == Some(false),
+            capabilities: caps
+                .map(|c| api::Capability {
+                    add_capabilities: c.add.clone().unwrap_or_default(),
+                    drop_capabilities: c.drop.clone().unwrap_or_default(),
+                    ..Default::default()
+                })
+                .into(),
+            supplemental_groups: pod_sc
+                .and_then(|s| s.supplemental_groups.clone())
+                .unwrap_or_default(),
+            masked_paths: if privileged { vec![] } else { strings(DEFAULT_MASKED_PATHS) },
+            readonly_paths: if privileged { vec![] } else { strings(DEFAULT_READONLY_PATHS) },
+            ..Default::default()
+        })
+        .into(),
+        ..Default::default()
+    }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Requests and limits as cgroup settings (upstream
+/// `calculateLinuxResources`). A limit with no request means request = limit,
+/// as the API server defaults it.
+fn resources(ctx: &ContainerContext<'_>) -> api::LinuxContainerResources {
+    let res = ctx.container.resources.as_ref();
+    let get = |which: &str, name: &str| {
+        let map = match which {
+            "limits" => res.and_then(|r| r.limits.as_ref()),
+            _ => res.and_then(|r| r.requests.as_ref()),
+        };
+        map.and_then(|m| m.get(name)).map(|q| q.0.clone())
+    };
+    let milli = |q: Option<String>| q.and_then(|q| quantity::parse_milli(&q).ok());
+    let cpu_limit = milli(get("limits", "cpu"));
+    let cpu_request = milli(get("requests", "cpu")).or(cpu_limit);
+    let mem_limit = get("limits", "memory").and_then(|q| quantity::parse_value(&q).ok());
+
+    let mut r = api::LinuxContainerResources {
+        cpu_shares: cpu_request.map_or(MIN_CPU_SHARES, |m| ((m * 1024) / 1000).max(MIN_CPU_SHARES as i128) as i64),
+        memory_limit_in_bytes: mem_limit.unwrap_or(0) as i64,
+        oom_score_adj: i64::from(super::qos::oom_score_adj(ctx.pod, ctx.container, ctx.cfg.machine_memory)),
+        ..Default::default()
+    };
+    if let (Some(limit), true) = (cpu_limit, ctx.cfg.cpu_cfs_quota) {
+        let period = ctx.cfg.cpu_cfs_quota_period_us;
+        r.cpu_period = period;
+        r.cpu_quota = ((limit as i64 * period) / 1000).max(MIN_QUOTA_PERIOD_US);
+    }
+    r
+}
+
+/// The container's environment, in spec order, with `$(VAR)` references
+/// expanded against the variables defined before them (upstream semantics).
+fn resolve_env(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for var in ctx.container.env.iter().flatten() {
+        let value = env_value(ctx, var)
+            .with_context(|| format!("container {:?}: env {:?}", ctx.container.name, var.name))?;
+        let value = expand_vars(&value, &out);
+        out.retain(|(k, _)| k != &var.name);
+        out.push((var.name.clone(), value));
+    }
+    Ok(out)
+}
+
+fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> anyhow::Result<String> {
+    let Some(from) = &var.value_from else {
+        return Ok(var.value.clone().unwrap_or_default());
+    };
+    if let Some(field) = &from.field_ref {
+        return field_value(ctx, &field.field_path);
+    }
+    // configMapKeyRef / secretKeyRef need the API server (cluster mode).
+    bail!("valueFrom other than fieldRef is not supported without an API server")
+}
+
+fn field_value(ctx: &ContainerContext<'_>, path: &str) -> anyhow::Result<String> {
+    let pod = ctx.pod;
+    Ok(match path {
+        "metadata.name" => pod.name().to_string(),
+        "metadata.namespace" => pod.namespace().to_string(),
+        "metadata.uid" => pod.uid().to_string(),
+        "spec.nodeName" => pod.spec_or_default().node_name.clone().unwrap_or_default(),
+        "spec.serviceAccountName" => pod
+            .spec_or_default()
+            .service_account_name
+            .clone()
+            .unwrap_or_default(),
+        "status.podIP" => ctx.pod_ips.first().cloned().unwrap_or_default(),
+        "status.podIPs" => ctx.pod_ips.join(","),
+        "status.hostIP" | "status.hostIPs" => ctx.cfg.node_ip.clone().unwrap_or_default(),
+        other => {
+            if let Some(key) = other
+                .strip_prefix("metadata.labels['")
+                .and_then(|k| k.strip_suffix("']"))
+            {
+                return Ok(pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(key))
+                    .cloned()
+                    .unwrap_or_default());
+            }
+            if let Some(key) = other
+                .strip_prefix("metadata.annotations['")
+                .and_then(|k| k.strip_suffix("']"))
+            {
+                return Ok(pod.annotation(key).unwrap_or_default().to_string());
+            }
+            bail!("unsupported fieldRef {other:?}")
+        }
+    })
+}
+
+/// Expands `$(NAME)` from `env`; `$$(NAME)` escapes to `$(NAME)`; unknown
+/// references stay as written (upstream `expansion.Expand`).
+pub fn expand_vars(input: &str, env: &[(String, String)]) -> String {
+    let lookup = |name: &str| env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(') {
+            match inner.find(')') {
+                Some(end) => {
+                    let name = &inner[..end];
+                    match lookup(name) {
+                        Some(v) => out.push_str(v),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &inner[end + 1..];
+                }
+                None => {
+                    out.push_str("$(");
+                    rest = inner;
+                }
+            }
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Volume mounts plus the kubelet-managed files: /etc/hosts and the
+/// termination message file.
+fn make_mounts(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<api::Mount>> {
+    let pod = ctx.pod;
+    let volumes: HashMap<&str, &Volume> = pod
+        .spec_or_default()
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| (v.name.as_str(), v))
+        .collect();
+    let mut mounts = Vec::new();
+    for vm in ctx.container.volume_mounts.iter().flatten() {
+        let vol = volumes.get(vm.name.as_str()).with_context(|| {
+            format!(
+                "container {:?}: volumeMount {:?} names no volume of the pod",
+                ctx.container.name, vm.name
+            )
+        })?;
+        let mut host = volume_host_path(ctx.cfg, pod, vol)?;
+        if let Some(sub) = vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
+            if Path::new(sub).is_absolute() || sub.split('/').any(|p| p == "..") {
+                bail!("volumeMount {:?}: subPath {sub:?} must be a relative path inside the volume", vm.name);
+            }
+            host = host.join(sub);
+            std::fs::create_dir_all(&host).with_context(|| format!("create subPath {}", host.display()))?;
+        }
+        mounts.push(api::Mount {
+            container_path: vm.mount_path.clone(),
+            host_path: host.to_string_lossy().into_owned(),
+            readonly: vm.read_only.unwrap_or(false),
+            propagation: EnumOrUnknown::new(match vm.mount_propagation.as_deref() {
+                Some("HostToContainer") => api::MountPropagation::PROPAGATION_HOST_TO_CONTAINER,
+                Some("Bidirectional") => api::MountPropagation::PROPAGATION_BIDIRECTIONAL,
+                _ => api::MountPropagation::PROPAGATION_PRIVATE,
+            }),
+            ..Default::default()
+        });
+    }
+    let already = |mounts: &[api::Mount], p: &str| mounts.iter().any(|m| m.container_path == p);
+    if !pod.is_host_network() && !already(&mounts, "/etc/hosts") {
+        mounts.push(host_file_mount(&write_etc_hosts(ctx)?, "/etc/hosts"));
+    }
+    let term_path = ctx
+        .container
+        .termination_message_path
+        .clone()
+        .unwrap_or_else(|| "/dev/termination-log".into());
+    if !already(&mounts, &term_path) {
+        mounts.push(host_file_mount(&termination_log_file(ctx)?, &term_path));
+    }
+    Ok(mounts)
+}
+
+fn host_file_mount(host: &Path, container_path: &str) -> api::Mount {
+    api::Mount {
+        container_path: container_path.to_string(),
+        host_path: host.to_string_lossy().into_owned(),
+        ..Default::default()
+    }
+}
+
+/// `<root>/pods/<uid>`: the pod's directory on the node.
+pub fn pod_dir(cfg: &RuntimeManagerConfig, pod: &Pod) -> PathBuf {
+    cfg.root_dir.join("pods").join(pod.uid())
+}
+
+fn volume_host_path(cfg: &RuntimeManagerConfig, pod: &Pod, vol: &Volume) -> anyhow::Result<PathBuf> {
+    if let Some(hp) = &vol.host_path {
+        let path = PathBuf::from(&hp.path);
+        match hp.type_.as_deref() {
+            Some("DirectoryOrCreate") => {
+                std::fs::create_dir_all(&path).with_context(|| format!("hostPath {}", path.display()))?
+            }
+            Some("FileOrCreate") if !path.exists() => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::File::create(&path).with_context(|| format!("hostPath {}", path.display()))?;
+            }
+            Some("Directory") if !path.is_dir() => bail!("hostPath {}: not a directory", path.display()),
+            Some("File") if !path.is_file() => bail!("hostPath {}: not a file", path.display()),
+            _ => {}
+        }
+        return Ok(path);
+    }
+    if vol.empty_dir.is_some() {
+        // Medium "Memory" (tmpfs) is served from disk for now; see README.
+        let dir = pod_dir(cfg, pod)
+            .join("volumes/kubernetes.io~empty-dir")
+            .join(&vol.name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("emptyDir {}", dir.display()))?;
+        return Ok(dir);
+    }
+    bail!("volume {:?}: only hostPath and emptyDir volumes are supported", vol.name)
+}
+
+fn write_etc_hosts(ctx: &ContainerContext<'_>) -> anyhow::Result<PathBuf> {
+    let pod = ctx.pod;
+    let path = pod_dir(ctx.cfg, pod).join("etc-hosts");
+    let hostname = pod
+        .spec_or_default()
+        .hostname
+        .clone()
+        .unwrap_or_else(|| pod.name().to_string());
+    let mut text = String::from(
+        "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
+         fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
+    );
+    for ip in ctx.pod_ips {
+        text.push_str(&format!("{ip}\t{hostname}\n"));
+    }
+    for alias in pod.spec_or_default().host_aliases.iter().flatten() {
+        let names = alias.hostnames.clone().unwrap_or_default().join("\t");
+        text.push_str(&format!("{}\t{names}\n", alias.ip));
+    }
+    std::fs::create_dir_all(pod_dir(ctx.cfg, pod)).context("create pod directory")?;
+    std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+    Ok(path)
+}
+
+fn termination_log_file(ctx: &ContainerContext<'_>) -> anyhow::Result<PathBuf> {
+    let dir = pod_dir(ctx.cfg, ctx.pod)
+        .join("containers")
+        .join(&ctx.container.name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let path = dir.join(format!("termination-log-{}", ctx.restart_count));
+    std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn var_expansion_matches_upstream() {
+        let e = env(&[("A", "x"), ("B", "y")]);
+        assert_eq!(expand_vars("$(A)-$(B)", &e), "x-y");
+        assert_eq!(expand_vars("$$(A)", &e), "$(A)");
+        assert_eq!(expand_vars("$(C)", &e), "$(C)");
+        assert_eq!(expand_vars("$(A", &e), "$(A");
+        assert_eq!(expand_vars("cost $5", &e), "cost $5");
+    }
+}

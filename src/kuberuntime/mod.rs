@@ -1,0 +1,623 @@
+//! The generic runtime manager (upstream `pkg/kubelet/kuberuntime`): turns
+//! pod specs into CRI calls and CRI state back into pod status.
+
+pub mod actions;
+pub mod container;
+pub mod gc;
+pub mod image;
+pub mod labels;
+pub mod qos;
+pub mod sandbox;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::container::{
+    ContainerState, ContainerStatus, PodStatus, RuntimeContainer, RuntimePod, RuntimeSandbox,
+};
+use crate::cri::{api, CriError, RemoteRuntime};
+use crate::events::{self, EventRecorder, EventType};
+use crate::podutil::PodExt;
+use crate::util::backoff::Backoff;
+
+/// CrashLoopBackOff: 10 s doubling to 5 min, forgotten after 10 quiet minutes.
+const CRASH_BACKOFF_INITIAL: Duration = Duration::from_secs(10);
+const CRASH_BACKOFF_MAX: Duration = Duration::from_secs(300);
+const CRASH_BACKOFF_RESET: Duration = Duration::from_secs(600);
+
+/// The node settings container and sandbox configs are made from.
+#[derive(Debug, Clone)]
+pub struct RuntimeManagerConfig {
+    pub root_dir: PathBuf,
+    pub pod_logs_dir: PathBuf,
+    pub resolv_conf: PathBuf,
+    pub cluster_dns: Vec<String>,
+    pub cluster_domain: String,
+    pub node_ip: Option<String>,
+    pub cpu_cfs_quota: bool,
+    pub cpu_cfs_quota_period_us: i64,
+    pub machine_memory: u64,
+    pub serialize_image_pulls: bool,
+}
+
+impl RuntimeManagerConfig {
+    #[cfg(test)]
+    pub fn for_tests() -> Self {
+        RuntimeManagerConfig {
+            root_dir: std::env::temp_dir().join("rkubelet-test-root"),
+            pod_logs_dir: std::env::temp_dir().join("rkubelet-test-logs"),
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            cluster_dns: vec![],
+            cluster_domain: "cluster.local".into(),
+            node_ip: None,
+            cpu_cfs_quota: true,
+            cpu_cfs_quota_period_us: 100_000,
+            machine_memory: 8 << 30,
+            serialize_image_pulls: true,
+        }
+    }
+}
+
+/// Why one step of a sync failed. `reason` is what the container's Waiting
+/// state reports (CrashLoopBackOff, ErrImageNeverPull, ...).
+#[derive(Debug, Clone)]
+pub struct SyncError {
+    pub container: Option<String>,
+    pub reason: &'static str,
+    pub message: String,
+    /// When retrying sooner is pointless (a back-off still running).
+    pub retry_after: Option<Duration>,
+}
+
+impl SyncError {
+    fn new(container: Option<&str>, reason: &'static str, message: impl Into<String>) -> Self {
+        SyncError {
+            container: container.map(str::to_string),
+            reason,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    fn runtime(container: Option<&str>, reason: &'static str, err: &CriError) -> Self {
+        SyncError::new(container, reason, err.to_string())
+    }
+}
+
+impl std::fmt::Display for SyncError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.container {
+            Some(c) => write!(f, "container {c:?}: {}: {}", self.reason, self.message),
+            None => write!(f, "{}: {}", self.reason, self.message),
+        }
+    }
+}
+
+/// A container of a pod to stop.
+struct Victim {
+    id: String,
+    name: String,
+    grace: Option<i64>,
+}
+
+pub struct KubeRuntimeManager {
+    runtime: Arc<RemoteRuntime>,
+    cfg: RuntimeManagerConfig,
+    crash_backoff: Backoff,
+    images: image::ImageManager,
+    recorder: Arc<dyn EventRecorder>,
+    /// Why each container of each pod is waiting: (pod uid, container) ->
+    /// (reason, message), read by status generation.
+    reasons: Mutex<HashMap<(String, String), (String, String)>>,
+}
+
+impl KubeRuntimeManager {
+    pub fn new(runtime: Arc<RemoteRuntime>, cfg: RuntimeManagerConfig, recorder: Arc<dyn EventRecorder>) -> Self {
+        let images = image::ImageManager::new(Arc::clone(&runtime), Arc::clone(&recorder), cfg.serialize_image_pulls);
+        KubeRuntimeManager {
+            runtime,
+            cfg,
+            crash_backoff: Backoff::new(CRASH_BACKOFF_INITIAL, CRASH_BACKOFF_MAX, CRASH_BACKOFF_RESET),
+            images,
+            recorder,
+            reasons: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn runtime(&self) -> &Arc<RemoteRuntime> {
+        &self.runtime
+    }
+
+    pub fn config(&self) -> &RuntimeManagerConfig {
+        &self.cfg
+    }
+
+    /// Every pod the runtime holds that carries the kubelet's labels.
+    pub fn get_pods(&self) -> Result<Vec<RuntimePod>, CriError> {
+        let sandboxes = self.runtime.list_pod_sandbox(None)?;
+        let containers = self.runtime.list_containers(None)?;
+        let mut pods: HashMap<String, RuntimePod> = HashMap::new();
+        for sb in sandboxes {
+            let Some(id) = labels::pod_identity(&sb.labels) else { continue };
+            let pod = pods.entry(id.uid.clone()).or_insert_with(|| runtime_pod(id));
+            pod.sandboxes.push(RuntimeSandbox {
+                id: sb.id.clone(),
+                ready: sb.state.enum_value_or_default() == api::PodSandboxState::SANDBOX_READY,
+                created_at: from_unix_nanos(sb.created_at),
+            });
+        }
+        for c in containers {
+            let Some(id) = labels::pod_identity(&c.labels) else { continue };
+            let pod = pods.entry(id.uid.clone()).or_insert_with(|| runtime_pod(id));
+            pod.containers.push(RuntimeContainer {
+                id: c.id.clone(),
+                name: c.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+                state: container_state(c.state.enum_value_or_default()),
+                hash: c
+                    .annotations
+                    .get(labels::CONTAINER_HASH_ANNOTATION)
+                    .cloned()
+                    .unwrap_or_default(),
+                created_at: from_unix_nanos(c.created_at),
+                grace_seconds: c
+                    .annotations
+                    .get(labels::POD_TERMINATION_GRACE_PERIOD_ANNOTATION)
+                    .and_then(|v| v.parse().ok()),
+            });
+        }
+        let mut out: Vec<RuntimePod> = pods.into_values().collect();
+        for p in &mut out {
+            p.sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            p.containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        }
+        Ok(out)
+    }
+
+    /// Inspects one pod's sandboxes and containers (upstream GetPodStatus).
+    pub fn get_pod_status(&self, uid: &str, name: &str, namespace: &str) -> Result<PodStatus, CriError> {
+        let selector = HashMap::from([(labels::POD_UID_LABEL.to_string(), uid.to_string())]);
+        let sb_filter = api::PodSandboxFilter {
+            label_selector: selector.clone(),
+            ..Default::default()
+        };
+        let mut sandboxes = Vec::new();
+        for sb in self.runtime.list_pod_sandbox(Some(sb_filter))? {
+            match self.runtime.pod_sandbox_status(&sb.id) {
+                Ok(s) => sandboxes.push(sandbox::to_sandbox_status(&s)),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let c_filter = api::ContainerFilter {
+            label_selector: selector,
+            ..Default::default()
+        };
+        let mut containers = Vec::new();
+        for c in self.runtime.list_containers(Some(c_filter))? {
+            match self.runtime.container_status(&c.id) {
+                Ok(s) => containers.push(to_container_status(&s)),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        Ok(PodStatus {
+            uid: uid.to_string(),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            sandboxes,
+            containers,
+        })
+    }
+
+    /// Brings the pod's runtime state one step closer to its spec (upstream
+    /// SyncPod). Returns what failed; an empty list is success.
+    pub fn sync_pod(&self, pod: &Pod, status: &PodStatus, liveness_failed: &HashSet<String>) -> Vec<SyncError> {
+        let plan = actions::compute_pod_actions(pod, status, liveness_failed);
+        log::debug!("pod {}: actions {plan:?}", pod.full_name());
+        let mut errors = Vec::new();
+
+        if plan.kill_pod {
+            if plan.create_sandbox && plan.attempt > 0 {
+                self.recorder.pod_event(
+                    pod,
+                    EventType::Normal,
+                    events::SANDBOX_CHANGED,
+                    "Pod sandbox changed, it will be killed and re-created.",
+                );
+            }
+            if let Err(e) = self.kill_pod_status(Some(pod), status, None) {
+                errors.push(e);
+                return errors;
+            }
+            if plan.create_sandbox {
+                self.purge_init_containers(pod, status);
+            }
+        } else {
+            for k in &plan.containers_to_kill {
+                log::info!("pod {}: {}", pod.full_name(), k.reason);
+                let grace = Some(pod.kill_grace_seconds());
+                if let Err(e) = self.kill_container(Some(pod), &k.id, &k.name, grace) {
+                    errors.push(e);
+                    return errors;
+                }
+            }
+        }
+
+        let (sandbox_id, pod_ips) = if plan.create_sandbox {
+            match self.create_sandbox(pod, plan.attempt) {
+                Ok(v) => v,
+                Err(e) => {
+                    errors.push(e);
+                    return errors;
+                }
+            }
+        } else {
+            match &plan.sandbox_id {
+                Some(id) if !plan.kill_pod => (id.clone(), status.ips()),
+                _ => return errors,
+            }
+        };
+        let sandbox_config = sandbox::generate_sandbox_config(pod, plan.attempt, &self.cfg);
+        let target = StartTarget {
+            pod,
+            sandbox_id: &sandbox_id,
+            sandbox_config: &sandbox_config,
+            pod_ips: &pod_ips,
+            status,
+        };
+
+        if let Some(i) = plan.next_init_container {
+            if let Err(e) = self.start_container(&target, &pod.init_containers()[i]) {
+                errors.push(e);
+            }
+            return errors;
+        }
+        for &i in &plan.containers_to_start {
+            if let Err(e) = self.start_container(&target, &pod.containers()[i]) {
+                errors.push(e);
+            }
+        }
+        errors
+    }
+
+    fn create_sandbox(&self, pod: &Pod, attempt: u32) -> Result<(String, Vec<String>), SyncError> {
+        let config = sandbox::generate_sandbox_config(pod, attempt, &self.cfg);
+        std::fs::create_dir_all(&config.log_directory).map_err(|e| {
+            SyncError::new(
+                None,
+                "CreatePodSandboxError",
+                format!("create pod log directory {}: {e}", config.log_directory),
+            )
+        })?;
+        let id = self.runtime.run_pod_sandbox(config).map_err(|e| {
+            let msg = format!("Failed to create pod sandbox: {e}");
+            self.recorder
+                .pod_event(pod, EventType::Warning, events::FAILED_CREATE_POD_SANDBOX, &msg);
+            SyncError::new(None, "CreatePodSandboxError", msg)
+        })?;
+        let status = self
+            .runtime
+            .pod_sandbox_status(&id)
+            .map_err(|e| SyncError::runtime(None, "CreatePodSandboxError", &e))?;
+        let ips = sandbox::to_sandbox_status(&status)
+            .ip
+            .into_iter()
+            .collect::<Vec<_>>();
+        Ok((id, ips))
+    }
+
+    /// Pulls, creates and starts one container, unless it is backing off.
+    fn start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
+        let result = self.try_start_container(t, c);
+        let key = (t.pod.uid().to_string(), c.name.clone());
+        let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
+        match &result {
+            Ok(()) => {
+                reasons.remove(&key);
+            }
+            Err(e) => {
+                reasons.insert(key, (e.reason.to_string(), e.message.clone()));
+            }
+        }
+        result
+    }
+
+    fn try_start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
+        self.check_crash_backoff(t.pod, c, t.status)?;
+        let image_ref = self.images.ensure_image_exists(t.pod, c, t.sandbox_config)?;
+        let restart_count = t.status.find_container(&c.name).map_or(0, |s| s.restart_count + 1);
+        let ctx = container::ContainerContext {
+            pod: t.pod,
+            container: c,
+            image_ref: &image_ref,
+            restart_count,
+            pod_ips: t.pod_ips,
+            cfg: &self.cfg,
+        };
+        let config = container::generate_container_config(&ctx).map_err(|e| {
+            let msg = format!("Error: {e:#}");
+            self.recorder
+                .pod_event(t.pod, EventType::Warning, events::FAILED_TO_CREATE_CONTAINER, &msg);
+            SyncError::new(Some(&c.name), "CreateContainerConfigError", msg)
+        })?;
+        let id = self
+            .runtime
+            .create_container(t.sandbox_id, config, t.sandbox_config.clone())
+            .map_err(|e| {
+                let msg = format!("Error: {e}");
+                self.recorder
+                    .pod_event(t.pod, EventType::Warning, events::FAILED_TO_CREATE_CONTAINER, &msg);
+                SyncError::runtime(Some(&c.name), "CreateContainerError", &e)
+            })?;
+        self.recorder.pod_event(
+            t.pod,
+            EventType::Normal,
+            events::CREATED_CONTAINER,
+            &format!("Created container {}", c.name),
+        );
+        self.runtime.start_container(&id).map_err(|e| {
+            let msg = format!("Error: {e}");
+            self.recorder
+                .pod_event(t.pod, EventType::Warning, events::FAILED_TO_START_CONTAINER, &msg);
+            SyncError::runtime(Some(&c.name), "RunContainerError", &e)
+        })?;
+        self.recorder.pod_event(
+            t.pod,
+            EventType::Normal,
+            events::STARTED_CONTAINER,
+            &format!("Started container {}", c.name),
+        );
+        Ok(())
+    }
+
+    /// Upstream `doBackOff`: a container that exited is restarted only after
+    /// its CrashLoopBackOff delay, counted from when it finished.
+    fn check_crash_backoff(&self, pod: &Pod, c: &Container, status: &PodStatus) -> Result<(), SyncError> {
+        let Some(last) = status.find_container(&c.name) else { return Ok(()) };
+        if last.state != ContainerState::Exited {
+            return Ok(());
+        }
+        let Some(finished) = last.finished_at else { return Ok(()) };
+        let key = backoff_key(pod, c);
+        if let Some(remaining) = self.crash_backoff.remaining_since(&key, finished, SystemTime::now()) {
+            let delay = self.crash_backoff.current(&key).unwrap_or(CRASH_BACKOFF_INITIAL);
+            self.recorder.pod_event(
+                pod,
+                EventType::Warning,
+                events::BACK_OFF_START_CONTAINER,
+                "Back-off restarting failed container",
+            );
+            let mut err = SyncError::new(
+                Some(&c.name),
+                "CrashLoopBackOff",
+                format!(
+                    "back-off {}s restarting failed container={} pod={}",
+                    delay.as_secs(),
+                    c.name,
+                    pod.full_name()
+                ),
+            );
+            err.retry_after = Some(remaining);
+            return Err(err);
+        }
+        self.crash_backoff.next(&key, finished);
+        Ok(())
+    }
+
+    /// Stops one container, honouring the grace period.
+    pub fn kill_container(&self, pod: Option<&Pod>, id: &str, name: &str, grace: Option<i64>) -> Result<(), SyncError> {
+        let grace = Duration::from_secs(grace.unwrap_or(30).max(0) as u64);
+        if let Some(pod) = pod {
+            self.recorder.pod_event(
+                pod,
+                EventType::Normal,
+                events::KILLING_CONTAINER,
+                &format!("Stopping container {name}"),
+            );
+        }
+        match self.runtime.stop_container(id, grace) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(SyncError::runtime(Some(name), "KillContainerError", &e)),
+        }
+    }
+
+    /// Stops the running containers and ready sandboxes in `status`.
+    pub fn kill_pod_status(&self, pod: Option<&Pod>, status: &PodStatus, grace: Option<i64>) -> Result<(), SyncError> {
+        let victims = status
+            .running_containers()
+            .map(|c| Victim {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                grace: None,
+            })
+            .collect();
+        let sandboxes = status.sandboxes.iter().filter(|s| s.ready).map(|s| s.id.clone()).collect();
+        self.kill(pod, victims, sandboxes, grace)
+    }
+
+    /// Stops a pod found in the runtime: its running containers, then its
+    /// sandboxes. `pod` is the spec when the kubelet still has it.
+    pub fn kill_pod(&self, pod: Option<&Pod>, running: &RuntimePod, grace: Option<i64>) -> Result<(), SyncError> {
+        let victims = running
+            .containers
+            .iter()
+            .filter(|c| c.state == ContainerState::Running)
+            .map(|c| Victim {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                grace: c.grace_seconds,
+            })
+            .collect();
+        let sandboxes = running.sandboxes.iter().filter(|s| s.ready).map(|s| s.id.clone()).collect();
+        self.kill(pod, victims, sandboxes, grace)
+    }
+
+    /// Containers stop concurrently so each gets the whole grace period, as
+    /// upstream's per-container goroutines do; the threads are scoped to
+    /// this call and bounded by the pod's container count.
+    fn kill(&self, pod: Option<&Pod>, victims: Vec<Victim>, sandboxes: Vec<String>, grace: Option<i64>) -> Result<(), SyncError> {
+        let pod_grace = pod.map(|p| p.kill_grace_seconds());
+        let results: Vec<Result<(), SyncError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = victims
+                .iter()
+                .map(|v| {
+                    let g = grace.or(pod_grace).or(v.grace);
+                    s.spawn(move || self.kill_container(pod, &v.id, &v.name, g))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(SyncError::new(None, "KillContainerError", "container stop panicked"))
+                    })
+                })
+                .collect()
+        });
+        if let Some(err) = results.into_iter().find_map(Result::err) {
+            return Err(err);
+        }
+        for id in sandboxes {
+            match self.runtime.stop_pod_sandbox(&id) {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(SyncError::runtime(None, "KillPodSandboxError", &e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every container and sandbox of a pod that is gone for good.
+    pub fn remove_pod(&self, uid: &str) -> Result<(), CriError> {
+        let selector = HashMap::from([(labels::POD_UID_LABEL.to_string(), uid.to_string())]);
+        let c_filter = api::ContainerFilter {
+            label_selector: selector.clone(),
+            ..Default::default()
+        };
+        for c in self.runtime.list_containers(Some(c_filter))? {
+            ignore_not_found(self.runtime.remove_container(&c.id))?;
+        }
+        let sb_filter = api::PodSandboxFilter {
+            label_selector: selector,
+            ..Default::default()
+        };
+        for sb in self.runtime.list_pod_sandbox(Some(sb_filter))? {
+            ignore_not_found(self.runtime.stop_pod_sandbox(&sb.id))?;
+            ignore_not_found(self.runtime.remove_pod_sandbox(&sb.id))?;
+        }
+        self.forget_pod(uid);
+        Ok(())
+    }
+
+    /// A new sandbox starts init from scratch: old init instances would
+    /// otherwise read as progress made (upstream purgeInitContainers).
+    fn purge_init_containers(&self, pod: &Pod, status: &PodStatus) {
+        let inits: HashSet<&str> = pod.init_containers().iter().map(|c| c.name.as_str()).collect();
+        for c in status.containers.iter().filter(|c| inits.contains(c.name.as_str())) {
+            if let Err(e) = self.runtime.remove_container(&c.id) {
+                if !e.is_not_found() {
+                    log::warn!("pod {}: remove init container {}: {e}", pod.full_name(), c.id);
+                }
+            }
+        }
+    }
+
+    /// Why the named container is waiting, if a sync recorded a reason.
+    pub fn waiting_reason(&self, uid: &str, container: &str) -> Option<(String, String)> {
+        let reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
+        reasons.get(&(uid.to_string(), container.to_string())).cloned()
+    }
+
+    pub fn forget_pod(&self, uid: &str) {
+        let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
+        reasons.retain(|(u, _), _| u != uid);
+    }
+
+    /// Drops back-off entries idle for long.
+    pub fn gc_backoffs(&self) {
+        let now = SystemTime::now();
+        self.crash_backoff.gc(now);
+        self.images.gc_backoffs(now);
+    }
+}
+
+struct StartTarget<'a> {
+    pod: &'a Pod,
+    sandbox_id: &'a str,
+    sandbox_config: &'a api::PodSandboxConfig,
+    pod_ips: &'a [String],
+    status: &'a PodStatus,
+}
+
+/// Upstream's stable back-off key: pod name, namespace, uid, container
+/// name and spec hash — a changed spec starts with a fresh back-off.
+fn backoff_key(pod: &Pod, c: &Container) -> String {
+    format!(
+        "{}_{}_{}_{}_{}",
+        pod.name(),
+        pod.namespace(),
+        pod.uid(),
+        c.name,
+        labels::container_hash(c)
+    )
+}
+
+fn runtime_pod(id: labels::PodIdentity) -> RuntimePod {
+    RuntimePod {
+        uid: id.uid,
+        name: id.name,
+        namespace: id.namespace,
+        ..Default::default()
+    }
+}
+
+fn container_state(s: api::ContainerState) -> ContainerState {
+    match s {
+        api::ContainerState::CONTAINER_CREATED => ContainerState::Created,
+        api::ContainerState::CONTAINER_RUNNING => ContainerState::Running,
+        api::ContainerState::CONTAINER_EXITED => ContainerState::Exited,
+        api::ContainerState::CONTAINER_UNKNOWN => ContainerState::Unknown,
+    }
+}
+
+fn to_container_status(s: &api::ContainerStatus) -> ContainerStatus {
+    let nonzero = |ns: i64| (ns > 0).then(|| from_unix_nanos(ns));
+    ContainerStatus {
+        id: s.id.clone(),
+        name: s.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+        state: container_state(s.state.enum_value_or_default()),
+        created_at: from_unix_nanos(s.created_at),
+        started_at: nonzero(s.started_at),
+        finished_at: nonzero(s.finished_at),
+        exit_code: s.exit_code,
+        image: s.image.as_ref().map(|i| i.image.clone()).unwrap_or_default(),
+        image_ref: s.image_ref.clone(),
+        hash: s
+            .annotations
+            .get(labels::CONTAINER_HASH_ANNOTATION)
+            .cloned()
+            .unwrap_or_default(),
+        restart_count: labels::restart_count(&s.annotations),
+        reason: s.reason.clone(),
+        message: s.message.clone(),
+    }
+}
+
+/// A call on something already gone has nothing left to do.
+pub fn ignore_not_found(r: Result<(), CriError>) -> Result<(), CriError> {
+    match r {
+        Err(e) if e.is_not_found() => Ok(()),
+        other => other,
+    }
+}
+
+pub fn from_unix_nanos(ns: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
+}

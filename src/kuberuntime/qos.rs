@@ -1,0 +1,132 @@
+//! QoS class and OOM score (upstream `pkg/apis/core/v1/helper/qos` and
+//! `pkg/kubelet/qos/policy.go`).
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::podutil::PodExt;
+use crate::util::quantity;
+
+const GUARANTEED_OOM_SCORE_ADJ: i32 = -997;
+const BEST_EFFORT_OOM_SCORE_ADJ: i32 = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QosClass {
+    Guaranteed,
+    Burstable,
+    BestEffort,
+}
+
+impl QosClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QosClass::Guaranteed => "Guaranteed",
+            QosClass::Burstable => "Burstable",
+            QosClass::BestEffort => "BestEffort",
+        }
+    }
+}
+
+/// Guaranteed: every container sets cpu and memory limits equal to its
+/// requests. BestEffort: nobody sets any. Burstable otherwise.
+pub fn qos_class(pod: &Pod) -> QosClass {
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in pod.containers().iter().chain(pod.init_containers()) {
+        let res = c.resources.as_ref();
+        let limits = res.and_then(|r| r.limits.as_ref());
+        let requests = res.and_then(|r| r.requests.as_ref());
+        for name in ["cpu", "memory"] {
+            let limit = limits.and_then(|l| l.get(name)).and_then(|q| quantity::parse_milli(&q.0).ok());
+            let request = requests
+                .and_then(|r| r.get(name))
+                .and_then(|q| quantity::parse_milli(&q.0).ok())
+                .or(limit);
+            if limit.is_some_and(|v| v != 0) || request.is_some_and(|v| v != 0) {
+                any = true;
+            }
+            if limit.is_none() || limit != request {
+                guaranteed = false;
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => QosClass::BestEffort,
+        (true, true) => QosClass::Guaranteed,
+        (true, false) => QosClass::Burstable,
+    }
+}
+
+/// The container's oom_score_adj: Guaranteed pods are killed last,
+/// BestEffort first, Burstable by memory request share of the machine.
+pub fn oom_score_adj(pod: &Pod, container: &Container, machine_memory: u64) -> i32 {
+    match qos_class(pod) {
+        QosClass::Guaranteed => GUARANTEED_OOM_SCORE_ADJ,
+        QosClass::BestEffort => BEST_EFFORT_OOM_SCORE_ADJ,
+        QosClass::Burstable => {
+            let request = container
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("memory"))
+                .and_then(|q| quantity::parse_value(&q.0).ok())
+                .unwrap_or(0)
+                .max(0) as u128;
+            let capacity = u128::from(machine_memory.max(1));
+            let adj = 1000 - (1000 * request / capacity) as i64;
+            adj.clamp(2, 999) as i32
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use std::collections::BTreeMap;
+
+    fn pod_with(limits: &[(&str, &str)], requests: &[(&str, &str)]) -> Pod {
+        let map = |v: &[(&str, &str)]| {
+            (!v.is_empty()).then(|| {
+                v.iter()
+                    .map(|(k, q)| (k.to_string(), Quantity(q.to_string())))
+                    .collect::<BTreeMap<_, _>>()
+            })
+        };
+        Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "a".into(),
+                    resources: Some(ResourceRequirements {
+                        limits: map(limits),
+                        requests: map(requests),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn classes() {
+        assert_eq!(qos_class(&pod_with(&[], &[])), QosClass::BestEffort);
+        let g = pod_with(&[("cpu", "1"), ("memory", "1Gi")], &[]);
+        assert_eq!(qos_class(&g), QosClass::Guaranteed);
+        let b = pod_with(&[("memory", "1Gi")], &[("memory", "512Mi")]);
+        assert_eq!(qos_class(&b), QosClass::Burstable);
+    }
+
+    #[test]
+    fn oom_scores() {
+        let gib = 1u64 << 30;
+        let g = pod_with(&[("cpu", "1"), ("memory", "1Gi")], &[]);
+        assert_eq!(oom_score_adj(&g, &g.containers()[0], 8 * gib), -997);
+        let be = pod_with(&[], &[]);
+        assert_eq!(oom_score_adj(&be, &be.containers()[0], 8 * gib), 1000);
+        let b = pod_with(&[], &[("memory", "4Gi")]);
+        assert_eq!(oom_score_adj(&b, &b.containers()[0], 8 * gib), 500);
+    }
+}

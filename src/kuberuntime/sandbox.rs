@@ -1,0 +1,281 @@
+//! Pod sandbox configuration (upstream `kuberuntime_sandbox.go` and
+//! `kuberuntime_sandbox_linux.go`).
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::Pod;
+use protobuf::EnumOrUnknown;
+
+use super::labels;
+use super::RuntimeManagerConfig;
+use crate::container::SandboxStatus;
+use crate::cri::api;
+use crate::podutil::PodExt;
+
+/// The DNS search depth upstream gives cluster-DNS pods.
+const CLUSTER_NDOTS: &str = "ndots:5";
+const MAX_HOSTNAME_LEN: usize = 63;
+
+pub fn generate_sandbox_config(pod: &Pod, attempt: u32, cfg: &RuntimeManagerConfig) -> api::PodSandboxConfig {
+    let spec = pod.spec_or_default();
+    let host_network = pod.is_host_network();
+    api::PodSandboxConfig {
+        metadata: Some(api::PodSandboxMetadata {
+            name: pod.name().to_string(),
+            namespace: pod.namespace().to_string(),
+            uid: pod.uid().to_string(),
+            attempt,
+            ..Default::default()
+        })
+        .into(),
+        // Host-network pods keep the node's hostname (upstream leaves it empty).
+        hostname: if host_network { String::new() } else { pod_hostname(pod) },
+        log_directory: pod_log_dir(&cfg.pod_logs_dir, pod).to_string_lossy().into_owned(),
+        dns_config: Some(dns_config(pod, cfg)).into(),
+        port_mappings: port_mappings(pod),
+        labels: labels::sandbox_labels(pod),
+        annotations: labels::sandbox_annotations(pod),
+        linux: Some(api::LinuxPodSandboxConfig {
+            security_context: Some(api::LinuxSandboxSecurityContext {
+                namespace_options: Some(namespace_options(pod)).into(),
+                privileged: pod.containers().iter().chain(pod.init_containers()).any(|c| {
+                    c.security_context
+                        .as_ref()
+                        .and_then(|s| s.privileged)
+                        .unwrap_or(false)
+                }),
+                run_as_user: spec
+                    .security_context
+                    .as_ref()
+                    .and_then(|s| s.run_as_user)
+                    .map(|v| api::Int64Value {
+                        value: v,
+                        ..Default::default()
+                    })
+                    .into(),
+                ..Default::default()
+            })
+            .into(),
+            sysctls: spec
+                .security_context
+                .as_ref()
+                .and_then(|s| s.sysctls.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|s| (s.name.clone(), s.value.clone()))
+                .collect(),
+            ..Default::default()
+        })
+        .into(),
+        ..Default::default()
+    }
+}
+
+/// `/var/log/pods/<namespace>_<name>_<uid>`, as upstream.
+pub fn pod_log_dir(base: &Path, pod: &Pod) -> std::path::PathBuf {
+    base.join(format!("{}_{}_{}", pod.namespace(), pod.name(), pod.uid()))
+}
+
+pub fn namespace_options(pod: &Pod) -> api::NamespaceOption {
+    let spec = pod.spec_or_default();
+    let mode = |node: bool, otherwise: api::NamespaceMode| {
+        EnumOrUnknown::new(if node { api::NamespaceMode::NODE } else { otherwise })
+    };
+    api::NamespaceOption {
+        network: mode(pod.is_host_network(), api::NamespaceMode::POD),
+        pid: if spec.host_pid.unwrap_or(false) {
+            EnumOrUnknown::new(api::NamespaceMode::NODE)
+        } else if spec.share_process_namespace.unwrap_or(false) {
+            EnumOrUnknown::new(api::NamespaceMode::POD)
+        } else {
+            EnumOrUnknown::new(api::NamespaceMode::CONTAINER)
+        },
+        ipc: mode(spec.host_ipc.unwrap_or(false), api::NamespaceMode::POD),
+        ..Default::default()
+    }
+}
+
+/// spec.hostname, else the pod name, cut to a valid DNS label.
+fn pod_hostname(pod: &Pod) -> String {
+    let name = pod
+        .spec_or_default()
+        .hostname
+        .as_deref()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| pod.name());
+    let cut = &name[..name.len().min(MAX_HOSTNAME_LEN)];
+    cut.trim_end_matches(['-', '.']).to_string()
+}
+
+fn port_mappings(pod: &Pod) -> Vec<api::PortMapping> {
+    pod.containers()
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten())
+        .map(|p| api::PortMapping {
+            protocol: EnumOrUnknown::new(match p.protocol.as_deref() {
+                Some("UDP") => api::Protocol::UDP,
+                Some("SCTP") => api::Protocol::SCTP,
+                _ => api::Protocol::TCP,
+            }),
+            container_port: p.container_port,
+            host_port: p.host_port.unwrap_or(0),
+            host_ip: p.host_ip.clone().unwrap_or_default(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// DNS per dnsPolicy (upstream `pkg/kubelet/network/dns`). ClusterFirst with
+/// no clusterDNS configured falls back to the host's resolver, as upstream.
+fn dns_config(pod: &Pod, cfg: &RuntimeManagerConfig) -> api::DNSConfig {
+    let spec = pod.spec_or_default();
+    let policy = spec.dns_policy.as_deref().unwrap_or("ClusterFirst");
+    let host = read_resolv_conf(&cfg.resolv_conf);
+    let cluster_first = match policy {
+        "ClusterFirst" => !pod.is_host_network(),
+        "ClusterFirstWithHostNet" => true,
+        _ => false,
+    };
+    let mut dns = if policy == "None" {
+        api::DNSConfig::default()
+    } else if cluster_first && !cfg.cluster_dns.is_empty() {
+        let domain = &cfg.cluster_domain;
+        let ns = pod.namespace();
+        let mut searches = vec![
+            format!("{ns}.svc.{domain}"),
+            format!("svc.{domain}"),
+            domain.clone(),
+        ];
+        searches.extend(host.searches.iter().cloned());
+        api::DNSConfig {
+            servers: cfg.cluster_dns.clone(),
+            searches,
+            options: vec![CLUSTER_NDOTS.to_string()],
+            ..Default::default()
+        }
+    } else {
+        host
+    };
+    if let Some(custom) = &spec.dns_config {
+        dns.servers.extend(custom.nameservers.iter().flatten().cloned());
+        dns.searches.extend(custom.searches.iter().flatten().cloned());
+        dns.options.extend(custom.options.iter().flatten().map(|o| match &o.value {
+            Some(v) => format!("{}:{v}", o.name.as_deref().unwrap_or("")),
+            None => o.name.clone().unwrap_or_default(),
+        }));
+    }
+    dns
+}
+
+/// The host's nameservers, search domains and options; empty when the file
+/// is missing (upstream treats an absent resolv.conf the same way).
+fn read_resolv_conf(path: &Path) -> api::DNSConfig {
+    let mut dns = api::DNSConfig::default();
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return dns;
+    };
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("nameserver") => dns.servers.extend(words.next().map(str::to_string)),
+            Some("search") => dns.searches = words.map(str::to_string).collect(),
+            Some("options") => dns.options.extend(words.map(str::to_string)),
+            _ => {}
+        }
+    }
+    dns
+}
+
+/// The kubelet's view of a runtime sandbox status.
+pub fn to_sandbox_status(s: &api::PodSandboxStatus) -> SandboxStatus {
+    let network = s.network.as_ref();
+    let host_network = s
+        .linux
+        .as_ref()
+        .and_then(|l| l.namespaces.as_ref())
+        .and_then(|n| n.options.as_ref())
+        .is_some_and(|o| o.network.enum_value_or_default() == api::NamespaceMode::NODE);
+    SandboxStatus {
+        id: s.id.clone(),
+        ready: s.state.enum_value_or_default() == api::PodSandboxState::SANDBOX_READY,
+        attempt: s.metadata.as_ref().map_or(0, |m| m.attempt),
+        created_at: super::from_unix_nanos(s.created_at),
+        ip: network.map(|n| n.ip.clone()).filter(|ip| !ip.is_empty()),
+        additional_ips: network
+            .map(|n| n.additional_ips.iter().map(|p| p.ip.clone()).collect())
+            .unwrap_or_default(),
+        host_network,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
+
+    fn cfg(resolv: &Path) -> RuntimeManagerConfig {
+        RuntimeManagerConfig {
+            resolv_conf: resolv.to_path_buf(),
+            cluster_dns: vec![],
+            cluster_domain: "cluster.local".into(),
+            ..RuntimeManagerConfig::for_tests()
+        }
+    }
+
+    fn pod() -> Pod {
+        let mut p = Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "web".into(),
+                    ports: Some(vec![ContainerPort {
+                        container_port: 80,
+                        host_port: Some(8080),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        p.metadata.name = Some("web-node1".into());
+        p.metadata.namespace = Some("default".into());
+        p.metadata.uid = Some("u1".into());
+        p
+    }
+
+    #[test]
+    fn sandbox_config_carries_identity_logs_and_ports() {
+        let dir = std::env::temp_dir().join(format!("rk-resolv-{}", std::process::id()));
+        std::fs::write(&dir, "nameserver 192.0.2.53\nsearch example.org\noptions ndots:2\n").unwrap();
+        let c = generate_sandbox_config(&pod(), 3, &cfg(&dir));
+        let _ = std::fs::remove_file(&dir);
+        let md = c.metadata.as_ref().unwrap();
+        assert_eq!((md.name.as_str(), md.uid.as_str(), md.attempt), ("web-node1", "u1", 3));
+        assert_eq!(c.hostname, "web-node1");
+        assert!(c.log_directory.ends_with("default_web-node1_u1"));
+        assert_eq!(c.labels[labels::POD_UID_LABEL], "u1");
+        assert_eq!(c.port_mappings[0].host_port, 8080);
+        let dns = c.dns_config.as_ref().unwrap();
+        assert_eq!(dns.servers, vec!["192.0.2.53"]);
+        assert_eq!(dns.searches, vec!["example.org"]);
+        let ns = c.linux.security_context.namespace_options.as_ref().unwrap();
+        assert_eq!(ns.network.enum_value_or_default(), api::NamespaceMode::POD);
+    }
+
+    #[test]
+    fn cluster_dns_and_host_network() {
+        let mut cfg = cfg(Path::new("/nonexistent"));
+        cfg.cluster_dns = vec!["10.96.0.10".into()];
+        let c = generate_sandbox_config(&pod(), 0, &cfg);
+        let dns = c.dns_config.as_ref().unwrap();
+        assert_eq!(dns.servers, vec!["10.96.0.10"]);
+        assert_eq!(dns.searches[0], "default.svc.cluster.local");
+        let mut hp = pod();
+        hp.spec.as_mut().unwrap().host_network = Some(true);
+        let c = generate_sandbox_config(&hp, 0, &cfg);
+        assert_eq!(c.hostname, "");
+        let ns = c.linux.security_context.namespace_options.as_ref().unwrap();
+        assert_eq!(ns.network.enum_value_or_default(), api::NamespaceMode::NODE);
+    }
+}

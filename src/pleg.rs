@@ -1,0 +1,283 @@
+//! The pod lifecycle event generator (upstream `pkg/kubelet/pleg/generic.go`).
+//!
+//! One thread relists the runtime every period, diffs each container's
+//! state against the previous relist, refreshes the status cache for pods
+//! that changed and reports the changes to the sync loop.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+
+use crate::container::cache::Cache;
+use crate::container::{ContainerState, RuntimePod};
+use crate::kuberuntime::KubeRuntimeManager;
+
+/// Upstream's plegChannelCapacity.
+pub const CHANNEL_CAPACITY: usize = 1000;
+pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
+/// PLEG is unhealthy when no relist has completed for this long.
+pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    ContainerStarted,
+    ContainerDied,
+    ContainerRemoved,
+    ContainerChanged,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodLifecycleEvent {
+    pub pod_uid: String,
+    pub kind: EventType,
+    /// The container (or sandbox) ID the event is about.
+    pub container_id: String,
+}
+
+/// What PLEG tracks per container or sandbox between relists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PlegState {
+    Running,
+    Exited,
+    Unknown,
+    NonExistent,
+}
+
+type Records = HashMap<String, HashMap<String, PlegState>>;
+
+#[derive(Default)]
+struct State {
+    records: Records,
+    /// Pods whose inspection failed: inspect again on the next relist.
+    reinspect: HashSet<String>,
+    last_relist: Option<Instant>,
+    /// The pods of the last successful relist, for housekeeping.
+    pods: Arc<Vec<RuntimePod>>,
+}
+
+pub struct GenericPleg {
+    runtime: Arc<KubeRuntimeManager>,
+    cache: Arc<Cache>,
+    events: Sender<PodLifecycleEvent>,
+    state: Mutex<State>,
+}
+
+impl GenericPleg {
+    pub fn new(runtime: Arc<KubeRuntimeManager>, cache: Arc<Cache>) -> (Arc<Self>, Receiver<PodLifecycleEvent>) {
+        let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+        let pleg = Arc::new(GenericPleg {
+            runtime,
+            cache,
+            events: tx,
+            state: Mutex::new(State::default()),
+        });
+        (pleg, rx)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Relists every RELIST_PERIOD until `shutdown` fires.
+    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let pleg = Arc::clone(self);
+        std::thread::Builder::new().name("pleg".into()).spawn(move || {
+            let ticker = crossbeam_channel::tick(RELIST_PERIOD);
+            loop {
+                pleg.relist();
+                crossbeam_channel::select! {
+                    recv(ticker) -> _ => {}
+                    recv(shutdown) -> _ => return,
+                }
+            }
+        })
+    }
+
+    /// Healthy while relists keep completing (upstream `Healthy`).
+    pub fn healthy(&self) -> Result<(), String> {
+        match self.state().last_relist {
+            None => Ok(()), // not started yet: upstream reports healthy too
+            Some(t) if t.elapsed() > RELIST_THRESHOLD => Err(format!(
+                "pleg was last seen active {:.0?} ago; threshold is {:?}",
+                t.elapsed(),
+                RELIST_THRESHOLD
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// When the last relist completed.
+    pub fn last_relist(&self) -> Option<Instant> {
+        self.state().last_relist
+    }
+
+    /// The pods seen by the last successful relist.
+    pub fn running_pods(&self) -> Arc<Vec<RuntimePod>> {
+        Arc::clone(&self.state().pods)
+    }
+
+    pub fn relist(&self) {
+        let timestamp = Instant::now();
+        let pods = match self.runtime.get_pods() {
+            Ok(p) => p,
+            Err(e) => {
+                log::error!("PLEG: unable to retrieve pods: {e}");
+                return;
+            }
+        };
+        let current = records(&pods);
+        let (old, reinspect) = {
+            let mut st = self.state();
+            st.last_relist = Some(Instant::now());
+            (std::mem::take(&mut st.records), std::mem::take(&mut st.reinspect))
+        };
+
+        let mut events = Vec::new();
+        let uids: HashSet<&String> = old.keys().chain(current.keys()).collect();
+        for uid in uids {
+            events.extend(pod_events(uid, old.get(uid), current.get(uid)));
+        }
+        let changed: HashSet<String> = events
+            .iter()
+            .map(|e| e.pod_uid.clone())
+            .chain(reinspect)
+            .collect();
+
+        let by_uid: HashMap<&str, &RuntimePod> = pods.iter().map(|p| (p.uid.as_str(), p)).collect();
+        let mut failed = HashSet::new();
+        for uid in &changed {
+            let (name, ns) = by_uid
+                .get(uid.as_str())
+                .map_or((String::new(), String::new()), |p| (p.name.clone(), p.namespace.clone()));
+            match self.runtime.get_pod_status(uid, &name, &ns) {
+                Ok(status) => self.cache.set(uid, status, None, timestamp),
+                Err(e) => {
+                    log::warn!("PLEG: inspect pod {uid}: {e}");
+                    failed.insert(uid.clone());
+                    let (status, _) = self.cache.get(uid);
+                    self.cache.set(uid, status, Some(e.to_string()), timestamp);
+                }
+            }
+        }
+        self.cache.update_time(timestamp);
+        {
+            let mut st = self.state();
+            st.records = current;
+            st.reinspect = failed;
+            st.pods = Arc::new(pods);
+        }
+        for e in events.into_iter().filter(|e| e.kind != EventType::ContainerChanged) {
+            if let Err(TrySendError::Full(e)) = self.events.try_send(e) {
+                log::error!("PLEG: event channel is full, discarding {e:?}");
+            }
+        }
+    }
+}
+
+/// Sandboxes count as containers: a sandbox dying must trigger a sync too.
+fn records(pods: &[RuntimePod]) -> Records {
+    pods.iter()
+        .map(|p| {
+            let mut m: HashMap<String, PlegState> = p
+                .containers
+                .iter()
+                .map(|c| (c.id.clone(), container_state(c.state)))
+                .collect();
+            for sb in &p.sandboxes {
+                let s = if sb.ready { PlegState::Running } else { PlegState::Exited };
+                m.insert(sb.id.clone(), s);
+            }
+            (p.uid.clone(), m)
+        })
+        .collect()
+}
+
+fn container_state(s: ContainerState) -> PlegState {
+    match s {
+        ContainerState::Running => PlegState::Running,
+        ContainerState::Exited => PlegState::Exited,
+        // The kubelet does not act on "created"; upstream maps it to unknown.
+        ContainerState::Created | ContainerState::Unknown => PlegState::Unknown,
+    }
+}
+
+fn pod_events(
+    uid: &str,
+    old: Option<&HashMap<String, PlegState>>,
+    new: Option<&HashMap<String, PlegState>>,
+) -> Vec<PodLifecycleEvent> {
+    let empty = HashMap::new();
+    let (old, new) = (old.unwrap_or(&empty), new.unwrap_or(&empty));
+    let ids: HashSet<&String> = old.keys().chain(new.keys()).collect();
+    let mut out = Vec::new();
+    for id in ids {
+        let before = old.get(id).copied().unwrap_or(PlegState::NonExistent);
+        let after = new.get(id).copied().unwrap_or(PlegState::NonExistent);
+        for kind in generate_events(before, after) {
+            out.push(PodLifecycleEvent {
+                pod_uid: uid.to_string(),
+                kind,
+                container_id: id.clone(),
+            });
+        }
+    }
+    out
+}
+
+fn generate_events(old: PlegState, new: PlegState) -> Vec<EventType> {
+    use EventType::*;
+    if old == new {
+        return vec![];
+    }
+    match new {
+        PlegState::Running => vec![ContainerStarted],
+        PlegState::Exited => vec![ContainerDied],
+        PlegState::Unknown => vec![ContainerChanged],
+        PlegState::NonExistent => match old {
+            PlegState::Exited => vec![ContainerRemoved],
+            _ => vec![ContainerDied, ContainerRemoved],
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use EventType::*;
+    use PlegState::*;
+
+    #[test]
+    fn transitions() {
+        assert_eq!(generate_events(NonExistent, Running), vec![ContainerStarted]);
+        assert_eq!(generate_events(Running, Exited), vec![ContainerDied]);
+        assert_eq!(generate_events(Running, NonExistent), vec![ContainerDied, ContainerRemoved]);
+        assert_eq!(generate_events(Exited, NonExistent), vec![ContainerRemoved]);
+        assert_eq!(generate_events(Unknown, Running), vec![ContainerStarted]);
+        assert_eq!(generate_events(NonExistent, Unknown), vec![ContainerChanged]);
+        assert!(generate_events(Running, Running).is_empty());
+    }
+
+    #[test]
+    fn pod_level_diff() {
+        let old = HashMap::from([("c1".to_string(), Running), ("c2".to_string(), Exited)]);
+        let new = HashMap::from([("c1".to_string(), Exited), ("c3".to_string(), Running)]);
+        let mut ev: Vec<(String, EventType)> = pod_events("u", Some(&old), Some(&new))
+            .into_iter()
+            .map(|e| (e.container_id, e.kind))
+            .collect();
+        ev.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            ev,
+            vec![
+                ("c1".into(), ContainerDied),
+                ("c2".into(), ContainerRemoved),
+                ("c3".into(), ContainerStarted)
+            ]
+        );
+        // A pod that vanished entirely reports its containers gone.
+        let gone = pod_events("u", Some(&new), None);
+        assert_eq!(gone.len(), 3);
+    }
+}

@@ -1,0 +1,98 @@
+//! Read-only accessors over the API's `Pod`, whose fields are mostly
+//! `Option`s: one place decides what an absent field means.
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+
+const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
+const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
+
+pub trait PodExt {
+    fn name(&self) -> &str;
+    fn namespace(&self) -> &str;
+    fn uid(&self) -> &str;
+    fn spec_or_default(&self) -> &PodSpec;
+    fn containers(&self) -> &[Container];
+    fn init_containers(&self) -> &[Container];
+    fn restart_policy(&self) -> RestartPolicy;
+    fn is_host_network(&self) -> bool;
+    fn is_being_deleted(&self) -> bool;
+    /// The grace period to kill this pod with: the deletion's, else the
+    /// spec's, never below upstream's minimum of 2 s.
+    fn kill_grace_seconds(&self) -> i64;
+    fn full_name(&self) -> String;
+    fn annotation(&self, key: &str) -> Option<&str>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartPolicy {
+    Always,
+    OnFailure,
+    Never,
+}
+
+static EMPTY_SPEC: std::sync::OnceLock<PodSpec> = std::sync::OnceLock::new();
+
+impl PodExt for Pod {
+    fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or("")
+    }
+
+    fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or("default")
+    }
+
+    fn uid(&self) -> &str {
+        self.metadata.uid.as_deref().unwrap_or("")
+    }
+
+    fn spec_or_default(&self) -> &PodSpec {
+        self.spec
+            .as_ref()
+            .unwrap_or_else(|| EMPTY_SPEC.get_or_init(PodSpec::default))
+    }
+
+    fn containers(&self) -> &[Container] {
+        &self.spec_or_default().containers
+    }
+
+    fn init_containers(&self) -> &[Container] {
+        self.spec_or_default().init_containers.as_deref().unwrap_or(&[])
+    }
+
+    fn restart_policy(&self) -> RestartPolicy {
+        match self.spec_or_default().restart_policy.as_deref() {
+            Some("Never") => RestartPolicy::Never,
+            Some("OnFailure") => RestartPolicy::OnFailure,
+            _ => RestartPolicy::Always,
+        }
+    }
+
+    fn is_host_network(&self) -> bool {
+        self.spec_or_default().host_network.unwrap_or(false)
+    }
+
+    fn is_being_deleted(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
+    fn kill_grace_seconds(&self) -> i64 {
+        let grace = self
+            .metadata
+            .deletion_grace_period_seconds
+            .or(self.spec_or_default().termination_grace_period_seconds)
+            .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS);
+        grace.max(MINIMUM_GRACE_PERIOD_SECONDS)
+    }
+
+    fn full_name(&self) -> String {
+        crate::container::pod_full_name(self.name(), self.namespace())
+    }
+
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(String::as_str)
+    }
+}

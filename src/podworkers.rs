@@ -1,0 +1,400 @@
+//! Pod workers (upstream `pkg/kubelet/pod_workers.go`): every pod moves
+//! through syncing -> terminating -> terminated, one step at a time.
+//!
+//! Upstream runs a goroutine per pod; here a fixed pool of threads takes
+//! pods that have work, so the thread count does not grow with pods. A pod
+//! is worked on by at most one thread at a time, and only once the status
+//! cache holds a runtime status newer than its previous sync started, so no
+//! sync acts on a view older than its own last action.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::container::cache::Cache;
+use crate::container::{PodStatus, RuntimePod};
+use crate::podutil::PodExt;
+use crate::util::workqueue::WorkQueue;
+
+/// Upstream's workerBackOffPeriod: retry delay after a failed sync.
+pub const WORKER_BACKOFF: Duration = Duration::from_secs(10);
+/// How long an idle worker sleeps before looking again (bounded waits).
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+/// How often a worker rechecks pods waiting for a fresher cache.
+const CACHE_POLL: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateType {
+    Create,
+    Update,
+    Sync,
+    Kill,
+}
+
+/// Where a pod is in its life, as upstream's podSyncStatus tracks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Syncing,
+    Terminating,
+    Terminated,
+}
+
+/// A failed step: retry no sooner than `retry_after`.
+#[derive(Debug)]
+pub struct SyncFailure {
+    pub message: String,
+    pub retry_after: Duration,
+}
+
+/// What the workers call; the kubelet implements it.
+pub trait PodSyncer: Send + Sync {
+    /// Syncs a pod that should run. `Ok(true)` means it reached a terminal
+    /// phase and should be terminated.
+    fn sync_pod(&self, update: UpdateType, pod: &Pod, status: &PodStatus) -> Result<bool, SyncFailure>;
+    /// Stops everything of the pod. `pod` is `None` for orphans found only
+    /// in the runtime.
+    fn sync_terminating_pod(
+        &self,
+        pod: Option<&Pod>,
+        running: Option<&RuntimePod>,
+        status: &PodStatus,
+        grace: Option<i64>,
+    ) -> Result<(), SyncFailure>;
+    /// Cleans up after a stopped pod; `removed` when no source wants it.
+    fn sync_terminated_pod(&self, pod: Option<&Pod>, status: &PodStatus, removed: bool) -> Result<(), SyncFailure>;
+}
+
+/// An update for one pod.
+pub struct UpdatePodOptions {
+    pub update_type: UpdateType,
+    pub pod: Option<Pod>,
+    /// For killing pods the kubelet has no spec for.
+    pub running_pod: Option<RuntimePod>,
+    pub grace_override: Option<i64>,
+    /// The pod is gone from every source (not merely finished).
+    pub removed: bool,
+}
+
+struct PodState {
+    pod: Option<Pod>,
+    running_pod: Option<RuntimePod>,
+    phase: Phase,
+    update_type: UpdateType,
+    grace_override: Option<i64>,
+    removed: bool,
+    /// Work is requested.
+    dirty: bool,
+    /// When work was first requested, for fairness.
+    dirty_since: Instant,
+    working: bool,
+    /// When the last step began: the next one needs a newer cache entry.
+    last_sync_start: Option<Instant>,
+    not_before: Option<Instant>,
+    /// Terminated and cleaned up.
+    finished: bool,
+}
+
+impl PodState {
+    fn new(now: Instant) -> Self {
+        PodState {
+            pod: None,
+            running_pod: None,
+            phase: Phase::Syncing,
+            update_type: UpdateType::Create,
+            grace_override: None,
+            removed: false,
+            dirty: false,
+            dirty_since: now,
+            working: false,
+            last_sync_start: None,
+            not_before: None,
+            finished: false,
+        }
+    }
+
+    fn mark_dirty(&mut self, now: Instant) {
+        if !self.dirty {
+            self.dirty = true;
+            self.dirty_since = now;
+        }
+    }
+}
+
+/// One unit of work handed to a worker thread.
+struct Job {
+    uid: String,
+    phase: Phase,
+    update_type: UpdateType,
+    pod: Option<Pod>,
+    running_pod: Option<RuntimePod>,
+    grace: Option<i64>,
+    removed: bool,
+    status: PodStatus,
+}
+
+pub struct PodWorkers {
+    states: Mutex<HashMap<String, PodState>>,
+    wake: Condvar,
+    cache: Arc<Cache>,
+    syncer: Arc<dyn PodSyncer>,
+    /// The kubelet's resync queue: successful syncs come back after
+    /// `resync_interval`, failed ones after their back-off.
+    work_queue: Arc<WorkQueue>,
+    resync_interval: Duration,
+}
+
+impl PodWorkers {
+    pub fn new(cache: Arc<Cache>, syncer: Arc<dyn PodSyncer>, work_queue: Arc<WorkQueue>, resync_interval: Duration) -> Arc<Self> {
+        Arc::new(PodWorkers {
+            states: Mutex::new(HashMap::new()),
+            wake: Condvar::new(),
+            cache,
+            syncer,
+            work_queue,
+            resync_interval,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, PodState>> {
+        self.states.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts `n` worker threads that run until `shutdown` fires.
+    pub fn start(self: &Arc<Self>, n: usize, shutdown: Receiver<()>) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+        (0..n)
+            .map(|i| {
+                let w = Arc::clone(self);
+                let stop = shutdown.clone();
+                std::thread::Builder::new()
+                    .name(format!("pod-worker-{i}"))
+                    .spawn(move || w.run(&stop))
+            })
+            .collect()
+    }
+
+    /// Records an update and wakes a worker (upstream UpdatePod).
+    pub fn update_pod(&self, opts: UpdatePodOptions) {
+        let uid = match (&opts.pod, &opts.running_pod) {
+            (Some(p), _) => p.uid().to_string(),
+            (None, Some(r)) => r.uid.clone(),
+            (None, None) => return,
+        };
+        let now = Instant::now();
+        let mut states = self.lock();
+        let st = states.entry(uid).or_insert_with(|| PodState::new(now));
+        if let Some(p) = opts.pod {
+            st.pod = Some(p);
+        }
+        if opts.running_pod.is_some() {
+            st.running_pod = opts.running_pod;
+        }
+        if opts.removed {
+            st.removed = true;
+        }
+        let kill = opts.update_type == UpdateType::Kill
+            || st.pod.as_ref().is_none_or(|p| p.is_being_deleted());
+        if kill && st.phase == Phase::Syncing {
+            st.phase = Phase::Terminating;
+            st.grace_override = opts.grace_override;
+            st.not_before = None;
+        }
+        if st.phase == Phase::Syncing {
+            st.update_type = opts.update_type;
+        }
+        if st.phase == Phase::Terminated && st.finished {
+            // A terminated pod does not run again under the same UID; only
+            // its removal still has work to do.
+            if !st.removed {
+                return;
+            }
+            st.finished = false;
+        }
+        st.mark_dirty(now);
+        drop(states);
+        self.wake.notify_one();
+    }
+
+    /// Terminates workers of pods no longer desired and forgets the finished
+    /// ones (upstream SyncKnownPods). Returns the UIDs forgotten.
+    pub fn sync_known_pods(&self, desired: &HashSet<String>) -> Vec<String> {
+        let now = Instant::now();
+        let mut forgotten = Vec::new();
+        let mut states = self.lock();
+        for (uid, st) in states.iter_mut() {
+            if desired.contains(uid) {
+                continue;
+            }
+            if !st.removed {
+                st.removed = true;
+                if st.phase == Phase::Syncing {
+                    st.phase = Phase::Terminating;
+                }
+                st.finished = false;
+                st.not_before = None;
+                st.mark_dirty(now);
+            }
+        }
+        states.retain(|uid, st| {
+            let gone = st.finished && st.removed && !st.working && !desired.contains(uid);
+            if gone {
+                forgotten.push(uid.clone());
+            }
+            !gone
+        });
+        drop(states);
+        self.wake.notify_all();
+        forgotten
+    }
+
+    /// Whether the workers know the pod (running, stopping or stopped).
+    pub fn is_known(&self, uid: &str) -> bool {
+        self.lock().contains_key(uid)
+    }
+
+    pub fn phase(&self, uid: &str) -> Option<Phase> {
+        self.lock().get(uid).map(|s| s.phase)
+    }
+
+    /// Whether the pod was terminated and fully cleaned up.
+    pub fn is_finished(&self, uid: &str) -> bool {
+        self.lock().get(uid).is_some_and(|s| s.finished)
+    }
+
+    fn run(&self, shutdown: &Receiver<()>) {
+        loop {
+            // Shutdown is signalled by closing the channel.
+            if let Err(crossbeam_channel::TryRecvError::Disconnected) = shutdown.try_recv() {
+                return;
+            }
+            match self.next_job() {
+                Some(job) => self.work(job),
+                None => continue,
+            }
+        }
+    }
+
+    /// Waits (bounded) for a pod that has work, is not being worked on, is
+    /// past its back-off and has a fresh enough cache entry.
+    fn next_job(&self) -> Option<Job> {
+        let mut states = self.lock();
+        let now = Instant::now();
+        let mut waiting_for_cache = false;
+        let mut soonest: Option<Instant> = None;
+        let mut pick: Option<(String, Instant)> = None;
+        for (uid, st) in states.iter() {
+            if !st.dirty || st.working {
+                continue;
+            }
+            if let Some(nb) = st.not_before.filter(|nb| *nb > now) {
+                soonest = Some(soonest.map_or(nb, |s| s.min(nb)));
+                continue;
+            }
+            if self.cache.get_if_newer(uid, st.last_sync_start).is_none() {
+                waiting_for_cache = true;
+                continue;
+            }
+            if pick.as_ref().is_none_or(|(_, since)| st.dirty_since < *since) {
+                pick = Some((uid.clone(), st.dirty_since));
+            }
+        }
+        let Some((uid, _)) = pick else {
+            let mut wait = if waiting_for_cache { CACHE_POLL } else { IDLE_WAIT };
+            if let Some(s) = soonest {
+                wait = wait.min(s.saturating_duration_since(now));
+            }
+            let _unused = self
+                .wake
+                .wait_timeout(states, wait.max(Duration::from_millis(1)))
+                .unwrap_or_else(|e| e.into_inner());
+            return None;
+        };
+        let st = states.get_mut(&uid)?;
+        let (status, _err) = self.cache.get_if_newer(&uid, st.last_sync_start)?;
+        st.dirty = false;
+        st.working = true;
+        st.last_sync_start = Some(now);
+        Some(Job {
+            uid,
+            phase: st.phase,
+            update_type: st.update_type,
+            pod: st.pod.clone(),
+            running_pod: st.running_pod.clone(),
+            grace: st.grace_override,
+            removed: st.removed,
+            status,
+        })
+    }
+
+    fn work(&self, job: Job) {
+        let result = match job.phase {
+            Phase::Syncing => match &job.pod {
+                Some(pod) => self
+                    .syncer
+                    .sync_pod(job.update_type, pod, &job.status)
+                    .map(|terminal| if terminal { Some(Phase::Terminating) } else { None }),
+                None => Ok(Some(Phase::Terminating)),
+            },
+            Phase::Terminating => self
+                .syncer
+                .sync_terminating_pod(job.pod.as_ref(), job.running_pod.as_ref(), &job.status, job.grace)
+                .map(|()| Some(Phase::Terminated)),
+            Phase::Terminated => self
+                .syncer
+                .sync_terminated_pod(job.pod.as_ref(), &job.status, job.removed)
+                .map(|()| None),
+        };
+        self.complete(&job, result);
+    }
+
+    fn complete(&self, job: &Job, result: Result<Option<Phase>, SyncFailure>) {
+        let now = Instant::now();
+        let mut states = self.lock();
+        let Some(st) = states.get_mut(&job.uid) else { return };
+        st.working = false;
+        match result {
+            Ok(next) => {
+                st.not_before = None;
+                match next {
+                    // Moving on: the next phase runs as soon as possible,
+                    // unless an update already moved the pod further.
+                    Some(p) if phase_rank(p) > phase_rank(st.phase) => {
+                        st.phase = p;
+                        st.mark_dirty(now);
+                    }
+                    Some(_) => st.mark_dirty(now),
+                    None if job.phase == Phase::Terminated => {
+                        // Removed while cleaning up a merely finished pod:
+                        // clean up again, this time removing everything.
+                        if st.removed && !job.removed {
+                            st.mark_dirty(now);
+                        } else {
+                            st.finished = true;
+                        }
+                    }
+                    None => {
+                        self.work_queue.enqueue(&job.uid, self.resync_interval);
+                    }
+                }
+            }
+            Err(f) => {
+                log::warn!("pod {}: {:?} step failed: {}", job.uid, job.phase, f.message);
+                let delay = f.retry_after.min(WORKER_BACKOFF).max(Duration::from_millis(100));
+                st.not_before = Some(now + delay);
+                st.mark_dirty(now);
+            }
+        }
+        drop(states);
+        self.wake.notify_one();
+    }
+}
+
+fn phase_rank(p: Phase) -> u8 {
+    match p {
+        Phase::Syncing => 0,
+        Phase::Terminating => 1,
+        Phase::Terminated => 2,
+    }
+}

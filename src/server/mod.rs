@@ -1,0 +1,3 @@
+//! The kubelet's HTTP servers (upstream `pkg/kubelet/server`).
+
+pub mod healthz;

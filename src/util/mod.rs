@@ -1,0 +1,5 @@
+//! Small shared mechanisms (upstream `pkg/util`, `client-go/util`).
+
+pub mod backoff;
+pub mod quantity;
+pub mod workqueue;
