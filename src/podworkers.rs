@@ -296,6 +296,10 @@ impl PodWorkers {
                 waiting_for_cache = true;
                 continue;
             }
+            if st.phase == Phase::Syncing && static_pod_must_wait(&states, uid, st) {
+                waiting_for_cache = true;
+                continue;
+            }
             if pick.as_ref().is_none_or(|(_, since)| st.dirty_since < *since) {
                 pick = Some((uid.clone(), st.dirty_since));
             }
@@ -389,6 +393,25 @@ impl PodWorkers {
         drop(states);
         self.wake.notify_one();
     }
+}
+
+/// A static pod does not start while an older pod of the same full name is
+/// still running or stopping: a manifest edit replaces the pod, and the two
+/// would otherwise fight over host ports and names (upstream
+/// allowStaticPodStart).
+fn static_pod_must_wait(states: &HashMap<String, PodState>, uid: &str, st: &PodState) -> bool {
+    let Some(pod) = st.pod.as_ref().filter(|p| crate::types::is_static_pod(p)) else {
+        return false;
+    };
+    if st.last_sync_start.is_some() {
+        return false; // already started
+    }
+    let name = pod.full_name();
+    states.iter().any(|(other_uid, other)| {
+        other_uid != uid
+            && other.phase != Phase::Terminated
+            && other.pod.as_ref().is_some_and(|p| p.full_name() == name)
+    })
 }
 
 fn phase_rank(p: Phase) -> u8 {
