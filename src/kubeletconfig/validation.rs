@@ -5,7 +5,7 @@
 //! source (file or flags) per field.
 
 use super::duration::Duration;
-use super::quantity::parse_quantity;
+use crate::util::quantity::parse_quantity;
 use super::types::{KubeletConfiguration, Taint};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;

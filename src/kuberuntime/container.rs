@@ -149,10 +149,10 @@ fn resources(ctx: &ContainerContext<'_>) -> api::LinuxContainerResources {
         };
         map.and_then(|m| m.get(name)).map(|q| q.0.clone())
     };
-    let milli = |q: Option<String>| q.and_then(|q| quantity::parse_milli(&q).ok());
+    let milli = |q: Option<String>| q.and_then(|q| quantity::parse_quantity(&q).ok());
     let cpu_limit = milli(get("limits", "cpu"));
     let cpu_request = milli(get("requests", "cpu")).or(cpu_limit);
-    let mem_limit = get("limits", "memory").and_then(|q| quantity::parse_value(&q).ok());
+    let mem_limit = get("limits", "memory").and_then(|q| quantity::parse_quantity_value(&q).ok());
 
     let mut r = api::LinuxContainerResources {
         cpu_shares: cpu_request.map_or(MIN_CPU_SHARES, |m| ((m * 1024) / 1000).max(MIN_CPU_SHARES as i128) as i64),

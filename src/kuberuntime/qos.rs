@@ -36,10 +36,10 @@ pub fn qos_class(pod: &Pod) -> QosClass {
         let limits = res.and_then(|r| r.limits.as_ref());
         let requests = res.and_then(|r| r.requests.as_ref());
         for name in ["cpu", "memory"] {
-            let limit = limits.and_then(|l| l.get(name)).and_then(|q| quantity::parse_milli(&q.0).ok());
+            let limit = limits.and_then(|l| l.get(name)).and_then(|q| quantity::parse_quantity(&q.0).ok());
             let request = requests
                 .and_then(|r| r.get(name))
-                .and_then(|q| quantity::parse_milli(&q.0).ok())
+                .and_then(|q| quantity::parse_quantity(&q.0).ok())
                 .or(limit);
             if limit.is_some_and(|v| v != 0) || request.is_some_and(|v| v != 0) {
                 any = true;
@@ -68,7 +68,7 @@ pub fn oom_score_adj(pod: &Pod, container: &Container, machine_memory: u64) -> i
                 .as_ref()
                 .and_then(|r| r.requests.as_ref())
                 .and_then(|r| r.get("memory"))
-                .and_then(|q| quantity::parse_value(&q.0).ok())
+                .and_then(|q| quantity::parse_quantity_value(&q.0).ok())
                 .unwrap_or(0)
                 .max(0) as u128;
             let capacity = u128::from(machine_memory.max(1));
