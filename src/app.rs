@@ -43,7 +43,11 @@ pub fn main() -> i32 {
         }
     };
     init_logging(flags.verbosity);
-    log::info!("rkubelet {} (Kubernetes {})", kubeletconfig::VERSION, kubeletconfig::KUBERNETES_VERSION);
+    log::info!(
+        "rkubelet {} (Kubernetes {})",
+        kubeletconfig::VERSION,
+        kubeletconfig::KUBERNETES_VERSION
+    );
     match run(&flags, &config) {
         Ok(code) => code,
         Err(e) => {
@@ -68,7 +72,12 @@ fn init_logging(verbosity: u8) {
 }
 
 fn node_name(flags: &KubeletFlags) -> anyhow::Result<String> {
-    let name = match flags.hostname_override.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+    let name = match flags
+        .hostname_override
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         Some(n) => n.to_string(),
         None => nix::unistd::gethostname()
             .context("read the hostname")?
@@ -114,16 +123,23 @@ fn shutdown_on_signals() -> anyhow::Result<Receiver<()>> {
 fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i32> {
     let node = node_name(flags)?;
     if flags.kubeconfig.is_some() {
-        log::warn!("--kubeconfig given, but API server mode is not implemented yet; running standalone");
+        log::warn!(
+            "--kubeconfig given, but API server mode is not implemented yet; running standalone"
+        );
     } else {
-        log::info!("no API server defined: running in standalone mode, no node status will be sent");
+        log::info!(
+            "no API server defined: running in standalone mode, no node status will be sent"
+        );
     }
     let shutdown = shutdown_on_signals()?;
 
     // Dependencies.
     let runtime = Arc::new(
-        RemoteRuntime::new(&config.container_runtime_endpoint, config.runtime_request_timeout.0)
-            .context("container runtime endpoint")?,
+        RemoteRuntime::new(
+            &config.container_runtime_endpoint,
+            config.runtime_request_timeout.0,
+        )
+        .context("container runtime endpoint")?,
     );
     let settings = Settings {
         node_name: node.clone(),
@@ -182,7 +198,12 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     Ok(0)
 }
 
-fn start_sources(config: &KubeletConfiguration, node: &str, pod_config: &PodConfig, shutdown: &Receiver<()>) -> anyhow::Result<Vec<JoinHandle<()>>> {
+fn start_sources(
+    config: &KubeletConfiguration,
+    node: &str,
+    pod_config: &PodConfig,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let mut handles = Vec::new();
     if !config.static_pod_path.is_empty() {
         log::info!("adding static pod path {}", config.static_pod_path);
@@ -219,7 +240,11 @@ fn start_sources(config: &KubeletConfiguration, node: &str, pod_config: &PodConf
     Ok(handles)
 }
 
-fn start_healthz(config: &KubeletConfiguration, kubelet: &Arc<Kubelet>, shutdown: &Receiver<()>) -> anyhow::Result<Option<JoinHandle<()>>> {
+fn start_healthz(
+    config: &KubeletConfiguration,
+    kubelet: &Arc<Kubelet>,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Option<JoinHandle<()>>> {
     if config.healthz_port <= 0 {
         return Ok(None);
     }
@@ -227,7 +252,11 @@ fn start_healthz(config: &KubeletConfiguration, kubelet: &Arc<Kubelet>, shutdown
         .parse()
         .with_context(|| format!("healthzBindAddress {:?}", config.healthz_bind_address))?;
     let limit = (config.sync_frequency.0 * 2).max(MIN_SYNC_LOOP_HEALTH);
-    let (k1, k2, k3) = (Arc::clone(kubelet), Arc::clone(kubelet), Arc::clone(kubelet));
+    let (k1, k2, k3) = (
+        Arc::clone(kubelet),
+        Arc::clone(kubelet),
+        Arc::clone(kubelet),
+    );
     let healthz = Healthz::new(vec![
         NamedCheck {
             name: "ping",
@@ -240,9 +269,15 @@ fn start_healthz(config: &KubeletConfiguration, kubelet: &Arc<Kubelet>, shutdown
         NamedCheck {
             name: "syncloop",
             check: Box::new(move || {
-                match *k1.sync_loop_monitor.lock().unwrap_or_else(|e| e.into_inner()) {
+                match *k1
+                    .sync_loop_monitor
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                {
                     None => Err("sync loop did not start".into()),
-                    Some(t) if t.elapsed() > limit => Err("sync loop took longer than expected".into()),
+                    Some(t) if t.elapsed() > limit => {
+                        Err("sync loop took longer than expected".into())
+                    }
                     Some(_) => Ok(()),
                 }
             }),
@@ -268,7 +303,10 @@ fn start_healthz(config: &KubeletConfiguration, kubelet: &Arc<Kubelet>, shutdown
 
 /// Starts every module that runs beside the sync loop, each on its own
 /// named thread.
-fn start_modules(kubelet: &Arc<Kubelet>, shutdown: &Receiver<()>) -> anyhow::Result<Vec<JoinHandle<()>>> {
+fn start_modules(
+    kubelet: &Arc<Kubelet>,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let mut handles = Vec::new();
     handles.push(kubelet.pleg.start(shutdown.clone()).context("start PLEG")?);
     handles.extend(
@@ -277,10 +315,16 @@ fn start_modules(kubelet: &Arc<Kubelet>, shutdown: &Receiver<()>) -> anyhow::Res
             .start(kubelet.settings.pod_workers, shutdown.clone())
             .context("start pod workers")?,
     );
-    handles.push(periodic("runtime-status", RUNTIME_UP_PERIOD, Duration::ZERO, shutdown, {
-        let k = Arc::clone(kubelet);
-        move || k.update_runtime_up()
-    })?);
+    handles.push(periodic(
+        "runtime-status",
+        RUNTIME_UP_PERIOD,
+        Duration::ZERO,
+        shutdown,
+        {
+            let k = Arc::clone(kubelet);
+            move || k.update_runtime_up()
+        },
+    )?);
     handles.push(periodic("gc", GC_PERIOD, GC_PERIOD, shutdown, {
         let k = Arc::clone(kubelet);
         move || {
@@ -295,7 +339,13 @@ fn start_modules(kubelet: &Arc<Kubelet>, shutdown: &Receiver<()>) -> anyhow::Res
 
 /// Runs `f` every `period` (first after `delay`) on its own named thread
 /// until `shutdown` closes.
-fn periodic<F>(name: &str, period: Duration, delay: Duration, shutdown: &Receiver<()>, f: F) -> anyhow::Result<JoinHandle<()>>
+fn periodic<F>(
+    name: &str,
+    period: Duration,
+    delay: Duration,
+    shutdown: &Receiver<()>,
+    f: F,
+) -> anyhow::Result<JoinHandle<()>>
 where
     F: Fn() + Send + 'static,
 {

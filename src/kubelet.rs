@@ -14,7 +14,9 @@ use crate::container::{ContainerState, PodStatus, RuntimePod};
 use crate::kuberuntime::{sandbox, KubeRuntimeManager, SyncError};
 use crate::pleg::{EventType as PlegEvent, GenericPleg, PodLifecycleEvent};
 use crate::podutil::PodExt;
-use crate::podworkers::{PodSyncer, PodWorkers, SyncFailure, UpdatePodOptions, UpdateType, WORKER_BACKOFF};
+use crate::podworkers::{
+    PodSyncer, PodWorkers, SyncFailure, UpdatePodOptions, UpdateType, WORKER_BACKOFF,
+};
 use crate::prober::{ProbeResult, ResultUpdate};
 use crate::status::generate::{generate_api_pod_status, StatusContext};
 use crate::status::StatusManager;
@@ -54,19 +56,36 @@ impl PodManager {
     }
 
     pub fn remove(&self, uid: &str) {
-        self.pods.write().unwrap_or_else(|e| e.into_inner()).remove(uid);
+        self.pods
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
     }
 
     pub fn get(&self, uid: &str) -> Option<Pod> {
-        self.pods.read().unwrap_or_else(|e| e.into_inner()).get(uid).cloned()
+        self.pods
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(uid)
+            .cloned()
     }
 
     pub fn uids(&self) -> HashSet<String> {
-        self.pods.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+        self.pods
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     pub fn pods(&self) -> Vec<Pod> {
-        self.pods.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+        self.pods
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
     }
 }
 
@@ -94,8 +113,12 @@ impl RuntimeState {
         let st = self.lock();
         let mut errs = Vec::new();
         match st.last_base_sync {
-            None => errs.push("container runtime status check may not have completed yet".to_string()),
-            Some(t) if t.elapsed() > RUNTIME_SYNC_THRESHOLD => errs.push("container runtime is down".to_string()),
+            None => {
+                errs.push("container runtime status check may not have completed yet".to_string())
+            }
+            Some(t) if t.elapsed() > RUNTIME_SYNC_THRESHOLD => {
+                errs.push("container runtime is down".to_string())
+            }
             Some(_) => {}
         }
         errs.extend(st.runtime_error.clone());
@@ -125,12 +148,19 @@ impl RuntimeState {
                 st.runtime_error = match cond("RuntimeReady") {
                     Some((_, true, _)) => None,
                     Some((_, false, msg)) => Some(format!("container runtime not ready: {msg}")),
-                    None => Some("container runtime not ready: RuntimeReady condition missing".into()),
+                    None => {
+                        Some("container runtime not ready: RuntimeReady condition missing".into())
+                    }
                 };
                 st.network_error = match cond("NetworkReady") {
                     Some((_, true, _)) => None,
-                    Some((_, false, msg)) => Some(format!("container runtime network not ready: {msg}")),
-                    None => Some("container runtime network not ready: NetworkReady condition missing".into()),
+                    Some((_, false, msg)) => {
+                        Some(format!("container runtime network not ready: {msg}"))
+                    }
+                    None => Some(
+                        "container runtime network not ready: NetworkReady condition missing"
+                            .into(),
+                    ),
                 };
                 st.runtime_name = name;
                 if st.runtime_error.is_none() {
@@ -186,13 +216,23 @@ impl Syncer {
     }
 
     fn liveness_failures(&self, status: &PodStatus) -> HashSet<String> {
-        let mut failed = self.liveness_failed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut failed = self
+            .liveness_failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let ids: HashSet<&str> = status.containers.iter().map(|c| c.id.as_str()).collect();
-        let mine: HashSet<String> = failed.iter().filter(|id| ids.contains(id.as_str())).cloned().collect();
+        let mine: HashSet<String> = failed
+            .iter()
+            .filter(|id| ids.contains(id.as_str()))
+            .cloned()
+            .collect();
         // Forget failures of containers that are no longer running.
         failed.retain(|id| {
             !ids.contains(id.as_str())
-                || status.containers.iter().any(|c| &c.id == id && c.state == ContainerState::Running)
+                || status
+                    .containers
+                    .iter()
+                    .any(|c| &c.id == id && c.state == ContainerState::Running)
         });
         mine
     }
@@ -205,13 +245,22 @@ fn failure(errors: &[SyncError]) -> SyncFailure {
         .min()
         .unwrap_or(WORKER_BACKOFF);
     SyncFailure {
-        message: errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        message: errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
         retry_after,
     }
 }
 
 impl PodSyncer for Syncer {
-    fn sync_pod(&self, update: UpdateType, pod: &Pod, status: &PodStatus) -> Result<bool, SyncFailure> {
+    fn sync_pod(
+        &self,
+        update: UpdateType,
+        pod: &Pod,
+        status: &PodStatus,
+    ) -> Result<bool, SyncFailure> {
         log::debug!("pod {}: sync ({update:?})", pod.full_name());
         let phase = self.update_status(pod, status);
         if phase == "Succeeded" || phase == "Failed" {
@@ -233,7 +282,13 @@ impl PodSyncer for Syncer {
         }
     }
 
-    fn sync_terminating_pod(&self, pod: Option<&Pod>, running: Option<&RuntimePod>, status: &PodStatus, grace: Option<i64>) -> Result<(), SyncFailure> {
+    fn sync_terminating_pod(
+        &self,
+        pod: Option<&Pod>,
+        running: Option<&RuntimePod>,
+        status: &PodStatus,
+        grace: Option<i64>,
+    ) -> Result<(), SyncFailure> {
         let name = pod.map_or_else(|| status.uid.clone(), |p| p.full_name());
         log::info!("pod {name}: terminating");
         let result = match running {
@@ -242,14 +297,22 @@ impl PodSyncer for Syncer {
         };
         result.map_err(|e| failure(&[e]))?;
         if let Some(pod) = pod {
-            if let Ok(fresh) = self.runtime.get_pod_status(pod.uid(), pod.name(), pod.namespace()) {
+            if let Ok(fresh) = self
+                .runtime
+                .get_pod_status(pod.uid(), pod.name(), pod.namespace())
+            {
                 self.update_status(pod, &fresh);
             }
         }
         Ok(())
     }
 
-    fn sync_terminated_pod(&self, pod: Option<&Pod>, status: &PodStatus, removed: bool) -> Result<(), SyncFailure> {
+    fn sync_terminated_pod(
+        &self,
+        pod: Option<&Pod>,
+        status: &PodStatus,
+        removed: bool,
+    ) -> Result<(), SyncFailure> {
         if !removed {
             return Ok(());
         }
@@ -393,7 +456,10 @@ impl Kubelet {
         self.runtime_state.update(result);
         let errors = self.runtime_state.runtime_errors();
         if was_down && errors.is_empty() {
-            log::info!("container runtime {} is up", self.runtime_state.runtime_name());
+            log::info!(
+                "container runtime {} is up",
+                self.runtime_state.runtime_name()
+            );
         }
         if let Some(e) = self.runtime_state.network_error() {
             log::warn!("{e}");
@@ -427,12 +493,20 @@ impl Kubelet {
     }
 
     fn mark_loop_alive(&self) {
-        *self.sync_loop_monitor.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        *self
+            .sync_loop_monitor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     }
 
     /// One select over every source of work (upstream syncLoopIteration).
     /// Returns false when the kubelet should stop.
-    fn sync_loop_iteration(&self, ch: &LoopChannels, sync: &Receiver<Instant>, housekeeping: &Receiver<Instant>) -> bool {
+    fn sync_loop_iteration(
+        &self,
+        ch: &LoopChannels,
+        sync: &Receiver<Instant>,
+        housekeeping: &Receiver<Instant>,
+    ) -> bool {
         select! {
             recv(ch.config) -> u => match u {
                 Ok(update) => self.handle_config_update(update),
@@ -480,7 +554,14 @@ impl Kubelet {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(update.source.clone());
-        let names = || update.pods.iter().map(|p| p.full_name()).collect::<Vec<_>>().join(", ");
+        let names = || {
+            update
+                .pods
+                .iter()
+                .map(|p| p.full_name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         match update.op {
             PodOperation::Add => {
                 if !update.pods.is_empty() {
@@ -489,11 +570,20 @@ impl Kubelet {
                 self.handle_pod_additions(update.pods);
             }
             PodOperation::Update | PodOperation::Delete => {
-                log::info!("SyncLoop {} source={} pods=[{}]", update.op, update.source, names());
+                log::info!(
+                    "SyncLoop {} source={} pods=[{}]",
+                    update.op,
+                    update.source,
+                    names()
+                );
                 self.handle_pod_updates(update.pods);
             }
             PodOperation::Remove => {
-                log::info!("SyncLoop REMOVE source={} pods=[{}]", update.source, names());
+                log::info!(
+                    "SyncLoop REMOVE source={} pods=[{}]",
+                    update.source,
+                    names()
+                );
                 self.handle_pod_removes(update.pods);
             }
             PodOperation::Reconcile => {
@@ -522,7 +612,11 @@ impl Kubelet {
     }
 
     fn handle_pod_additions(&self, mut pods: Vec<Pod>) {
-        pods.sort_by(|a, b| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp));
+        pods.sort_by(|a, b| {
+            a.metadata
+                .creation_timestamp
+                .cmp(&b.metadata.creation_timestamp)
+        });
         for pod in pods {
             self.pod_manager.add_or_update(pod.clone());
             if !pod.is_being_deleted() {
@@ -597,10 +691,18 @@ impl Kubelet {
         }
         match self.pod_manager.get(&e.pod_uid) {
             Some(pod) => {
-                log::debug!("SyncLoop (PLEG): {:?} {} for pod {}", e.kind, e.container_id, pod.full_name());
+                log::debug!(
+                    "SyncLoop (PLEG): {:?} {} for pod {}",
+                    e.kind,
+                    e.container_id,
+                    pod.full_name()
+                );
                 self.dispatch(pod, UpdateType::Sync);
             }
-            None => log::debug!("SyncLoop (PLEG): ignoring event for unknown pod {}", e.pod_uid),
+            None => log::debug!(
+                "SyncLoop (PLEG): ignoring event for unknown pod {}",
+                e.pod_uid
+            ),
         }
     }
 
@@ -608,8 +710,13 @@ impl Kubelet {
         if r.result != ProbeResult::Failure {
             return;
         }
-        let Some(pod) = self.pod_manager.get(&r.pod_uid) else { return };
-        log::info!("SyncLoop (probe): liveness unhealthy for a container of pod {}", pod.full_name());
+        let Some(pod) = self.pod_manager.get(&r.pod_uid) else {
+            return;
+        };
+        log::info!(
+            "SyncLoop (probe): liveness unhealthy for a container of pod {}",
+            pod.full_name()
+        );
         self.syncer
             .liveness_failed
             .lock()
@@ -642,7 +749,12 @@ impl Kubelet {
             if desired.contains(&rp.uid) || self.pod_workers.is_known(&rp.uid) {
                 continue;
             }
-            log::info!("cleaning up orphaned pod {}/{} ({})", rp.namespace, rp.name, rp.uid);
+            log::info!(
+                "cleaning up orphaned pod {}/{} ({})",
+                rp.namespace,
+                rp.name,
+                rp.uid
+            );
             self.pod_workers.update_pod(UpdatePodOptions {
                 update_type: UpdateType::Kill,
                 pod: None,

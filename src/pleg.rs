@@ -65,7 +65,10 @@ pub struct GenericPleg {
 }
 
 impl GenericPleg {
-    pub fn new(runtime: Arc<KubeRuntimeManager>, cache: Arc<Cache>) -> (Arc<Self>, Receiver<PodLifecycleEvent>) {
+    pub fn new(
+        runtime: Arc<KubeRuntimeManager>,
+        cache: Arc<Cache>,
+    ) -> (Arc<Self>, Receiver<PodLifecycleEvent>) {
         let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
         let pleg = Arc::new(GenericPleg {
             runtime,
@@ -81,18 +84,23 @@ impl GenericPleg {
     }
 
     /// Relists every RELIST_PERIOD until `shutdown` fires.
-    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    pub fn start(
+        self: &Arc<Self>,
+        shutdown: Receiver<()>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
         let pleg = Arc::clone(self);
-        std::thread::Builder::new().name("pleg".into()).spawn(move || {
-            let ticker = crossbeam_channel::tick(RELIST_PERIOD);
-            loop {
-                pleg.relist();
-                crossbeam_channel::select! {
-                    recv(ticker) -> _ => {}
-                    recv(shutdown) -> _ => return,
+        std::thread::Builder::new()
+            .name("pleg".into())
+            .spawn(move || {
+                let ticker = crossbeam_channel::tick(RELIST_PERIOD);
+                loop {
+                    pleg.relist();
+                    crossbeam_channel::select! {
+                        recv(ticker) -> _ => {}
+                        recv(shutdown) -> _ => return,
+                    }
                 }
-            }
-        })
+            })
     }
 
     /// Healthy while relists keep completing (upstream `Healthy`).
@@ -131,7 +139,10 @@ impl GenericPleg {
         let (old, reinspect) = {
             let mut st = self.state();
             st.last_relist = Some(Instant::now());
-            (std::mem::take(&mut st.records), std::mem::take(&mut st.reinspect))
+            (
+                std::mem::take(&mut st.records),
+                std::mem::take(&mut st.reinspect),
+            )
         };
 
         let mut events = Vec::new();
@@ -150,7 +161,9 @@ impl GenericPleg {
         for uid in &changed {
             let (name, ns) = by_uid
                 .get(uid.as_str())
-                .map_or((String::new(), String::new()), |p| (p.name.clone(), p.namespace.clone()));
+                .map_or((String::new(), String::new()), |p| {
+                    (p.name.clone(), p.namespace.clone())
+                });
             match self.runtime.get_pod_status(uid, &name, &ns) {
                 Ok(status) => self.cache.set(uid, status, None, timestamp),
                 Err(e) => {
@@ -168,7 +181,10 @@ impl GenericPleg {
             st.reinspect = failed;
             st.pods = Arc::new(pods);
         }
-        for e in events.into_iter().filter(|e| e.kind != EventType::ContainerChanged) {
+        for e in events
+            .into_iter()
+            .filter(|e| e.kind != EventType::ContainerChanged)
+        {
             if let Err(TrySendError::Full(e)) = self.events.try_send(e) {
                 log::error!("PLEG: event channel is full, discarding {e:?}");
             }
@@ -186,7 +202,11 @@ fn records(pods: &[RuntimePod]) -> Records {
                 .map(|c| (c.id.clone(), container_state(c.state)))
                 .collect();
             for sb in &p.sandboxes {
-                let s = if sb.ready { PlegState::Running } else { PlegState::Exited };
+                let s = if sb.ready {
+                    PlegState::Running
+                } else {
+                    PlegState::Exited
+                };
                 m.insert(sb.id.clone(), s);
             }
             (p.uid.clone(), m)
@@ -250,12 +270,21 @@ mod tests {
 
     #[test]
     fn transitions() {
-        assert_eq!(generate_events(NonExistent, Running), vec![ContainerStarted]);
+        assert_eq!(
+            generate_events(NonExistent, Running),
+            vec![ContainerStarted]
+        );
         assert_eq!(generate_events(Running, Exited), vec![ContainerDied]);
-        assert_eq!(generate_events(Running, NonExistent), vec![ContainerDied, ContainerRemoved]);
+        assert_eq!(
+            generate_events(Running, NonExistent),
+            vec![ContainerDied, ContainerRemoved]
+        );
         assert_eq!(generate_events(Exited, NonExistent), vec![ContainerRemoved]);
         assert_eq!(generate_events(Unknown, Running), vec![ContainerStarted]);
-        assert_eq!(generate_events(NonExistent, Unknown), vec![ContainerChanged]);
+        assert_eq!(
+            generate_events(NonExistent, Unknown),
+            vec![ContainerChanged]
+        );
         assert!(generate_events(Running, Running).is_empty());
     }
 

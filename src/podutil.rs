@@ -20,6 +20,8 @@ pub trait PodExt {
     /// spec's, never below upstream's minimum of 2 s.
     fn kill_grace_seconds(&self) -> i64;
     fn full_name(&self) -> String;
+    /// `namespace/name`, for log messages (klog.KObj).
+    fn namespaced_name(&self) -> String;
     fn annotation(&self, key: &str) -> Option<&str>;
 }
 
@@ -56,7 +58,10 @@ impl PodExt for Pod {
     }
 
     fn init_containers(&self) -> &[Container] {
-        self.spec_or_default().init_containers.as_deref().unwrap_or(&[])
+        self.spec_or_default()
+            .init_containers
+            .as_deref()
+            .unwrap_or(&[])
     }
 
     fn restart_policy(&self) -> RestartPolicy {
@@ -86,6 +91,10 @@ impl PodExt for Pod {
 
     fn full_name(&self) -> String {
         crate::container::pod_full_name(self.name(), self.namespace())
+    }
+
+    fn namespaced_name(&self) -> String {
+        format!("{}/{}", self.namespace(), self.name())
     }
 
     fn annotation(&self, key: &str) -> Option<&str> {

@@ -53,7 +53,12 @@ pub struct SyncFailure {
 pub trait PodSyncer: Send + Sync {
     /// Syncs a pod that should run. `Ok(true)` means it reached a terminal
     /// phase and should be terminated.
-    fn sync_pod(&self, update: UpdateType, pod: &Pod, status: &PodStatus) -> Result<bool, SyncFailure>;
+    fn sync_pod(
+        &self,
+        update: UpdateType,
+        pod: &Pod,
+        status: &PodStatus,
+    ) -> Result<bool, SyncFailure>;
     /// Stops everything of the pod. `pod` is `None` for orphans found only
     /// in the runtime.
     fn sync_terminating_pod(
@@ -64,7 +69,12 @@ pub trait PodSyncer: Send + Sync {
         grace: Option<i64>,
     ) -> Result<(), SyncFailure>;
     /// Cleans up after a stopped pod; `removed` when no source wants it.
-    fn sync_terminated_pod(&self, pod: Option<&Pod>, status: &PodStatus, removed: bool) -> Result<(), SyncFailure>;
+    fn sync_terminated_pod(
+        &self,
+        pod: Option<&Pod>,
+        status: &PodStatus,
+        removed: bool,
+    ) -> Result<(), SyncFailure>;
 }
 
 /// An update for one pod.
@@ -147,7 +157,12 @@ pub struct PodWorkers {
 }
 
 impl PodWorkers {
-    pub fn new(cache: Arc<Cache>, syncer: Arc<dyn PodSyncer>, work_queue: Arc<WorkQueue>, resync_interval: Duration) -> Arc<Self> {
+    pub fn new(
+        cache: Arc<Cache>,
+        syncer: Arc<dyn PodSyncer>,
+        work_queue: Arc<WorkQueue>,
+        resync_interval: Duration,
+    ) -> Arc<Self> {
         Arc::new(PodWorkers {
             states: Mutex::new(HashMap::new()),
             wake: Condvar::new(),
@@ -163,7 +178,11 @@ impl PodWorkers {
     }
 
     /// Starts `n` worker threads that run until `shutdown` fires.
-    pub fn start(self: &Arc<Self>, n: usize, shutdown: Receiver<()>) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    pub fn start(
+        self: &Arc<Self>,
+        n: usize,
+        shutdown: Receiver<()>,
+    ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
         (0..n)
             .map(|i| {
                 let w = Arc::clone(self);
@@ -300,12 +319,19 @@ impl PodWorkers {
                 waiting_for_cache = true;
                 continue;
             }
-            if pick.as_ref().is_none_or(|(_, since)| st.dirty_since < *since) {
+            if pick
+                .as_ref()
+                .is_none_or(|(_, since)| st.dirty_since < *since)
+            {
                 pick = Some((uid.clone(), st.dirty_since));
             }
         }
         let Some((uid, _)) = pick else {
-            let mut wait = if waiting_for_cache { CACHE_POLL } else { IDLE_WAIT };
+            let mut wait = if waiting_for_cache {
+                CACHE_POLL
+            } else {
+                IDLE_WAIT
+            };
             if let Some(s) = soonest {
                 wait = wait.min(s.saturating_duration_since(now));
             }
@@ -335,15 +361,27 @@ impl PodWorkers {
     fn work(&self, job: Job) {
         let result = match job.phase {
             Phase::Syncing => match &job.pod {
-                Some(pod) => self
-                    .syncer
-                    .sync_pod(job.update_type, pod, &job.status)
-                    .map(|terminal| if terminal { Some(Phase::Terminating) } else { None }),
+                Some(pod) => {
+                    self.syncer
+                        .sync_pod(job.update_type, pod, &job.status)
+                        .map(|terminal| {
+                            if terminal {
+                                Some(Phase::Terminating)
+                            } else {
+                                None
+                            }
+                        })
+                }
                 None => Ok(Some(Phase::Terminating)),
             },
             Phase::Terminating => self
                 .syncer
-                .sync_terminating_pod(job.pod.as_ref(), job.running_pod.as_ref(), &job.status, job.grace)
+                .sync_terminating_pod(
+                    job.pod.as_ref(),
+                    job.running_pod.as_ref(),
+                    &job.status,
+                    job.grace,
+                )
                 .map(|()| Some(Phase::Terminated)),
             Phase::Terminated => self
                 .syncer
@@ -356,7 +394,9 @@ impl PodWorkers {
     fn complete(&self, job: &Job, result: Result<Option<Phase>, SyncFailure>) {
         let now = Instant::now();
         let mut states = self.lock();
-        let Some(st) = states.get_mut(&job.uid) else { return };
+        let Some(st) = states.get_mut(&job.uid) else {
+            return;
+        };
         st.working = false;
         match result {
             Ok(next) => {
@@ -384,8 +424,16 @@ impl PodWorkers {
                 }
             }
             Err(f) => {
-                log::warn!("pod {}: {:?} step failed: {}", job.uid, job.phase, f.message);
-                let delay = f.retry_after.min(WORKER_BACKOFF).max(Duration::from_millis(100));
+                log::warn!(
+                    "pod {}: {:?} step failed: {}",
+                    job.uid,
+                    job.phase,
+                    f.message
+                );
+                let delay = f
+                    .retry_after
+                    .min(WORKER_BACKOFF)
+                    .max(Duration::from_millis(100));
                 st.not_before = Some(now + delay);
                 st.mark_dirty(now);
             }

@@ -99,13 +99,17 @@ fn run_pod(kl: &Kubelet, pod: &Pod) -> Result<(), String> {
         std::thread::sleep(delay);
         delay = (delay * 2).min(MAX_RETRY_DELAY);
     }
-    Err(format!("containers not running after {MAX_RETRIES} attempts"))
+    Err(format!(
+        "containers not running after {MAX_RETRIES} attempts"
+    ))
 }
 
 fn print_status(kl: &Kubelet, pods: &[Pod]) {
     println!("{:<40} {:<10} {:<8} CONTAINERS", "POD", "PHASE", "READY");
     for pod in pods {
-        let fresh = kl.runtime.get_pod_status(pod.uid(), pod.name(), pod.namespace());
+        let fresh = kl
+            .runtime
+            .get_pod_status(pod.uid(), pod.name(), pod.namespace());
         if let Ok(st) = &fresh {
             kl.syncer.refresh_status(pod, st);
         }

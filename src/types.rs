@@ -1,5 +1,6 @@
 //! Kubelet-internal pod types and helpers (upstream pkg/kubelet/types).
 
+use crate::podutil::PodExt;
 use std::fmt;
 
 use anyhow::{anyhow, bail, Result};
@@ -121,45 +122,11 @@ pub fn get_validated_sources(sources: &[String]) -> Result<Vec<String>> {
     Ok(validated)
 }
 
-/// The pod's UID, or "" when unset.
-pub fn pod_uid(pod: &Pod) -> &str {
-    pod.metadata.uid.as_deref().unwrap_or("")
-}
-
-/// The pod's name, or "" when unset.
-pub fn pod_name(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or("")
-}
-
-/// The pod's namespace, or "" when unset.
-pub fn pod_namespace(pod: &Pod) -> &str {
-    pod.metadata.namespace.as_deref().unwrap_or("")
-}
-
-/// One annotation of the pod, if present.
-pub fn pod_annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
-}
-
-/// "name_namespace", the kubelet's unique key for a pod (kubecontainer.GetPodFullName).
-pub fn pod_full_name(pod: &Pod) -> String {
-    format!("{}_{}", pod_name(pod), pod_namespace(pod))
-}
-
-/// "namespace/name" for log messages (klog.KObj).
-pub fn pod_ref(pod: &Pod) -> String {
-    format!("{}/{}", pod_namespace(pod), pod_name(pod))
-}
-
 /// The source a pod came from, from its config.source annotation.
 pub fn get_pod_source(pod: &Pod) -> Result<String> {
-    pod_annotation(pod, CONFIG_SOURCE_ANNOTATION)
+    pod.annotation(CONFIG_SOURCE_ANNOTATION)
         .map(str::to_string)
-        .ok_or_else(|| anyhow!("cannot get source of pod {:?}", pod_uid(pod)))
+        .ok_or_else(|| anyhow!("cannot get source of pod {:?}", pod.uid()))
 }
 
 /// True for pods that did not come from the API server (file or http).
@@ -169,7 +136,7 @@ pub fn is_static_pod(pod: &Pod) -> bool {
 
 /// True for the API-server copies the kubelet creates for static pods.
 pub fn is_mirror_pod(pod: &Pod) -> bool {
-    pod_annotation(pod, CONFIG_MIRROR_ANNOTATION).is_some()
+    pod.annotation(CONFIG_MIRROR_ANNOTATION).is_some()
 }
 
 /// Critical pods are never evicted or preempted by the kubelet.
@@ -222,8 +189,8 @@ mod tests {
     #[test]
     fn full_name_and_source() {
         let pod = pod_with_source(Some(FILE_SOURCE));
-        assert_eq!(pod_full_name(&pod), "web_prod");
-        assert_eq!(pod_ref(&pod), "prod/web");
+        assert_eq!(pod.full_name(), "web_prod");
+        assert_eq!(pod.namespaced_name(), "prod/web");
         assert_eq!(get_pod_source(&pod).unwrap(), "file");
         assert!(is_static_pod(&pod));
         assert!(is_critical_pod(&pod));

@@ -2,6 +2,7 @@
 //! (upstream pkg/kubelet/config/common.go plus the API server's v1 defaulting
 //! and the parts of ValidatePodCreate that matter for static pods).
 
+use crate::podutil::PodExt;
 use std::collections::{BTreeMap, HashSet};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -14,8 +15,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::types::{
-    pod_name, pod_namespace, CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION, FILE_SOURCE,
-    HTTP_SOURCE, NAMESPACE_DEFAULT,
+    CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION, FILE_SOURCE, HTTP_SOURCE, NAMESPACE_DEFAULT,
 };
 
 /// Largest manifest (file or HTTP body) the kubelet reads, as upstream.
@@ -158,7 +158,7 @@ fn check_type_meta(value: &Value, allowed_kinds: &[&str]) -> Result<String> {
 fn finish_pod(value: Value, origin: ManifestOrigin, node_name: &str) -> Result<Pod> {
     let mut pod: Pod = serde_json::from_value(value)
         .map_err(|e| anyhow!("couldn't parse as pod ({e}), please check config file"))?;
-    if pod_name(&pod).is_empty() {
+    if pod.name().is_empty() {
         bail!("invalid pod: name is needed for the pod");
     }
     set_object_defaults(&mut pod);
@@ -175,8 +175,8 @@ pub fn apply_defaults(pod: &mut Pod, origin: ManifestOrigin, node_name: &str) ->
     if pod.metadata.uid.as_deref().unwrap_or("").is_empty() {
         pod.metadata.uid = Some(static_pod_uid(pod, origin, node_name)?);
     }
-    pod.metadata.name = Some(generate_pod_name(pod_name(pod), node_name));
-    if pod_namespace(pod).is_empty() {
+    pod.metadata.name = Some(generate_pod_name(pod.name(), node_name));
+    if pod.namespace().is_empty() {
         pod.metadata.namespace = Some(NAMESPACE_DEFAULT.to_string());
     }
     let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -514,13 +514,13 @@ pub fn validate_pod(pod: &Pod) -> Result<()> {
 }
 
 fn validate_metadata(pod: &Pod, errs: &mut FieldErrors) {
-    let name = pod_name(pod);
+    let name = pod.name();
     if name.is_empty() {
         errs.required("metadata.name");
     } else if !is_dns1123_subdomain(name) {
         errs.invalid("metadata.name", name, DNS1123_SUBDOMAIN_MSG);
     }
-    let namespace = pod_namespace(pod);
+    let namespace = pod.namespace();
     if namespace.is_empty() {
         errs.required("metadata.namespace");
     } else if !is_dns1123_label(namespace) {

@@ -7,6 +7,7 @@
 //! `.yaml` suffix keep working, and editors' swap files (`.x.swp`) and
 //! hidden temporaries are skipped. Subdirectories are not recursed into.
 
+use crate::podutil::PodExt;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -24,7 +25,7 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent};
 
 use super::common::{decode_single_pod, ManifestOrigin, MAX_CONFIG_LENGTH};
 use super::send_update;
-use crate::types::{pod_full_name, PodUpdate, FILE_SOURCE};
+use crate::types::{PodUpdate, FILE_SOURCE};
 
 /// How often the thread looks at inotify and the shutdown channel.
 const TICK: Duration = Duration::from_millis(50);
@@ -366,7 +367,7 @@ fn extract_files(files: &[PathBuf], node_name: &str) -> (Vec<Pod>, FileErrors) {
     for path in files {
         match extract_from_file(path, node_name) {
             Ok(pod) => {
-                let full_name = pod_full_name(&pod);
+                let full_name = pod.full_name();
                 if seen.insert(full_name.clone()) {
                     owners.insert(full_name, path);
                     pods.push(pod);

@@ -9,6 +9,7 @@ pub mod http;
 #[cfg(test)]
 mod tests;
 
+use crate::podutil::PodExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::mem;
@@ -21,8 +22,8 @@ use k8s_openapi::api::core::v1::Pod;
 use log::{debug, info, warn};
 
 use crate::types::{
-    now_rfc3339_nano, pod_full_name, pod_ref, pod_uid, PodOperation, PodUpdate,
-    CONFIG_FIRST_SEEN_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
+    now_rfc3339_nano, PodOperation, PodUpdate, CONFIG_FIRST_SEEN_ANNOTATION,
+    CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
 };
 
 pub use file::start_file_source;
@@ -307,7 +308,7 @@ impl PodStorage {
             }
             PodOperation::Remove => {
                 for pod in &update.pods {
-                    if let Some(existing) = old.remove(pod_uid(pod)) {
+                    if let Some(existing) = old.remove(pod.uid()) {
                         changes.removes.push(existing);
                     }
                 }
@@ -344,10 +345,10 @@ fn update_pods(
     for mut pod in filter_invalid_pods(source, pods) {
         // Annotate with the source before any comparison.
         set_annotation(&mut pod, CONFIG_SOURCE_ANNOTATION, source);
-        let uid = pod_uid(&pod).to_string();
+        let uid = pod.uid().to_string();
         let previous = current.remove(&uid).or_else(|| old.remove(&uid));
         let Some(mut existing) = previous else {
-            debug!("Receiving a new pod {}", pod_ref(&pod));
+            debug!("Receiving a new pod {}", pod.namespaced_name());
             set_annotation(&mut pod, CONFIG_FIRST_SEEN_ANNOTATION, &now_rfc3339_nano());
             changes.adds.push(pod.clone());
             current.insert(uid, pod);
@@ -368,12 +369,12 @@ fn filter_invalid_pods(source: &str, pods: Vec<Pod>) -> Vec<Pod> {
     let mut names = HashSet::new();
     let mut filtered = Vec::with_capacity(pods.len());
     for (i, pod) in pods.into_iter().enumerate() {
-        if names.insert(pod_full_name(&pod)) {
+        if names.insert(pod.full_name()) {
             filtered.push(pod);
         } else {
             warn!(
                 "Pod {} (index {i}) from source {source} failed validation due to duplicate pod name, ignoring",
-                pod_ref(&pod)
+                pod.namespaced_name()
             );
         }
     }

@@ -1,5 +1,6 @@
 //! Tests for the pod sources and the PodConfig merger.
 
+use crate::podutil::PodExt;
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -77,14 +78,14 @@ fn spec(pod: &Pod) -> &PodSpec {
 #[test]
 fn static_pod_name_namespace_and_node() {
     let pod = decode_file("/etc/manifests/web.yaml", GOOD, NODE).unwrap();
-    assert_eq!(pod_name(&pod), "web-node-1");
-    assert_eq!(pod_namespace(&pod), "default");
+    assert_eq!(pod.name(), "web-node-1");
+    assert_eq!(pod.namespace(), "default");
     assert_eq!(spec(&pod).node_name.as_deref(), Some(NODE));
-    let uid = pod_uid(&pod);
+    let uid = pod.uid();
     assert_eq!(uid.len(), 32);
     assert!(uid.chars().all(|c| c.is_ascii_hexdigit()));
-    assert_eq!(pod_annotation(&pod, CONFIG_HASH_ANNOTATION), Some(uid));
-    assert_eq!(pod_annotation(&pod, CONFIG_SOURCE_ANNOTATION), Some("file"));
+    assert_eq!(pod.annotation(CONFIG_HASH_ANNOTATION), Some(uid));
+    assert_eq!(pod.annotation(CONFIG_SOURCE_ANNOTATION), Some("file"));
     assert!(is_static_pod(&pod));
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     assert_eq!(phase, Some("Pending"));
@@ -95,28 +96,28 @@ fn static_pod_uid_stability() {
     let path = "/etc/manifests/web.yaml";
     let a = decode_file(path, GOOD, NODE).unwrap();
     let b = decode_file(path, GOOD, NODE).unwrap();
-    assert_eq!(pod_uid(&a), pod_uid(&b), "same content, same UID");
+    assert_eq!(a.uid(), b.uid(), "same content, same UID");
 
     let changed = GOOD.replace("nginx:1.25", "nginx:1.26");
     let c = decode_file(path, &changed, NODE).unwrap();
-    assert_ne!(pod_uid(&a), pod_uid(&c), "changed content, new UID");
+    assert_ne!(a.uid(), c.uid(), "changed content, new UID");
 
     let d = decode_file(path, GOOD, "node-2").unwrap();
-    assert_ne!(pod_uid(&a), pod_uid(&d), "other node, other UID");
+    assert_ne!(a.uid(), d.uid(), "other node, other UID");
 
     let e = decode_file("/etc/manifests/other.yaml", GOOD, NODE).unwrap();
-    assert_ne!(pod_uid(&a), pod_uid(&e), "other file, other UID");
+    assert_ne!(a.uid(), e.uid(), "other file, other UID");
 
     // The same pod as JSON, or spelling out a default, hashes the same.
     let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},
         "spec":{"restartPolicy":"Always","containers":[{"name":"nginx","image":"nginx:1.25",
         "ports":[{"containerPort":80,"protocol":"TCP"}]}]}}"#;
     let f = decode_file(path, json, NODE).unwrap();
-    assert_eq!(pod_uid(&a), pod_uid(&f));
+    assert_eq!(a.uid(), f.uid());
 
     let g = decode_single_pod(GOOD.as_bytes(), ManifestOrigin::Url("http://x/pods"), NODE).unwrap();
-    assert_ne!(pod_uid(&a), pod_uid(&g));
-    assert_eq!(pod_annotation(&g, CONFIG_SOURCE_ANNOTATION), Some("http"));
+    assert_ne!(a.uid(), g.uid());
+    assert_eq!(g.annotation(CONFIG_SOURCE_ANNOTATION), Some("http"));
 }
 
 #[test]
@@ -126,8 +127,8 @@ fn explicit_uid_and_namespace_are_kept() {
         "  name: web\n  namespace: kube-system\n  uid: abc\n",
     );
     let pod = decode_file("/m/web.yaml", &yaml, NODE).unwrap();
-    assert_eq!(pod_uid(&pod), "abc");
-    assert_eq!(pod_namespace(&pod), "kube-system");
+    assert_eq!(pod.uid(), "abc");
+    assert_eq!(pod.namespace(), "kube-system");
 }
 
 #[test]
@@ -408,7 +409,7 @@ fn directory_skips_bad_and_hidden_files() {
     dir.write("sub/nested.yaml", &manifest("nested", "busybox"));
 
     let (pods, errors) = extract_from_dir(&dir.0, NODE).unwrap();
-    let names: Vec<&str> = pods.iter().map(pod_name).collect();
+    let names: Vec<&str> = pods.iter().map(|p| p.name()).collect();
     assert_eq!(names, vec!["alpha-node-1", "gamma-node-1"]);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].0.ends_with("b-broken.yaml"));
@@ -455,11 +456,7 @@ fn recv_until(
 }
 
 fn names(update: &PodUpdate) -> Vec<String> {
-    let mut n: Vec<String> = update
-        .pods
-        .iter()
-        .map(|p| pod_name(p).to_string())
-        .collect();
+    let mut n: Vec<String> = update.pods.iter().map(|p| p.name().to_string()).collect();
     n.sort();
     n
 }
@@ -610,12 +607,7 @@ fn storage() -> (PodStorage, Arc<Mutex<HashSet<String>>>) {
 
 fn ops(out: &[PodUpdate]) -> Vec<(PodOperation, Vec<String>)> {
     out.iter()
-        .map(|u| {
-            (
-                u.op,
-                u.pods.iter().map(|p| pod_uid(p).to_string()).collect(),
-            )
-        })
+        .map(|u| (u.op, u.pods.iter().map(|p| p.uid().to_string()).collect()))
         .collect()
 }
 
@@ -629,11 +621,9 @@ fn merge_add_update_remove_and_noop() {
     assert_eq!(ops(&out), vec![(PodOperation::Add, vec!["1".into()])]);
     assert!(seen.lock().unwrap().contains("file"));
     let added = &out[0].pods[0];
-    assert_eq!(
-        pod_annotation(added, CONFIG_SOURCE_ANNOTATION),
-        Some("file")
-    );
-    let first_seen = pod_annotation(added, CONFIG_FIRST_SEEN_ANNOTATION)
+    assert_eq!(added.annotation(CONFIG_SOURCE_ANNOTATION), Some("file"));
+    let first_seen = added
+        .annotation(CONFIG_FIRST_SEEN_ANNOTATION)
         .unwrap()
         .to_string();
 
@@ -653,7 +643,7 @@ fn merge_add_update_remove_and_noop() {
     assert_eq!(ops(&out), vec![(PodOperation::Update, vec!["1".into()])]);
     let updated = &out[0].pods[0];
     assert_eq!(
-        pod_annotation(updated, CONFIG_FIRST_SEEN_ANNOTATION),
+        updated.annotation(CONFIG_FIRST_SEEN_ANNOTATION),
         Some(first_seen.as_str())
     );
     assert_eq!(spec(updated).containers[0].image.as_deref(), Some("img:2"));
@@ -770,7 +760,7 @@ fn pod_config_keeps_sources_apart_and_tracks_seen() {
         .unwrap();
     let u = recv_within(&updates, Duration::from_secs(2));
     assert_eq!((u.op, u.source.as_str()), (PodOperation::Add, HTTP_SOURCE));
-    assert_eq!(pod_uid(&u.pods[0]), "h1");
+    assert_eq!(u.pods[0].uid(), "h1");
     assert!(config.seen_all_sources(&all));
     assert!(
         !config.seen_all_sources(&all[..1]),
@@ -784,7 +774,7 @@ fn pod_config_keeps_sources_apart_and_tracks_seen() {
         (u.op, u.source.as_str()),
         (PodOperation::Remove, FILE_SOURCE)
     );
-    assert_eq!(pod_uid(&u.pods[0]), "f1");
+    assert_eq!(u.pods[0].uid(), "f1");
     assert!(updates.recv_timeout(Duration::from_millis(200)).is_err());
 
     // Asking for a source again returns the same channel.
@@ -902,7 +892,7 @@ fn http_source_pod_then_list_with_header() {
     );
     assert_eq!(names(&first), vec!["web-node-1"]);
     let pod = &first.pods[0];
-    assert_eq!(pod_annotation(pod, CONFIG_SOURCE_ANNOTATION), Some("http"));
+    assert_eq!(pod.annotation(CONFIG_SOURCE_ANNOTATION), Some("http"));
     assert!(
         spec(pod).tolerations.is_none(),
         "the NoExecute toleration is for file pods"
@@ -911,7 +901,7 @@ fn http_source_pod_then_list_with_header() {
     // The 500 in between sends nothing; the list arrives next.
     let second = recv_within(&rx, Duration::from_secs(3));
     assert_eq!(names(&second), vec!["one-node-1", "two-node-1"]);
-    assert_ne!(pod_uid(&second.pods[0]), pod_uid(&second.pods[1]));
+    assert_ne!(second.pods[0].uid(), second.pods[1].uid());
 
     // The same body again is not re-sent.
     assert!(rx.recv_timeout(Duration::from_millis(400)).is_err());

@@ -61,7 +61,12 @@ impl Cache {
     }
 
     /// Waits up to `limit` for a status newer than `min`.
-    pub fn get_newer_than(&self, uid: &str, min: Option<Instant>, limit: Duration) -> Option<CachedStatus> {
+    pub fn get_newer_than(
+        &self,
+        uid: &str,
+        min: Option<Instant>,
+        limit: Duration,
+    ) -> Option<CachedStatus> {
         let deadline = Instant::now() + limit;
         let mut inner = self.lock();
         loop {
@@ -164,7 +169,8 @@ mod tests {
         let c = std::sync::Arc::new(Cache::new());
         let min = Instant::now();
         let c2 = c.clone();
-        let h = std::thread::spawn(move || c2.get_newer_than("a", Some(min), Duration::from_secs(5)));
+        let h =
+            std::thread::spawn(move || c2.get_newer_than("a", Some(min), Duration::from_secs(5)));
         std::thread::sleep(Duration::from_millis(20));
         c.update_time(Instant::now());
         assert!(h.join().unwrap().is_some());

@@ -73,7 +73,12 @@ impl PodStatus {
     /// The pod's IPs from its newest sandbox.
     pub fn ips(&self) -> Vec<String> {
         match self.sandboxes.first() {
-            Some(sb) => sb.ip.iter().chain(sb.additional_ips.iter()).cloned().collect(),
+            Some(sb) => sb
+                .ip
+                .iter()
+                .chain(sb.additional_ips.iter())
+                .cloned()
+                .collect(),
             None => Vec::new(),
         }
     }

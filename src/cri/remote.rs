@@ -60,7 +60,11 @@ impl CriError {
 impl fmt::Display for CriError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.code {
-            Some(code) => write!(f, "CRI {} failed: {:?}: {}", self.method, code, self.message),
+            Some(code) => write!(
+                f,
+                "CRI {} failed: {:?}: {}",
+                self.method, code, self.message
+            ),
             None => write!(f, "CRI {} failed: {}", self.method, self.message),
         }
     }
@@ -250,7 +254,10 @@ impl RemoteRuntime {
             .map_err(|e| CriError::from_grpc("RemoveContainer", e))
     }
 
-    pub fn list_containers(&self, filter: Option<api::ContainerFilter>) -> Result<Vec<api::Container>> {
+    pub fn list_containers(
+        &self,
+        filter: Option<api::ContainerFilter>,
+    ) -> Result<Vec<api::Container>> {
         let req = api::ListContainersRequest {
             filter: filter.into(),
             ..Default::default()
@@ -275,7 +282,12 @@ impl RemoteRuntime {
     /// Runs `cmd` in a container and collects its output. `timeout` is the
     /// command's own limit; the call deadline adds the request timeout so the
     /// runtime has time to clean up, as upstream does.
-    pub fn exec_sync(&self, id: &str, cmd: Vec<String>, timeout: Duration) -> Result<api::ExecSyncResponse> {
+    pub fn exec_sync(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout: Duration,
+    ) -> Result<api::ExecSyncResponse> {
         let req = api::ExecSyncRequest {
             container_id: id.to_string(),
             cmd,
@@ -299,7 +311,11 @@ impl RemoteRuntime {
     }
 
     /// Pulls `image` and returns the image reference the runtime resolved.
-    pub fn pull_image(&self, image: &str, sandbox_config: Option<api::PodSandboxConfig>) -> Result<String> {
+    pub fn pull_image(
+        &self,
+        image: &str,
+        sandbox_config: Option<api::PodSandboxConfig>,
+    ) -> Result<String> {
         let req = api::PullImageRequest {
             image: Some(image_spec(image)).into(),
             sandbox_config: sandbox_config.into(),
@@ -366,7 +382,10 @@ mod tests {
             grpc_target("unix:///run/containerd/containerd.sock").unwrap(),
             "unix:/run/containerd/containerd.sock"
         );
-        assert_eq!(grpc_target("/run/crio/crio.sock").unwrap(), "unix:/run/crio/crio.sock");
+        assert_eq!(
+            grpc_target("/run/crio/crio.sock").unwrap(),
+            "unix:/run/crio/crio.sock"
+        );
         assert!(grpc_target("tcp://1.2.3.4:5").is_err());
         assert!(grpc_target("unix://relative.sock").is_err());
     }

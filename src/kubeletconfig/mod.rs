@@ -18,7 +18,6 @@ mod validation;
 
 pub use duration::{Duration, DurationError};
 pub use flags::{KubeletFlags, DEFAULT_CERT_DIR, DEFAULT_ROOT_DIR, MAX_VERBOSITY};
-pub use crate::util::quantity::{parse_quantity, parse_quantity_value, QuantityError};
 pub use types::*;
 pub use validation::{
     check_label_value, check_qualified_name, validate_configuration, FieldError, EVICTION_SIGNALS,

@@ -5,8 +5,8 @@
 //! source (file or flags) per field.
 
 use super::duration::Duration;
-use crate::util::quantity::parse_quantity;
 use super::types::{KubeletConfiguration, Taint};
+use crate::util::quantity::parse_quantity;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
 use std::net::IpAddr;

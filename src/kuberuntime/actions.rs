@@ -35,7 +35,11 @@ pub struct PodActions {
 }
 
 /// `liveness_failed` holds the IDs of containers whose liveness probe failed.
-pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, liveness_failed: &HashSet<String>) -> PodActions {
+pub fn compute_pod_actions(
+    pod: &Pod,
+    status: &PodStatus,
+    liveness_failed: &HashSet<String>,
+) -> PodActions {
     let (create_sandbox, attempt, sandbox_id) = sandbox_changed(pod, status);
     let mut actions = PodActions {
         kill_pod: create_sandbox,
@@ -99,7 +103,11 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, liveness_failed: &Hash
     actions
 }
 
-fn kill_reason(spec: &Container, running: &ContainerStatus, liveness_failed: &HashSet<String>) -> Option<String> {
+fn kill_reason(
+    spec: &Container,
+    running: &ContainerStatus,
+    liveness_failed: &HashSet<String>,
+) -> Option<String> {
     if running.hash != container_hash(spec) {
         return Some(format!(
             "Container {} definition changed, will be restarted",
@@ -168,7 +176,10 @@ enum InitProgress {
     Done,
     /// An init container is running: wait for it.
     Running,
-    Next { index: usize, failed: bool },
+    Next {
+        index: usize,
+        failed: bool,
+    },
 }
 
 /// Upstream `findNextInitContainerToRun`.
@@ -286,7 +297,13 @@ mod tests {
         }
     }
 
-    fn cstatus(pod: &Pod, name: &str, state: ContainerState, exit: i32, age: u64) -> ContainerStatus {
+    fn cstatus(
+        pod: &Pod,
+        name: &str,
+        state: ContainerState,
+        exit: i32,
+        age: u64,
+    ) -> ContainerStatus {
         let spec = pod
             .containers()
             .iter()
@@ -312,7 +329,11 @@ mod tests {
 
     fn status(sandbox: bool, containers: Vec<ContainerStatus>) -> PodStatus {
         PodStatus {
-            sandboxes: if sandbox { vec![ready_sandbox()] } else { vec![] },
+            sandboxes: if sandbox {
+                vec![ready_sandbox()]
+            } else {
+                vec![]
+            },
             containers,
             ..Default::default()
         }
@@ -355,9 +376,16 @@ mod tests {
             ("Never", 0, false),
         ] {
             let p = pod(policy, &[], &["a"]);
-            let st = status(true, vec![cstatus(&p, "a", ContainerState::Exited, exit, 1)]);
+            let st = status(
+                true,
+                vec![cstatus(&p, "a", ContainerState::Exited, exit, 1)],
+            );
             let a = compute_pod_actions(&p, &st, &none());
-            assert_eq!(!a.containers_to_start.is_empty(), restart, "{policy} exit {exit}");
+            assert_eq!(
+                !a.containers_to_start.is_empty(),
+                restart,
+                "{policy} exit {exit}"
+            );
             // A finished pod stops its sandbox.
             assert_eq!(a.kill_pod, !restart, "{policy} exit {exit}");
         }
@@ -397,10 +425,16 @@ mod tests {
         // i1 running: wait.
         let st = status(true, vec![cstatus(&p, "i1", ContainerState::Running, 0, 1)]);
         let a = compute_pod_actions(&p, &st, &none());
-        assert_eq!((a.next_init_container, a.containers_to_start.len()), (None, 0));
+        assert_eq!(
+            (a.next_init_container, a.containers_to_start.len()),
+            (None, 0)
+        );
         // i1 done: i2 next.
         let st = status(true, vec![cstatus(&p, "i1", ContainerState::Exited, 0, 1)]);
-        assert_eq!(compute_pod_actions(&p, &st, &none()).next_init_container, Some(1));
+        assert_eq!(
+            compute_pod_actions(&p, &st, &none()).next_init_container,
+            Some(1)
+        );
         // Both done: app containers.
         let st = status(
             true,
@@ -410,7 +444,10 @@ mod tests {
             ],
         );
         let a = compute_pod_actions(&p, &st, &none());
-        assert_eq!((a.next_init_container, a.containers_to_start.clone()), (None, vec![0]));
+        assert_eq!(
+            (a.next_init_container, a.containers_to_start.clone()),
+            (None, vec![0])
+        );
     }
 
     #[test]

@@ -47,7 +47,9 @@ pub struct ContainerContext<'a> {
     pub cfg: &'a RuntimeManagerConfig,
 }
 
-pub fn generate_container_config(ctx: &ContainerContext<'_>) -> anyhow::Result<api::ContainerConfig> {
+pub fn generate_container_config(
+    ctx: &ContainerContext<'_>,
+) -> anyhow::Result<api::ContainerConfig> {
     let c = ctx.container;
     let env = resolve_env(ctx)?;
     let expand = |v: &Vec<String>| v.iter().map(|s| expand_vars(s, &env)).collect::<Vec<_>>();
@@ -112,7 +114,9 @@ fn linux_config(ctx: &ContainerContext<'_>) -> api::LinuxContainerConfig {
                 sc.and_then(|s| s.run_as_group)
                     .or(pod_sc.and_then(|s| s.run_as_group)),
             ),
-            readonly_rootfs: sc.and_then(|s| s.read_only_root_filesystem).unwrap_or(false),
+            readonly_rootfs: sc
+                .and_then(|s| s.read_only_root_filesystem)
+                .unwrap_or(false),
             no_new_privs: sc.and_then(|s| s.allow_privilege_escalation) == Some(false),
             capabilities: caps
                 .map(|c| api::Capability {
@@ -124,8 +128,16 @@ fn linux_config(ctx: &ContainerContext<'_>) -> api::LinuxContainerConfig {
             supplemental_groups: pod_sc
                 .and_then(|s| s.supplemental_groups.clone())
                 .unwrap_or_default(),
-            masked_paths: if privileged { vec![] } else { strings(DEFAULT_MASKED_PATHS) },
-            readonly_paths: if privileged { vec![] } else { strings(DEFAULT_READONLY_PATHS) },
+            masked_paths: if privileged {
+                vec![]
+            } else {
+                strings(DEFAULT_MASKED_PATHS)
+            },
+            readonly_paths: if privileged {
+                vec![]
+            } else {
+                strings(DEFAULT_READONLY_PATHS)
+            },
             ..Default::default()
         })
         .into(),
@@ -155,9 +167,15 @@ fn resources(ctx: &ContainerContext<'_>) -> api::LinuxContainerResources {
     let mem_limit = get("limits", "memory").and_then(|q| quantity::parse_quantity_value(&q).ok());
 
     let mut r = api::LinuxContainerResources {
-        cpu_shares: cpu_request.map_or(MIN_CPU_SHARES, |m| ((m * 1024) / 1000).max(MIN_CPU_SHARES as i128) as i64),
+        cpu_shares: cpu_request.map_or(MIN_CPU_SHARES, |m| {
+            ((m * 1024) / 1000).max(MIN_CPU_SHARES as i128) as i64
+        }),
         memory_limit_in_bytes: mem_limit.unwrap_or(0) as i64,
-        oom_score_adj: i64::from(super::qos::oom_score_adj(ctx.pod, ctx.container, ctx.cfg.machine_memory)),
+        oom_score_adj: i64::from(super::qos::oom_score_adj(
+            ctx.pod,
+            ctx.container,
+            ctx.cfg.machine_memory,
+        )),
         ..Default::default()
     };
     if let (Some(limit), true) = (cpu_limit, ctx.cfg.cpu_cfs_quota) {
@@ -235,7 +253,12 @@ fn field_value(ctx: &ContainerContext<'_>, path: &str) -> anyhow::Result<String>
 /// Expands `$(NAME)` from `env`; `$$(NAME)` escapes to `$(NAME)`; unknown
 /// references stay as written (upstream `expansion.Expand`).
 pub fn expand_vars(input: &str, env: &[(String, String)]) -> String {
-    let lookup = |name: &str| env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let lookup = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(pos) = rest.find('$') {
@@ -294,10 +317,14 @@ fn make_mounts(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<api::Mount>> {
         let mut host = volume_host_path(ctx.cfg, pod, vol)?;
         if let Some(sub) = vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
             if Path::new(sub).is_absolute() || sub.split('/').any(|p| p == "..") {
-                bail!("volumeMount {:?}: subPath {sub:?} must be a relative path inside the volume", vm.name);
+                bail!(
+                    "volumeMount {:?}: subPath {sub:?} must be a relative path inside the volume",
+                    vm.name
+                );
             }
             host = host.join(sub);
-            std::fs::create_dir_all(&host).with_context(|| format!("create subPath {}", host.display()))?;
+            std::fs::create_dir_all(&host)
+                .with_context(|| format!("create subPath {}", host.display()))?;
         }
         mounts.push(api::Mount {
             container_path: vm.mount_path.clone(),
@@ -339,20 +366,26 @@ pub fn pod_dir(cfg: &RuntimeManagerConfig, pod: &Pod) -> PathBuf {
     cfg.root_dir.join("pods").join(pod.uid())
 }
 
-fn volume_host_path(cfg: &RuntimeManagerConfig, pod: &Pod, vol: &Volume) -> anyhow::Result<PathBuf> {
+fn volume_host_path(
+    cfg: &RuntimeManagerConfig,
+    pod: &Pod,
+    vol: &Volume,
+) -> anyhow::Result<PathBuf> {
     if let Some(hp) = &vol.host_path {
         let path = PathBuf::from(&hp.path);
         match hp.type_.as_deref() {
-            Some("DirectoryOrCreate") => {
-                std::fs::create_dir_all(&path).with_context(|| format!("hostPath {}", path.display()))?
-            }
+            Some("DirectoryOrCreate") => std::fs::create_dir_all(&path)
+                .with_context(|| format!("hostPath {}", path.display()))?,
             Some("FileOrCreate") if !path.exists() => {
                 if let Some(parent) = path.parent() {
                     std::fs::create_dir_all(parent)?;
                 }
-                std::fs::File::create(&path).with_context(|| format!("hostPath {}", path.display()))?;
+                std::fs::File::create(&path)
+                    .with_context(|| format!("hostPath {}", path.display()))?;
             }
-            Some("Directory") if !path.is_dir() => bail!("hostPath {}: not a directory", path.display()),
+            Some("Directory") if !path.is_dir() => {
+                bail!("hostPath {}: not a directory", path.display())
+            }
             Some("File") if !path.is_file() => bail!("hostPath {}: not a file", path.display()),
             _ => {}
         }
@@ -366,7 +399,10 @@ fn volume_host_path(cfg: &RuntimeManagerConfig, pod: &Pod, vol: &Volume) -> anyh
         std::fs::create_dir_all(&dir).with_context(|| format!("emptyDir {}", dir.display()))?;
         return Ok(dir);
     }
-    bail!("volume {:?}: only hostPath and emptyDir volumes are supported", vol.name)
+    bail!(
+        "volume {:?}: only hostPath and emptyDir volumes are supported",
+        vol.name
+    )
 }
 
 fn write_etc_hosts(ctx: &ContainerContext<'_>) -> anyhow::Result<PathBuf> {
@@ -408,7 +444,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]

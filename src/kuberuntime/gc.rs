@@ -16,16 +16,30 @@ impl KubeRuntimeManager {
     /// Removes dead containers beyond what restart bookkeeping needs, and
     /// everything of pods no source wants any more (only once all sources
     /// have reported, so a slow source does not cost a pod its containers).
-    pub fn garbage_collect(&self, desired: &HashSet<String>, all_sources_ready: bool) -> Result<(), CriError> {
+    pub fn garbage_collect(
+        &self,
+        desired: &HashSet<String>,
+        all_sources_ready: bool,
+    ) -> Result<(), CriError> {
         for pod in self.get_pods()? {
             let deleted = all_sources_ready && !desired.contains(&pod.uid);
             if deleted && !pod.is_running() {
-                log::info!("removing runtime objects of deleted pod {}/{} ({})", pod.namespace, pod.name, pod.uid);
+                log::info!(
+                    "removing runtime objects of deleted pod {}/{} ({})",
+                    pod.namespace,
+                    pod.name,
+                    pod.uid
+                );
                 self.remove_pod(&pod.uid)?;
                 continue;
             }
             for c in evictable_containers(&pod) {
-                log::debug!("removing dead container {} ({}) of pod {}", c.id, c.name, pod.name);
+                log::debug!(
+                    "removing dead container {} ({}) of pod {}",
+                    c.id,
+                    c.name,
+                    pod.name
+                );
                 ignore_not_found(self.runtime.remove_container(&c.id))?;
             }
             for sb in evictable_sandboxes(&pod) {
@@ -42,7 +56,11 @@ impl KubeRuntimeManager {
 fn evictable_containers(pod: &RuntimePod) -> Vec<&RuntimeContainer> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     let mut out = Vec::new();
-    for c in pod.containers.iter().filter(|c| c.state != ContainerState::Running) {
+    for c in pod
+        .containers
+        .iter()
+        .filter(|c| c.state != ContainerState::Running)
+    {
         let n = seen.entry(c.name.as_str()).or_default();
         *n += 1;
         if *n > MAX_PER_POD_CONTAINER {
@@ -91,7 +109,10 @@ mod tests {
             ],
             ..Default::default()
         };
-        let ids: Vec<&str> = evictable_containers(&pod).iter().map(|c| c.id.as_str()).collect();
+        let ids: Vec<&str> = evictable_containers(&pod)
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect();
         assert_eq!(ids, vec!["a1"]);
     }
 

@@ -72,7 +72,11 @@ pub struct ImageManager {
 }
 
 impl ImageManager {
-    pub fn new(runtime: Arc<RemoteRuntime>, recorder: Arc<dyn EventRecorder>, serialize: bool) -> Self {
+    pub fn new(
+        runtime: Arc<RemoteRuntime>,
+        recorder: Arc<dyn EventRecorder>,
+        serialize: bool,
+    ) -> Self {
         ImageManager {
             runtime,
             recorder,
@@ -82,11 +86,20 @@ impl ImageManager {
     }
 
     /// Makes sure the container's image is present; returns its reference.
-    pub fn ensure_image_exists(&self, pod: &Pod, c: &Container, sandbox: &api::PodSandboxConfig) -> Result<String, SyncError> {
+    pub fn ensure_image_exists(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        sandbox: &api::PodSandboxConfig,
+    ) -> Result<String, SyncError> {
         let name = Some(c.name.as_str());
         let spec_image = c.image.as_deref().unwrap_or("").trim();
         if spec_image.is_empty() {
-            return Err(SyncError::new(name, "InvalidImageName", "container has no image"));
+            return Err(SyncError::new(
+                name,
+                "InvalidImageName",
+                "container has no image",
+            ));
         }
         let image = with_default_tag(spec_image);
         let present = self
@@ -106,9 +119,15 @@ impl ImageManager {
                 return Ok(id.clone());
             }
             (PullPolicy::Never, None) => {
-                let msg = format!("Container image {spec_image:?} is not present with pull policy of Never");
-                self.recorder
-                    .pod_event(pod, EventType::Warning, events::ERR_IMAGE_NEVER_PULL, &msg);
+                let msg = format!(
+                    "Container image {spec_image:?} is not present with pull policy of Never"
+                );
+                self.recorder.pod_event(
+                    pod,
+                    EventType::Warning,
+                    events::ERR_IMAGE_NEVER_PULL,
+                    &msg,
+                );
                 return Err(SyncError::new(name, "ErrImageNeverPull", msg));
             }
             _ => {}
@@ -116,7 +135,14 @@ impl ImageManager {
         self.pull(pod, c, &image, spec_image, sandbox)
     }
 
-    fn pull(&self, pod: &Pod, c: &Container, image: &str, spec_image: &str, sandbox: &api::PodSandboxConfig) -> Result<String, SyncError> {
+    fn pull(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        image: &str,
+        spec_image: &str,
+        sandbox: &api::PodSandboxConfig,
+    ) -> Result<String, SyncError> {
         let name = Some(c.name.as_str());
         let key = format!("{}_{}", pod.uid(), spec_image);
         let now = SystemTime::now();
@@ -156,8 +182,12 @@ impl ImageManager {
             Err(e) => {
                 self.backoff.next(&key, SystemTime::now());
                 let msg = format!("Failed to pull image {spec_image:?}: {e}");
-                self.recorder
-                    .pod_event(pod, EventType::Warning, events::FAILED_TO_PULL_IMAGE, &msg);
+                self.recorder.pod_event(
+                    pod,
+                    EventType::Warning,
+                    events::FAILED_TO_PULL_IMAGE,
+                    &msg,
+                );
                 Err(SyncError::new(name, "ErrImagePull", msg))
             }
         }
@@ -185,10 +215,19 @@ mod tests {
     fn default_policies() {
         assert_eq!(pull_policy(&c("busybox", None)), PullPolicy::Always);
         assert_eq!(pull_policy(&c("busybox:latest", None)), PullPolicy::Always);
-        assert_eq!(pull_policy(&c("busybox:1.36", None)), PullPolicy::IfNotPresent);
+        assert_eq!(
+            pull_policy(&c("busybox:1.36", None)),
+            PullPolicy::IfNotPresent
+        );
         assert_eq!(pull_policy(&c("host:5000/img", None)), PullPolicy::Always);
-        assert_eq!(pull_policy(&c("host:5000/img:v1", None)), PullPolicy::IfNotPresent);
-        assert_eq!(pull_policy(&c("img@sha256:abcd", None)), PullPolicy::IfNotPresent);
+        assert_eq!(
+            pull_policy(&c("host:5000/img:v1", None)),
+            PullPolicy::IfNotPresent
+        );
+        assert_eq!(
+            pull_policy(&c("img@sha256:abcd", None)),
+            PullPolicy::IfNotPresent
+        );
         assert_eq!(pull_policy(&c("busybox", Some("Never"))), PullPolicy::Never);
     }
 

@@ -17,10 +17,12 @@ pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
 
 pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
 pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
-pub const TERMINATION_MESSAGE_PATH_ANNOTATION: &str = "io.kubernetes.container.terminationMessagePath";
+pub const TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
+    "io.kubernetes.container.terminationMessagePath";
 pub const TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
     "io.kubernetes.container.terminationMessagePolicy";
-pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.terminationGracePeriod";
+pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
+    "io.kubernetes.pod.terminationGracePeriod";
 pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
 
 /// Labels of a pod's sandbox: the pod's own labels plus the kubelet's.
@@ -51,10 +53,17 @@ pub fn container_labels(pod: &Pod, container: &Container) -> HashMap<String, Str
     labels
 }
 
-pub fn container_annotations(pod: &Pod, container: &Container, restart_count: u32) -> HashMap<String, String> {
+pub fn container_annotations(
+    pod: &Pod,
+    container: &Container,
+    restart_count: u32,
+) -> HashMap<String, String> {
     let mut a = HashMap::new();
     a.insert(CONTAINER_HASH_ANNOTATION.into(), container_hash(container));
-    a.insert(CONTAINER_RESTART_COUNT_ANNOTATION.into(), restart_count.to_string());
+    a.insert(
+        CONTAINER_RESTART_COUNT_ANNOTATION.into(),
+        restart_count.to_string(),
+    );
     a.insert(
         TERMINATION_MESSAGE_PATH_ANNOTATION.into(),
         container
@@ -70,7 +79,10 @@ pub fn container_annotations(pod: &Pod, container: &Container, restart_count: u3
             .unwrap_or_else(|| "File".into()),
     );
     if let Some(grace) = pod.spec_or_default().termination_grace_period_seconds {
-        a.insert(POD_TERMINATION_GRACE_PERIOD_ANNOTATION.into(), grace.to_string());
+        a.insert(
+            POD_TERMINATION_GRACE_PERIOD_ANNOTATION.into(),
+            grace.to_string(),
+        );
     }
     if let Some(ports) = container.ports.as_ref().filter(|p| !p.is_empty()) {
         if let Ok(json) = serde_json::to_string(ports) {
@@ -140,7 +152,10 @@ mod tests {
     fn hash_is_stable_and_tracks_the_spec() {
         let a = container("busybox:1.36");
         assert_eq!(container_hash(&a), container_hash(&a.clone()));
-        assert_ne!(container_hash(&a), container_hash(&container("busybox:1.37")));
+        assert_ne!(
+            container_hash(&a),
+            container_hash(&container("busybox:1.37"))
+        );
         let mut resized = a.clone();
         resized.resources = Some(Default::default());
         assert_eq!(container_hash(&a), container_hash(&resized));

@@ -116,12 +116,24 @@ pub struct KubeRuntimeManager {
 }
 
 impl KubeRuntimeManager {
-    pub fn new(runtime: Arc<RemoteRuntime>, cfg: RuntimeManagerConfig, recorder: Arc<dyn EventRecorder>) -> Self {
-        let images = image::ImageManager::new(Arc::clone(&runtime), Arc::clone(&recorder), cfg.serialize_image_pulls);
+    pub fn new(
+        runtime: Arc<RemoteRuntime>,
+        cfg: RuntimeManagerConfig,
+        recorder: Arc<dyn EventRecorder>,
+    ) -> Self {
+        let images = image::ImageManager::new(
+            Arc::clone(&runtime),
+            Arc::clone(&recorder),
+            cfg.serialize_image_pulls,
+        );
         KubeRuntimeManager {
             runtime,
             cfg,
-            crash_backoff: Backoff::new(CRASH_BACKOFF_INITIAL, CRASH_BACKOFF_MAX, CRASH_BACKOFF_RESET),
+            crash_backoff: Backoff::new(
+                CRASH_BACKOFF_INITIAL,
+                CRASH_BACKOFF_MAX,
+                CRASH_BACKOFF_RESET,
+            ),
             images,
             recorder,
             reasons: Mutex::new(HashMap::new()),
@@ -142,8 +154,12 @@ impl KubeRuntimeManager {
         let containers = self.runtime.list_containers(None)?;
         let mut pods: HashMap<String, RuntimePod> = HashMap::new();
         for sb in sandboxes {
-            let Some(id) = labels::pod_identity(&sb.labels) else { continue };
-            let pod = pods.entry(id.uid.clone()).or_insert_with(|| runtime_pod(id));
+            let Some(id) = labels::pod_identity(&sb.labels) else {
+                continue;
+            };
+            let pod = pods
+                .entry(id.uid.clone())
+                .or_insert_with(|| runtime_pod(id));
             pod.sandboxes.push(RuntimeSandbox {
                 id: sb.id.clone(),
                 ready: sb.state.enum_value_or_default() == api::PodSandboxState::SANDBOX_READY,
@@ -151,11 +167,19 @@ impl KubeRuntimeManager {
             });
         }
         for c in containers {
-            let Some(id) = labels::pod_identity(&c.labels) else { continue };
-            let pod = pods.entry(id.uid.clone()).or_insert_with(|| runtime_pod(id));
+            let Some(id) = labels::pod_identity(&c.labels) else {
+                continue;
+            };
+            let pod = pods
+                .entry(id.uid.clone())
+                .or_insert_with(|| runtime_pod(id));
             pod.containers.push(RuntimeContainer {
                 id: c.id.clone(),
-                name: c.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+                name: c
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.name.clone())
+                    .unwrap_or_default(),
                 state: container_state(c.state.enum_value_or_default()),
                 hash: c
                     .annotations
@@ -178,7 +202,12 @@ impl KubeRuntimeManager {
     }
 
     /// Inspects one pod's sandboxes and containers (upstream GetPodStatus).
-    pub fn get_pod_status(&self, uid: &str, name: &str, namespace: &str) -> Result<PodStatus, CriError> {
+    pub fn get_pod_status(
+        &self,
+        uid: &str,
+        name: &str,
+        namespace: &str,
+    ) -> Result<PodStatus, CriError> {
         let selector = HashMap::from([(labels::POD_UID_LABEL.to_string(), uid.to_string())]);
         let sb_filter = api::PodSandboxFilter {
             label_selector: selector.clone(),
@@ -217,7 +246,12 @@ impl KubeRuntimeManager {
 
     /// Brings the pod's runtime state one step closer to its spec (upstream
     /// SyncPod). Returns what failed; an empty list is success.
-    pub fn sync_pod(&self, pod: &Pod, status: &PodStatus, liveness_failed: &HashSet<String>) -> Vec<SyncError> {
+    pub fn sync_pod(
+        &self,
+        pod: &Pod,
+        status: &PodStatus,
+        liveness_failed: &HashSet<String>,
+    ) -> Vec<SyncError> {
         let plan = actions::compute_pod_actions(pod, status, liveness_failed);
         log::debug!("pod {}: actions {plan:?}", pod.full_name());
         let mut errors = Vec::new();
@@ -297,8 +331,12 @@ impl KubeRuntimeManager {
         })?;
         let id = self.runtime.run_pod_sandbox(config).map_err(|e| {
             let msg = format!("Failed to create pod sandbox: {e}");
-            self.recorder
-                .pod_event(pod, EventType::Warning, events::FAILED_CREATE_POD_SANDBOX, &msg);
+            self.recorder.pod_event(
+                pod,
+                EventType::Warning,
+                events::FAILED_CREATE_POD_SANDBOX,
+                &msg,
+            );
             SyncError::new(None, "CreatePodSandboxError", msg)
         })?;
         let status = self
@@ -330,8 +368,13 @@ impl KubeRuntimeManager {
 
     fn try_start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
         self.check_crash_backoff(t.pod, c, t.status)?;
-        let image_ref = self.images.ensure_image_exists(t.pod, c, t.sandbox_config)?;
-        let restart_count = t.status.find_container(&c.name).map_or(0, |s| s.restart_count + 1);
+        let image_ref = self
+            .images
+            .ensure_image_exists(t.pod, c, t.sandbox_config)?;
+        let restart_count = t
+            .status
+            .find_container(&c.name)
+            .map_or(0, |s| s.restart_count + 1);
         let ctx = container::ContainerContext {
             pod: t.pod,
             container: c,
@@ -342,8 +385,12 @@ impl KubeRuntimeManager {
         };
         let config = container::generate_container_config(&ctx).map_err(|e| {
             let msg = format!("Error: {e:#}");
-            self.recorder
-                .pod_event(t.pod, EventType::Warning, events::FAILED_TO_CREATE_CONTAINER, &msg);
+            self.recorder.pod_event(
+                t.pod,
+                EventType::Warning,
+                events::FAILED_TO_CREATE_CONTAINER,
+                &msg,
+            );
             SyncError::new(Some(&c.name), "CreateContainerConfigError", msg)
         })?;
         let id = self
@@ -351,8 +398,12 @@ impl KubeRuntimeManager {
             .create_container(t.sandbox_id, config, t.sandbox_config.clone())
             .map_err(|e| {
                 let msg = format!("Error: {e}");
-                self.recorder
-                    .pod_event(t.pod, EventType::Warning, events::FAILED_TO_CREATE_CONTAINER, &msg);
+                self.recorder.pod_event(
+                    t.pod,
+                    EventType::Warning,
+                    events::FAILED_TO_CREATE_CONTAINER,
+                    &msg,
+                );
                 SyncError::runtime(Some(&c.name), "CreateContainerError", &e)
             })?;
         self.recorder.pod_event(
@@ -363,8 +414,12 @@ impl KubeRuntimeManager {
         );
         self.runtime.start_container(&id).map_err(|e| {
             let msg = format!("Error: {e}");
-            self.recorder
-                .pod_event(t.pod, EventType::Warning, events::FAILED_TO_START_CONTAINER, &msg);
+            self.recorder.pod_event(
+                t.pod,
+                EventType::Warning,
+                events::FAILED_TO_START_CONTAINER,
+                &msg,
+            );
             SyncError::runtime(Some(&c.name), "RunContainerError", &e)
         })?;
         self.recorder.pod_event(
@@ -378,15 +433,30 @@ impl KubeRuntimeManager {
 
     /// Upstream `doBackOff`: a container that exited is restarted only after
     /// its CrashLoopBackOff delay, counted from when it finished.
-    fn check_crash_backoff(&self, pod: &Pod, c: &Container, status: &PodStatus) -> Result<(), SyncError> {
-        let Some(last) = status.find_container(&c.name) else { return Ok(()) };
+    fn check_crash_backoff(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        status: &PodStatus,
+    ) -> Result<(), SyncError> {
+        let Some(last) = status.find_container(&c.name) else {
+            return Ok(());
+        };
         if last.state != ContainerState::Exited {
             return Ok(());
         }
-        let Some(finished) = last.finished_at else { return Ok(()) };
+        let Some(finished) = last.finished_at else {
+            return Ok(());
+        };
         let key = backoff_key(pod, c);
-        if let Some(remaining) = self.crash_backoff.remaining_since(&key, finished, SystemTime::now()) {
-            let delay = self.crash_backoff.current(&key).unwrap_or(CRASH_BACKOFF_INITIAL);
+        if let Some(remaining) =
+            self.crash_backoff
+                .remaining_since(&key, finished, SystemTime::now())
+        {
+            let delay = self
+                .crash_backoff
+                .current(&key)
+                .unwrap_or(CRASH_BACKOFF_INITIAL);
             self.recorder.pod_event(
                 pod,
                 EventType::Warning,
@@ -411,7 +481,13 @@ impl KubeRuntimeManager {
     }
 
     /// Stops one container, honouring the grace period.
-    pub fn kill_container(&self, pod: Option<&Pod>, id: &str, name: &str, grace: Option<i64>) -> Result<(), SyncError> {
+    pub fn kill_container(
+        &self,
+        pod: Option<&Pod>,
+        id: &str,
+        name: &str,
+        grace: Option<i64>,
+    ) -> Result<(), SyncError> {
         let grace = Duration::from_secs(grace.unwrap_or(30).max(0) as u64);
         if let Some(pod) = pod {
             self.recorder.pod_event(
@@ -429,7 +505,12 @@ impl KubeRuntimeManager {
     }
 
     /// Stops the running containers and ready sandboxes in `status`.
-    pub fn kill_pod_status(&self, pod: Option<&Pod>, status: &PodStatus, grace: Option<i64>) -> Result<(), SyncError> {
+    pub fn kill_pod_status(
+        &self,
+        pod: Option<&Pod>,
+        status: &PodStatus,
+        grace: Option<i64>,
+    ) -> Result<(), SyncError> {
         let victims = status
             .running_containers()
             .map(|c| Victim {
@@ -438,13 +519,23 @@ impl KubeRuntimeManager {
                 grace: None,
             })
             .collect();
-        let sandboxes = status.sandboxes.iter().filter(|s| s.ready).map(|s| s.id.clone()).collect();
+        let sandboxes = status
+            .sandboxes
+            .iter()
+            .filter(|s| s.ready)
+            .map(|s| s.id.clone())
+            .collect();
         self.kill(pod, victims, sandboxes, grace)
     }
 
     /// Stops a pod found in the runtime: its running containers, then its
     /// sandboxes. `pod` is the spec when the kubelet still has it.
-    pub fn kill_pod(&self, pod: Option<&Pod>, running: &RuntimePod, grace: Option<i64>) -> Result<(), SyncError> {
+    pub fn kill_pod(
+        &self,
+        pod: Option<&Pod>,
+        running: &RuntimePod,
+        grace: Option<i64>,
+    ) -> Result<(), SyncError> {
         let victims = running
             .containers
             .iter()
@@ -455,14 +546,25 @@ impl KubeRuntimeManager {
                 grace: c.grace_seconds,
             })
             .collect();
-        let sandboxes = running.sandboxes.iter().filter(|s| s.ready).map(|s| s.id.clone()).collect();
+        let sandboxes = running
+            .sandboxes
+            .iter()
+            .filter(|s| s.ready)
+            .map(|s| s.id.clone())
+            .collect();
         self.kill(pod, victims, sandboxes, grace)
     }
 
     /// Containers stop concurrently so each gets the whole grace period, as
     /// upstream's per-container goroutines do; the threads are scoped to
     /// this call and bounded by the pod's container count.
-    fn kill(&self, pod: Option<&Pod>, victims: Vec<Victim>, sandboxes: Vec<String>, grace: Option<i64>) -> Result<(), SyncError> {
+    fn kill(
+        &self,
+        pod: Option<&Pod>,
+        victims: Vec<Victim>,
+        sandboxes: Vec<String>,
+        grace: Option<i64>,
+    ) -> Result<(), SyncError> {
         let pod_grace = pod.map(|p| p.kill_grace_seconds());
         let results: Vec<Result<(), SyncError>> = std::thread::scope(|s| {
             let handles: Vec<_> = victims
@@ -476,7 +578,11 @@ impl KubeRuntimeManager {
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err(SyncError::new(None, "KillContainerError", "container stop panicked"))
+                        Err(SyncError::new(
+                            None,
+                            "KillContainerError",
+                            "container stop panicked",
+                        ))
                     })
                 })
                 .collect()
@@ -519,11 +625,23 @@ impl KubeRuntimeManager {
     /// A new sandbox starts init from scratch: old init instances would
     /// otherwise read as progress made (upstream purgeInitContainers).
     fn purge_init_containers(&self, pod: &Pod, status: &PodStatus) {
-        let inits: HashSet<&str> = pod.init_containers().iter().map(|c| c.name.as_str()).collect();
-        for c in status.containers.iter().filter(|c| inits.contains(c.name.as_str())) {
+        let inits: HashSet<&str> = pod
+            .init_containers()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        for c in status
+            .containers
+            .iter()
+            .filter(|c| inits.contains(c.name.as_str()))
+        {
             if let Err(e) = self.runtime.remove_container(&c.id) {
                 if !e.is_not_found() {
-                    log::warn!("pod {}: remove init container {}: {e}", pod.full_name(), c.id);
+                    log::warn!(
+                        "pod {}: remove init container {}: {e}",
+                        pod.full_name(),
+                        c.id
+                    );
                 }
             }
         }
@@ -532,7 +650,9 @@ impl KubeRuntimeManager {
     /// Why the named container is waiting, if a sync recorded a reason.
     pub fn waiting_reason(&self, uid: &str, container: &str) -> Option<(String, String)> {
         let reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
-        reasons.get(&(uid.to_string(), container.to_string())).cloned()
+        reasons
+            .get(&(uid.to_string(), container.to_string()))
+            .cloned()
     }
 
     pub fn forget_pod(&self, uid: &str) {
@@ -591,13 +711,21 @@ fn to_container_status(s: &api::ContainerStatus) -> ContainerStatus {
     let nonzero = |ns: i64| (ns > 0).then(|| from_unix_nanos(ns));
     ContainerStatus {
         id: s.id.clone(),
-        name: s.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+        name: s
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default(),
         state: container_state(s.state.enum_value_or_default()),
         created_at: from_unix_nanos(s.created_at),
         started_at: nonzero(s.started_at),
         finished_at: nonzero(s.finished_at),
         exit_code: s.exit_code,
-        image: s.image.as_ref().map(|i| i.image.clone()).unwrap_or_default(),
+        image: s
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default(),
         image_ref: s.image_ref.clone(),
         hash: s
             .annotations

@@ -36,7 +36,9 @@ pub fn qos_class(pod: &Pod) -> QosClass {
         let limits = res.and_then(|r| r.limits.as_ref());
         let requests = res.and_then(|r| r.requests.as_ref());
         for name in ["cpu", "memory"] {
-            let limit = limits.and_then(|l| l.get(name)).and_then(|q| quantity::parse_quantity(&q.0).ok());
+            let limit = limits
+                .and_then(|l| l.get(name))
+                .and_then(|q| quantity::parse_quantity(&q.0).ok());
             let request = requests
                 .and_then(|r| r.get(name))
                 .and_then(|q| quantity::parse_quantity(&q.0).ok())

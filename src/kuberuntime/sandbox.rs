@@ -16,7 +16,11 @@ use crate::podutil::PodExt;
 const CLUSTER_NDOTS: &str = "ndots:5";
 const MAX_HOSTNAME_LEN: usize = 63;
 
-pub fn generate_sandbox_config(pod: &Pod, attempt: u32, cfg: &RuntimeManagerConfig) -> api::PodSandboxConfig {
+pub fn generate_sandbox_config(
+    pod: &Pod,
+    attempt: u32,
+    cfg: &RuntimeManagerConfig,
+) -> api::PodSandboxConfig {
     let spec = pod.spec_or_default();
     let host_network = pod.is_host_network();
     api::PodSandboxConfig {
@@ -29,8 +33,14 @@ pub fn generate_sandbox_config(pod: &Pod, attempt: u32, cfg: &RuntimeManagerConf
         })
         .into(),
         // Host-network pods keep the node's hostname (upstream leaves it empty).
-        hostname: if host_network { String::new() } else { pod_hostname(pod) },
-        log_directory: pod_log_dir(&cfg.pod_logs_dir, pod).to_string_lossy().into_owned(),
+        hostname: if host_network {
+            String::new()
+        } else {
+            pod_hostname(pod)
+        },
+        log_directory: pod_log_dir(&cfg.pod_logs_dir, pod)
+            .to_string_lossy()
+            .into_owned(),
         dns_config: Some(dns_config(pod, cfg)).into(),
         port_mappings: port_mappings(pod),
         labels: labels::sandbox_labels(pod),
@@ -38,12 +48,16 @@ pub fn generate_sandbox_config(pod: &Pod, attempt: u32, cfg: &RuntimeManagerConf
         linux: Some(api::LinuxPodSandboxConfig {
             security_context: Some(api::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespace_options(pod)).into(),
-                privileged: pod.containers().iter().chain(pod.init_containers()).any(|c| {
-                    c.security_context
-                        .as_ref()
-                        .and_then(|s| s.privileged)
-                        .unwrap_or(false)
-                }),
+                privileged: pod
+                    .containers()
+                    .iter()
+                    .chain(pod.init_containers())
+                    .any(|c| {
+                        c.security_context
+                            .as_ref()
+                            .and_then(|s| s.privileged)
+                            .unwrap_or(false)
+                    }),
                 run_as_user: spec
                     .security_context
                     .as_ref()
@@ -79,7 +93,11 @@ pub fn pod_log_dir(base: &Path, pod: &Pod) -> std::path::PathBuf {
 pub fn namespace_options(pod: &Pod) -> api::NamespaceOption {
     let spec = pod.spec_or_default();
     let mode = |node: bool, otherwise: api::NamespaceMode| {
-        EnumOrUnknown::new(if node { api::NamespaceMode::NODE } else { otherwise })
+        EnumOrUnknown::new(if node {
+            api::NamespaceMode::NODE
+        } else {
+            otherwise
+        })
     };
     api::NamespaceOption {
         network: mode(pod.is_host_network(), api::NamespaceMode::POD),
@@ -157,12 +175,15 @@ fn dns_config(pod: &Pod, cfg: &RuntimeManagerConfig) -> api::DNSConfig {
         host
     };
     if let Some(custom) = &spec.dns_config {
-        dns.servers.extend(custom.nameservers.iter().flatten().cloned());
-        dns.searches.extend(custom.searches.iter().flatten().cloned());
-        dns.options.extend(custom.options.iter().flatten().map(|o| match &o.value {
-            Some(v) => format!("{}:{v}", o.name.as_deref().unwrap_or("")),
-            None => o.name.clone().unwrap_or_default(),
-        }));
+        dns.servers
+            .extend(custom.nameservers.iter().flatten().cloned());
+        dns.searches
+            .extend(custom.searches.iter().flatten().cloned());
+        dns.options
+            .extend(custom.options.iter().flatten().map(|o| match &o.value {
+                Some(v) => format!("{}:{v}", o.name.as_deref().unwrap_or("")),
+                None => o.name.clone().unwrap_or_default(),
+            }));
     }
     dns
 }
@@ -247,11 +268,18 @@ mod tests {
     #[test]
     fn sandbox_config_carries_identity_logs_and_ports() {
         let dir = std::env::temp_dir().join(format!("rk-resolv-{}", std::process::id()));
-        std::fs::write(&dir, "nameserver 192.0.2.53\nsearch example.org\noptions ndots:2\n").unwrap();
+        std::fs::write(
+            &dir,
+            "nameserver 192.0.2.53\nsearch example.org\noptions ndots:2\n",
+        )
+        .unwrap();
         let c = generate_sandbox_config(&pod(), 3, &cfg(&dir));
         let _ = std::fs::remove_file(&dir);
         let md = c.metadata.as_ref().unwrap();
-        assert_eq!((md.name.as_str(), md.uid.as_str(), md.attempt), ("web-node1", "u1", 3));
+        assert_eq!(
+            (md.name.as_str(), md.uid.as_str(), md.attempt),
+            ("web-node1", "u1", 3)
+        );
         assert_eq!(c.hostname, "web-node1");
         assert!(c.log_directory.ends_with("default_web-node1_u1"));
         assert_eq!(c.labels[labels::POD_UID_LABEL], "u1");

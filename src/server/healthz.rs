@@ -33,7 +33,9 @@ impl Healthz {
     /// Answers a path: (status code, body).
     pub fn handle(&self, url: &str) -> (u16, String) {
         let (path, query) = url.split_once('?').unwrap_or((url, ""));
-        let verbose = query.split('&').any(|kv| kv == "verbose" || kv == "verbose=true" || kv == "verbose=1");
+        let verbose = query
+            .split('&')
+            .any(|kv| kv == "verbose" || kv == "verbose=true" || kv == "verbose=1");
         if let Some(name) = path.strip_prefix("/healthz/") {
             return match self.checks.iter().find(|c| c.name == name) {
                 Some(c) => match (c.check)() {
@@ -46,7 +48,8 @@ impl Healthz {
         if path != "/healthz" {
             return (404, "404 page not found\n".into());
         }
-        let results: Vec<(&str, Result<(), String>)> = self.checks.iter().map(|c| (c.name, (c.check)())).collect();
+        let results: Vec<(&str, Result<(), String>)> =
+            self.checks.iter().map(|c| (c.name, (c.check)())).collect();
         let failed = results.iter().any(|(_, r)| r.is_err());
         if !failed && !verbose {
             return (200, "ok".into());
@@ -68,7 +71,11 @@ impl Healthz {
     }
 
     /// Serves on `addr` from a thread named "healthz" until `shutdown` closes.
-    pub fn serve(self: &Arc<Self>, addr: SocketAddr, shutdown: Receiver<()>) -> anyhow::Result<JoinHandle<()>> {
+    pub fn serve(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        shutdown: Receiver<()>,
+    ) -> anyhow::Result<JoinHandle<()>> {
         let server = Server::http(addr)
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("listen for healthz on {addr}"))?;
@@ -84,7 +91,9 @@ impl Healthz {
                     Ok(Some(req)) => {
                         let (code, body) = me.handle(req.url());
                         let mut resp = Response::from_string(body).with_status_code(code);
-                        if let Ok(h) = Header::from_bytes("Content-Type", "text/plain; charset=utf-8") {
+                        if let Ok(h) =
+                            Header::from_bytes("Content-Type", "text/plain; charset=utf-8")
+                        {
                             resp = resp.with_header(h);
                         }
                         if let Err(e) = req.respond(resp) {
@@ -111,7 +120,13 @@ mod tests {
             },
             NamedCheck {
                 name: "pleg",
-                check: Box::new(move || if fail { Err("relist stuck".into()) } else { Ok(()) }),
+                check: Box::new(move || {
+                    if fail {
+                        Err("relist stuck".into())
+                    } else {
+                        Ok(())
+                    }
+                }),
             },
         ])
     }

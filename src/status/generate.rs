@@ -22,12 +22,18 @@ pub struct StatusContext<'a> {
     pub is_ready: &'a dyn Fn(&str) -> bool,
 }
 
-pub fn generate_api_pod_status(pod: &api::Pod, status: &PodStatus, ctx: &StatusContext<'_>) -> api::PodStatus {
+pub fn generate_api_pod_status(
+    pod: &api::Pod,
+    status: &PodStatus,
+    ctx: &StatusContext<'_>,
+) -> api::PodStatus {
     let init_statuses = container_statuses(pod, pod.init_containers(), status, ctx);
     let statuses = container_statuses(pod, pod.containers(), status, ctx);
     let phase = phase(pod, &init_statuses, &statuses);
     let pod_ips = if pod.is_host_network() {
-        ctx.host_ip.map(|ip| vec![ip.to_string()]).unwrap_or_default()
+        ctx.host_ip
+            .map(|ip| vec![ip.to_string()])
+            .unwrap_or_default()
     } else {
         status.ips()
     };
@@ -36,9 +42,16 @@ pub fn generate_api_pod_status(pod: &api::Pod, status: &PodStatus, ctx: &StatusC
         phase: Some(phase.to_string()),
         conditions: Some(conditions),
         host_ip: ctx.host_ip.map(str::to_string),
-        host_ips: ctx.host_ip.map(|ip| vec![api::HostIP { ip: ip.to_string() }]),
+        host_ips: ctx
+            .host_ip
+            .map(|ip| vec![api::HostIP { ip: ip.to_string() }]),
         pod_ip: pod_ips.first().cloned(),
-        pod_ips: (!pod_ips.is_empty()).then(|| pod_ips.iter().map(|ip| api::PodIP { ip: ip.clone() }).collect()),
+        pod_ips: (!pod_ips.is_empty()).then(|| {
+            pod_ips
+                .iter()
+                .map(|ip| api::PodIP { ip: ip.clone() })
+                .collect()
+        }),
         init_container_statuses: (!pod.init_containers().is_empty()).then_some(init_statuses),
         container_statuses: Some(statuses),
         qos_class: Some(qos::qos_class(pod).as_str().to_string()),
@@ -50,7 +63,12 @@ pub fn to_time(t: SystemTime) -> Option<Time> {
     k8s_openapi::jiff::Timestamp::try_from(t).ok().map(Time)
 }
 
-fn container_statuses(pod: &api::Pod, specs: &[api::Container], status: &PodStatus, ctx: &StatusContext<'_>) -> Vec<api::ContainerStatus> {
+fn container_statuses(
+    pod: &api::Pod,
+    specs: &[api::Container],
+    status: &PodStatus,
+    ctx: &StatusContext<'_>,
+) -> Vec<api::ContainerStatus> {
     specs
         .iter()
         .map(|spec| {
@@ -127,7 +145,12 @@ fn to_state(c: &ContainerStatus) -> api::ContainerState {
             terminated: Some(api::ContainerStateTerminated {
                 exit_code: c.exit_code,
                 reason: Some(if c.reason.is_empty() {
-                    if c.exit_code == 0 { "Completed" } else { "Error" }.to_string()
+                    if c.exit_code == 0 {
+                        "Completed"
+                    } else {
+                        "Error"
+                    }
+                    .to_string()
                 } else {
                     c.reason.clone()
                 }),
@@ -152,11 +175,19 @@ fn terminated_exit(s: &api::ContainerStatus) -> Option<i32> {
 }
 
 fn last_terminated_exit(s: &api::ContainerStatus) -> Option<i32> {
-    s.last_state.as_ref()?.terminated.as_ref().map(|t| t.exit_code)
+    s.last_state
+        .as_ref()?
+        .terminated
+        .as_ref()
+        .map(|t| t.exit_code)
 }
 
 /// Upstream `getPhase`.
-fn phase(pod: &api::Pod, inits: &[api::ContainerStatus], apps: &[api::ContainerStatus]) -> &'static str {
+fn phase(
+    pod: &api::Pod,
+    inits: &[api::ContainerStatus],
+    apps: &[api::ContainerStatus],
+) -> &'static str {
     let (mut pending_init, mut failed_init) = (0, 0);
     for s in inits {
         match (terminated_exit(s), last_terminated_exit(s)) {
@@ -217,19 +248,35 @@ fn condition(kind: &str, ok: bool, reason: Option<&str>) -> api::PodCondition {
     }
 }
 
-fn conditions(pod: &api::Pod, status: &PodStatus, inits: &[api::ContainerStatus], apps: &[api::ContainerStatus], phase: &str) -> Vec<api::PodCondition> {
+fn conditions(
+    pod: &api::Pod,
+    status: &PodStatus,
+    inits: &[api::ContainerStatus],
+    apps: &[api::ContainerStatus],
+    phase: &str,
+) -> Vec<api::PodCondition> {
     let sandbox_ready = status.sandboxes.first().is_some_and(|s| s.ready);
     let initialized = inits.iter().all(|s| terminated_exit(s) == Some(0))
-        || apps.iter().any(|s| is_running(s) || terminated_exit(s).is_some());
+        || apps
+            .iter()
+            .any(|s| is_running(s) || terminated_exit(s).is_some());
     let terminal = phase == "Succeeded" || phase == "Failed";
     let containers_ready = !terminal && apps.iter().all(|s| s.ready);
-    let not_ready_reason = if terminal { "PodCompleted" } else { "ContainersNotReady" };
+    let not_ready_reason = if terminal {
+        "PodCompleted"
+    } else {
+        "ContainersNotReady"
+    };
     vec![
         condition("PodReadyToStartContainers", sandbox_ready, None),
         condition(
             "Initialized",
             initialized,
-            Some(if terminal { "PodCompleted" } else { "ContainersNotInitialized" }),
+            Some(if terminal {
+                "PodCompleted"
+            } else {
+                "ContainersNotInitialized"
+            }),
         ),
         condition("Ready", containers_ready, Some(not_ready_reason)),
         condition("ContainersReady", containers_ready, Some(not_ready_reason)),
@@ -264,14 +311,21 @@ mod tests {
         }
     }
 
-    fn inst(name: &str, state: ContainerState, exit: i32, restarts: u32, age: u64) -> ContainerStatus {
+    fn inst(
+        name: &str,
+        state: ContainerState,
+        exit: i32,
+        restarts: u32,
+        age: u64,
+    ) -> ContainerStatus {
         ContainerStatus {
             id: format!("{name}{age}"),
             name: name.into(),
             state,
             created_at: UNIX_EPOCH + Duration::from_secs(1000 - age),
             started_at: Some(UNIX_EPOCH + Duration::from_secs(1000 - age)),
-            finished_at: (state == ContainerState::Exited).then(|| UNIX_EPOCH + Duration::from_secs(1001 - age)),
+            finished_at: (state == ContainerState::Exited)
+                .then(|| UNIX_EPOCH + Duration::from_secs(1001 - age)),
             exit_code: exit,
             image: String::new(),
             image_ref: "sha256:abc".into(),
@@ -311,13 +365,24 @@ mod tests {
     }
 
     fn cond(s: &api::PodStatus, kind: &str) -> String {
-        s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == kind).unwrap().status.clone()
+        s.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == kind)
+            .unwrap()
+            .status
+            .clone()
     }
 
     #[test]
     fn running_pod_is_ready_with_ips() {
         let p = pod("Always", &["a"]);
-        let s = gen(&p, &runtime(vec![inst("a", ContainerState::Running, 0, 2, 1)]), None);
+        let s = gen(
+            &p,
+            &runtime(vec![inst("a", ContainerState::Running, 0, 2, 1)]),
+            None,
+        );
         assert_eq!(s.phase.as_deref(), Some("Running"));
         assert_eq!(s.pod_ip.as_deref(), Some("10.88.77.5"));
         assert_eq!(s.host_ip.as_deref(), Some("192.0.2.1"));
@@ -340,7 +405,16 @@ mod tests {
         let c = &s.container_statuses.as_ref().unwrap()[0];
         let w = c.state.as_ref().unwrap().waiting.as_ref().unwrap();
         assert_eq!(w.reason.as_deref(), Some("CrashLoopBackOff"));
-        assert_eq!(c.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 1);
+        assert_eq!(
+            c.last_state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .as_ref()
+                .unwrap()
+                .exit_code,
+            1
+        );
         assert_eq!(c.restart_count, 3);
         assert_eq!(s.phase.as_deref(), Some("Running"));
         assert_eq!(cond(&s, "Ready"), "False");

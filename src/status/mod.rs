@@ -54,9 +54,14 @@ impl StatusManager {
 
 /// A condition whose status did not change keeps its old transition time.
 fn keep_transition_times(old: Option<&PodStatus>, new: &mut PodStatus) {
-    let Some(old_conds) = old.and_then(|o| o.conditions.as_ref()) else { return };
+    let Some(old_conds) = old.and_then(|o| o.conditions.as_ref()) else {
+        return;
+    };
     for c in new.conditions.iter_mut().flatten() {
-        if let Some(prev) = old_conds.iter().find(|p| p.type_ == c.type_ && p.status == c.status) {
+        if let Some(prev) = old_conds
+            .iter()
+            .find(|p| p.type_ == c.type_ && p.status == c.status)
+        {
             c.last_transition_time = prev.last_transition_time.clone();
         }
     }

@@ -55,7 +55,12 @@ impl Backoff {
 
     /// The remaining wait if the key is still backing off from an event at
     /// `event_time` (judged at `now`).
-    pub fn remaining_since(&self, key: &str, event_time: SystemTime, now: SystemTime) -> Option<Duration> {
+    pub fn remaining_since(
+        &self,
+        key: &str,
+        event_time: SystemTime,
+        now: SystemTime,
+    ) -> Option<Duration> {
         let entries = self.entries();
         let e = entries.get(key)?;
         if self.expired(now, e.last_update) {
