@@ -61,7 +61,9 @@ install -m 0755 "$busybox_bin" "$root/bin/busybox"
 required=(sh sleep echo cat ls true false env wget nc httpd touch date grep ps kill)
 mapfile -t applets < <("$busybox_bin" --list)
 for a in "${required[@]}"; do
-    printf '%s\n' "${applets[@]}" | grep -qx -- "$a" || { echo "images.sh: busybox lacks applet $a" >&2; exit 1; }
+    # A here-string, not a pipe: with pipefail, grep -q exiting at the first
+    # match would SIGPIPE printf and fail the check at random.
+    grep -qx -- "$a" <<<"$(printf '%s\n' "${applets[@]}")" || { echo "images.sh: busybox lacks applet $a" >&2; exit 1; }
 done
 for a in "${applets[@]}"; do
     [[ $a == busybox || $a == */* ]] && continue
