@@ -1,0 +1,50 @@
+# rkubelet: a Kubernetes kubelet in Rust.
+#
+#   make demo   run rkubelet standalone with etc/manifests against a private
+#               containerd (root; Ctrl-C stops it and cleans up)
+#   make test   the whole test suite (what .ci/run runs)
+#
+# Everything builds in the release profile, tests included, so that gRPC's C
+# core (grpcio-sys) is compiled once rather than once per profile.
+
+SHELL := /bin/bash
+CARGO ?= cargo
+# Extra arguments for `cargo test`, e.g. make test CARGO_TEST_ARGS='config -- --nocapture'
+CARGO_TEST_ARGS ?=
+CLIPPY_FLAGS ?= -D warnings
+
+.DEFAULT_GOAL := help
+.PHONY: help build test demo bench static fmt clippy clean deps
+
+help: ## this list
+	@echo "usage: make TARGET"
+	@grep -E '^[a-z]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+		awk -F':.*## ' '{ printf "  %-8s %s\n", $$1, $$2 }'
+
+build: ## cargo build --release (target/release/rkubelet)
+	$(CARGO) build --release
+
+test: deps ## THE test command: install missing system packages, then cargo test --release
+	$(CARGO) test --release $(CARGO_TEST_ARGS)
+
+demo: ## run rkubelet with etc/manifests against a private containerd (root; Ctrl-C cleans up)
+	bash scripts/demo.sh
+
+bench: ## run the benchmarks (tests/bench/run.sh)
+	@test -f tests/bench/run.sh || { echo "tests/bench/run.sh does not exist yet" >&2; exit 1; }
+	bash tests/bench/run.sh
+
+static: ## fully static x86_64 musl binary (cargo-zigbuild; installs its tools if missing)
+	bash scripts/static.sh
+
+fmt: ## cargo fmt
+	$(CARGO) fmt --all
+
+clippy: ## cargo clippy (release profile, to reuse the built C core)
+	$(CARGO) clippy --release --all-targets -- $(CLIPPY_FLAGS)
+
+clean: ## cargo clean
+	$(CARGO) clean
+
+deps: ## install missing Debian packages (containerd, runc, CNI plugins, busybox-static, cmake, g++, ...; root)
+	bash scripts/deps.sh
