@@ -102,7 +102,9 @@ teardown() {
 cleanup() {
     [[ -z $cleaned ]] || return 0
     cleaned=1
-    trap '' INT TERM
+    # The terminal (or a pipe such as | tee) may be gone: a write to it must not
+    # kill the cleanup with SIGPIPE.
+    trap '' INT TERM PIPE
     set +e
     [[ -n $tailpid ]] && kill "$tailpid" 2>/dev/null
     say "stopping rkubelet and the demo containerd, removing $dir"
@@ -224,7 +226,14 @@ ctr_ tasks ls || true
 if cid=$(container_id web web) && [[ -n $cid ]]; then
     echo
     echo "==> web: wget -qO- http://127.0.0.1:8080/ inside the web container:"
-    ctr_ tasks exec --exec-id "demo-wget-$$" "$cid" wget -qO- -T 5 http://127.0.0.1:8080/ || true
+    # The task runs a moment before httpd listens: retry briefly. (Not wget -T:
+    # Debian's busybox-static wget segfaults with it; busybox timeout bounds it.)
+    page=''
+    for attempt in 1 2 3 4 5; do
+        page=$(ctr_ tasks exec --exec-id "demo-wget-$$-$attempt" "$cid" timeout 3 wget -qO- http://127.0.0.1:8080/ 2>/dev/null) && [[ -n $page ]] && break
+        sleep 1
+    done
+    echo "${page:-(no answer yet; try the command above in a moment)}"
 fi
 if cid=$(container_id init-demo app) && [[ -n $cid ]]; then
     echo

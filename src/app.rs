@@ -57,12 +57,13 @@ pub fn main() -> i32 {
     }
 }
 
-/// `--v` maps onto log levels: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG,
-/// when set, wins, so one module can be turned up alone.
+/// `--v` maps onto log levels as klog's conventions do: 0-2 (steady-state
+/// information) info, 3-5 (debugging) debug, 6+ trace. RUST_LOG, when set,
+/// wins, so one module can be turned up alone.
 fn init_logging(verbosity: u8) {
     let level = match verbosity {
-        0..=1 => "info",
-        2..=4 => "debug",
+        0..=2 => "info",
+        3..=5 => "debug",
         _ => "trace",
     };
     let default = format!("rkubelet={level},warn");

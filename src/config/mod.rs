@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Select, SendTimeoutError, Sender};
 use k8s_openapi::api::core::v1::Pod;
-use log::{debug, info, warn};
+use log::{debug, info, trace, warn};
 
 use crate::types::{
     now_rfc3339_nano, PodOperation, PodUpdate, CONFIG_FIRST_SEEN_ANNOTATION,
@@ -116,7 +116,7 @@ impl PodConfig {
     pub fn seen_all_sources(&self, seen_by_caller: &[String]) -> bool {
         let registered: BTreeSet<String> = lock(&self.sources).keys().cloned().collect();
         let seen = lock(&self.seen);
-        debug!("Looking for sources {registered:?}, have seen {seen_by_caller:?}");
+        trace!("Looking for sources {registered:?}, have seen {seen_by_caller:?}");
         registered
             .iter()
             .all(|s| seen_by_caller.contains(s) && seen.contains(s))
@@ -315,7 +315,7 @@ impl PodStorage {
                 current = old;
             }
             PodOperation::Set => {
-                debug!("Setting pods for source {source}");
+                trace!("Setting pods for source {source}");
                 lock(&self.seen).insert(source.to_string());
                 update_pods(source, update.pods, &mut old, &mut current, &mut changes);
                 changes.removes.extend(mem::take(&mut old).into_values());
