@@ -1,0 +1,882 @@
+//! Shared machinery for the end-to-end tests (tests/e2e.rs): a private
+//! containerd per test (tests/harness/containerd.sh), the release rkubelet
+//! binary driven against it, and a `ctr`-based observer of what the kubelet
+//! created. Standard library only (plus serde_json, already a dependency).
+//!
+//! Every test gets its own containerd, bridge, subnet, healthz port and
+//! temporary directory, because rkubelet removes containers it does not own.
+//! The `Env` guard tears everything down in Drop and, when the test panicked,
+//! prints the tails of rkubelet's and containerd's logs (and keeps a copy of
+//! rkubelet's log next to the temporary root).
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+pub const NODE: &str = "node1";
+/// Everything of the e2e tests lives under here; the image tarballs are
+/// shared by all tests (built once by images.sh, which serializes itself).
+pub const TEMP_ROOT: &str = "/tmp/rk-e2e";
+
+/// A shell script for a long-running container that stops promptly on TERM
+/// (as PID 1 a shell ignores TERM unless it traps it).
+pub const SLEEPER: &str = "trap 'exit 0' TERM INT; while true; do sleep 1; done";
+
+pub fn repo_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The rkubelet binary cargo built for this test run (the release one under
+/// `cargo test --release`).
+pub fn rkubelet_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_rkubelet"))
+}
+
+fn harness_script() -> PathBuf {
+    repo_dir().join("tests/harness/containerd.sh")
+}
+
+fn in_path(prog: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
+        .unwrap_or(false)
+}
+
+/// These tests need root and a real containerd: fail loudly, never skip.
+pub fn require_prerequisites() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "the e2e tests need root (containerd, mounts, network namespaces); run them as root"
+    );
+    let missing: Vec<&str> = [
+        "containerd",
+        "ctr",
+        "runc",
+        "flock",
+        "setsid",
+        "ip",
+        "timeout",
+    ]
+    .into_iter()
+    .filter(|p| !in_path(p))
+    .collect();
+    assert!(
+        missing.is_empty(),
+        "the e2e tests need {missing:?} in PATH (Debian: apt-get install containerd runc \
+         containernetworking-plugins busybox-static iproute2 iptables; or `make deps`)"
+    );
+    assert!(
+        Path::new("/usr/lib/cni/bridge").exists(),
+        "the e2e tests need the CNI plugins in /usr/lib/cni (apt-get install containernetworking-plugins)"
+    );
+    let bin = rkubelet_bin();
+    assert!(bin.is_file(), "rkubelet binary {} missing", bin.display());
+}
+
+// --- polling -------------------------------------------------------------------
+
+/// Polls `f` every 250 ms until it returns Some, for at most `timeout`.
+pub fn poll<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Polls `f` until it returns Some; panics with `what` after `timeout`.
+pub fn eventually<T>(timeout: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    match poll(timeout, f) {
+        Some(v) => v,
+        None => panic!("timed out after {timeout:?} waiting for: {what}"),
+    }
+}
+
+/// Polls `cond` until true; panics with `what` after `timeout`.
+pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    eventually(timeout, what, || cond().then_some(()));
+}
+
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+// --- manifests -----------------------------------------------------------------
+
+/// A container of a pod manifest.
+#[derive(Clone)]
+pub struct Ctn {
+    pub name: String,
+    pub image: String,
+    pub pull_policy: String,
+    pub script: String,
+    pub mounts: Vec<(String, String)>,
+}
+
+pub fn ctn(name: &str, script: &str) -> Ctn {
+    Ctn {
+        name: name.into(),
+        image: BUSYBOX.into(),
+        pull_policy: "IfNotPresent".into(),
+        script: script.into(),
+        mounts: Vec::new(),
+    }
+}
+
+impl Ctn {
+    pub fn mount(mut self, volume: &str, path: &str) -> Self {
+        self.mounts.push((volume.into(), path.into()));
+        self
+    }
+    pub fn image(mut self, image: &str, pull_policy: &str) -> Self {
+        self.image = image.into();
+        self.pull_policy = pull_policy.into();
+        self
+    }
+}
+
+/// A pod manifest, rendered as YAML by `yaml()`.
+#[derive(Clone)]
+pub struct PodManifest {
+    pub name: String,
+    pub restart_policy: Option<String>,
+    pub init: Vec<Ctn>,
+    pub containers: Vec<Ctn>,
+    pub empty_dirs: Vec<String>,
+    pub grace_seconds: Option<u32>,
+}
+
+pub fn pod(name: &str, containers: Vec<Ctn>) -> PodManifest {
+    PodManifest {
+        name: name.into(),
+        restart_policy: None,
+        init: Vec::new(),
+        containers,
+        empty_dirs: Vec::new(),
+        grace_seconds: Some(5),
+    }
+}
+
+/// YAML double-quoted scalars accept JSON string syntax.
+fn q(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+fn ctn_yaml(out: &mut String, c: &Ctn) {
+    out.push_str(&format!("  - name: {}\n", q(&c.name)));
+    out.push_str(&format!("    image: {}\n", q(&c.image)));
+    out.push_str(&format!("    imagePullPolicy: {}\n", c.pull_policy));
+    out.push_str(&format!(
+        "    command: [\"sh\", \"-c\", {}]\n",
+        q(&c.script)
+    ));
+    if !c.mounts.is_empty() {
+        out.push_str("    volumeMounts:\n");
+        for (v, p) in &c.mounts {
+            out.push_str(&format!(
+                "    - name: {}\n      mountPath: {}\n",
+                q(v),
+                q(p)
+            ));
+        }
+    }
+}
+
+impl PodManifest {
+    pub fn restart_policy(mut self, p: &str) -> Self {
+        self.restart_policy = Some(p.into());
+        self
+    }
+    pub fn init(mut self, c: Vec<Ctn>) -> Self {
+        self.init = c;
+        self
+    }
+    pub fn empty_dir(mut self, name: &str) -> Self {
+        self.empty_dirs.push(name.into());
+        self
+    }
+
+    pub fn full_name(&self) -> String {
+        format!("{}-{NODE}", self.name)
+    }
+
+    pub fn yaml(&self) -> String {
+        let mut y = String::new();
+        y.push_str("apiVersion: v1\nkind: Pod\nmetadata:\n");
+        y.push_str(&format!(
+            "  name: {}\n  namespace: default\n  labels:\n    app: {}\n",
+            q(&self.name),
+            q(&self.name)
+        ));
+        y.push_str("spec:\n");
+        if let Some(p) = &self.restart_policy {
+            y.push_str(&format!("  restartPolicy: {p}\n"));
+        }
+        if let Some(g) = self.grace_seconds {
+            y.push_str(&format!("  terminationGracePeriodSeconds: {g}\n"));
+        }
+        if !self.init.is_empty() {
+            y.push_str("  initContainers:\n");
+            for c in &self.init {
+                ctn_yaml(&mut y, c);
+            }
+        }
+        y.push_str("  containers:\n");
+        for c in &self.containers {
+            ctn_yaml(&mut y, c);
+        }
+        if !self.empty_dirs.is_empty() {
+            y.push_str("  volumes:\n");
+            for v in &self.empty_dirs {
+                y.push_str(&format!("  - name: {}\n    emptyDir: {{}}\n", q(v)));
+            }
+        }
+        y
+    }
+}
+
+// --- the observer ----------------------------------------------------------------
+
+/// The CRI plugin's persisted status of a container
+/// (ROOT/io.containerd.grpc.v1.cri/containers/ID/status), times in ns.
+#[derive(Debug, Clone, Default)]
+pub struct CriStatus {
+    pub created_at: i64,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub exit_code: i64,
+    pub reason: String,
+}
+
+/// One containerd container of the k8s.io namespace, as `ctr` shows it.
+#[derive(Debug, Clone)]
+pub struct Obj {
+    pub id: String,
+    /// "sandbox" or "container" (label io.cri-containerd.kind).
+    pub kind: String,
+    pub labels: BTreeMap<String, String>,
+    /// CRI annotations of an app container (from the CRI plugin's metadata).
+    pub annotations: BTreeMap<String, String>,
+    pub created_at: String,
+    /// A task in state RUNNING.
+    pub running: bool,
+    pub status: Option<CriStatus>,
+}
+
+impl Obj {
+    pub fn label(&self, k: &str) -> Option<&str> {
+        self.labels.get(k).map(String::as_str)
+    }
+    pub fn pod_name(&self) -> &str {
+        self.label("io.kubernetes.pod.name").unwrap_or("")
+    }
+    pub fn pod_uid(&self) -> &str {
+        self.label("io.kubernetes.pod.uid").unwrap_or("")
+    }
+    pub fn container_name(&self) -> &str {
+        self.label("io.kubernetes.container.name").unwrap_or("")
+    }
+    pub fn is_sandbox(&self) -> bool {
+        self.kind == "sandbox"
+    }
+    pub fn is_container(&self) -> bool {
+        self.kind == "container"
+    }
+    pub fn restart_count(&self) -> Option<u32> {
+        self.annotations
+            .get("io.kubernetes.container.restartCount")
+            .and_then(|v| v.parse().ok())
+    }
+}
+
+/// All k8s.io containers at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub objs: Vec<Obj>,
+}
+
+impl Snapshot {
+    pub fn sandboxes(&self, pod: &str) -> Vec<&Obj> {
+        self.objs
+            .iter()
+            .filter(|o| o.is_sandbox() && o.pod_name() == pod)
+            .collect()
+    }
+    pub fn containers(&self, pod: &str) -> Vec<&Obj> {
+        self.objs
+            .iter()
+            .filter(|o| o.is_container() && o.pod_name() == pod)
+            .collect()
+    }
+    /// Instances of one container of a pod.
+    pub fn instances(&self, pod: &str, container: &str) -> Vec<&Obj> {
+        self.objs
+            .iter()
+            .filter(|o| o.is_container() && o.pod_name() == pod && o.container_name() == container)
+            .collect()
+    }
+    /// The one running instance of a container, if any.
+    pub fn running(&self, pod: &str, container: &str) -> Option<&Obj> {
+        self.instances(pod, container)
+            .into_iter()
+            .find(|o| o.running)
+    }
+    pub fn ids(&self) -> HashSet<String> {
+        self.objs.iter().map(|o| o.id.clone()).collect()
+    }
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        for o in &self.objs {
+            s.push_str(&format!(
+                "  {} {:9} pod={} uid={} ctr={} running={} restartCount={:?} exit={:?}\n",
+                &o.id[..12.min(o.id.len())],
+                o.kind,
+                o.pod_name(),
+                o.pod_uid(),
+                o.container_name(),
+                o.running,
+                o.restart_count(),
+                o.status.as_ref().map(|s| (s.exit_code, s.finished_at != 0)),
+            ));
+        }
+        s
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 (protobuf Any values in ctr's JSON).
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for c in s.bytes() {
+        if c == b'=' {
+            break;
+        }
+        if c.is_ascii_whitespace() {
+            continue;
+        }
+        let v = B64.iter().position(|&b| b == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+fn str_map(v: &serde_json::Value) -> BTreeMap<String, String> {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// --- the environment -------------------------------------------------------------
+
+/// One test's world: its containerd, its rkubelet, its directories.
+pub struct Env {
+    pub name: String,
+    pub n: u32,
+    pub dir: PathBuf,
+    pub sock: String,
+    pub manifests: PathBuf,
+    pub pod_logs: PathBuf,
+    pub root: PathBuf,
+    pub config: PathBuf,
+    pub log_path: PathBuf,
+    pub port: u16,
+    kubelet: Option<Child>,
+    started: Instant,
+}
+
+impl Env {
+    /// Starts a private containerd for test number `n` (unique per test:
+    /// it picks the bridge, subnet and healthz port).
+    pub fn new(name: &str, n: u32) -> Env {
+        require_prerequisites();
+        assert!((1..=99).contains(&n));
+        let dir = PathBuf::from(format!("{TEMP_ROOT}/{name}-{}", std::process::id()));
+        let mut env = Env {
+            name: name.into(),
+            n,
+            manifests: dir.join("manifests"),
+            pod_logs: dir.join("pod-logs"),
+            root: dir.join("kubelet"),
+            config: dir.join("kubelet-config.yaml"),
+            log_path: dir.join("rkubelet.log"),
+            sock: String::new(),
+            dir,
+            port: 20000 + n as u16,
+            kubelet: None,
+            started: Instant::now(),
+        };
+        if env.dir.exists() {
+            // A leftover of an earlier run with the same pid.
+            let _ = env.harness("stop");
+            let _ = fs::remove_dir_all(&env.dir);
+        }
+        for d in [&env.dir, &env.manifests, &env.pod_logs, &env.root] {
+            fs::create_dir_all(d).unwrap_or_else(|e| panic!("create {}: {e}", d.display()));
+        }
+        fs::write(
+            &env.config,
+            format!(
+                "apiVersion: kubelet.config.k8s.io/v1beta1\n\
+                 kind: KubeletConfiguration\n\
+                 podLogsDir: {}\n\
+                 fileCheckFrequency: 1s\n\
+                 syncFrequency: 10s\n\
+                 failSwapOn: false\n",
+                env.pod_logs.display()
+            ),
+        )
+        .unwrap();
+        let out = env.harness("start");
+        assert!(
+            out.status.success(),
+            "containerd.sh start {} failed ({}):\n{}",
+            env.dir.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        env.sock = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("CONTAINERD_SOCK="))
+            .unwrap_or_else(|| panic!("containerd.sh start printed no CONTAINERD_SOCK:\n{stdout}"))
+            .trim()
+            .to_string();
+        eprintln!(
+            "[{name}] containerd up at {} ({:?})",
+            env.sock,
+            env.started.elapsed()
+        );
+        env
+    }
+
+    /// Runs `containerd.sh CMD DIR` with this test's bridge/subnet/cache.
+    pub fn harness(&self, cmd: &str) -> Output {
+        Command::new("bash")
+            .arg(harness_script())
+            .arg(cmd)
+            .arg(&self.dir)
+            .env("RKUBELET_IMAGE_CACHE", format!("{TEMP_ROOT}/images"))
+            .env("RKUBELET_CNI_BRIDGE", format!("rke{}", self.n))
+            .env(
+                "RKUBELET_CNI_SUBNET",
+                format!("10.88.{}.0/24", 100 + self.n),
+            )
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("run containerd.sh {cmd}: {e}"))
+    }
+
+    pub fn harness_ok(&self, cmd: &str) {
+        let out = self.harness(cmd);
+        assert!(
+            out.status.success(),
+            "containerd.sh {cmd} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The flags every test passes (plus `extra`).
+    pub fn kubelet_args(&self, extra: &[&str]) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "--config".into(),
+            self.config.display().to_string(),
+            "--pod-manifest-path".into(),
+            self.manifests.display().to_string(),
+            "--container-runtime-endpoint".into(),
+            format!("unix://{}", self.sock),
+            "--root-dir".into(),
+            self.root.display().to_string(),
+            "--hostname-override".into(),
+            NODE.into(),
+            "--healthz-port".into(),
+            self.port.to_string(),
+            "--file-check-frequency".into(),
+            "1s".into(),
+            "--v".into(),
+            "2".into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    }
+
+    fn log_file(&self) -> fs::File {
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .unwrap()
+    }
+
+    /// Starts rkubelet in the background, output appended to rkubelet.log.
+    pub fn start_kubelet(&mut self) {
+        assert!(self.kubelet.is_none(), "rkubelet already started");
+        let mut f = self.log_file();
+        writeln!(
+            f,
+            "===== e2e: starting rkubelet at +{:?} =====",
+            self.started.elapsed()
+        )
+        .unwrap();
+        let child = Command::new(rkubelet_bin())
+            .args(self.kubelet_args(&[]))
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .expect("spawn rkubelet");
+        self.kubelet = Some(child);
+    }
+
+    /// Starts rkubelet and waits for healthz to say ok.
+    pub fn start_kubelet_healthy(&mut self) {
+        self.start_kubelet();
+        self.wait_healthy(secs(20));
+    }
+
+    pub fn wait_healthy(&mut self, timeout: Duration) {
+        let mut last = None;
+        let ok = poll(timeout, || {
+            self.assert_kubelet_alive();
+            last = self.healthz();
+            matches!(&last, Some((200, b)) if b.trim() == "ok").then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "healthz not ok within {timeout:?}; last answer: {last:?}"
+        );
+    }
+
+    /// SIGKILLs rkubelet (containers live on).
+    pub fn kill_kubelet(&mut self) {
+        if let Some(mut c) = self.kubelet.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn kubelet_pid(&self) -> Option<u32> {
+        self.kubelet.as_ref().map(Child::id)
+    }
+
+    pub fn kubelet_exit(&mut self) -> Option<ExitStatus> {
+        self.kubelet
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    pub fn assert_kubelet_alive(&mut self) {
+        if let Some(st) = self.kubelet_exit() {
+            panic!("rkubelet exited unexpectedly: {st}");
+        }
+    }
+
+    /// Runs rkubelet in the foreground with `extra` flags (e.g. --runonce),
+    /// killing it after `timeout`. Returns (exit status or None on timeout,
+    /// stdout); stderr goes to rkubelet.log.
+    pub fn run_kubelet(
+        &self,
+        extra: &[&str],
+        timeout: Duration,
+    ) -> (Option<ExitStatus>, String, Duration) {
+        let stdout_path = self.dir.join("rkubelet.stdout");
+        let mut f = self.log_file();
+        writeln!(f, "===== e2e: running rkubelet {extra:?} =====").unwrap();
+        let start = Instant::now();
+        let mut child = Command::new(rkubelet_bin())
+            .args(self.kubelet_args(extra))
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&stdout_path).unwrap())
+            .stderr(f)
+            .spawn()
+            .expect("spawn rkubelet");
+        let status = poll(timeout, || child.try_wait().ok().flatten());
+        let took = start.elapsed();
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let out = fs::read_to_string(&stdout_path).unwrap_or_default();
+        (status, out, took)
+    }
+
+    // --- manifests
+
+    /// Writes a manifest atomically (a hidden temp file, then rename: the
+    /// file source ignores dot files).
+    pub fn write_manifest(&self, file: &str, content: &str) {
+        let tmp = self.manifests.join(format!(".{file}.tmp"));
+        fs::write(&tmp, content).unwrap();
+        fs::rename(&tmp, self.manifests.join(file)).unwrap();
+    }
+
+    pub fn put_pod(&self, p: &PodManifest) {
+        self.write_manifest(&format!("{}.yaml", p.name), &p.yaml());
+    }
+
+    pub fn remove_manifest(&self, file: &str) {
+        fs::remove_file(self.manifests.join(file)).unwrap();
+    }
+
+    // --- rkubelet's log
+
+    pub fn log(&self) -> String {
+        fs::read(&self.log_path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    pub fn log_lines_with(&self, needle: &str) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(String::from)
+            .collect()
+    }
+
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    // --- healthz
+
+    /// GET /healthz: (status code, body), or None if nothing answers.
+    pub fn healthz(&self) -> Option<(u16, String)> {
+        let addr: SocketAddr = format!("127.0.0.1:{}", self.port).parse().unwrap();
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).ok()?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let code = text.split_whitespace().nth(1)?.parse().ok()?;
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Some((code, body))
+    }
+
+    // --- ctr
+
+    /// `ctr --address SOCK -n k8s.io ARGS`, bounded by `timeout 20`.
+    pub fn ctr(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new("timeout")
+            .args([
+                "20",
+                "ctr",
+                "--address",
+                &self.sock,
+                "--connect-timeout",
+                "3s",
+                "-n",
+                "k8s.io",
+            ])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("run ctr: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "ctr {args:?}: {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    fn cri_status(&self, id: &str) -> Option<CriStatus> {
+        let p = self
+            .dir
+            .join("root/io.containerd.grpc.v1.cri/containers")
+            .join(id)
+            .join("status");
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(p).ok()?).ok()?;
+        let i = |k: &str| v.get(k).and_then(serde_json::Value::as_i64).unwrap_or(0);
+        Some(CriStatus {
+            created_at: i("CreatedAt"),
+            started_at: i("StartedAt"),
+            finished_at: i("FinishedAt"),
+            exit_code: i("ExitCode"),
+            reason: v
+                .get("Reason")
+                .and_then(|r| r.as_str())
+                .unwrap_or("")
+                .into(),
+        })
+    }
+
+    /// Everything in containerd's k8s.io namespace, or the ctr error.
+    pub fn try_snapshot(&self) -> Result<Snapshot, String> {
+        let tasks_out = self.ctr(&["tasks", "ls"])?;
+        let mut tasks: HashMap<String, String> = HashMap::new();
+        for l in tasks_out.lines().skip(1) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() >= 3 {
+                tasks.insert(f[0].to_string(), f[2].to_string());
+            }
+        }
+        let ids = self.ctr(&["containers", "ls", "-q"])?;
+        let mut objs = Vec::new();
+        for id in ids.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            // Removed since the listing: skip it.
+            let Ok(info) = self.ctr(&["containers", "info", id]) else {
+                continue;
+            };
+            let v: serde_json::Value = serde_json::from_str(&info)
+                .map_err(|e| format!("ctr containers info {id}: bad JSON: {e}"))?;
+            let labels = str_map(&v["Labels"]);
+            let kind = labels
+                .get("io.cri-containerd.kind")
+                .cloned()
+                .unwrap_or_default();
+            let mut annotations = BTreeMap::new();
+            if let Some(b64) =
+                v["Extensions"]["io.cri-containerd.container.metadata"]["value"].as_str()
+            {
+                if let Some(meta) = base64_decode(b64)
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                {
+                    annotations = str_map(&meta["Metadata"]["Config"]["annotations"]);
+                }
+            }
+            let status = if kind == "container" {
+                self.cri_status(id)
+            } else {
+                None
+            };
+            objs.push(Obj {
+                id: id.to_string(),
+                running: tasks.get(id).is_some_and(|s| s == "RUNNING"),
+                kind,
+                labels,
+                annotations,
+                created_at: v["CreatedAt"].as_str().unwrap_or("").into(),
+                status,
+            });
+        }
+        Ok(Snapshot { objs })
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.try_snapshot()
+            .unwrap_or_else(|e| panic!("observe containerd: {e}"))
+    }
+
+    /// Waits until every named container of `pod` has a running instance
+    /// (and the pod a running sandbox); returns that snapshot.
+    pub fn wait_running(&mut self, pod: &str, containers: &[&str], timeout: Duration) -> Snapshot {
+        let mut last = Snapshot::default();
+        let got = poll(timeout, || {
+            self.assert_kubelet_alive();
+            let s = self.try_snapshot().ok()?;
+            let ok = s.sandboxes(pod).iter().any(|o| o.running)
+                && containers.iter().all(|c| s.running(pod, c).is_some());
+            last = s.clone();
+            ok.then_some(s)
+        });
+        got.unwrap_or_else(|| {
+            panic!(
+                "pod {pod}: containers {containers:?} not all running within {timeout:?}; containerd has:\n{}",
+                last.summary()
+            )
+        })
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let failed = std::thread::panicking();
+        self.kill_kubelet();
+        if failed {
+            eprintln!(
+                "\n===== [{}] test failed after {:?}; last lines of rkubelet's log ({}) =====",
+                self.name,
+                self.started.elapsed(),
+                self.log_path.display()
+            );
+            eprintln!("{}", self.log_tail(120));
+            if let Ok(s) = self.try_snapshot() {
+                eprintln!(
+                    "===== [{}] containerd objects =====\n{}",
+                    self.name,
+                    s.summary()
+                );
+            }
+            let clog = fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default();
+            let lines: Vec<&str> = clog.lines().collect();
+            eprintln!(
+                "===== [{}] last lines of containerd's log =====\n{}",
+                self.name,
+                lines[lines.len().saturating_sub(25)..].join("\n")
+            );
+            let keep = PathBuf::from(format!(
+                "{TEMP_ROOT}/failed-{}-{}.rkubelet.log",
+                self.name,
+                std::process::id()
+            ));
+            if fs::copy(&self.log_path, &keep).is_ok() {
+                eprintln!(
+                    "===== [{}] full rkubelet log kept at {} =====",
+                    self.name,
+                    keep.display()
+                );
+            }
+        }
+        let out = self.harness("stop");
+        if !out.status.success() {
+            eprintln!(
+                "[{}] containerd.sh stop failed ({}):\n{}",
+                self.name,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        if let Err(e) = fs::remove_dir_all(&self.dir) {
+            eprintln!("[{}] remove {}: {e}", self.name, self.dir.display());
+        }
+    }
+}
+
+pub fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
