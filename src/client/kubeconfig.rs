@@ -1,0 +1,322 @@
+//! Kubeconfig loading (client-go's tools/clientcmd): the current context's
+//! cluster and user, turned into a [`RestConfig`]. Relative file paths are
+//! resolved against the kubeconfig's directory, as clientcmd does. Errors
+//! name the file and the field, e.g.
+//! `kubeconfig /etc/kubernetes/kubelet.conf: users[0].user.client-key-data: invalid base64: ...`.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use serde::Deserialize;
+
+use super::tls::{self, ClientIdentity, ServerTrust};
+use super::{Auth, RestConfig};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct KubeConfig {
+    clusters: Vec<NamedCluster>,
+    users: Vec<NamedUser>,
+    contexts: Vec<NamedContext>,
+    #[serde(rename = "current-context")]
+    current_context: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct NamedCluster {
+    name: String,
+    cluster: Cluster,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+struct Cluster {
+    server: String,
+    certificate_authority: Option<String>,
+    certificate_authority_data: Option<String>,
+    insecure_skip_tls_verify: bool,
+    tls_server_name: Option<String>,
+    proxy_url: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct NamedUser {
+    name: String,
+    user: User,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+struct User {
+    client_certificate: Option<String>,
+    client_certificate_data: Option<String>,
+    client_key: Option<String>,
+    client_key_data: Option<String>,
+    token: Option<String>,
+    #[serde(rename = "tokenFile")]
+    token_file: Option<String>,
+    username: Option<String>,
+    exec: Option<serde_norway::Value>,
+    auth_provider: Option<serde_norway::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct NamedContext {
+    name: String,
+    context: Context,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Context {
+    cluster: String,
+    user: String,
+}
+
+/// A field-level error: the field path and what is wrong with it.
+struct FieldError {
+    field: String,
+    msg: String,
+}
+
+fn field_err(field: impl Into<String>, msg: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        msg: msg.into(),
+    }
+}
+
+/// Reads a kubeconfig file into a RestConfig with client-go's default
+/// QPS/burst and a 30 s timeout (callers set the kubelet's kubeAPIQPS etc.).
+pub fn load(path: impl AsRef<Path>) -> anyhow::Result<RestConfig> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?;
+    let base = path.parent().unwrap_or_else(|| Path::new("."));
+    from_yaml(&text, base).map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))
+}
+
+/// Parses kubeconfig YAML; relative paths resolve against `base_dir`.
+pub fn from_yaml(text: &str, base_dir: &Path) -> anyhow::Result<RestConfig> {
+    let kc: KubeConfig =
+        serde_norway::from_str(text).map_err(|e| anyhow::anyhow!("parsing YAML: {e}"))?;
+    build(&kc, base_dir).map_err(|e| anyhow::anyhow!("{}: {}", e.field, e.msg))
+}
+
+fn build(kc: &KubeConfig, base: &Path) -> Result<RestConfig, FieldError> {
+    let (ctx_idx, ctx) = current_context(kc)?;
+    let (ci, cluster) = find(&kc.clusters, |c| c.name == ctx.cluster).ok_or_else(|| {
+        field_err(
+            format!("contexts[{ctx_idx}].context.cluster"),
+            format!("cluster {:?} not found in clusters", ctx.cluster),
+        )
+    })?;
+    let user = if ctx.user.is_empty() {
+        None
+    } else {
+        let found = find(&kc.users, |u| u.name == ctx.user).ok_or_else(|| {
+            field_err(
+                format!("contexts[{ctx_idx}].context.user"),
+                format!("user {:?} not found in users", ctx.user),
+            )
+        })?;
+        Some(found)
+    };
+
+    let server = server_url(ci, &cluster.cluster)?;
+    let trust = server_trust(ci, &cluster.cluster, base)?;
+    let (identity, auth) = match user {
+        Some((ui, u)) => (
+            client_identity(ui, &u.user, base)?,
+            auth(ui, &u.user, base)?,
+        ),
+        None => (None, Auth::None),
+    };
+    let tls = tls::client_config(trust, identity).map_err(|e| {
+        let field = user.map_or("users".to_string(), |(ui, _)| format!("users[{ui}].user"));
+        field_err(field, format!("building TLS config: {e}"))
+    })?;
+    let mut cfg = RestConfig::new(server);
+    cfg.tls = tls;
+    cfg.auth = auth;
+    Ok(cfg)
+}
+
+fn find<T>(items: &[T], pred: impl Fn(&T) -> bool) -> Option<(usize, &T)> {
+    items.iter().enumerate().find(|(_, t)| pred(t))
+}
+
+fn current_context(kc: &KubeConfig) -> Result<(usize, &Context), FieldError> {
+    if kc.current_context.is_empty() {
+        return Err(field_err("current-context", "not set"));
+    }
+    find(&kc.contexts, |c| c.name == kc.current_context)
+        .map(|(i, c)| (i, &c.context))
+        .ok_or_else(|| {
+            field_err(
+                "current-context",
+                format!("context {:?} not found in contexts", kc.current_context),
+            )
+        })
+}
+
+fn server_url(ci: usize, c: &Cluster) -> Result<String, FieldError> {
+    let field = format!("clusters[{ci}].cluster.server");
+    if c.server.is_empty() {
+        return Err(field_err(field, "not set"));
+    }
+    if !(c.server.starts_with("https://") || c.server.starts_with("http://")) {
+        return Err(field_err(
+            field,
+            format!("{:?} is not an http(s) URL", c.server),
+        ));
+    }
+    if c.tls_server_name.is_some() {
+        log::warn!("clusters[{ci}].cluster.tls-server-name is not supported; the server URL's host is verified");
+    }
+    if c.proxy_url.is_some() {
+        log::warn!("clusters[{ci}].cluster.proxy-url is not supported; connecting directly");
+    }
+    Ok(c.server.trim_end_matches('/').to_string())
+}
+
+fn server_trust(ci: usize, c: &Cluster, base: &Path) -> Result<ServerTrust, FieldError> {
+    let prefix = format!("clusters[{ci}].cluster");
+    let ca = pem_source(
+        &prefix,
+        "certificate-authority",
+        &c.certificate_authority,
+        &c.certificate_authority_data,
+        base,
+    )?;
+    if c.insecure_skip_tls_verify {
+        if ca.is_some() {
+            // client-go refuses this combination too.
+            return Err(field_err(
+                format!("{prefix}.insecure-skip-tls-verify"),
+                "cannot be used together with a certificate authority",
+            ));
+        }
+        log::warn!(
+            "{prefix}.insecure-skip-tls-verify is set: the apiserver's certificate is NOT verified"
+        );
+        return Ok(ServerTrust::Insecure);
+    }
+    match ca {
+        Some((field, pem)) => tls::parse_roots(&pem)
+            .map(ServerTrust::Roots)
+            .map_err(|e| field_err(field, e)),
+        None => Ok(ServerTrust::WebPki),
+    }
+}
+
+fn client_identity(ui: usize, u: &User, base: &Path) -> Result<Option<ClientIdentity>, FieldError> {
+    let prefix = format!("users[{ui}].user");
+    let cert = pem_source(
+        &prefix,
+        "client-certificate",
+        &u.client_certificate,
+        &u.client_certificate_data,
+        base,
+    )?;
+    let key = pem_source(
+        &prefix,
+        "client-key",
+        &u.client_key,
+        &u.client_key_data,
+        base,
+    )?;
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some((field, _)), None) => Err(field_err(
+            field,
+            "set without client-key or client-key-data",
+        )),
+        (None, Some((field, _))) => Err(field_err(
+            field,
+            "set without client-certificate or client-certificate-data",
+        )),
+        (Some((cert_field, cert)), Some((key_field, key))) => Ok(Some(ClientIdentity {
+            certs: tls::parse_certs(&cert).map_err(|e| field_err(cert_field, e))?,
+            key: tls::parse_key(&key).map_err(|e| field_err(key_field, e))?,
+        })),
+    }
+}
+
+fn auth(ui: usize, u: &User, base: &Path) -> Result<Auth, FieldError> {
+    let prefix = format!("users[{ui}].user");
+    if u.exec.is_some() {
+        return Err(field_err(
+            format!("{prefix}.exec"),
+            "exec credential plugins are not supported",
+        ));
+    }
+    if u.auth_provider.is_some() {
+        return Err(field_err(
+            format!("{prefix}.auth-provider"),
+            "auth providers are not supported",
+        ));
+    }
+    if u.username.is_some() {
+        return Err(field_err(
+            format!("{prefix}.username"),
+            "basic authentication is not supported",
+        ));
+    }
+    // client-go: the token file, when set, wins over an inline token.
+    if let Some(file) = non_empty(&u.token_file) {
+        return Ok(Auth::TokenFile(resolve(base, file)));
+    }
+    Ok(non_empty(&u.token).map_or(Auth::None, |t| Auth::Bearer(t.to_string())))
+}
+
+/// The PEM bytes of `NAME` (a file) or `NAME-data` (inline base64), with the
+/// field they came from. Inline data wins when both are set, as in client-go.
+fn pem_source(
+    prefix: &str,
+    name: &str,
+    file: &Option<String>,
+    data: &Option<String>,
+    base: &Path,
+) -> Result<Option<(String, Vec<u8>)>, FieldError> {
+    if let Some(data) = non_empty(data) {
+        let field = format!("{prefix}.{name}-data");
+        if non_empty(file).is_some() {
+            log::warn!("{prefix}: both {name} and {name}-data are set; using {name}-data");
+        }
+        let bytes = decode_base64(data).map_err(|e| field_err(&field, e))?;
+        return Ok(Some((field, bytes)));
+    }
+    let Some(file) = non_empty(file) else {
+        return Ok(None);
+    };
+    let field = format!("{prefix}.{name}");
+    let path = resolve(base, file);
+    let bytes = std::fs::read(&path)
+        .map_err(|e| field_err(&field, format!("reading {}: {e}", path.display())))?;
+    Ok(Some((field, bytes)))
+}
+
+fn decode_base64(data: &str) -> Result<Vec<u8>, String> {
+    let compact: String = data.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .map_err(|e| format!("invalid base64: {e}"))
+}
+
+fn non_empty(s: &Option<String>) -> Option<&str> {
+    s.as_deref().filter(|s| !s.is_empty())
+}
+
+/// clientcmd's ResolvePaths: relative to the kubeconfig's directory.
+fn resolve(base: &Path, file: &str) -> PathBuf {
+    let p = Path::new(file);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}

@@ -1,0 +1,180 @@
+//! TLS for the API client: rustls with the ring provider (the one ureq 2 uses).
+
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+/// A client certificate chain with its private key.
+pub struct ClientIdentity {
+    pub certs: Vec<CertificateDer<'static>>,
+    pub key: PrivateKeyDer<'static>,
+}
+
+/// How the server's certificate is checked.
+pub enum ServerTrust {
+    /// The CA bundle from the kubeconfig.
+    Roots(RootCertStore),
+    /// Mozilla's roots, as when a kubeconfig names no CA (client-go uses the system's).
+    WebPki,
+    /// `insecure-skip-tls-verify`: any certificate is accepted.
+    Insecure,
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Builds the rustls config for [`crate::client::RestConfig::tls`].
+pub fn client_config(
+    trust: ServerTrust,
+    identity: Option<ClientIdentity>,
+) -> Result<Arc<ClientConfig>, rustls::Error> {
+    let provider = provider();
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = match trust {
+        ServerTrust::Roots(roots) => builder.with_root_certificates(roots),
+        ServerTrust::WebPki => builder.with_root_certificates(webpki_roots()),
+        ServerTrust::Insecure => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(provider))),
+    };
+    let config = match identity {
+        Some(id) => builder.with_client_auth_cert(id.certs, id.key)?,
+        None => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(config))
+}
+
+/// The default TLS config: Mozilla roots, no client certificate.
+pub fn default_config() -> Arc<ClientConfig> {
+    static DEFAULT: std::sync::OnceLock<Arc<ClientConfig>> = std::sync::OnceLock::new();
+    DEFAULT
+        .get_or_init(|| {
+            // Not input-dependent: ring supports every default protocol version.
+            let builder = ClientConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()
+                .expect("ring supports the default TLS versions");
+            Arc::new(
+                builder
+                    .with_root_certificates(webpki_roots())
+                    .with_no_client_auth(),
+            )
+        })
+        .clone()
+}
+
+fn webpki_roots() -> RootCertStore {
+    RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    }
+}
+
+/// All certificates in a PEM bundle; an error when there are none.
+pub fn parse_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("invalid PEM: {e}"))?;
+    if certs.is_empty() {
+        return Err("no PEM CERTIFICATE block found".to_string());
+    }
+    Ok(certs)
+}
+
+/// A PKCS#8, PKCS#1 (RSA) or SEC1 (EC) private key in PEM.
+pub fn parse_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => "no PEM private key found".to_string(),
+        e => format!("invalid PEM private key: {e}"),
+    })
+}
+
+/// A root store of every certificate in a PEM bundle.
+pub fn parse_roots(pem: &[u8]) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in parse_certs(pem)? {
+        roots
+            .add(cert)
+            .map_err(|e| format!("invalid CA certificate: {e}"))?;
+    }
+    Ok(roots)
+}
+
+/// The `insecure-skip-tls-verify` verifier: trusts any certificate, but still
+/// checks the handshake signatures so the session keys belong to that certificate.
+#[derive(Debug)]
+struct AcceptAnyServerCert(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyServerCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The socket of a watch connection, kept so dropping the stream can shut the
+/// connection down and wake its reader thread at once.
+pub(crate) type SocketSlot = Arc<Mutex<Option<TcpStream>>>;
+
+/// ureq's rustls connector, plus a clone of the TCP socket put in `slot`.
+/// ureq 2 exposes the socket nowhere else.
+pub(crate) struct CapturingConnector {
+    pub(crate) tls: Arc<ClientConfig>,
+    pub(crate) slot: SocketSlot,
+}
+
+impl ureq::TlsConnector for CapturingConnector {
+    fn connect(
+        &self,
+        dns_name: &str,
+        io: Box<dyn ureq::ReadWrite>,
+    ) -> Result<Box<dyn ureq::ReadWrite>, ureq::Error> {
+        if let Some(sock) = io.socket().and_then(|s| s.try_clone().ok()) {
+            *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(sock);
+        }
+        ureq::TlsConnector::connect(&self.tls, dns_name, io)
+    }
+}
