@@ -12,14 +12,20 @@ use anyhow::{bail, Context};
 use crossbeam_channel::{Receiver, Sender};
 use nix::sys::signal::{SigSet, Signal};
 
+use std::sync::RwLock;
+
+use k8s_openapi::api::core::v1::Node;
+
+use crate::client::{kubeconfig, paths, start_reflector, Client, ReflectorEvent};
 use crate::config::{self as podconfig, PodConfig};
 use crate::container::cache::Cache;
 use crate::cri::RemoteRuntime;
 use crate::events::LogRecorder;
-use crate::kubelet::{Kubelet, LoopChannels, Settings};
+use crate::kubelet::{ClusterDeps, Kubelet, LoopChannels, Settings};
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags, LoadError};
 use crate::kuberuntime::{KubeRuntimeManager, RuntimeManagerConfig};
 use crate::pleg::GenericPleg;
+use crate::pod::mirror_client::{MirrorClient, NodeUid};
 use crate::server::healthz::{Healthz, NamedCheck};
 use crate::types;
 
@@ -123,11 +129,8 @@ fn shutdown_on_signals() -> anyhow::Result<Receiver<()>> {
 
 fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i32> {
     let node = node_name(flags)?;
-    if flags.kubeconfig.is_some() {
-        log::warn!(
-            "--kubeconfig given, but API server mode is not implemented yet; running standalone"
-        );
-    } else {
+    let client = api_client(flags, config)?;
+    if client.is_none() {
         log::info!(
             "no API server defined: running in standalone mode, no node status will be sent"
         );
@@ -175,13 +178,27 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     let cache = Arc::new(Cache::new());
     let (pleg, pleg_rx) = GenericPleg::new(Arc::clone(&manager), Arc::clone(&cache));
     let pc = Arc::clone(&pod_config);
+    let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
+    let cluster = client.as_ref().map(|c| ClusterDeps {
+        mirror_client: Arc::new(MirrorClient::new(
+            c.clone(),
+            node.clone(),
+            node_uid(&node_object),
+        )),
+        node: Arc::clone(&node_object),
+    });
     let kubelet = Kubelet::new(
         settings,
         manager,
         pleg,
         cache,
         Box::new(move |seen| pc.seen_all_sources(seen)),
+        cluster,
     );
+    let _cluster_threads = match &client {
+        Some(c) => start_cluster_modules(c, &node, &kubelet, &pod_config, &shutdown)?,
+        None => Vec::new(),
+    };
 
     let _healthz = start_healthz(config, &kubelet, &shutdown)?;
     if flags.runonce {
@@ -197,6 +214,80 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     });
     log::info!("sync loop stopped; exiting");
     Ok(0)
+}
+
+/// The API client when --kubeconfig is given, with kubeAPIQPS/kubeAPIBurst.
+fn api_client(
+    flags: &KubeletFlags,
+    config: &KubeletConfiguration,
+) -> anyhow::Result<Option<Client>> {
+    let Some(path) = &flags.kubeconfig else {
+        return Ok(None);
+    };
+    let mut rest = kubeconfig::load(path)?;
+    rest.qps = config.kube_api_qps as f32;
+    rest.burst = u32::try_from(config.kube_api_burst).unwrap_or(0);
+    log::info!("API server {} (kubeconfig {})", rest.server, path.display());
+    Client::new(rest).map(Some)
+}
+
+/// The node's UID, once its Node object has been seen.
+fn node_uid(node: &Arc<RwLock<Option<Node>>>) -> NodeUid {
+    let node = Arc::clone(node);
+    Arc::new(move || {
+        let n = node.read().unwrap_or_else(|e| e.into_inner());
+        n.as_ref().and_then(|n| n.metadata.uid.clone())
+    })
+}
+
+/// What runs only with an API server: the pod source for pods bound to
+/// this node, the Node reflector, and the status manager's API sync.
+fn start_cluster_modules(
+    client: &Client,
+    node: &str,
+    kubelet: &Arc<Kubelet>,
+    pod_config: &PodConfig,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    handles.push(
+        podconfig::start_api_source(
+            client.clone(),
+            node,
+            pod_config.channel(types::API_SOURCE),
+            shutdown.clone(),
+        )
+        .context("start the API pod source")?,
+    );
+    let holder = Arc::clone(&kubelet.node);
+    let node_path = paths::with_query(
+        &paths::nodes(),
+        &[("fieldSelector", &format!("metadata.name={node}"))],
+    );
+    handles.push(
+        start_reflector(
+            "api-node",
+            client.clone(),
+            node_path,
+            Box::new(move |e: ReflectorEvent<Node>| {
+                let mut slot = holder.write().unwrap_or_else(|e| e.into_inner());
+                match e {
+                    ReflectorEvent::Replace(mut nodes) => *slot = nodes.pop(),
+                    ReflectorEvent::Added(n) | ReflectorEvent::Modified(n) => *slot = Some(n),
+                    ReflectorEvent::Deleted(_) => *slot = None,
+                }
+            }),
+            shutdown.clone(),
+        )
+        .context("start the Node reflector")?,
+    );
+    handles.push(
+        kubelet
+            .status_manager
+            .start(client.clone(), shutdown.clone())
+            .context("start the status manager")?,
+    );
+    Ok(handles)
 }
 
 fn start_sources(

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
+
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, tick, Receiver};
@@ -12,7 +13,10 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::container::cache::Cache;
 use crate::container::{ContainerState, PodStatus, RuntimePod};
 use crate::kuberuntime::{sandbox, KubeRuntimeManager, SyncError};
+use crate::lifecycle::admission;
 use crate::pleg::{EventType as PlegEvent, GenericPleg, PodLifecycleEvent};
+use crate::pod::mirror_client::MirrorClient;
+use crate::pod::{is_mirror_pod_of, PodManager};
 use crate::podutil::PodExt;
 use crate::podworkers::{
     PodSyncer, PodWorkers, SyncFailure, UpdatePodOptions, UpdateType, WORKER_BACKOFF,
@@ -20,9 +24,10 @@ use crate::podworkers::{
 use crate::prober::{ProbeResult, ResultUpdate};
 use crate::status::generate::{generate_api_pod_status, StatusContext};
 use crate::status::StatusManager;
-use crate::types::{PodOperation, PodUpdate};
+use crate::types::{is_mirror_pod, is_static_pod, PodOperation, PodUpdate};
 use crate::util::backoff::Exponential;
 use crate::util::workqueue::WorkQueue;
+use k8s_openapi::api::core::v1::Node;
 
 pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
 pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
@@ -41,52 +46,6 @@ pub struct Settings {
     pub sync_frequency: Duration,
     pub max_pods: usize,
     pub pod_workers: usize,
-}
-
-/// The desired pods, by UID (upstream pod manager).
-#[derive(Default)]
-pub struct PodManager {
-    pods: RwLock<HashMap<String, Pod>>,
-}
-
-impl PodManager {
-    pub fn add_or_update(&self, pod: Pod) {
-        let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
-        pods.insert(pod.uid().to_string(), pod);
-    }
-
-    pub fn remove(&self, uid: &str) {
-        self.pods
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
-    }
-
-    pub fn get(&self, uid: &str) -> Option<Pod> {
-        self.pods
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(uid)
-            .cloned()
-    }
-
-    pub fn uids(&self) -> HashSet<String> {
-        self.pods
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
-    }
-
-    pub fn pods(&self) -> Vec<Pod> {
-        self.pods
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
-    }
 }
 
 #[derive(Default)]
@@ -176,6 +135,9 @@ impl RuntimeState {
 pub struct Syncer {
     pub runtime: Arc<KubeRuntimeManager>,
     pub status_manager: Arc<StatusManager>,
+    pub pod_manager: Arc<PodManager>,
+    /// With an API server: keeps each static pod's mirror pod in place.
+    pub mirror_client: Option<Arc<MirrorClient>>,
     pub runtime_state: Arc<RuntimeState>,
     pub settings: Settings,
     /// Containers whose liveness probe failed, by container ID.
@@ -185,10 +147,12 @@ pub struct Syncer {
 impl Syncer {
     /// Regenerates the pod's API status from a runtime status.
     pub fn refresh_status(&self, pod: &Pod, status: &PodStatus) {
-        self.update_status(pod, status);
+        self.update_status(pod, status, false);
     }
 
-    fn update_status(&self, pod: &Pod, status: &PodStatus) -> String {
+    /// `terminal`: the kubelet has stopped the pod for good, so its phase
+    /// is final (Succeeded or Failed), as upstream's podIsTerminal.
+    fn update_status(&self, pod: &Pod, status: &PodStatus, terminal: bool) -> String {
         let uid = pod.uid().to_string();
         let runtime = Arc::clone(&self.runtime);
         let waiting = move |c: &str| runtime.waiting_reason(&uid, c);
@@ -198,13 +162,51 @@ impl Syncer {
             host_ip: self.settings.node_ip.as_deref(),
             waiting_reason: &waiting,
             is_ready: &|_| true,
+            pod_is_terminal: terminal,
         };
-        let api_status = generate_api_pod_status(pod, status, &ctx);
+        let mut api_status = generate_api_pod_status(pod, status, &ctx);
+        // A terminal phase is final (upstream: never transition back).
+        let previous = self
+            .status_manager
+            .get(pod.uid())
+            .or_else(|| pod.status.clone())
+            .and_then(|s| s.phase);
+        if let Some(prev) = previous.filter(|p| p == "Failed" || p == "Succeeded") {
+            api_status.phase = Some(prev);
+        }
         let phase = api_status.phase.clone().unwrap_or_default();
         if self.status_manager.set_pod_status(pod, api_status) {
             log::debug!("pod {}: status updated, phase {phase}", pod.full_name());
         }
         phase
+    }
+
+    /// Upstream syncPod's mirror pod step: a stale or deleted mirror pod is
+    /// removed, and a missing one created. Failures are retried by the next
+    /// sync; they never stop the static pod from running.
+    fn ensure_mirror_pod(&self, pod: &Pod) {
+        let Some(mc) = &self.mirror_client else {
+            return;
+        };
+        let mut missing = true;
+        if let Some(mirror) = self.pod_manager.mirror_of(pod) {
+            missing = false;
+            if mirror.is_being_deleted() || !is_mirror_pod_of(&mirror, pod) {
+                log::info!(
+                    "mirror pod of {} is stale; deleting it",
+                    pod.namespaced_name()
+                );
+                match mc.delete_mirror_pod(&mirror) {
+                    Ok(deleted) => missing = deleted,
+                    Err(e) => log::warn!("delete mirror pod: {e}"),
+                }
+            }
+        }
+        if missing {
+            if let Err(e) = mc.create_mirror_pod(pod) {
+                log::warn!("create mirror pod for {}: {e}", pod.namespaced_name());
+            }
+        }
     }
 
     fn make_pod_dirs(&self, pod: &Pod) -> std::io::Result<()> {
@@ -262,7 +264,7 @@ impl PodSyncer for Syncer {
         status: &PodStatus,
     ) -> Result<bool, SyncFailure> {
         log::debug!("pod {}: sync ({update:?})", pod.full_name());
-        let phase = self.update_status(pod, status);
+        let phase = self.update_status(pod, status, false);
         if phase == "Succeeded" || phase == "Failed" {
             log::info!("pod {} reached phase {phase}", pod.full_name());
             return Ok(true);
@@ -271,10 +273,13 @@ impl PodSyncer for Syncer {
             message: format!("create pod directories: {e}"),
             retry_after: WORKER_BACKOFF,
         })?;
+        if is_static_pod(pod) {
+            self.ensure_mirror_pod(pod);
+        }
         let liveness = self.liveness_failures(status);
         let errors = self.runtime.sync_pod(pod, status, &liveness);
         // Record the reasons the sync found (CrashLoopBackOff, ...) now.
-        self.update_status(pod, status);
+        self.update_status(pod, status, false);
         if errors.is_empty() {
             Ok(false)
         } else {
@@ -301,7 +306,7 @@ impl PodSyncer for Syncer {
                 .runtime
                 .get_pod_status(pod.uid(), pod.name(), pod.namespace())
             {
-                self.update_status(pod, &fresh);
+                self.update_status(pod, &fresh, pod.is_being_deleted());
             }
         }
         Ok(())
@@ -368,6 +373,16 @@ pub struct Kubelet {
     seen_sources: Mutex<HashSet<String>>,
     /// Whether every configured source has delivered (PodConfig).
     sources_ready: Box<dyn Fn(&[String]) -> bool + Send + Sync>,
+    /// This node's Node object, when there is an API server (admission
+    /// checks labels and allocatable against it).
+    pub node: Arc<RwLock<Option<Node>>>,
+}
+
+/// What cluster mode adds to the kubelet.
+pub struct ClusterDeps {
+    pub mirror_client: Arc<MirrorClient>,
+    /// Filled by the Node reflector.
+    pub node: Arc<RwLock<Option<Node>>>,
 }
 
 impl Kubelet {
@@ -378,13 +393,20 @@ impl Kubelet {
         pleg: Arc<GenericPleg>,
         cache: Arc<Cache>,
         sources_ready: Box<dyn Fn(&[String]) -> bool + Send + Sync>,
+        cluster: Option<ClusterDeps>,
     ) -> Arc<Self> {
         let status_manager = Arc::new(StatusManager::new());
+        let pod_manager = Arc::new(PodManager::default());
+        let node = cluster
+            .as_ref()
+            .map_or_else(|| Arc::new(RwLock::new(None)), |c| Arc::clone(&c.node));
         let runtime_state = Arc::new(RuntimeState::default());
         let work_queue = Arc::new(WorkQueue::new());
         let syncer = Arc::new(Syncer {
             runtime: Arc::clone(&runtime),
             status_manager: Arc::clone(&status_manager),
+            pod_manager: Arc::clone(&pod_manager),
+            mirror_client: cluster.map(|c| c.mirror_client),
             runtime_state: Arc::clone(&runtime_state),
             settings: settings.clone(),
             liveness_failed: Mutex::new(HashSet::new()),
@@ -401,7 +423,7 @@ impl Kubelet {
             cache,
             pleg,
             pod_workers,
-            pod_manager: Arc::new(PodManager::default()),
+            pod_manager,
             status_manager,
             work_queue,
             runtime_state,
@@ -409,6 +431,7 @@ impl Kubelet {
             sync_loop_monitor: Mutex::new(None),
             seen_sources: Mutex::new(HashSet::new()),
             sources_ready,
+            node,
         })
     }
 
@@ -595,22 +618,6 @@ impl Kubelet {
         }
     }
 
-    fn active_pod_count(&self) -> usize {
-        self.pod_manager
-            .pods()
-            .iter()
-            .filter(|p| {
-                let uid = p.uid();
-                let rejected = self
-                    .status_manager
-                    .get(uid)
-                    .and_then(|s| s.phase)
-                    .is_some_and(|ph| ph == "Failed" || ph == "Succeeded");
-                !rejected && self.pod_workers.is_known(uid)
-            })
-            .count()
-    }
-
     fn handle_pod_additions(&self, mut pods: Vec<Pod>) {
         pods.sort_by(|a, b| {
             a.metadata
@@ -618,10 +625,17 @@ impl Kubelet {
                 .cmp(&b.metadata.creation_timestamp)
         });
         for pod in pods {
+            if is_mirror_pod(&pod) {
+                self.handle_mirror_pod(pod);
+                continue;
+            }
             self.pod_manager.add_or_update(pod.clone());
-            if !pod.is_being_deleted() {
-                if let Err((reason, message)) = self.can_admit_pod(&pod) {
-                    self.reject_pod(&pod, reason, &message);
+            if !pod.is_being_deleted() && !self.pod_workers.is_known(pod.uid()) {
+                let active = self.active_pods();
+                let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
+                let max_pods = self.settings.max_pods as i64;
+                if let Err(r) = admission::admit(&pod, &active, node.as_ref(), max_pods) {
+                    self.reject_pod(&pod, &r.reason, &r.message);
                     continue;
                 }
             }
@@ -629,22 +643,30 @@ impl Kubelet {
         }
     }
 
-    /// Admission (upstream canAdmitPod); standalone only the pod count.
-    fn can_admit_pod(&self, pod: &Pod) -> Result<(), (&'static str, String)> {
-        if self.pod_workers.is_known(pod.uid()) {
-            return Ok(());
+    /// A mirror pod changed in the API: track it and let its static pod's
+    /// sync recreate or fix it (upstream handleMirrorPod).
+    fn handle_mirror_pod(&self, mirror: Pod) {
+        self.pod_manager.add_or_update_mirror(mirror.clone());
+        if let Some(static_pod) = self.pod_manager.get_by_full_name(&mirror.full_name()) {
+            self.dispatch(static_pod, UpdateType::Sync);
         }
-        let used = self.active_pod_count();
-        if used >= self.settings.max_pods {
-            return Err((
-                "OutOfpods",
-                format!(
-                    "Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {}",
-                    self.settings.max_pods
-                ),
-            ));
-        }
-        Ok(())
+    }
+
+    /// Pods admitted and not finished: what admission counts against.
+    fn active_pods(&self) -> Vec<Pod> {
+        self.pod_manager
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                let uid = p.uid();
+                let terminal = self
+                    .status_manager
+                    .get(uid)
+                    .and_then(|s| s.phase)
+                    .is_some_and(|ph| ph == "Failed" || ph == "Succeeded");
+                !terminal && self.pod_workers.is_known(uid) && !p.is_being_deleted()
+            })
+            .collect()
     }
 
     fn reject_pod(&self, pod: &Pod, reason: &str, message: &str) {
@@ -660,6 +682,10 @@ impl Kubelet {
 
     fn handle_pod_updates(&self, pods: Vec<Pod>) {
         for pod in pods {
+            if is_mirror_pod(&pod) {
+                self.handle_mirror_pod(pod);
+                continue;
+            }
             self.pod_manager.add_or_update(pod.clone());
             self.dispatch(pod, UpdateType::Update);
         }
@@ -667,6 +693,13 @@ impl Kubelet {
 
     fn handle_pod_removes(&self, pods: Vec<Pod>) {
         for pod in pods {
+            if is_mirror_pod(&pod) {
+                self.pod_manager.remove_mirror(&pod);
+                if let Some(static_pod) = self.pod_manager.get_by_full_name(&pod.full_name()) {
+                    self.dispatch(static_pod, UpdateType::Sync);
+                }
+                continue;
+            }
             self.pod_manager.remove(pod.uid());
             self.pod_workers.update_pod(UpdatePodOptions {
                 update_type: UpdateType::Kill,
@@ -735,6 +768,30 @@ impl Kubelet {
         });
     }
 
+    /// Mirror pods whose static pod is gone are removed from the API once
+    /// the static pod has stopped (upstream deleteOrphanedMirrorPods).
+    fn delete_orphaned_mirror_pods(&self) {
+        let Some(mc) = &self.syncer.mirror_client else {
+            return;
+        };
+        for mirror in self.pod_manager.orphaned_mirrors() {
+            let still_stopping = self.pod_workers.is_known(
+                mirror
+                    .annotation(crate::types::CONFIG_MIRROR_ANNOTATION)
+                    .unwrap_or(""),
+            );
+            if still_stopping {
+                continue;
+            }
+            if let Err(e) = mc.delete_mirror_pod(&mirror) {
+                log::warn!(
+                    "delete orphaned mirror pod {}: {e}",
+                    mirror.namespaced_name()
+                );
+            }
+        }
+    }
+
     /// Housekeeping (upstream HandlePodCleanups): stop workers of pods no
     /// longer wanted, forget finished ones, and kill runtime pods that no
     /// source wants (left over from before a restart).
@@ -745,6 +802,7 @@ impl Kubelet {
             self.cache.delete(&uid);
             self.runtime.forget_pod(&uid);
         }
+        self.delete_orphaned_mirror_pods();
         for rp in self.pleg.running_pods().iter() {
             if desired.contains(&rp.uid) || self.pod_workers.is_known(&rp.uid) {
                 continue;

@@ -1,6 +1,7 @@
 //! rkubelet: a synchronous, thread-per-module Kubernetes node agent.
 
 mod app;
+mod client;
 mod config;
 mod container;
 mod cri;
@@ -8,7 +9,9 @@ mod events;
 mod kubelet;
 mod kubeletconfig;
 mod kuberuntime;
+mod lifecycle;
 mod pleg;
+mod pod;
 mod podutil;
 mod podworkers;
 mod prober;

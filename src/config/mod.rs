@@ -2,6 +2,7 @@
 //! snapshots into incremental updates (upstream pkg/kubelet/config, config.go
 //! in PodConfigNotificationIncremental mode).
 
+pub mod apiserver;
 pub mod common;
 pub mod file;
 pub mod http;
@@ -26,6 +27,7 @@ use crate::types::{
     CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
 };
 
+pub use apiserver::start_api_source;
 pub use file::start_file_source;
 pub use http::start_http_source;
 

@@ -20,6 +20,8 @@ pub struct StatusContext<'a> {
     pub waiting_reason: &'a dyn Fn(&str) -> Option<(String, String)>,
     /// Whether a running container passes its readiness probe.
     pub is_ready: &'a dyn Fn(&str) -> bool,
+    /// The kubelet stopped the pod for good: its phase is final.
+    pub pod_is_terminal: bool,
 }
 
 pub fn generate_api_pod_status(
@@ -29,7 +31,7 @@ pub fn generate_api_pod_status(
 ) -> api::PodStatus {
     let init_statuses = container_statuses(pod, pod.init_containers(), status, ctx);
     let statuses = container_statuses(pod, pod.containers(), status, ctx);
-    let phase = phase(pod, &init_statuses, &statuses);
+    let phase = phase(pod, &init_statuses, &statuses, ctx.pod_is_terminal);
     let pod_ips = if pod.is_host_network() {
         ctx.host_ip
             .map(|ip| vec![ip.to_string()])
@@ -187,6 +189,7 @@ fn phase(
     pod: &api::Pod,
     inits: &[api::ContainerStatus],
     apps: &[api::ContainerStatus],
+    terminal: bool,
 ) -> &'static str {
     let (mut pending_init, mut failed_init) = (0, 0);
     for s in inits {
@@ -227,6 +230,13 @@ fn phase(
         return "Running";
     }
     if running == 0 && stopped > 0 && unknown == 0 {
+        if terminal {
+            return if stopped == succeeded {
+                "Succeeded"
+            } else {
+                "Failed"
+            };
+        }
         return match policy {
             RestartPolicy::Always => "Running",
             RestartPolicy::OnFailure if stopped == succeeded => "Succeeded",
@@ -360,6 +370,7 @@ mod tests {
             host_ip: Some("192.0.2.1"),
             waiting_reason: &waiting,
             is_ready: &|_| true,
+            pod_is_terminal: false,
         };
         generate_api_pod_status(p, st, &ctx)
     }

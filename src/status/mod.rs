@@ -1,22 +1,75 @@
 //! The status manager (upstream `pkg/kubelet/status`): the latest API
 //! status of every pod, with the bookkeeping the API expects (startTime,
-//! condition transition times that only move on a real transition).
-//! Standalone there is nothing to push it to; the cluster mode's API sync
-//! reads from here.
+//! condition transition times that only move on a real transition), and,
+//! with an API server, a thread that PATCHes each pod's `status`
+//! subresource when its status changed and deletes pods whose graceful
+//! deletion the kubelet has finished.
 
 pub mod generate;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
 
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Preconditions};
+use serde_json::{json, Value};
 
+use crate::client::{paths, Client, PatchType};
 use crate::podutil::PodExt;
+use crate::types::{is_mirror_pod, is_static_pod, CONFIG_MIRROR_ANNOTATION};
+use crate::util::strategicpatch;
+
+/// Upstream's syncPeriod: every status is checked against the API this often.
+const SYNC_PERIOD: Duration = Duration::from_secs(10);
+/// Upstream's podStatusChannel capacity.
+const CHANNEL_CAPACITY: usize = 1000;
+/// The conditions the kubelet owns; the others (PodScheduled, ...) belong
+/// to other writers and are kept from the API's copy.
+const KUBELET_CONDITIONS: &[&str] = &[
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+];
+
+struct Entry {
+    status: PodStatus,
+    /// Bumped on every change; the API copy is current when it has seen it.
+    version: u64,
+    name: String,
+    namespace: String,
+    /// A static pod's status goes to its mirror pod.
+    is_static: bool,
+    /// The pod is being deleted and the kubelet has stopped it: remove it
+    /// from the API.
+    delete: bool,
+}
 
 #[derive(Default)]
+struct Inner {
+    pods: HashMap<String, Entry>,
+    /// The version of each pod's status the API server has.
+    api_versions: HashMap<String, u64>,
+}
+
 pub struct StatusManager {
-    statuses: Mutex<HashMap<String, PodStatus>>,
+    inner: Mutex<Inner>,
+    notify: Sender<String>,
+    notified: Receiver<String>,
+}
+
+impl Default for StatusManager {
+    fn default() -> Self {
+        let (notify, notified) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+        StatusManager {
+            inner: Mutex::new(Inner::default()),
+            notify,
+            notified,
+        }
+    }
 }
 
 impl StatusManager {
@@ -24,14 +77,15 @@ impl StatusManager {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PodStatus>> {
-        self.statuses.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stores a freshly generated status; returns whether it changed.
     pub fn set_pod_status(&self, pod: &Pod, mut status: PodStatus) -> bool {
-        let mut all = self.lock();
-        let old = all.get(pod.uid());
+        let uid = pod.uid().to_string();
+        let mut inner = self.lock();
+        let old = inner.pods.get(&uid).map(|e| &e.status);
         status.start_time = old
             .and_then(|o| o.start_time.clone())
             .or_else(|| generate::to_time(SystemTime::now()));
@@ -39,17 +93,206 @@ impl StatusManager {
         if old == Some(&status) {
             return false;
         }
-        all.insert(pod.uid().to_string(), status);
+        let version = inner.pods.get(&uid).map_or(1, |e| e.version + 1);
+        let delete = inner.pods.get(&uid).is_some_and(|e| e.delete);
+        inner.pods.insert(
+            uid.clone(),
+            Entry {
+                status,
+                version,
+                name: pod.name().to_string(),
+                namespace: pod.namespace().to_string(),
+                is_static: is_static_pod(pod),
+                delete,
+            },
+        );
+        drop(inner);
+        self.wake(uid);
         true
     }
 
+    /// The kubelet has stopped everything of a pod being deleted: the API
+    /// object can go (upstream canBeDeleted).
+    pub fn mark_for_deletion(&self, uid: &str) {
+        let mut inner = self.lock();
+        let Some(e) = inner.pods.get_mut(uid) else {
+            return;
+        };
+        if e.is_static || e.delete {
+            return;
+        }
+        e.delete = true;
+        drop(inner);
+        self.wake(uid.to_string());
+    }
+
+    fn wake(&self, uid: String) {
+        if let Err(TrySendError::Full(_)) = self.notify.try_send(uid) {
+            log::debug!("status manager: channel full; the periodic sync will catch up");
+        }
+    }
+
     pub fn get(&self, uid: &str) -> Option<PodStatus> {
-        self.lock().get(uid).cloned()
+        self.lock().pods.get(uid).map(|e| e.status.clone())
     }
 
     pub fn remove(&self, uid: &str) {
-        self.lock().remove(uid);
+        let mut inner = self.lock();
+        inner.pods.remove(uid);
+        inner.api_versions.remove(uid);
     }
+
+    /// Syncs statuses to the API server from a thread named
+    /// "status-manager" until `shutdown` closes.
+    pub fn start(
+        self: &Arc<Self>,
+        client: Client,
+        shutdown: Receiver<()>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let me = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("status-manager".into())
+            .spawn(move || {
+                let ticker = crossbeam_channel::tick(SYNC_PERIOD);
+                loop {
+                    crossbeam_channel::select! {
+                        recv(me.notified) -> uid => if let Ok(uid) = uid { me.sync_pod(&client, &uid) },
+                        recv(ticker) -> _ => me.sync_batch(&client),
+                        recv(shutdown) -> _ => return,
+                    }
+                }
+            })
+    }
+
+    fn sync_batch(&self, client: &Client) {
+        let due: Vec<String> = {
+            let inner = self.lock();
+            inner
+                .pods
+                .iter()
+                .filter(|(uid, e)| {
+                    e.delete || inner.api_versions.get(*uid).is_none_or(|v| *v < e.version)
+                })
+                .map(|(uid, _)| uid.clone())
+                .collect()
+        };
+        for uid in due {
+            self.sync_pod(client, &uid);
+        }
+    }
+
+    /// Brings one pod's API status up to date (upstream syncPod).
+    fn sync_pod(&self, client: &Client, uid: &str) {
+        let (status, version, name, namespace, is_static, delete) = {
+            let inner = self.lock();
+            let Some(e) = inner.pods.get(uid) else { return };
+            if !e.delete && inner.api_versions.get(uid).is_some_and(|v| *v >= e.version) {
+                return;
+            }
+            (
+                e.status.clone(),
+                e.version,
+                e.name.clone(),
+                e.namespace.clone(),
+                e.is_static,
+                e.delete,
+            )
+        };
+        let api_pod: Pod = match client.get(&paths::pod(&namespace, &name)) {
+            Ok(p) => p,
+            Err(e) if e.is_not_found() => {
+                log::debug!("status manager: pod {namespace}/{name} not found in the API; nothing to update");
+                return;
+            }
+            Err(e) => {
+                log::warn!("status manager: {e}");
+                return;
+            }
+        };
+        if !same_pod(&api_pod, uid, is_static) {
+            log::debug!("status manager: pod {namespace}/{name} in the API is not {uid}; skipping");
+            return;
+        }
+        let merged = merge_pod_status(api_pod.status.as_ref(), status);
+        let patch = status_patch(&api_pod, &merged);
+        if patch != json!({"metadata": {"uid": api_pod.uid()}}) {
+            let path = paths::pod_status(&namespace, &name);
+            if let Err(e) = client.patch::<Pod>(&path, PatchType::StrategicMerge, &patch) {
+                log::warn!("status manager: {e}");
+                return;
+            }
+            log::debug!("status manager: patched status of {namespace}/{name}");
+        }
+        self.lock().api_versions.insert(uid.to_string(), version);
+        if delete && api_pod.is_being_deleted() && !is_mirror_pod(&api_pod) {
+            self.delete_pod(client, &api_pod);
+        }
+    }
+
+    /// Removes a pod whose graceful deletion the kubelet has completed:
+    /// grace period 0, guarded by its UID (upstream).
+    fn delete_pod(&self, client: &Client, pod: &Pod) {
+        let opts = DeleteOptions {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(pod.uid().to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match client.delete(&paths::pod(pod.namespace(), pod.name()), &opts) {
+            Ok(()) => {
+                log::info!(
+                    "pod {} fully terminated and removed from the API",
+                    pod.namespaced_name()
+                );
+                if let Some(e) = self.lock().pods.get_mut(pod.uid()) {
+                    e.delete = false;
+                }
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => log::warn!("status manager: {e}"),
+        }
+    }
+}
+
+/// Whether the API object is the pod the status belongs to: the same UID,
+/// or for a static pod its mirror pod.
+fn same_pod(api_pod: &Pod, uid: &str, is_static: bool) -> bool {
+    if is_static {
+        api_pod.annotation(CONFIG_MIRROR_ANNOTATION) == Some(uid)
+    } else {
+        api_pod.uid() == uid
+    }
+}
+
+/// Keeps the conditions other writers own (upstream mergePodStatus).
+fn merge_pod_status(old: Option<&PodStatus>, mut new: PodStatus) -> PodStatus {
+    let owned = |t: &str| KUBELET_CONDITIONS.contains(&t);
+    let mut conditions: Vec<_> = old
+        .and_then(|o| o.conditions.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| !owned(&c.type_))
+        .collect();
+    conditions.extend(
+        new.conditions
+            .take()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| owned(&c.type_)),
+    );
+    new.conditions = Some(conditions);
+    new
+}
+
+/// The PATCH body for `pods/status`: a two-way strategic merge patch with
+/// the pod's UID as a precondition (only the new side carries it, so it
+/// always appears in the patch, as upstream does).
+fn status_patch(api_pod: &Pod, merged: &PodStatus) -> Value {
+    let old = json!({"status": api_pod.status});
+    let new = json!({"metadata": {"uid": api_pod.uid()}, "status": merged});
+    strategicpatch::two_way(&old, &new, strategicpatch::kubelet_merge_keys)
 }
 
 /// A condition whose status did not change keeps its old transition time.
@@ -64,5 +307,92 @@ fn keep_transition_times(old: Option<&PodStatus>, new: &mut PodStatus) {
         {
             c.last_transition_time = prev.last_transition_time.clone();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodCondition;
+
+    fn cond(t: &str, s: &str) -> PodCondition {
+        PodCondition {
+            type_: t.into(),
+            status: s.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn merge_keeps_foreign_conditions() {
+        let old = PodStatus {
+            conditions: Some(vec![cond("PodScheduled", "True"), cond("Ready", "False")]),
+            ..Default::default()
+        };
+        let new = PodStatus {
+            conditions: Some(vec![cond("Ready", "True"), cond("PodScheduled", "False")]),
+            ..Default::default()
+        };
+        let merged = merge_pod_status(Some(&old), new);
+        let got: Vec<(String, String)> = merged
+            .conditions
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.type_, c.status))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("PodScheduled".into(), "True".into()),
+                ("Ready".into(), "True".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn patch_carries_uid_and_only_changes() {
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some("u1".into());
+        pod.status = Some(PodStatus {
+            phase: Some("Pending".into()),
+            ..Default::default()
+        });
+        let merged = PodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            status_patch(&pod, &merged),
+            json!({"metadata": {"uid": "u1"}, "status": {"phase": "Running"}})
+        );
+        let same = pod.status.clone().unwrap();
+        assert_eq!(
+            status_patch(&pod, &same),
+            json!({"metadata": {"uid": "u1"}})
+        );
+    }
+
+    #[test]
+    fn versions_and_transition_times() {
+        let sm = StatusManager::new();
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some("u1".into());
+        let mut s = PodStatus {
+            conditions: Some(vec![cond("Ready", "False")]),
+            ..Default::default()
+        };
+        s.conditions.as_mut().unwrap()[0].last_transition_time =
+            generate::to_time(SystemTime::UNIX_EPOCH);
+        assert!(sm.set_pod_status(&pod, s.clone()));
+        // Same condition status, new transition time: the old time stays.
+        let mut again = s.clone();
+        again.conditions.as_mut().unwrap()[0].last_transition_time =
+            generate::to_time(SystemTime::now());
+        assert!(!sm.set_pod_status(&pod, again));
+        assert_eq!(sm.lock().pods["u1"].version, 1);
+        let mut flipped = s;
+        flipped.conditions.as_mut().unwrap()[0].status = "True".into();
+        assert!(sm.set_pod_status(&pod, flipped));
+        assert_eq!(sm.lock().pods["u1"].version, 2);
     }
 }

@@ -2,4 +2,5 @@
 
 pub mod backoff;
 pub mod quantity;
+pub mod strategicpatch;
 pub mod workqueue;

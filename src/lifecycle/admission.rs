@@ -1,0 +1,416 @@
+//! Pod admission (upstream `lifecycle/predicate.go` with the scheduler's
+//! GeneralPredicates): a pod the node cannot run is rejected with phase
+//! Failed and upstream's reason (OutOfcpu, OutOfmemory, OutOfpods,
+//! NodeAffinity, NodePorts, ...), before any of its containers is created.
+
+use std::collections::{BTreeMap, HashSet};
+
+use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod};
+
+use crate::podutil::PodExt;
+use crate::util::quantity::parse_quantity;
+
+/// Why a pod was rejected: (reason, message), as upstream reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub reason: String,
+    pub message: String,
+}
+
+fn reject(reason: impl Into<String>, message: impl Into<String>) -> Rejection {
+    Rejection {
+        reason: reason.into(),
+        message: message.into(),
+    }
+}
+
+/// Checks `pod` against the node and the pods already admitted to it.
+/// Without a Node object (standalone) only the pod count is checked.
+pub fn admit(
+    pod: &Pod,
+    active: &[Pod],
+    node: Option<&Node>,
+    max_pods: i64,
+) -> Result<(), Rejection> {
+    let used = active.len() as i64;
+    let pod_capacity = node
+        .and_then(|n| allocatable(n, "pods"))
+        .map_or(max_pods, |m| i64::try_from(m / 1000).unwrap_or(i64::MAX));
+    if used + 1 > pod_capacity {
+        return Err(reject(
+            "OutOfpods",
+            format!("Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {pod_capacity}"),
+        ));
+    }
+    let Some(node) = node else { return Ok(()) };
+    check_node_name(pod, node)?;
+    check_node_affinity(pod, node)?;
+    check_host_ports(pod, active)?;
+    check_resources(pod, active, node)
+}
+
+fn node_name(node: &Node) -> &str {
+    node.metadata.name.as_deref().unwrap_or("")
+}
+
+fn check_node_name(pod: &Pod, node: &Node) -> Result<(), Rejection> {
+    match pod.spec_or_default().node_name.as_deref() {
+        Some(n) if !n.is_empty() && n != node_name(node) => Err(reject(
+            "NodeName",
+            format!(
+                "Predicate NodeName failed: pod is bound to node {n:?}, this is {:?}",
+                node_name(node)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_node_affinity(pod: &Pod, node: &Node) -> Result<(), Rejection> {
+    let empty = BTreeMap::new();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    let spec = pod.spec_or_default();
+    let selector_ok = spec
+        .node_selector
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let terms = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|s| s.node_selector_terms.as_slice());
+    // Terms are ORed; an empty list of terms matches nothing (upstream).
+    let affinity_ok =
+        terms.is_none_or(|ts| ts.iter().any(|t| term_matches(t, labels, node_name(node))));
+    if selector_ok && affinity_ok {
+        Ok(())
+    } else {
+        Err(reject(
+            "NodeAffinity",
+            "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
+        ))
+    }
+}
+
+fn term_matches(term: &NodeSelectorTerm, labels: &BTreeMap<String, String>, name: &str) -> bool {
+    let exprs = term.match_expressions.as_deref().unwrap_or(&[]);
+    let fields = term.match_fields.as_deref().unwrap_or(&[]);
+    if exprs.is_empty() && fields.is_empty() {
+        return false;
+    }
+    let name_labels = BTreeMap::from([("metadata.name".to_string(), name.to_string())]);
+    exprs.iter().all(|r| requirement_matches(r, labels))
+        && fields.iter().all(|r| requirement_matches(r, &name_labels))
+}
+
+fn requirement_matches(r: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
+    let value = labels.get(&r.key);
+    let values = r.values.as_deref().unwrap_or(&[]);
+    let as_int = |s: &str| s.parse::<i64>().ok();
+    match r.operator.as_str() {
+        "In" => value.is_some_and(|v| values.contains(v)),
+        "NotIn" => value.is_none_or(|v| !values.contains(v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        "Gt" | "Lt" => {
+            let (Some(v), Some(bound)) = (
+                value.and_then(|v| as_int(v)),
+                values.first().and_then(|b| as_int(b)),
+            ) else {
+                return false;
+            };
+            if r.operator == "Gt" {
+                v > bound
+            } else {
+                v < bound
+            }
+        }
+        _ => false,
+    }
+}
+
+/// (protocol, hostIP, hostPort) of every host port a pod asks for.
+fn host_ports(pod: &Pod) -> Vec<(String, String, i32)> {
+    pod.containers()
+        .iter()
+        .chain(pod.init_containers())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let hp = p.host_port.filter(|hp| *hp > 0)?;
+            let ip = p
+                .host_ip
+                .clone()
+                .filter(|ip| !ip.is_empty())
+                .unwrap_or_else(|| "0.0.0.0".into());
+            Some((p.protocol.clone().unwrap_or_else(|| "TCP".into()), ip, hp))
+        })
+        .collect()
+}
+
+fn check_host_ports(pod: &Pod, active: &[Pod]) -> Result<(), Rejection> {
+    let used: HashSet<(String, String, i32)> = active.iter().flat_map(host_ports).collect();
+    for (proto, ip, port) in host_ports(pod) {
+        let clash = used.iter().any(|(p, i, hp)| {
+            *p == proto && *hp == port && (i == &ip || i == "0.0.0.0" || ip == "0.0.0.0")
+        });
+        if clash {
+            return Err(reject(
+                "NodePorts",
+                format!("Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports ({proto}/{port})"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A node's allocatable amount of a resource, in thousandths.
+fn allocatable(node: &Node, name: &str) -> Option<i128> {
+    node.status
+        .as_ref()?
+        .allocatable
+        .as_ref()?
+        .get(name)
+        .and_then(|q| parse_quantity(&q.0).ok())
+}
+
+fn container_request(c: &Container, name: &str) -> i128 {
+    let res = c.resources.as_ref();
+    let q = res
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|m| m.get(name))
+        .or_else(|| {
+            res.and_then(|r| r.limits.as_ref())
+                .and_then(|m| m.get(name))
+        });
+    q.and_then(|q| parse_quantity(&q.0).ok()).unwrap_or(0)
+}
+
+/// The pod's effective request: the larger of its app containers' sum and
+/// its largest init container, plus overhead (upstream PodRequests).
+pub fn pod_request(pod: &Pod, name: &str) -> i128 {
+    let apps: i128 = pod
+        .containers()
+        .iter()
+        .map(|c| container_request(c, name))
+        .sum();
+    let init = pod
+        .init_containers()
+        .iter()
+        .map(|c| container_request(c, name))
+        .max()
+        .unwrap_or(0);
+    let overhead = pod
+        .spec_or_default()
+        .overhead
+        .as_ref()
+        .and_then(|o| o.get(name))
+        .and_then(|q| parse_quantity(&q.0).ok())
+        .unwrap_or(0);
+    apps.max(init) + overhead
+}
+
+fn check_resources(pod: &Pod, active: &[Pod], node: &Node) -> Result<(), Rejection> {
+    for name in ["cpu", "memory", "ephemeral-storage"] {
+        let requested = pod_request(pod, name);
+        if requested == 0 {
+            continue;
+        }
+        let Some(capacity) = allocatable(node, name) else {
+            continue;
+        };
+        let used: i128 = active.iter().map(|p| pod_request(p, name)).sum();
+        if used + requested > capacity {
+            let shown = |v: i128| if name == "cpu" { v } else { v / 1000 };
+            return Err(reject(
+                format!("OutOf{name}"),
+                format!(
+                    "Node didn't have enough resource: {name}, requested: {}, used: {}, capacity: {}",
+                    shown(requested),
+                    shown(used),
+                    shown(capacity)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        Affinity, ContainerPort, NodeAffinity, NodeSelector, NodeStatus, PodSpec,
+        ResourceRequirements,
+    };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn node(labels: &[(&str, &str)], alloc: &[(&str, &str)]) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some("node1".into());
+        n.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        n.status = Some(NodeStatus {
+            allocatable: Some(
+                alloc
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect(),
+            ),
+            ..Default::default()
+        });
+        n
+    }
+
+    fn pod(cpu: Option<&str>, mem: Option<&str>) -> Pod {
+        let mut requests = BTreeMap::new();
+        if let Some(c) = cpu {
+            requests.insert("cpu".to_string(), Quantity(c.into()));
+        }
+        if let Some(m) = mem {
+            requests.insert("memory".to_string(), Quantity(m.into()));
+        }
+        Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "a".into(),
+                    resources: Some(ResourceRequirements {
+                        requests: Some(requests),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn n1() -> Node {
+        node(
+            &[("disk", "ssd"), ("zone", "a")],
+            &[("cpu", "2"), ("memory", "1Gi"), ("pods", "3")],
+        )
+    }
+
+    #[test]
+    fn resources_fit_or_name_the_resource() {
+        let active = vec![pod(Some("1500m"), None)];
+        assert!(admit(&pod(Some("500m"), None), &active, Some(&n1()), 110).is_ok());
+        let r = admit(&pod(Some("600m"), None), &active, Some(&n1()), 110).unwrap_err();
+        assert_eq!(r.reason, "OutOfcpu");
+        assert!(
+            r.message
+                .contains("requested: 600, used: 1500, capacity: 2000"),
+            "{}",
+            r.message
+        );
+        let r = admit(&pod(None, Some("2Gi")), &[], Some(&n1()), 110).unwrap_err();
+        assert_eq!(r.reason, "OutOfmemory");
+    }
+
+    #[test]
+    fn pod_count_from_node_or_max_pods() {
+        let three = vec![pod(None, None), pod(None, None), pod(None, None)];
+        assert_eq!(
+            admit(&pod(None, None), &three, Some(&n1()), 110)
+                .unwrap_err()
+                .reason,
+            "OutOfpods"
+        );
+        assert_eq!(
+            admit(&pod(None, None), &three, None, 3).unwrap_err().reason,
+            "OutOfpods"
+        );
+        assert!(admit(&pod(None, None), &three, None, 4).is_ok());
+    }
+
+    #[test]
+    fn node_selector_and_affinity() {
+        let mut p = pod(None, None);
+        p.spec.as_mut().unwrap().node_selector =
+            Some(BTreeMap::from([("disk".into(), "ssd".into())]));
+        assert!(admit(&p, &[], Some(&n1()), 110).is_ok());
+        p.spec.as_mut().unwrap().node_selector =
+            Some(BTreeMap::from([("disk".into(), "hdd".into())]));
+        assert_eq!(
+            admit(&p, &[], Some(&n1()), 110).unwrap_err().reason,
+            "NodeAffinity"
+        );
+
+        let mut a = pod(None, None);
+        let req = |key: &str, op: &str, vals: &[&str]| NodeSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: Some(vals.iter().map(|v| v.to_string()).collect()),
+        };
+        let term = |exprs: Vec<NodeSelectorRequirement>| NodeSelectorTerm {
+            match_expressions: Some(exprs),
+            match_fields: None,
+        };
+        a.spec.as_mut().unwrap().affinity = Some(Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                    node_selector_terms: vec![
+                        term(vec![req("zone", "In", &["b"])]),
+                        term(vec![
+                            req("zone", "NotIn", &["c"]),
+                            req("disk", "Exists", &[]),
+                        ]),
+                    ],
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert!(
+            admit(&a, &[], Some(&n1()), 110).is_ok(),
+            "second term matches"
+        );
+    }
+
+    #[test]
+    fn host_port_conflicts() {
+        let with_port = |hp: i32, ip: Option<&str>| {
+            let mut p = pod(None, None);
+            p.spec.as_mut().unwrap().containers[0].ports = Some(vec![ContainerPort {
+                container_port: 80,
+                host_port: Some(hp),
+                host_ip: ip.map(str::to_string),
+                ..Default::default()
+            }]);
+            p
+        };
+        let active = vec![with_port(8080, None)];
+        assert_eq!(
+            admit(
+                &with_port(8080, Some("127.0.0.1")),
+                &active,
+                Some(&n1()),
+                110
+            )
+            .unwrap_err()
+            .reason,
+            "NodePorts"
+        );
+        assert!(admit(&with_port(8081, None), &active, Some(&n1()), 110).is_ok());
+    }
+
+    #[test]
+    fn init_containers_count_by_their_maximum() {
+        let mut p = pod(Some("100m"), None);
+        p.spec.as_mut().unwrap().init_containers =
+            Some(vec![
+                pod(Some("1"), None).spec.unwrap().containers[0].clone()
+            ]);
+        assert_eq!(pod_request(&p, "cpu"), 1000);
+    }
+}

@@ -1,0 +1,104 @@
+//! The pod manager and the mirror pod client (upstream `pkg/kubelet/pod`).
+
+pub mod mirror_client;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::RwLock;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::podutil::PodExt;
+use crate::types::{CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION};
+
+/// The desired pods by UID, and the mirror pods of static pods by full name
+/// (upstream pod manager). Mirror pods are the API's copies of static
+/// pods: the kubelet tracks them but never runs them.
+#[derive(Default)]
+pub struct PodManager {
+    pods: RwLock<HashMap<String, Pod>>,
+    mirrors: RwLock<HashMap<String, Pod>>,
+}
+
+impl PodManager {
+    pub fn add_or_update(&self, pod: Pod) {
+        let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
+        pods.insert(pod.uid().to_string(), pod);
+    }
+
+    pub fn remove(&self, uid: &str) {
+        self.pods
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
+    pub fn get(&self, uid: &str) -> Option<Pod> {
+        self.pods
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(uid)
+            .cloned()
+    }
+
+    pub fn uids(&self) -> HashSet<String> {
+        self.pods
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    pub fn pods(&self) -> Vec<Pod> {
+        self.pods
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The pod with this full name (`name_namespace`), if desired.
+    pub fn get_by_full_name(&self, full_name: &str) -> Option<Pod> {
+        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
+        pods.values().find(|p| p.full_name() == full_name).cloned()
+    }
+
+    pub fn add_or_update_mirror(&self, pod: Pod) {
+        let mut m = self.mirrors.write().unwrap_or_else(|e| e.into_inner());
+        m.insert(pod.full_name(), pod);
+    }
+
+    pub fn remove_mirror(&self, pod: &Pod) {
+        let mut m = self.mirrors.write().unwrap_or_else(|e| e.into_inner());
+        if m.get(&pod.full_name())
+            .is_some_and(|p| p.uid() == pod.uid())
+        {
+            m.remove(&pod.full_name());
+        }
+    }
+
+    /// The mirror pod of a static pod, if the API has one.
+    pub fn mirror_of(&self, static_pod: &Pod) -> Option<Pod> {
+        let m = self.mirrors.read().unwrap_or_else(|e| e.into_inner());
+        m.get(&static_pod.full_name()).cloned()
+    }
+
+    /// Mirror pods whose static pod is gone (upstream GetOrphanedMirrorPodNames).
+    pub fn orphaned_mirrors(&self) -> Vec<Pod> {
+        let m = self.mirrors.read().unwrap_or_else(|e| e.into_inner());
+        m.values()
+            .filter(|mp| self.get_by_full_name(&mp.full_name()).is_none())
+            .cloned()
+            .collect()
+    }
+}
+
+/// Whether `mirror` is the current mirror of `static_pod`: it carries the
+/// static pod's config hash (upstream IsMirrorPodOf).
+pub fn is_mirror_pod_of(mirror: &Pod, static_pod: &Pod) -> bool {
+    mirror.full_name() == static_pod.full_name()
+        && mirror.annotation(CONFIG_MIRROR_ANNOTATION).is_some()
+        && mirror.annotation(CONFIG_MIRROR_ANNOTATION)
+            == static_pod.annotation(CONFIG_HASH_ANNOTATION)
+}
