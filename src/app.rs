@@ -20,7 +20,7 @@ use crate::client::{kubeconfig, paths, start_reflector, Client, ReflectorEvent};
 use crate::config::{self as podconfig, PodConfig};
 use crate::container::cache::Cache;
 use crate::cri::RemoteRuntime;
-use crate::events::LogRecorder;
+use crate::events::{self, ApiRecorder, EventRecorder, EventType, LogRecorder};
 use crate::kubelet::{ClusterDeps, Kubelet, LoopChannels, Settings};
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags, LoadError};
 use crate::kuberuntime::{KubeRuntimeManager, RuntimeManagerConfig};
@@ -136,6 +136,13 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         );
     }
     let shutdown = shutdown_on_signals()?;
+    let (recorder, _events_thread) = event_recorder(client.as_ref(), &node, config, &shutdown)?;
+    // Upstream's BirthCry.
+    recorder.node_event(
+        EventType::Normal,
+        events::STARTING_KUBELET,
+        "Starting kubelet.",
+    );
 
     // Dependencies.
     let runtime = Arc::new(
@@ -168,7 +175,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             machine_memory: machine_memory(),
             serialize_image_pulls: config.serialize_image_pulls,
         },
-        Arc::new(LogRecorder),
+        Arc::clone(&recorder),
     ));
     std::fs::create_dir_all(&settings.root_dir)
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
@@ -229,6 +236,29 @@ fn api_client(
     rest.burst = u32::try_from(config.kube_api_burst).unwrap_or(0);
     log::info!("API server {} (kubeconfig {})", rest.server, path.display());
     Client::new(rest).map(Some)
+}
+
+/// Events go to the API server when there is one (rate limited by
+/// eventRecordQPS/eventBurst on their own thread), else to the log.
+fn event_recorder(
+    client: Option<&Client>,
+    node: &str,
+    config: &KubeletConfiguration,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<(Arc<dyn EventRecorder>, Option<JoinHandle<()>>)> {
+    let Some(client) = client else {
+        return Ok((Arc::new(LogRecorder), None));
+    };
+    let recorder = ApiRecorder::new(
+        client.clone(),
+        node.to_string(),
+        config.event_record_qps as f32,
+        u32::try_from(config.event_burst).unwrap_or(0),
+    );
+    let thread = recorder
+        .start(shutdown.clone())
+        .context("start the event recorder")?;
+    Ok((recorder, Some(thread)))
 }
 
 /// The node's UID, once its Node object has been seen.

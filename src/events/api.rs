@@ -98,14 +98,7 @@ impl ApiRecorder {
     /// `node_uid` is not used: like upstream, events about the node carry
     /// the node *name* as `involvedObject.uid` (the node may not be known
     /// yet when the kubelet starts, and `kubectl describe node` matches on it).
-    pub fn new(
-        client: Client,
-        node_name: String,
-        node_uid: Box<dyn Fn() -> Option<String> + Send + Sync>,
-        qps: f32,
-        burst: u32,
-    ) -> Arc<ApiRecorder> {
-        drop(node_uid);
+    pub fn new(client: Client, node_name: String, qps: f32, burst: u32) -> Arc<ApiRecorder> {
         let sink: Arc<dyn EventSink> = Arc::new(client.with_rate_limit(qps, burst));
         ApiRecorder::with_sink(sink, node_name)
     }
@@ -1401,7 +1394,7 @@ mod tests {
 
     fn http_recorder(url: &str) -> (Arc<ApiRecorder>, Sender<()>, JoinHandle<()>) {
         let client = Client::new(RestConfig::new(url)).expect("client");
-        let r = ApiRecorder::new(client, NODE.to_string(), Box::new(|| None), 50.0, 100);
+        let r = ApiRecorder::new(client, NODE.to_string(), 50.0, 100);
         let (tx, rx) = crossbeam_channel::bounded(0);
         let h = r.start(rx).expect("start");
         (r, tx, h)

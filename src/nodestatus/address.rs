@@ -73,10 +73,7 @@ pub fn is_global_unicast(ip: &IpAddr) -> bool {
                 || v4.is_broadcast())
         }
         IpAddr::V6(v6) => {
-            !(v6.is_loopback()
-                || v6.is_multicast()
-                || v6.is_unspecified()
-                || is_v6_link_local(v6))
+            !(v6.is_loopback() || v6.is_multicast() || v6.is_unspecified() || is_v6_link_local(v6))
         }
     }
 }
@@ -104,7 +101,9 @@ pub fn validate_node_ip(ip: &IpAddr, host: &[InterfaceAddr]) -> Result<(), Strin
         return Err("nodeIP can't be an all zeros address".into());
     }
     if !host.is_empty() && !host.iter().any(|a| a.ip == *ip) {
-        return Err(format!("node IP: {ip:?} not found in the host's network interfaces"));
+        return Err(format!(
+            "node IP: {ip:?} not found in the host's network interfaces"
+        ));
     }
     Ok(())
 }
@@ -166,7 +165,11 @@ pub fn node_addresses(
 }
 
 /// Detects the node's addresses on this host.
-pub fn detect(node_ip: Option<IpAddr>, hostname: &str, proc_dir: &Path) -> Result<Vec<NodeAddress>, String> {
+pub fn detect(
+    node_ip: Option<IpAddr>,
+    hostname: &str,
+    proc_dir: &Path,
+) -> Result<Vec<NodeAddress>, String> {
     let routes = std::fs::read_to_string(proc_dir.join("net/route")).unwrap_or_default();
     node_addresses(node_ip, hostname, &routes, &host_addrs())
 }

@@ -47,7 +47,9 @@ fn status_mut(node: &mut Node) -> &mut NodeStatus {
 }
 
 fn node_info_mut(node: &mut Node) -> &mut NodeSystemInfo {
-    status_mut(node).node_info.get_or_insert_with(Default::default)
+    status_mut(node)
+        .node_info
+        .get_or_insert_with(Default::default)
 }
 
 fn node_name(node: &Node) -> &str {
@@ -86,7 +88,9 @@ impl Threshold {
     pub fn parse(s: &str) -> Result<Threshold, String> {
         let s = s.trim();
         if let Some(p) = s.strip_suffix('%') {
-            let v: f32 = p.parse().map_err(|e| format!("invalid percentage {s:?}: {e}"))?;
+            let v: f32 = p
+                .parse()
+                .map_err(|e| format!("invalid percentage {s:?}: {e}"))?;
             let v = v / 100.0;
             if !(0.0..=1.0).contains(&v) || v == 0.0 {
                 return Err(format!("invalid percentage {s:?}: must be in (0%, 100%]"));
@@ -180,7 +184,10 @@ pub fn is_extended_resource_name(name: &str) -> bool {
 
 /// `hugepages-2Mi` for a 2 MiB page size.
 pub fn hugepage_resource_name(page_size: u64) -> String {
-    format!("hugepages-{}", quantity::binary_si(i128::from(page_size) * 1000))
+    format!(
+        "hugepages-{}",
+        quantity::binary_si(i128::from(page_size) * 1000)
+    )
 }
 
 /// MachineInfo: capacity (cpu, memory, huge pages, pods, ephemeral-storage),
@@ -198,7 +205,9 @@ pub fn set_machine_info(
     match info {
         Err(e) => {
             log::error!("Error getting machine info: {e}");
-            let cap = status_mut(node).capacity.get_or_insert_with(Default::default);
+            let cap = status_mut(node)
+                .capacity
+                .get_or_insert_with(Default::default);
             cap.insert("cpu".into(), Quantity("0".into()));
             cap.insert("memory".into(), Quantity("0".into()));
             cap.insert("pods".into(), pods);
@@ -212,7 +221,9 @@ pub fn set_machine_info(
             let ni = node_info_mut(node);
             ni.machine_id = info.machine_id.clone();
             ni.system_uuid = info.system_uuid.clone();
-            let cap = status_mut(node).capacity.get_or_insert_with(Default::default);
+            let cap = status_mut(node)
+                .capacity
+                .get_or_insert_with(Default::default);
             let cores = i128::from(info.num_cores) * 1000;
             cap.insert("cpu".into(), Quantity(quantity::decimal_si(cores)));
             let memory = i128::from(info.memory_capacity) * 1000;
@@ -227,7 +238,10 @@ pub fn set_machine_info(
             cap.insert("pods".into(), pods);
             if let Some(fs) = rootfs {
                 let bytes = i128::from(fs.capacity) * 1000;
-                cap.insert("ephemeral-storage".into(), Quantity(quantity::binary_si(bytes)));
+                cap.insert(
+                    "ephemeral-storage".into(),
+                    Quantity(quantity::binary_si(bytes)),
+                );
             }
             if !old_boot_id.is_empty() && old_boot_id != info.boot_id {
                 events.push(NodeEvent {
@@ -287,8 +301,7 @@ pub fn set_version_info(
     ni.kernel_version = kernel_version.to_string();
     ni.os_image = os_image.to_string();
     if let Some(name) = runtime_name {
-        ni.container_runtime_version =
-            format!("{name}://{}", runtime_version.unwrap_or("Unknown"));
+        ni.container_runtime_version = format!("{name}://{}", runtime_version.unwrap_or("Unknown"));
     }
     ni.kubelet_version = kubelet_version.to_string();
     // DisableNodeKubeProxyVersion (on by default since v1.31).
@@ -306,14 +319,20 @@ pub fn set_daemon_endpoints(node: &mut Node, kubelet_port: i32) {
 /// most five names.
 pub fn set_images(node: &mut Node, max_images: i32, images: &[ImageInfo]) {
     let mut sorted: Vec<&ImageInfo> = images.iter().collect();
-    sorted.sort_by(|a, b| b.size_bytes.cmp(&a.size_bytes));
+    sorted.sort_by_key(|img| std::cmp::Reverse(img.size_bytes));
     if max_images > -1 {
         sorted.truncate(usize::try_from(max_images).unwrap_or(0));
     }
     let list: Vec<ContainerImage> = sorted
         .into_iter()
         .map(|img| ContainerImage {
-            names: Some(img.names.iter().take(MAX_NAMES_PER_IMAGE).cloned().collect()),
+            names: Some(
+                img.names
+                    .iter()
+                    .take(MAX_NAMES_PER_IMAGE)
+                    .cloned()
+                    .collect(),
+            ),
             size_bytes: Some(i64::try_from(img.size_bytes).unwrap_or(i64::MAX)),
         })
         .collect();
@@ -440,7 +459,12 @@ pub fn aggregate_errors(errors: &[String]) -> Option<String> {
 /// capacity report errors, then False "KubeletNotReady" with the aggregated
 /// errors. lastTransitionTime is kept unless the status flips; a flip of an
 /// existing condition records NodeReady or NodeNotReady.
-pub fn set_ready_condition(node: &mut Node, now: &Time, errors: &[String], events: &mut Vec<NodeEvent>) {
+pub fn set_ready_condition(
+    node: &mut Node,
+    now: &Time,
+    errors: &[String],
+    events: &mut Vec<NodeEvent>,
+) {
     let name = node_name(node).to_string();
     let mut errs: Vec<String> = errors.to_vec();
     let capacity = status_mut(node).capacity.clone().unwrap_or_default();
@@ -502,7 +526,11 @@ pub fn set_ready_condition(node: &mut Node, now: &Time, errors: &[String], event
 
 /// recordNodeSchedulableEvent: NodeSchedulable / NodeNotSchedulable when
 /// spec.unschedulable differs from what was last seen (initially false).
-pub fn record_schedulable_event(node: &Node, last_unschedulable: &mut bool, events: &mut Vec<NodeEvent>) {
+pub fn record_schedulable_event(
+    node: &Node,
+    last_unschedulable: &mut bool,
+    events: &mut Vec<NodeEvent>,
+) {
     let unschedulable = node
         .spec
         .as_ref()

@@ -56,6 +56,8 @@ wait_for() { # seconds, command...
 }
 healthy() { curl -sf "http://127.0.0.1:$port/healthz" >/dev/null; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$kpid/status"; }
+# RSS split: anonymous (heap, stacks) vs file-backed (the binary's code pages).
+rss_split() { awk '/^Rss:/ {r=$2} /^Anonymous:/ {a=$2} END {printf "anon=%s file=%s", a, r-a}' "/proc/$kpid/smaps_rollup"; }
 threads() { awk '/^Threads/ {print $2}' "/proc/$kpid/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$kpid/stat"; }
 running_apps() { ctr_ tasks ls 2>/dev/null | awk 'NR>1 && $3=="RUNNING"' | wc -l; }
@@ -65,7 +67,7 @@ sleep 5
 echo "binary_size_release_bytes $(stat -c %s "$bin")"
 static_bin=$root/target/static/x86_64-unknown-linux-musl/dist/rkubelet
 [ -x "$static_bin" ] && echo "binary_size_static_bytes $(stat -c %s "$static_bin")"
-echo "idle_0_pods_rss_kb $(rss_kb)"
+echo "idle_0_pods_rss_kb $(rss_kb) ($(rss_split))"
 echo "idle_0_pods_threads $(threads)"
 
 for i in $(seq 1 "$pods"); do
@@ -91,7 +93,7 @@ end=$(date +%s.%N)
 echo "start_${pods}_pods_seconds $(echo "$end - $start" | bc -l | xargs printf '%.2f')"
 
 sleep 10
-echo "idle_${pods}_pods_rss_kb $(rss_kb)"
+echo "idle_${pods}_pods_rss_kb $(rss_kb) ($(rss_split))"
 echo "idle_${pods}_pods_threads $(threads)"
 t0=$(cpu_ticks)
 sleep "$idle_secs"

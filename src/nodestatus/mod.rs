@@ -1,0 +1,822 @@
+//! Node registration and status (upstream pkg/kubelet/kubelet_node_status.go
+//! and pkg/kubelet/nodestatus): registers the Node (or reconciles the one
+//! that exists), then keeps its status current on the "node-status" thread:
+//! every nodeStatusUpdateFrequency it GETs the node, runs the setters, and
+//! PATCHes `nodes/<name>/status` with a strategic merge patch when the
+//! status changed or nodeStatusReportFrequency passed since the last report.
+//! Until the node first reports Ready it also tries every 100 ms to patch the
+//! Ready transition at once (fastStatusUpdateOnce).
+
+pub mod address;
+pub mod machine;
+pub mod patch;
+pub mod setters;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+pub(crate) mod testserver;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use crate::client::{paths, ApiError, Client, PatchType};
+use machine::{FsStats, HostPaths, MachineInfo};
+use setters::{NodeEvent, Pressure, Reservation, Threshold};
+
+/// nodeStatusUpdateRetry: tries per status update.
+const NODE_STATUS_UPDATE_RETRY: usize = 5;
+/// nodeReadyGracePeriod: how long the fast status update keeps trying.
+const NODE_READY_GRACE_PERIOD: Duration = Duration::from_secs(120);
+/// The fast status update's period.
+const FAST_STATUS_UPDATE_PERIOD: Duration = Duration::from_millis(100);
+/// Registration backoff: 100 ms doubling to 7 s.
+const REGISTER_FIRST_STEP: Duration = Duration::from_millis(100);
+const REGISTER_MAX_STEP: Duration = Duration::from_secs(7);
+/// wait.JitterUntil's jitter factor for the status loop.
+const JITTER: f64 = 0.04;
+
+/// The annotation that hands volume attach/detach to the controller.
+pub const CONTROLLER_MANAGED_ATTACH_ANNOTATION: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+
+pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+pub const LABEL_OS_STABLE: &str = "kubernetes.io/os";
+pub const LABEL_ARCH_STABLE: &str = "kubernetes.io/arch";
+pub const LABEL_OS_BETA: &str = "beta.kubernetes.io/os";
+pub const LABEL_ARCH_BETA: &str = "beta.kubernetes.io/arch";
+
+/// The labels reconciled onto an existing Node when the initial node has them
+/// (updateDefaultLabels).
+const DEFAULT_LABELS: [&str; 12] = [
+    LABEL_HOSTNAME,
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "beta.kubernetes.io/instance-type",
+    LABEL_OS_STABLE,
+    LABEL_ARCH_STABLE,
+    "node.kubernetes.io/windows-build",
+    LABEL_OS_BETA,
+    LABEL_ARCH_BETA,
+];
+
+/// What the node status manager needs from the kubelet's configuration.
+#[derive(Clone, Debug)]
+pub struct NodeStatusConfig {
+    pub node_name: String,
+    /// `--node-ip`; detected from the host when absent.
+    pub node_ip: Option<IpAddr>,
+    /// `--node-labels`.
+    pub node_labels: BTreeMap<String, String>,
+    pub register_with_taints: Vec<Taint>,
+    pub register_node: bool,
+    pub max_pods: i64,
+    pub kubelet_port: i32,
+    /// The kubelet's root directory: its filesystem is ephemeral-storage.
+    pub root_dir: PathBuf,
+    pub system_reserved: BTreeMap<String, String>,
+    pub kube_reserved: BTreeMap<String, String>,
+    /// Signal → threshold (`"memory.available" → "100Mi"`, `"nodefs.available" → "10%"`).
+    pub eviction_hard: BTreeMap<String, String>,
+    pub node_status_update_frequency: Duration,
+    pub node_status_report_frequency: Duration,
+    /// -1: all images.
+    pub node_status_max_images: i32,
+    /// `"v1.34.0"`.
+    pub kubelet_version: String,
+    pub provider_id: String,
+    pub enable_controller_attach_detach: bool,
+}
+
+impl NodeStatusConfig {
+    /// The kubelet's defaults for `node_name`.
+    pub fn new(node_name: impl Into<String>) -> NodeStatusConfig {
+        let eviction_hard = [
+            ("memory.available", "100Mi"),
+            ("nodefs.available", "10%"),
+            ("nodefs.inodesFree", "5%"),
+            ("imagefs.available", "15%"),
+            ("imagefs.inodesFree", "5%"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        NodeStatusConfig {
+            node_name: node_name.into(),
+            node_ip: None,
+            node_labels: BTreeMap::new(),
+            register_with_taints: Vec::new(),
+            register_node: true,
+            max_pods: 110,
+            kubelet_port: 10250,
+            root_dir: PathBuf::from("/var/lib/kubelet"),
+            system_reserved: BTreeMap::new(),
+            kube_reserved: BTreeMap::new(),
+            eviction_hard,
+            node_status_update_frequency: Duration::from_secs(10),
+            node_status_report_frequency: Duration::from_secs(300),
+            node_status_max_images: 50,
+            kubelet_version: "v1.34.0".into(),
+            provider_id: String::new(),
+            enable_controller_attach_detach: true,
+        }
+    }
+
+    fn reservation(&self) -> Reservation {
+        Reservation {
+            system_reserved: self.system_reserved.clone(),
+            kube_reserved: self.kube_reserved.clone(),
+            eviction_hard: self.eviction_hard.clone(),
+        }
+    }
+}
+
+/// One image on the node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// Repo digests then repo tags.
+    pub names: Vec<String>,
+    pub size_bytes: u64,
+}
+
+/// What the kubelet's health looks like now; provided by the kubelet as a closure.
+#[derive(Clone, Debug, Default)]
+pub struct KubeletHealth {
+    /// runtimeState.runtimeErrors (e.g. "container runtime is down").
+    pub runtime_errors: Vec<String>,
+    /// e.g. "container runtime network not ready: NetworkReady=false ...".
+    pub network_error: Option<String>,
+    /// e.g. "PLEG is not healthy: pleg was last seen active 3m0s ago; threshold is 3m0s".
+    pub pleg_error: Option<String>,
+    /// `(name, version)`, e.g. `("containerd", "1.7.24")`.
+    pub runtime_version: Option<(String, String)>,
+    pub images: Vec<ImageInfo>,
+}
+
+pub type HealthFn = Box<dyn Fn() -> KubeletHealth + Send + Sync>;
+/// Receives node events: `(type "Normal"|"Warning", reason, message)`.
+pub type EventSink = Box<dyn Fn(&str, &str, &str) + Send + Sync>;
+
+/// State of the status thread.
+#[derive(Default)]
+struct SyncState {
+    /// When the status was last PATCHed (lastStatusReportTime).
+    last_status_report: Option<Instant>,
+    /// lastNodeUnschedulable.
+    last_unschedulable: bool,
+    /// The container runtime's name, once known.
+    runtime_name: Option<String>,
+}
+
+/// Everything the setters read, gathered once per status computation.
+struct Inputs {
+    health: KubeletHealth,
+    machine: Result<MachineInfo, String>,
+    rootfs: Option<FsStats>,
+    kernel_version: String,
+    os_image: String,
+    addresses: Result<Vec<k8s_openapi::api::core::v1::NodeAddress>, String>,
+    memory_pressure: bool,
+    disk_pressure: bool,
+    pid_pressure: bool,
+}
+
+/// Registers the node and keeps its status current.
+pub struct NodeStatusManager {
+    cfg: NodeStatusConfig,
+    client: Client,
+    health: HealthFn,
+    paths: HostPaths,
+    registered: AtomicBool,
+    node: Mutex<Option<Node>>,
+    sink: RwLock<Option<EventSink>>,
+    state: Mutex<SyncState>,
+}
+
+/// Now, at the second precision a Time keeps.
+fn now_time() -> Time {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Time(k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
+/// Waits up to `d`; true when shutdown was signalled or its sender dropped.
+fn wait_for_shutdown(shutdown: &Receiver<()>, d: Duration) -> bool {
+    !matches!(shutdown.recv_timeout(d), Err(RecvTimeoutError::Timeout))
+}
+
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(1.0 + JITTER * crate::client::flowcontrol::random_unit())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl NodeStatusManager {
+    pub fn new(cfg: NodeStatusConfig, client: Client, health: HealthFn) -> Arc<Self> {
+        Self::with_host_paths(cfg, client, health, HostPaths::default())
+    }
+
+    /// As [`new`](Self::new), reading the machine from other `/proc`, `/sys`, `/etc`.
+    pub fn with_host_paths(
+        cfg: NodeStatusConfig,
+        client: Client,
+        health: HealthFn,
+        paths: HostPaths,
+    ) -> Arc<Self> {
+        Arc::new(NodeStatusManager {
+            cfg,
+            client,
+            health,
+            paths,
+            registered: AtomicBool::new(false),
+            node: Mutex::new(None),
+            sink: RwLock::new(None),
+            state: Mutex::new(SyncState::default()),
+        })
+    }
+
+    /// Registers, then keeps the status current on the "node-status" thread
+    /// until `shutdown` receives or closes.
+    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
+        let this = self.clone();
+        std::thread::Builder::new()
+            .name("node-status".into())
+            .spawn(move || this.run(&shutdown))
+    }
+
+    /// Whether the node is registered (or, without registration, was found).
+    pub fn registered(&self) -> bool {
+        self.registered.load(Ordering::SeqCst)
+    }
+
+    /// The Node as last read from or written to the API server.
+    pub fn node(&self) -> Option<Node> {
+        lock(&self.node).clone()
+    }
+
+    /// Where node events go (the kubelet's recorder); without one they are logged.
+    pub fn set_event_sink(&self, f: EventSink) {
+        *self.sink.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    fn store_node(&self, node: Node) {
+        *lock(&self.node) = Some(node);
+    }
+
+    fn emit(&self, events: Vec<NodeEvent>) {
+        let sink = self.sink.read().unwrap_or_else(|e| e.into_inner());
+        for e in events {
+            log::debug!(
+                "Recording {} event for node {}: {}",
+                e.reason,
+                self.cfg.node_name,
+                e.message
+            );
+            if let Some(f) = sink.as_ref() {
+                f(e.event_type, &e.reason, &e.message);
+            }
+        }
+    }
+
+    fn run(&self, shutdown: &Receiver<()>) {
+        let start = Instant::now();
+        let mut fast_done = false;
+        let freq = self.cfg.node_status_update_frequency;
+        loop {
+            if !self.sync_node_status(shutdown) {
+                return;
+            }
+            let next_sync = Instant::now() + jittered(freq);
+            loop {
+                let now = Instant::now();
+                if now >= next_sync {
+                    break;
+                }
+                let left = next_sync - now;
+                let wait = if fast_done {
+                    left
+                } else {
+                    left.min(FAST_STATUS_UPDATE_PERIOD)
+                };
+                if wait_for_shutdown(shutdown, wait) {
+                    return;
+                }
+                if !fast_done {
+                    fast_done =
+                        self.fast_node_status_update(start.elapsed() >= NODE_READY_GRACE_PERIOD);
+                }
+            }
+        }
+    }
+
+    /// syncNodeStatus: registers if needed, then updates the status.
+    /// False when shutdown interrupted registration.
+    fn sync_node_status(&self, shutdown: &Receiver<()>) -> bool {
+        if self.cfg.register_node && !self.registered() && !self.register_with_api_server(shutdown)
+        {
+            return false;
+        }
+        if let Err(e) = self.update_node_status() {
+            log::error!("Unable to update node status: {e}");
+        }
+        true
+    }
+
+    /// Gathers the setters' inputs from the kubelet and the host.
+    fn inputs(&self) -> Inputs {
+        let health = (self.health)();
+        let machine = machine::read_machine_info(&self.paths);
+        let rootfs = machine::fs_stats(&self.cfg.root_dir);
+        let eviction = |signal: &str| {
+            self.cfg
+                .eviction_hard
+                .get(signal)
+                .and_then(|v| Threshold::parse(v).ok())
+        };
+        let below = |signal: &str, available: Option<u64>, capacity: Option<u64>| match (
+            eviction(signal),
+            available,
+            capacity,
+        ) {
+            (Some(t), Some(a), Some(c)) => i128::from(a) < t.value(i128::from(c)),
+            _ => false,
+        };
+        let memory_pressure = below(
+            "memory.available",
+            machine::memory_available(&self.paths),
+            machine.as_ref().ok().map(|m| m.memory_capacity),
+        );
+        let disk_pressure = below(
+            "nodefs.available",
+            rootfs.map(|f| f.available),
+            rootfs.map(|f| f.capacity),
+        ) || below(
+            "nodefs.inodesFree",
+            rootfs.map(|f| f.inodes_free),
+            rootfs.map(|f| f.inodes),
+        );
+        let pid_pressure = eviction("pid.available").is_some() && {
+            let pids = machine::pid_stats(&self.paths);
+            below(
+                "pid.available",
+                pids.map(|(limit, used)| limit.saturating_sub(used)),
+                pids.map(|(limit, _)| limit),
+            )
+        };
+        Inputs {
+            health,
+            machine,
+            rootfs,
+            kernel_version: machine::kernel_version(&self.paths),
+            os_image: machine::os_image(&self.paths),
+            addresses: address::detect(self.cfg.node_ip, &self.cfg.node_name, &self.paths.proc_dir),
+            memory_pressure,
+            disk_pressure,
+            pid_pressure,
+        }
+    }
+
+    /// setNodeStatus: runs the setters in upstream's order.
+    fn set_node_status(&self, node: &mut Node, state: &mut SyncState, events: &mut Vec<NodeEvent>) {
+        let inputs = self.inputs();
+        let now = now_time();
+        if let Err(e) = setters::set_node_address(node, inputs.addresses.clone()) {
+            log::error!("Failed to set some node status fields: {e}");
+        }
+        setters::set_machine_info(
+            node,
+            self.cfg.max_pods,
+            inputs.machine.as_ref().map_err(|e| e.clone()),
+            inputs.rootfs,
+            &self.cfg.reservation(),
+            events,
+        );
+        if let Some((name, _)) = &inputs.health.runtime_version {
+            state.runtime_name = Some(name.clone());
+        }
+        setters::set_version_info(
+            node,
+            &inputs.kernel_version,
+            &inputs.os_image,
+            state.runtime_name.as_deref(),
+            inputs
+                .health
+                .runtime_version
+                .as_ref()
+                .map(|(_, v)| v.as_str()),
+            &self.cfg.kubelet_version,
+        );
+        setters::set_daemon_endpoints(node, self.cfg.kubelet_port);
+        setters::set_images(node, self.cfg.node_status_max_images, &inputs.health.images);
+        setters::set_go_runtime(node);
+        setters::set_pressure_condition(
+            node,
+            &now,
+            Pressure::Memory,
+            inputs.memory_pressure,
+            events,
+        );
+        setters::set_pressure_condition(node, &now, Pressure::Disk, inputs.disk_pressure, events);
+        setters::set_pressure_condition(node, &now, Pressure::Pid, inputs.pid_pressure, events);
+        let mut errors = inputs.health.runtime_errors.clone();
+        errors.extend(inputs.health.pleg_error.clone());
+        errors.extend(inputs.health.network_error.clone());
+        setters::set_ready_condition(node, &now, &errors, events);
+        setters::record_schedulable_event(node, &mut state.last_unschedulable, events);
+    }
+
+    /// initialNode: the Node this kubelet registers.
+    fn initial_node(&self, state: &mut SyncState, events: &mut Vec<NodeEvent>) -> Node {
+        let mut node = initial_node_object(&self.cfg);
+        self.set_node_status(&mut node, state, events);
+        node
+    }
+
+    /// registerWithAPIServer: tries until registered, backing off 100 ms
+    /// doubling to 7 s. False when shutdown came first.
+    fn register_with_api_server(&self, shutdown: &Receiver<()>) -> bool {
+        let mut step = REGISTER_FIRST_STEP;
+        loop {
+            if wait_for_shutdown(shutdown, step) {
+                return false;
+            }
+            step = (step * 2).min(REGISTER_MAX_STEP);
+            let mut events = Vec::new();
+            let node = {
+                let mut state = lock(&self.state);
+                self.initial_node(&mut state, &mut events)
+            };
+            self.emit(events);
+            log::info!("Attempting to register node {}", self.cfg.node_name);
+            if self.try_register_with_api_server(&node) {
+                log::info!("Successfully registered node {}", self.cfg.node_name);
+                self.registered.store(true, Ordering::SeqCst);
+                return true;
+            }
+        }
+    }
+
+    /// tryRegisterWithAPIServer: creates the node, or reconciles the one that
+    /// exists (controller-managed attach-detach annotation, default labels,
+    /// default resources and huge pages) and patches it if that changed it.
+    fn try_register_with_api_server(&self, node: &Node) -> bool {
+        let name = &self.cfg.node_name;
+        let err = match self.client.create::<Node>(&paths::nodes(), node) {
+            Ok(created) => {
+                self.store_node(created);
+                return true;
+            }
+            Err(e) => e,
+        };
+        if !err.is_already_exists() {
+            log::error!("Unable to register node {name} with API server: {err}");
+            return false;
+        }
+        let existing: Node = match self.client.get(&paths::node(name)) {
+            Ok(n) => n,
+            Err(e) => {
+                log::error!("Unable to register node {name} with API server, error getting existing node: {e}");
+                return false;
+            }
+        };
+        log::info!("Node {name} was previously registered");
+        let mut reconciled = existing.clone();
+        let requires_update = reconcile_existing_node(node, &mut reconciled);
+        if !requires_update {
+            self.store_node(existing);
+            return true;
+        }
+        match self.patch_status(&existing, &reconciled) {
+            Ok(updated) => {
+                self.store_node(updated);
+                true
+            }
+            Err(e) => {
+                log::error!(
+                    "Unable to reconcile node {name} with API server, error updating node: {e}"
+                );
+                false
+            }
+        }
+    }
+
+    /// PatchNodeStatus: PATCH nodes/<name>/status from `original` to `node`.
+    fn patch_status(&self, original: &Node, node: &Node) -> Result<Node, ApiError> {
+        let body = patch::node_status_patch(original, node).map_err(|e| {
+            ApiError::Decode(format!(
+                "PATCH {}: {e}",
+                paths::node_status(&self.cfg.node_name)
+            ))
+        })?;
+        self.client.patch::<Node>(
+            &paths::node_status(&self.cfg.node_name),
+            PatchType::StrategicMerge,
+            &body,
+        )
+    }
+
+    /// updateNode: a copy of `original` with required labels and a fresh
+    /// status, and whether anything changed.
+    fn update_node(
+        &self,
+        original: &Node,
+        state: &mut SyncState,
+        events: &mut Vec<NodeEvent>,
+    ) -> (Node, bool) {
+        let mut node = original.clone();
+        let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
+        let mut labels_missing = false;
+        for (key, value) in [
+            (LABEL_OS_STABLE, "linux"),
+            (LABEL_ARCH_STABLE, machine::go_arch()),
+        ] {
+            if labels.get(key).map(String::as_str) != Some(value) {
+                labels.insert(key.to_string(), value.to_string());
+                labels_missing = true;
+            }
+        }
+        if !labels_missing && original.metadata.labels.is_none() {
+            node.metadata.labels = None;
+        }
+        self.set_node_status(&mut node, state, events);
+        let changed =
+            patch::node_status_has_changed(original.status.as_ref(), node.status.as_ref())
+                || labels_missing;
+        (node, changed)
+    }
+
+    /// patchNodeStatus: patches and records the report time and the result.
+    fn patch_node_status(
+        &self,
+        original: &Node,
+        node: &Node,
+        state: &mut SyncState,
+    ) -> Result<Node, ApiError> {
+        let updated = self.patch_status(original, node)?;
+        state.last_status_report = Some(Instant::now());
+        self.store_node(updated.clone());
+        Ok(updated)
+    }
+
+    /// updateNodeStatus: up to five tries.
+    fn update_node_status(&self) -> Result<(), String> {
+        for i in 0..NODE_STATUS_UPDATE_RETRY {
+            match self.try_update_node_status() {
+                Ok(()) => return Ok(()),
+                Err(e) => log::error!(
+                    "Error updating node status, will retry (try {}): {e}",
+                    i + 1
+                ),
+            }
+        }
+        Err("update node status exceeds retry count".into())
+    }
+
+    /// tryUpdateNodeStatus: GET, update, and PATCH when the status changed
+    /// or nodeStatusReportFrequency passed since the last report.
+    fn try_update_node_status(&self) -> Result<(), String> {
+        let name = &self.cfg.node_name;
+        let original: Node = self
+            .client
+            .get(&paths::node(name))
+            .map_err(|e| format!("error getting node {name:?}: {e}"))?;
+        if !self.cfg.register_node {
+            self.registered.store(true, Ordering::SeqCst);
+        }
+        let mut events = Vec::new();
+        let mut state = lock(&self.state);
+        let (node, changed) = self.update_node(&original, &mut state, &mut events);
+        self.emit(events);
+        let report_due = state
+            .last_status_report
+            .is_none_or(|t| t.elapsed() >= self.cfg.node_status_report_frequency);
+        if !(changed || report_due) {
+            self.store_node(original);
+            return Ok(());
+        }
+        self.patch_node_status(&original, &node, &mut state)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// fastNodeStatusUpdate: from the last known node, patches at once when
+    /// the node just became ready. True when the fast updates are over
+    /// (ready, patched, or past the grace period).
+    fn fast_node_status_update(&self, timeout: bool) -> bool {
+        if timeout {
+            log::error!("Node not becoming ready in time after startup");
+            return true;
+        }
+        let Some(original) = self.node() else {
+            return false;
+        };
+        let ready = original
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+        match ready {
+            None => {
+                log::error!(
+                    "Node {} does not have NodeReady condition",
+                    self.cfg.node_name
+                );
+                return false;
+            }
+            Some(c) if c.status == "True" => return true,
+            Some(_) => {}
+        }
+        let mut events = Vec::new();
+        let mut state = lock(&self.state);
+        let (node, changed) = self.update_node(&original, &mut state, &mut events);
+        self.emit(events);
+        if !changed {
+            return false;
+        }
+        let now_ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status != "False");
+        if !now_ready {
+            return false;
+        }
+        log::info!("Fast updating node status as it just became ready");
+        if let Err(e) = self.patch_node_status(&original, &node, &mut state) {
+            log::error!("Error updating node status, will retry with syncNodeStatus: {e}");
+            drop(state);
+            if let Err(e) = self.update_node_status() {
+                log::error!("Unable to update node status: {e}");
+            }
+        }
+        true
+    }
+}
+
+/// The Node object before its status (initialNode without setNodeStatus):
+/// default and `--node-labels` labels, the attach-detach annotation, the
+/// registration taints and the provider ID.
+pub fn initial_node_object(cfg: &NodeStatusConfig) -> Node {
+    let arch = machine::go_arch();
+    let mut labels: BTreeMap<String, String> = [
+        (LABEL_HOSTNAME, cfg.node_name.as_str()),
+        (LABEL_OS_STABLE, "linux"),
+        (LABEL_ARCH_STABLE, arch),
+        (LABEL_OS_BETA, "linux"),
+        (LABEL_ARCH_BETA, arch),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (k, v) in &cfg.node_labels {
+        if let Some(old) = labels.get(k) {
+            log::info!("The node label {k}={v} will overwrite default setting {old}");
+        }
+        labels.insert(k.clone(), v.clone());
+    }
+    let annotations = cfg.enable_controller_attach_detach.then(|| {
+        BTreeMap::from([(
+            CONTROLLER_MANAGED_ATTACH_ANNOTATION.to_string(),
+            "true".to_string(),
+        )])
+    });
+    Node {
+        metadata: ObjectMeta {
+            name: Some(cfg.node_name.clone()),
+            labels: Some(labels),
+            annotations,
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            taints: (!cfg.register_with_taints.is_empty())
+                .then(|| cfg.register_with_taints.clone()),
+            provider_id: (!cfg.provider_id.is_empty()).then(|| cfg.provider_id.clone()),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Reconciles an existing Node with the initial one, in place; true when it
+/// changed (reconcileCMADAnnotationWithExistingNode, updateDefaultLabels,
+/// reconcileHugePageResource with updateDefaultResources).
+pub fn reconcile_existing_node(initial: &Node, existing: &mut Node) -> bool {
+    let mut changed = reconcile_cmad_annotation(initial, existing);
+    changed |= update_default_labels(initial, existing);
+    changed |= reconcile_hugepage_resources(initial, existing);
+    changed
+}
+
+fn reconcile_cmad_annotation(initial: &Node, existing: &mut Node) -> bool {
+    let wanted = initial
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONTROLLER_MANAGED_ATTACH_ANNOTATION));
+    let have = existing
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONTROLLER_MANAGED_ATTACH_ANNOTATION));
+    if wanted.map_or("", String::as_str) == have.map_or("", String::as_str) {
+        return false;
+    }
+    match wanted {
+        None => {
+            log::info!("Controller attach-detach setting changed to false; updating existing Node");
+            if let Some(a) = existing.metadata.annotations.as_mut() {
+                a.remove(CONTROLLER_MANAGED_ATTACH_ANNOTATION);
+            }
+        }
+        Some(v) => {
+            log::info!("Controller attach-detach setting changed to true; updating existing Node");
+            existing
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(CONTROLLER_MANAGED_ATTACH_ANNOTATION.to_string(), v.clone());
+        }
+    }
+    true
+}
+
+fn update_default_labels(initial: &Node, existing: &mut Node) -> bool {
+    let empty = BTreeMap::new();
+    let want = initial.metadata.labels.as_ref().unwrap_or(&empty);
+    let labels = existing.metadata.labels.get_or_insert_with(BTreeMap::new);
+    let mut changed = false;
+    for key in DEFAULT_LABELS {
+        let Some(value) = want.get(key) else {
+            continue;
+        };
+        if labels.get(key).map_or("", String::as_str) != value {
+            labels.insert(key.to_string(), value.clone());
+            changed = true;
+        }
+        if labels.get(key).is_some_and(|v| v.is_empty()) {
+            labels.remove(key);
+        }
+    }
+    changed
+}
+
+fn reconcile_hugepage_resources(initial: &Node, existing: &mut Node) -> bool {
+    let init = initial.status.clone().unwrap_or_default();
+    let status = existing.status.get_or_insert_with(Default::default);
+    let mut changed = false;
+    // updateDefaultResources
+    if status.capacity.is_none() {
+        if let Some(c) = &init.capacity {
+            status.capacity = Some(c.clone());
+            changed = true;
+        }
+    }
+    if status.allocatable.is_none() {
+        if let Some(a) = &init.allocatable {
+            status.allocatable = Some(a.clone());
+            changed = true;
+        }
+    }
+    let init_cap = init.capacity.unwrap_or_default();
+    let init_alloc = init.allocatable.unwrap_or_default();
+    let capacity = status.capacity.get_or_insert_with(BTreeMap::new);
+    let allocatable = status.allocatable.get_or_insert_with(BTreeMap::new);
+    for (name, cap) in init_cap.iter().filter(|(k, _)| k.starts_with("hugepages-")) {
+        let supported = capacity.contains_key(name);
+        if !supported || capacity.get(name) != Some(cap) {
+            capacity.insert(name.clone(), cap.clone());
+            changed = true;
+        }
+        let alloc = init_alloc.get(name).cloned().unwrap_or_default();
+        if !supported || allocatable.get(name) != Some(&alloc) {
+            allocatable.insert(name.clone(), alloc);
+            changed = true;
+        }
+    }
+    let stale: Vec<String> = capacity
+        .keys()
+        .filter(|k| k.starts_with("hugepages-") && !init_cap.contains_key(*k))
+        .cloned()
+        .collect();
+    for name in stale {
+        log::info!("Removing huge page resource which is no longer supported: {name}");
+        capacity.remove(&name);
+        allocatable.remove(&name);
+        changed = true;
+    }
+    changed
+}
