@@ -1,0 +1,579 @@
+//! Per-kind behaviour the generic REST machinery delegates to: defaulting
+//! (the v1 SetDefaults_* functions plus the default admission plugins that
+//! mutate: DefaultTolerationSeconds, Priority, ServiceAccount name), status
+//! reset on create, and the validation rules a kubelet can trip over.
+
+use crate::resources::ResourceDef;
+use crate::util::{get, get_str, obj_field_mut};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub type FieldErrs = Vec<(String, &'static str, String)>;
+
+fn set_default(m: &mut Map<String, Value>, k: &str, v: Value) {
+    if m.get(k).map(|x| x.is_null()).unwrap_or(true) {
+        m.insert(k.to_string(), v);
+    }
+}
+
+static SERVICE_IP: AtomicU32 = AtomicU32::new(10);
+
+/// Defaults applied to every decoded object of `def` (create and update).
+pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
+    match (def.group, def.plural) {
+        ("", "pods") => default_pod(obj),
+        ("", "nodes") => {
+            let st = obj_field_mut(obj, "status");
+            if st.get("allocatable").is_none() {
+                if let Some(c) = st.get("capacity").cloned() {
+                    st.insert("allocatable".into(), c);
+                }
+            }
+        }
+        ("", "namespaces") => {
+            let name = crate::util::name_of(obj).to_string();
+            let labels = crate::util::meta_mut(obj)
+                .entry("labels")
+                .or_insert(json!({}));
+            if !labels.is_object() {
+                *labels = json!({});
+            }
+            if let Some(l) = labels.as_object_mut() {
+                l.insert("kubernetes.io/metadata.name".into(), json!(name));
+            }
+            set_default(
+                obj_field_mut(obj, "spec"),
+                "finalizers",
+                json!(["kubernetes"]),
+            );
+            set_default(obj_field_mut(obj, "status"), "phase", json!("Active"));
+        }
+        ("", "services") => default_service(obj),
+        ("", "secrets") => {
+            let m = obj.as_object_mut().expect("object");
+            set_default(m, "type", json!("Opaque"));
+            if let Some(Value::Object(sd)) = m.remove("stringData") {
+                use base64::Engine;
+                let data = m.entry("data").or_insert(json!({}));
+                if let Some(d) = data.as_object_mut() {
+                    for (k, v) in sd {
+                        let s = v.as_str().unwrap_or("").as_bytes().to_vec();
+                        d.insert(
+                            k,
+                            json!(base64::engine::general_purpose::STANDARD.encode(s)),
+                        );
+                    }
+                }
+            }
+        }
+        ("", "persistentvolumeclaims") => {
+            set_default(
+                obj_field_mut(obj, "spec"),
+                "volumeMode",
+                json!("Filesystem"),
+            );
+        }
+        _ => {}
+    }
+}
+
+fn default_container(c: &mut Value) {
+    let Some(m) = c.as_object_mut() else { return };
+    let image = m
+        .get("image")
+        .and_then(|x| x.as_str())
+        .unwrap_or("")
+        .to_string();
+    let last = image.rsplit('/').next().unwrap_or("");
+    let pull = if !image.contains('@') && (!last.contains(':') || last.ends_with(":latest")) {
+        "Always"
+    } else {
+        "IfNotPresent"
+    };
+    set_default(m, "imagePullPolicy", json!(pull));
+    set_default(m, "terminationMessagePath", json!("/dev/termination-log"));
+    set_default(m, "terminationMessagePolicy", json!("File"));
+    set_default(m, "resources", json!({}));
+    // requests default to limits when unset
+    if let Some(r) = m.get_mut("resources").and_then(|r| r.as_object_mut()) {
+        if let Some(Value::Object(lim)) = r.get("limits").cloned() {
+            let req = r.entry("requests").or_insert(json!({}));
+            if let Some(req) = req.as_object_mut() {
+                for (k, v) in lim {
+                    req.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+    if let Some(Value::Array(ports)) = m.get_mut("ports") {
+        for p in ports.iter_mut().filter_map(|p| p.as_object_mut()) {
+            set_default(p, "protocol", json!("TCP"));
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(p) = m.get_mut(probe).and_then(|p| p.as_object_mut()) {
+            set_default(p, "timeoutSeconds", json!(1));
+            set_default(p, "periodSeconds", json!(10));
+            set_default(p, "successThreshold", json!(1));
+            set_default(p, "failureThreshold", json!(3));
+            if let Some(h) = p.get_mut("httpGet").and_then(|h| h.as_object_mut()) {
+                set_default(h, "scheme", json!("HTTP"));
+                set_default(h, "path", json!("/"));
+            }
+        }
+    }
+    if let Some(Value::Array(env)) = m.get_mut("env") {
+        for e in env.iter_mut() {
+            if let Some(fr) = e
+                .get_mut("valueFrom")
+                .and_then(|v| v.get_mut("fieldRef"))
+                .and_then(|f| f.as_object_mut())
+            {
+                set_default(fr, "apiVersion", json!("v1"));
+            }
+        }
+    }
+}
+
+fn default_pod(obj: &mut Value) {
+    let spec = obj_field_mut(obj, "spec");
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "securityContext", json!({}));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "enableServiceLinks", json!(true));
+    // admission: ServiceAccount (name only), Priority, DefaultTolerationSeconds
+    set_default(spec, "serviceAccountName", json!("default"));
+    let sa = spec
+        .get("serviceAccountName")
+        .cloned()
+        .unwrap_or(json!("default"));
+    set_default(spec, "serviceAccount", sa);
+    set_default(spec, "priority", json!(0));
+    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    let tolerations = spec.entry("tolerations").or_insert(json!([]));
+    if let Some(t) = tolerations.as_array_mut() {
+        for key in [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+        ] {
+            let has = t.iter().any(|x| {
+                x.get("key").and_then(|k| k.as_str()) == Some(key)
+                    || (x.get("key").is_none()
+                        && x.get("operator").and_then(|o| o.as_str()) == Some("Exists"))
+            });
+            if !has {
+                t.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+            }
+        }
+    }
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        if let Some(Value::Array(cs)) = spec.get_mut(list) {
+            cs.iter_mut().for_each(default_container);
+        }
+    }
+    if let Some(Value::Array(vols)) = spec.get_mut("volumes") {
+        for v in vols.iter_mut().filter_map(|v| v.as_object_mut()) {
+            for (src, mode) in [
+                ("configMap", true),
+                ("secret", true),
+                ("projected", true),
+                ("downwardAPI", true),
+            ] {
+                if let Some(s) = v.get_mut(src).and_then(|s| s.as_object_mut()) {
+                    if mode {
+                        set_default(s, "defaultMode", json!(420));
+                    }
+                }
+            }
+            if let Some(h) = v.get_mut("hostPath").and_then(|s| s.as_object_mut()) {
+                set_default(h, "type", json!(""));
+            }
+            if v.len() == 1 {
+                // a volume with only a name is an emptyDir
+                v.insert("emptyDir".into(), json!({}));
+            }
+        }
+    }
+}
+
+/// Pod QoS class, as qos.GetPodQOS computes it (containers + init containers).
+pub fn qos_class(pod: &Value) -> &'static str {
+    let mut any = false;
+    let mut guaranteed = true;
+    for list in ["containers", "initContainers"] {
+        for c in get(pod, &["spec", list])
+            .and_then(|x| x.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let req = get(c, &["resources", "requests"]).and_then(|x| x.as_object());
+            let lim = get(c, &["resources", "limits"]).and_then(|x| x.as_object());
+            let relevant = |m: Option<&Map<String, Value>>| -> Vec<(String, Value)> {
+                m.map(|m| {
+                    m.iter()
+                        .filter(|(k, _)| *k == "cpu" || *k == "memory")
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default()
+            };
+            let (r, l) = (relevant(req), relevant(lim));
+            if !r.is_empty() || !l.is_empty() {
+                any = true;
+            }
+            let has_both = |v: &Vec<(String, Value)>| {
+                v.iter().any(|x| x.0 == "cpu") && v.iter().any(|x| x.0 == "memory")
+            };
+            if !has_both(&l)
+                || r.iter()
+                    .any(|(k, v)| l.iter().find(|x| &x.0 == k).map(|x| &x.1) != Some(v))
+            {
+                guaranteed = false;
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn default_service(obj: &mut Value) {
+    let spec = obj_field_mut(obj, "spec");
+    set_default(spec, "type", json!("ClusterIP"));
+    set_default(spec, "sessionAffinity", json!("None"));
+    set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+    if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+        for p in ports.iter_mut().filter_map(|p| p.as_object_mut()) {
+            set_default(p, "protocol", json!("TCP"));
+            let port = p.get("port").cloned().unwrap_or(Value::Null);
+            set_default(p, "targetPort", port);
+        }
+    }
+    if spec.get("type").and_then(|t| t.as_str()) != Some("ExternalName") {
+        if spec
+            .get("clusterIP")
+            .and_then(|x| x.as_str())
+            .unwrap_or("")
+            .is_empty()
+        {
+            let n = SERVICE_IP.fetch_add(1, Ordering::Relaxed);
+            spec.insert(
+                "clusterIP".into(),
+                json!(format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff)),
+            );
+        }
+        let ip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
+        set_default(spec, "clusterIPs", json!([ip]));
+        set_default(spec, "ipFamilies", json!(["IPv4"]));
+        set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+    }
+}
+
+/// Status on create, as the strategies' PrepareForCreate set it.
+pub fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
+    match (def.group, def.plural) {
+        ("", "pods") => {
+            let q = qos_class(obj);
+            obj["status"] = json!({"phase": "Pending", "qosClass": q});
+        }
+        ("", "services") => obj["status"] = json!({"loadBalancer": {}}),
+        ("", "namespaces") => obj["status"] = json!({"phase": "Active"}),
+        ("", "persistentvolumeclaims") => obj["status"] = json!({"phase": "Pending"}),
+        ("", "persistentvolumes") => obj["status"] = json!({"phase": "Pending"}),
+        // Nodes keep the status the kubelet registers with.
+        _ => {}
+    }
+}
+
+// ---------------------------------------------------------------- validation
+
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+fn invalid(errs: &mut FieldErrs, field: &str, val: &str, detail: &str) {
+    errs.push((
+        field.to_string(),
+        "FieldValueInvalid",
+        format!("Invalid value: {:?}: {}", val, detail),
+    ));
+}
+
+fn required(errs: &mut FieldErrs, field: &str) {
+    errs.push((
+        field.to_string(),
+        "FieldValueRequired",
+        "Required value".to_string(),
+    ));
+}
+
+fn label_value_ok(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 63
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+            && v.as_bytes()[0].is_ascii_alphanumeric()
+            && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric())
+}
+
+/// Validation on create (`old` None) and update.
+pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> FieldErrs {
+    let mut errs = FieldErrs::new();
+    let name = crate::util::name_of(obj);
+    let name_ok = match (def.group, def.plural) {
+        ("", "namespaces") | ("", "services") => is_dns_label(name),
+        ("", "events") | ("events.k8s.io", "events") => !name.is_empty() && !name.contains('/'),
+        _ => is_dns_subdomain(name),
+    };
+    if name.is_empty() {
+        errs.push((
+            "metadata.name".into(),
+            "FieldValueRequired",
+            "Required value: name or generateName is required".into(),
+        ));
+    } else if !name_ok {
+        let msg = if def.plural == "namespaces" || def.plural == "services" {
+            DNS1123_LABEL_MSG
+        } else {
+            DNS1123_SUBDOMAIN_MSG
+        };
+        invalid(&mut errs, "metadata.name", name, msg);
+    }
+    // Shape checks the typed decoder of the real server would make.
+    for (path, want_obj) in [
+        ("labels", true),
+        ("annotations", true),
+        ("finalizers", false),
+        ("ownerReferences", false),
+    ] {
+        if let Some(v) = get(obj, &["metadata", path]) {
+            let ok = v.is_null()
+                || if want_obj {
+                    v.is_object()
+                } else {
+                    v.is_array()
+                };
+            if !ok {
+                invalid(
+                    &mut errs,
+                    &format!("metadata.{}", path),
+                    &v.to_string(),
+                    "wrong type",
+                );
+            }
+        }
+    }
+    for k in ["spec", "status"] {
+        if let Some(v) = obj.get(k) {
+            if !v.is_object() && !v.is_null() {
+                invalid(&mut errs, k, &v.to_string(), "must be an object");
+            }
+        }
+    }
+    if let Some(labels) = get(obj, &["metadata", "labels"]).and_then(|l| l.as_object()) {
+        for (k, v) in labels {
+            let vs = v.as_str().unwrap_or("");
+            if !v.is_string() || !label_value_ok(vs) {
+                invalid(&mut errs, "metadata.labels", vs, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')");
+            }
+            if k.is_empty() || k.len() > 316 {
+                invalid(
+                    &mut errs,
+                    "metadata.labels",
+                    k,
+                    "name part must be non-empty",
+                );
+            }
+        }
+    }
+    if let Some(a) = get(obj, &["metadata", "annotations"]) {
+        if !a.is_object()
+            || a.as_object()
+                .map(|m| m.values().any(|v| !v.is_string()))
+                .unwrap_or(false)
+        {
+            invalid(
+                &mut errs,
+                "metadata.annotations",
+                "",
+                "annotation values must be strings",
+            );
+        }
+    }
+    match (def.group, def.plural) {
+        ("", "pods") => validate_pod(obj, old, &mut errs),
+        ("coordination.k8s.io", "leases") => {
+            if let Some(d) = get(obj, &["spec", "leaseDurationSeconds"]).and_then(|x| x.as_i64()) {
+                if d <= 0 {
+                    invalid(
+                        &mut errs,
+                        "spec.leaseDurationSeconds",
+                        &d.to_string(),
+                        "must be greater than 0",
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+    errs
+}
+
+fn validate_pod(pod: &Value, old: Option<&Value>, errs: &mut FieldErrs) {
+    let containers = get(pod, &["spec", "containers"]).and_then(|x| x.as_array());
+    match containers {
+        None => required(errs, "spec.containers"),
+        Some(c) if c.is_empty() => required(errs, "spec.containers"),
+        _ => {}
+    }
+    let mut names: Vec<String> = vec![];
+    for list in ["initContainers", "containers"] {
+        for (i, c) in get(pod, &["spec", list])
+            .and_then(|x| x.as_array())
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let f = format!("spec.{}[{}]", list, i);
+            let n = get_str(c, &["name"]).unwrap_or("");
+            if n.is_empty() {
+                required(errs, &format!("{}.name", f));
+            } else if !is_dns_label(n) {
+                invalid(errs, &format!("{}.name", f), n, DNS1123_LABEL_MSG);
+            } else if names.iter().any(|x| x == n) {
+                errs.push((
+                    format!("{}.name", f),
+                    "FieldValueDuplicate",
+                    format!("Duplicate value: {:?}", n),
+                ));
+            } else {
+                names.push(n.to_string());
+            }
+            if get_str(c, &["image"]).unwrap_or("").is_empty() && old.is_none() {
+                required(errs, &format!("{}.image", f));
+            }
+        }
+    }
+    if let Some(rp) = get_str(pod, &["spec", "restartPolicy"]) {
+        if !["Always", "OnFailure", "Never"].contains(&rp) {
+            errs.push((
+                "spec.restartPolicy".into(),
+                "FieldValueNotSupported",
+                format!("Unsupported value: {:?}: supported values: \"Always\", \"OnFailure\", \"Never\"", rp),
+            ));
+        }
+    }
+    let Some(old) = old else { return };
+    // Pod spec is immutable apart from a few fields.
+    let strip = |p: &Value| -> Value {
+        let mut s = p.get("spec").cloned().unwrap_or(Value::Null);
+        for list in ["containers", "initContainers"] {
+            if let Some(Value::Array(cs)) = s.get_mut(list) {
+                for c in cs.iter_mut().filter_map(|c| c.as_object_mut()) {
+                    c.remove("image");
+                }
+            }
+        }
+        if let Some(m) = s.as_object_mut() {
+            for k in [
+                "activeDeadlineSeconds",
+                "tolerations",
+                "terminationGracePeriodSeconds",
+                "schedulingGates",
+            ] {
+                m.remove(k);
+            }
+        }
+        s
+    };
+    if strip(pod) != strip(old) {
+        errs.push(("spec".into(), "FieldValueForbidden", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)".into()));
+    }
+    // Status transitions the real validation forbids.
+    let phase = |p: &Value| get_str(p, &["status", "phase"]).unwrap_or("").to_string();
+    let (op, np) = (phase(old), phase(pod));
+    if (op == "Succeeded" || op == "Failed") && np != op {
+        errs.push((
+            "status.phase".into(),
+            "FieldValueForbidden",
+            format!(
+                "Forbidden: cannot transition from terminal phase {:?} to {:?}",
+                op, np
+            ),
+        ));
+    }
+    let restart = get_str(pod, &["spec", "restartPolicy"]).unwrap_or("Always");
+    if restart != "Always" {
+        for list in ["containerStatuses"] {
+            let olds = get(old, &["status", list]).and_then(|x| x.as_array());
+            let news = get(pod, &["status", list]).and_then(|x| x.as_array());
+            for (i, n) in news.into_iter().flatten().enumerate() {
+                let name = get_str(n, &["name"]).unwrap_or("");
+                let Some(o) = olds
+                    .into_iter()
+                    .flatten()
+                    .find(|o| get_str(o, &["name"]) == Some(name))
+                else {
+                    continue;
+                };
+                let Some(term) = get(o, &["state", "terminated"]) else {
+                    continue;
+                };
+                let ok_to_restart = restart == "OnFailure"
+                    && term.get("exitCode").and_then(|x| x.as_i64()).unwrap_or(0) != 0;
+                if !ok_to_restart && get(n, &["state", "terminated"]).is_none() {
+                    errs.push((
+                        format!("status.{}[{}].state", list, i),
+                        "FieldValueForbidden",
+                        "Forbidden: may not be transitioned to non-terminated state".into(),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_defaults_and_qos() {
+        let def = crate::resources::find("", "v1", "pods").unwrap();
+        let mut p = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}], "volumes": [{"name": "v"}]}});
+        apply_defaults(def, &mut p);
+        reset_status_on_create(def, &mut p);
+        assert_eq!(p["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "1"
+        );
+        assert_eq!(p["status"]["qosClass"], "Guaranteed");
+        assert_eq!(p["spec"]["volumes"][0]["emptyDir"], json!({}));
+        assert_eq!(p["spec"]["tolerations"].as_array().unwrap().len(), 2);
+        assert!(validate(def, &p, None).is_empty());
+        let mut q = p.clone();
+        q["spec"]["nodeName"] = json!("x");
+        assert_eq!(validate(def, &q, Some(&p)).len(), 1);
+        let bad = json!({"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}});
+        assert_eq!(validate(def, &bad, None).len(), 2);
+    }
+}

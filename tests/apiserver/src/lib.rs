@@ -1,0 +1,19 @@
+//! rkubelet-apiserver-double: a faithful, synchronous kube-apiserver test
+//! double for rkubelet's cluster-mode tests. See README.md.
+
+pub mod certs;
+pub mod control;
+pub mod handlers;
+pub mod http;
+pub mod kinds;
+pub mod patch;
+pub mod resources;
+pub mod selectors;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod tls;
+pub mod util;
+pub mod watch;
+
+pub use server::{start, Config, Handle};

@@ -1,0 +1,579 @@
+//! The listener: TLS accept loop, one bounded OS thread per connection,
+//! HTTP/1.1 keep-alive, authentication, fault injection, stats and audit
+//! around the REST handlers, and the /__double control endpoints.
+
+use crate::certs::{subject_identity, Pki, User};
+use crate::control::{Audit, Faults, Stats};
+use crate::handlers::{self, Api, Info, Reply, Target};
+use crate::http::{self, Conn, ReadError, Request};
+use crate::status::ApiError;
+use crate::store::Store;
+use crate::watch;
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dir: PathBuf,
+    pub bind: String,
+    pub port: u16,
+    pub node_names: Vec<String>,
+    pub bookmark_interval: Duration,
+    /// Watches without timeoutSeconds last [min, 2*min) seconds, like --min-request-timeout.
+    pub min_request_timeout: u64,
+    pub history: usize,
+    pub anonymous_auth: bool,
+    pub node_restriction: bool,
+    pub persist: bool,
+    pub max_conns: usize,
+    pub idle_timeout: Duration,
+}
+
+impl Config {
+    pub fn new(dir: impl Into<PathBuf>) -> Config {
+        Config {
+            dir: dir.into(),
+            bind: "127.0.0.1".into(),
+            port: 0,
+            node_names: vec![],
+            bookmark_interval: Duration::from_secs(60),
+            min_request_timeout: 1800,
+            history: 2000,
+            anonymous_auth: false,
+            node_restriction: false,
+            persist: true,
+            max_conns: 256,
+            idle_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+pub struct Server {
+    cfg: Config,
+    pub api: Api,
+    pki: Mutex<Pki>,
+    tls: Arc<ServerConfig>,
+    faults: Faults,
+    stats: Stats,
+    audit: Audit,
+    conns: AtomicUsize,
+    url: String,
+}
+
+pub struct Handle {
+    pub port: u16,
+    pub url: String,
+    pub dir: PathBuf,
+    pub server: Arc<Server>,
+}
+
+/// Binds, writes the credentials and kubeconfigs, and serves in background threads.
+pub fn start(cfg: Config) -> Result<Handle, String> {
+    let pki = Pki::load_or_create(&cfg.dir, &cfg.node_names)?;
+    let tls = crate::tls::server_config(&pki)?;
+    let listener = TcpListener::bind((cfg.bind.as_str(), cfg.port))
+        .map_err(|e| format!("bind {}:{}: {}", cfg.bind, cfg.port, e))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let host = if cfg.bind == "0.0.0.0" {
+        "127.0.0.1".to_string()
+    } else {
+        cfg.bind.clone()
+    };
+    let url = format!("https://{}:{}", host, port);
+    pki.write_kubeconfigs(&url, &cfg.node_names)?;
+    std::fs::write(cfg.dir.join("port"), port.to_string()).map_err(|e| e.to_string())?;
+    let wal = cfg.persist.then(|| cfg.dir.join("state.jsonl"));
+    let api = Api {
+        store: Store::new(cfg.history, wal),
+        bookmark_interval: cfg.bookmark_interval,
+        min_request_timeout: cfg.min_request_timeout,
+        ca_pem: pki.ca_pem.clone(),
+        server_url: Mutex::new(url.clone()),
+        node_restriction: cfg.node_restriction,
+    };
+    handlers::bootstrap(&api);
+    let server = Arc::new(Server {
+        audit: Audit::open(&cfg.dir.join("audit.log")),
+        cfg: cfg.clone(),
+        api,
+        pki: Mutex::new(pki),
+        tls,
+        faults: Faults::default(),
+        stats: Stats::default(),
+        conns: AtomicUsize::new(0),
+        url: url.clone(),
+    });
+    let s = server.clone();
+    std::thread::Builder::new()
+        .name("accept".into())
+        .spawn(move || accept_loop(s, listener))
+        .map_err(|e| e.to_string())?;
+    let s = server.clone();
+    std::thread::Builder::new()
+        .name("namespace-controller".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(500));
+            handlers::namespace_controller_tick(&s.api);
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(Handle {
+        port,
+        url,
+        dir: cfg.dir,
+        server,
+    })
+}
+
+struct ConnGuard<'a>(&'a AtomicUsize);
+impl Drop for ConnGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn accept_loop(srv: Arc<Server>, listener: TcpListener) {
+    for stream in listener.incoming() {
+        let tcp = match stream {
+            Ok(t) => t,
+            Err(e) => {
+                log::warn!("accept: {}", e);
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if srv.conns.fetch_add(1, Ordering::SeqCst) >= srv.cfg.max_conns {
+            srv.conns.fetch_sub(1, Ordering::SeqCst);
+            log::warn!(
+                "connection limit {} reached; closing new connection",
+                srv.cfg.max_conns
+            );
+            drop(tcp);
+            continue;
+        }
+        let s = srv.clone();
+        let spawned = std::thread::Builder::new()
+            .name("conn".into())
+            .spawn(move || {
+                let _g = ConnGuard(&s.conns);
+                serve_conn(&s, tcp);
+            });
+        if spawned.is_err() {
+            srv.conns.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// True while the peer has neither closed nor sent anything (a watch client
+/// sends nothing until it goes away): MSG_PEEK, non-blocking.
+fn peer_alive(fd: std::os::fd::RawFd) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: recv into a valid 1-byte buffer on a socket fd we own.
+    let r = unsafe {
+        libc::recv(
+            fd,
+            b.as_mut_ptr() as *mut libc::c_void,
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if r < 0 {
+        let e = std::io::Error::last_os_error().kind();
+        return e == std::io::ErrorKind::WouldBlock || e == std::io::ErrorKind::Interrupted;
+    }
+    false
+}
+
+fn serve_conn(srv: &Server, tcp: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let fd = tcp.as_raw_fd();
+    let _ = tcp.set_nodelay(true);
+    let _ = tcp.set_read_timeout(Some(srv.cfg.idle_timeout));
+    let _ = tcp.set_write_timeout(Some(Duration::from_secs(30)));
+    let conn = match ServerConnection::new(srv.tls.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            log::warn!("tls: {}", e);
+            return;
+        }
+    };
+    let mut tls = StreamOwned::new(conn, tcp);
+    while tls.conn.is_handshaking() {
+        if let Err(e) = tls.conn.complete_io(&mut tls.sock) {
+            log::debug!("tls handshake: {}", e);
+            return;
+        }
+    }
+    let cert_user = tls
+        .conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .and_then(|c| subject_identity(c))
+        .map(|(cn, orgs)| User {
+            name: cn,
+            groups: orgs,
+        });
+    let mut http = Conn::new(tls);
+    loop {
+        let req = match http.read_request() {
+            Ok(r) => r,
+            Err(ReadError::Closed) | Err(ReadError::Io(_)) => break,
+            Err(ReadError::Bad(m)) => {
+                let _ = write_error(&mut http.stream, &ApiError::bad_request(m), true);
+                break;
+            }
+            Err(ReadError::TooLarge) => {
+                let _ = write_error(&mut http.stream, &ApiError::too_large(), true);
+                break;
+            }
+        };
+        let close = req.wants_close();
+        if !process(srv, &mut http.stream, &req, &cert_user, close, &|| {
+            peer_alive(fd)
+        }) || close
+        {
+            break;
+        }
+    }
+    http.stream.conn.send_close_notify();
+    let _ = http.stream.flush();
+}
+
+fn json_headers() -> Vec<(String, String)> {
+    vec![
+        ("Content-Type".into(), "application/json".into()),
+        ("Cache-Control".into(), "no-cache, private".into()),
+        ("Audit-Id".into(), crate::util::uuid4()),
+    ]
+}
+
+fn write_error<W: Write>(w: &mut W, e: &ApiError, close: bool) -> std::io::Result<()> {
+    let mut h = json_headers();
+    if let Some(ra) = e.retry_after {
+        h.push(("Retry-After".into(), ra.to_string()));
+    }
+    let body = serde_json::to_vec(&e.to_status()).unwrap_or_default();
+    http::write_response(w, e.code, &h, &body, close)
+}
+
+fn authenticate(srv: &Server, req: &Request, cert_user: &Option<User>) -> Result<User, ApiError> {
+    let with_auth = |mut u: User| {
+        if !u.groups.iter().any(|g| g == "system:authenticated") {
+            u.groups.push("system:authenticated".into());
+        }
+        u
+    };
+    if let Some(u) = cert_user {
+        return Ok(with_auth(u.clone()));
+    }
+    if let Some(h) = req.header("authorization") {
+        let tok = h
+            .strip_prefix("Bearer ")
+            .or_else(|| h.strip_prefix("bearer "))
+            .map(str::trim);
+        let pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+        return match tok.and_then(|t| pki.tokens.get(t)) {
+            Some(u) => Ok(with_auth(u.clone())),
+            None => Err(ApiError::unauthorized()),
+        };
+    }
+    if srv.cfg.anonymous_auth {
+        Ok(User {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+        })
+    } else {
+        Err(ApiError::unauthorized())
+    }
+}
+
+/// RBAC's view of an anonymous user: only the public info endpoints.
+fn anonymous_forbidden(info: &Info, req: &Request) -> Option<ApiError> {
+    let p = req.path.as_str();
+    let public = ["/healthz", "/livez", "/readyz", "/version"]
+        .iter()
+        .any(|x| p == *x || p.starts_with(&format!("{}/", x)));
+    if public {
+        return None;
+    }
+    let msg = if info.is_resource {
+        let scope = if info.ns.is_empty() {
+            "at the cluster scope".to_string()
+        } else {
+            format!("in the namespace {:?}", info.ns)
+        };
+        let group = info.resource.split_once('.').map(|x| x.1).unwrap_or("");
+        let res = info.resource.split('.').next().unwrap_or("");
+        let res = if info.sub.is_empty() {
+            res.to_string()
+        } else {
+            format!("{}/{}", res, info.sub)
+        };
+        format!(
+            "User \"system:anonymous\" cannot {} resource {:?} in API group {:?} {}",
+            info.verb, res, group, scope
+        )
+    } else {
+        format!(
+            "User \"system:anonymous\" cannot {} path {:?}",
+            info.verb, p
+        )
+    };
+    let what = if info.is_resource {
+        info.resource.split('.').next().unwrap_or("").to_string()
+    } else {
+        String::new()
+    };
+    let mut e = ApiError::forbidden(&what, &info.name, &msg);
+    if what.is_empty() {
+        e.message = format!("forbidden: {}", msg);
+        e.details = Some(json!({}));
+    }
+    Some(e)
+}
+
+/// Handles one request; false when the connection must be closed.
+fn process<W: Write>(
+    srv: &Server,
+    w: &mut W,
+    req: &Request,
+    cert_user: &Option<User>,
+    close: bool,
+    alive: &dyn Fn() -> bool,
+) -> bool {
+    let started = Instant::now();
+    let auth = authenticate(srv, req, cert_user);
+    let (user_name, groups) = match &auth {
+        Ok(u) => (u.name.clone(), u.groups.clone()),
+        Err(_) => (String::new(), vec![]),
+    };
+    let ua = req.user_agent().to_string();
+
+    if req.path == "/__double" || req.path.starts_with("/__double/") {
+        let (code, body) = match &auth {
+            Ok(u) if u.is_admin() => control(srv, req),
+            Ok(_) => (
+                403,
+                ApiError::new(
+                    403,
+                    "Forbidden",
+                    "the /__double control API is for admin identities only",
+                )
+                .to_status(),
+            ),
+            Err(e) => (e.code, e.to_status()),
+        };
+        let info = Info {
+            verb: req.method.to_ascii_lowercase(),
+            resource: req.path.clone(),
+            ..Default::default()
+        };
+        srv.audit.log(
+            &user_name,
+            &groups,
+            &info.verb,
+            &req.method,
+            &req.target,
+            &info,
+            code,
+            &ua,
+            started.elapsed().as_millis(),
+        );
+        let body = serde_json::to_vec(&body).unwrap_or_default();
+        return http::write_response(w, code, &json_headers(), &body, close).is_ok();
+    }
+
+    let (target, info) = handlers::classify(req);
+    let decision = srv.faults.decide(&req.path, &info.verb);
+    if decision.stall_ms > 0 {
+        std::thread::sleep(Duration::from_millis(decision.stall_ms));
+    }
+    let finish = |code: u16| {
+        srv.stats.record(&info.stats_key(), &ua, &user_name, code);
+        srv.audit.log(
+            &user_name,
+            &groups,
+            &info.verb,
+            &req.method,
+            &req.target,
+            &info,
+            code,
+            &ua,
+            started.elapsed().as_millis(),
+        );
+    };
+    if decision.drop {
+        finish(0);
+        return false;
+    }
+    let result: Result<Reply, ApiError> = if let Some((code, retry)) = decision.status {
+        Err(ApiError::for_code(code, retry))
+    } else {
+        match auth {
+            Err(e) => Err(e),
+            Ok(user) => {
+                if user.name == "system:anonymous" {
+                    if let Some(e) = anonymous_forbidden(&info, req) {
+                        Err(e)
+                    } else {
+                        run_handler(srv, req, &user, target, &info)
+                    }
+                } else {
+                    run_handler(srv, req, &user, target, &info)
+                }
+            }
+        }
+    };
+    match result {
+        Ok(Reply::Watch(mut wr)) => {
+            wr.truncate = decision.truncate_watch;
+            finish(200);
+            let h = vec![("Audit-Id".to_string(), crate::util::uuid4())];
+            match watch::serve(w, &srv.api, &wr, &h, alive) {
+                Ok(()) => !wr.truncate,
+                Err(_) => false,
+            }
+        }
+        Ok(Reply::Json(code, v)) => {
+            finish(code);
+            let body = serde_json::to_vec(&v).unwrap_or_default();
+            http::write_response(w, code, &json_headers(), &body, close).is_ok()
+        }
+        Ok(Reply::Text(code, t)) => {
+            finish(code);
+            let h = vec![
+                (
+                    "Content-Type".to_string(),
+                    "text/plain; charset=utf-8".to_string(),
+                ),
+                ("X-Content-Type-Options".to_string(), "nosniff".to_string()),
+            ];
+            http::write_response(w, code, &h, t.as_bytes(), close).is_ok()
+        }
+        Err(e) => {
+            finish(e.code);
+            write_error(w, &e, close).is_ok()
+        }
+    }
+}
+
+fn run_handler(
+    srv: &Server,
+    req: &Request,
+    user: &User,
+    target: Target,
+    info: &Info,
+) -> Result<Reply, ApiError> {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        handlers::handle(&srv.api, req, user, target, info)
+    }));
+    match r {
+        Ok(r) => r,
+        Err(_) => Err(ApiError::internal(
+            "handler panicked (a bug in the apiserver double)",
+        )),
+    }
+}
+
+fn control(srv: &Server, req: &Request) -> (u16, Value) {
+    let body = || -> Result<Value, (u16, Value)> {
+        if req.body.is_empty() {
+            return Ok(json!({}));
+        }
+        serde_json::from_slice(&req.body).map_err(|e| {
+            (
+                400,
+                ApiError::bad_request(format!("invalid JSON: {}", e)).to_status(),
+            )
+        })
+    };
+    let bad = |m: String| (400, ApiError::bad_request(m).to_status());
+    match (req.method.as_str(), req.path.trim_end_matches('/')) {
+        ("GET", "/__double/faults") => (200, json!({"faults": srv.faults.to_json()})),
+        ("DELETE", "/__double/faults") => {
+            srv.faults.clear();
+            (200, json!({"faults": []}))
+        }
+        ("POST", "/__double/faults") => {
+            let v = match body() {
+                Ok(v) => v,
+                Err(e) => return e,
+            };
+            if v.get("clear").and_then(|x| x.as_bool()) == Some(true) {
+                srv.faults.clear();
+            }
+            if v.get("closeWatches").and_then(|x| x.as_bool()) == Some(true) {
+                srv.api.store.lock().end_all_watches();
+            }
+            match srv.faults.add(&v) {
+                Ok(n) => (200, json!({"added": n, "faults": srv.faults.to_json()})),
+                Err(m) => bad(m),
+            }
+        }
+        ("GET", "/__double/stats") => (200, srv.stats.to_json()),
+        ("POST", "/__double/stats/reset") => {
+            srv.stats.reset();
+            (200, srv.stats.to_json())
+        }
+        ("POST", "/__double/nodes") => {
+            let v = match body() {
+                Ok(v) => v,
+                Err(e) => return e,
+            };
+            let Some(name) = v.get("name").and_then(|x| x.as_str()) else {
+                return bad("name is required".into());
+            };
+            let mut pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            match pki.add_node(name, &srv.url) {
+                Ok(()) => (
+                    200,
+                    json!({
+                        "kubeconfig": srv.cfg.dir.join(format!("kubelet-{}.kubeconfig", name)),
+                        "filesKubeconfig": srv.cfg.dir.join(format!("kubelet-{}-files.kubeconfig", name)),
+                        "tokenKubeconfig": srv.cfg.dir.join(format!("kubelet-{}-token.kubeconfig", name)),
+                    }),
+                ),
+                Err(m) => bad(m),
+            }
+        }
+        ("POST", "/__double/certs") => {
+            let v = match body() {
+                Ok(v) => v,
+                Err(e) => return e,
+            };
+            let Some(cn) = v.get("cn").and_then(|x| x.as_str()) else {
+                return bad("cn is required".into());
+            };
+            let orgs: Vec<String> = v
+                .get("orgs")
+                .and_then(|x| x.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|o| o.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let orgs: Vec<&str> = orgs.iter().map(|s| s.as_str()).collect();
+            let days = v.get("days").and_then(|x| x.as_i64()).unwrap_or(365).max(1);
+            let pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            match pki.issue_client(cn, &orgs, days) {
+                Ok((c, k)) => (200, json!({"cert": c, "key": k})),
+                Err(m) => (500, ApiError::internal(&m).to_status()),
+            }
+        }
+        ("GET", "/__double") | ("GET", "/__double/info") => {
+            let g = srv.api.store.lock();
+            (
+                200,
+                json!({"url": srv.url, "dir": srv.cfg.dir, "resourceVersion": g.rv.to_string(),
+                "historyStart": g.history_start.to_string(), "connections": srv.conns.load(Ordering::SeqCst)}),
+            )
+        }
+        _ => (404, ApiError::path_not_found().to_status()),
+    }
+}

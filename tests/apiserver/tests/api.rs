@@ -1,0 +1,809 @@
+//! End-to-end tests of the apiserver double, run as a process (as rkubelet's
+//! tests use it) and driven by a minimal synchronous client (ureq + rustls).
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Double {
+    child: Child,
+    dir: PathBuf,
+    url: String,
+}
+
+impl Drop for Double {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "apid-{}-{}-{}",
+        name,
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn spawn_in(dir: &Path, extra: &[&str]) -> Double {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver-double"))
+        .arg("--dir")
+        .arg(dir)
+        .args(["--node-name", "node-a", "--node-name", "node-b"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn apiserver-double");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("LISTENING ")
+        .unwrap_or_else(|| panic!("bad banner {:?}", line))
+        .to_string();
+    Double {
+        child,
+        dir: dir.to_path_buf(),
+        url,
+    }
+}
+
+fn spawn(name: &str, extra: &[&str]) -> Double {
+    spawn_in(&tmpdir(name), extra)
+}
+
+fn tls(dir: &Path, client: Option<&str>) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(dir.join("ca.crt")).unwrap())
+        .unwrap();
+    let b = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    Arc::new(match client {
+        Some(base) => {
+            let certs =
+                vec![CertificateDer::from_pem_file(dir.join(format!("{}.crt", base))).unwrap()];
+            let key = PrivateKeyDer::from_pem_file(dir.join(format!("{}.key", base))).unwrap();
+            b.with_client_auth_cert(certs, key).unwrap()
+        }
+        None => b.with_no_client_auth(),
+    })
+}
+
+struct Client {
+    agent: ureq::Agent,
+    base: String,
+    token: Option<String>,
+}
+
+impl Client {
+    fn cert(d: &Double, base: &str) -> Client {
+        Client {
+            agent: ureq::AgentBuilder::new()
+                .tls_config(tls(&d.dir, Some(base)))
+                .timeout(Duration::from_secs(20))
+                .build(),
+            base: d.url.clone(),
+            token: None,
+        }
+    }
+    fn kubelet(d: &Double) -> Client {
+        Self::cert(d, "kubelet-node-a")
+    }
+    fn admin(d: &Double) -> Client {
+        Self::cert(d, "admin")
+    }
+    fn anonymous(d: &Double) -> Client {
+        Client {
+            agent: ureq::AgentBuilder::new()
+                .tls_config(tls(&d.dir, None))
+                .build(),
+            base: d.url.clone(),
+            token: None,
+        }
+    }
+    fn token(d: &Double, file: &str) -> Client {
+        let mut c = Self::anonymous(d);
+        c.token = Some(
+            std::fs::read_to_string(d.dir.join(file))
+                .unwrap()
+                .trim()
+                .to_string(),
+        );
+        c
+    }
+
+    fn req(
+        &self,
+        method: &str,
+        path: &str,
+        ct: Option<&str>,
+        body: Option<&Value>,
+    ) -> (u16, Value, Option<String>) {
+        let mut r = self
+            .agent
+            .request(method, &format!("{}{}", self.base, path))
+            .set("User-Agent", "apid-test/1.0");
+        if let Some(t) = &self.token {
+            r = r.set("Authorization", &format!("Bearer {}", t));
+        }
+        if let Some(ct) = ct {
+            r = r.set("Content-Type", ct);
+        }
+        let res = match body {
+            Some(b) => r.send_string(&b.to_string()),
+            None => r.call(),
+        };
+        let resp = match res {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{} {}: {}", method, path, e),
+        };
+        let code = resp.status();
+        let retry = resp.header("Retry-After").map(String::from);
+        let text = resp.into_string().unwrap();
+        (
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            retry,
+        )
+    }
+    fn get(&self, p: &str) -> (u16, Value) {
+        let (c, v, _) = self.req("GET", p, None, None);
+        (c, v)
+    }
+    fn post(&self, p: &str, b: Value) -> (u16, Value) {
+        let (c, v, _) = self.req("POST", p, Some("application/json"), Some(&b));
+        (c, v)
+    }
+    fn put(&self, p: &str, b: Value) -> (u16, Value) {
+        let (c, v, _) = self.req("PUT", p, Some("application/json"), Some(&b));
+        (c, v)
+    }
+    fn patch(&self, p: &str, ct: &str, b: Value) -> (u16, Value) {
+        let (c, v, _) = self.req("PATCH", p, Some(ct), Some(&b));
+        (c, v)
+    }
+    fn delete(&self, p: &str, b: Option<Value>) -> (u16, Value) {
+        let (c, v, _) = self.req("DELETE", p, Some("application/json"), b.as_ref());
+        (c, v)
+    }
+
+    /// Collects watch events until `n` arrived, the stream ended, or 10s passed.
+    fn watch(&self, path: &str, n: usize) -> Vec<Value> {
+        let resp = self
+            .agent
+            .get(&format!("{}{}", self.base, path))
+            .timeout(Duration::from_secs(10))
+            .call()
+            .unwrap();
+        let mut out = vec![];
+        let mut lines = BufReader::new(resp.into_reader()).lines();
+        while out.len() < n {
+            match lines.next() {
+                Some(Ok(l)) if !l.is_empty() => out.push(serde_json::from_str(&l).unwrap()),
+                Some(Ok(_)) => {}
+                _ => break,
+            }
+        }
+        out
+    }
+}
+
+fn pod(name: &str, node: Option<&str>) -> Value {
+    let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}, {"name": "d", "image": "nginx"}]}});
+    if let Some(n) = node {
+        p["spec"]["nodeName"] = json!(n);
+    }
+    p
+}
+
+fn rv(v: &Value) -> String {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn create_get_list_and_auth() {
+    let d = spawn("crud", &[]);
+    for f in [
+        "ca.crt",
+        "kubelet-node-a.kubeconfig",
+        "kubelet-node-a-files.kubeconfig",
+        "kubelet-node-a-token.kubeconfig",
+        "admin.kubeconfig",
+        "admin-token",
+        "port",
+    ] {
+        assert!(d.dir.join(f).exists(), "{} missing", f);
+    }
+    let kc = std::fs::read_to_string(d.dir.join("kubelet-node-a.kubeconfig")).unwrap();
+    assert!(
+        kc.contains("client-certificate-data:")
+            && kc.contains(&d.url)
+            && kc.contains("current-context: system:node:node-a@kubernetes")
+    );
+
+    let c = Client::kubelet(&d);
+    assert_eq!(c.get("/version").1["gitVersion"], "v1.34.0");
+    assert_eq!(c.get("/healthz"), (200, json!("ok")));
+    let (code, node) = c.post(
+        "/api/v1/nodes",
+        json!({"metadata": {"name": "node-a"}, "status": {"capacity": {"cpu": "2"}}}),
+    );
+    assert_eq!(code, 201);
+    assert_eq!(node["kind"], "Node");
+    assert_eq!(node["status"]["allocatable"]["cpu"], "2");
+    assert!(node["metadata"]["uid"].as_str().unwrap().len() == 36);
+
+    let (code, p1) = c.post("/api/v1/namespaces/default/pods", pod("p1", Some("node-a")));
+    assert_eq!(code, 201, "{}", p1);
+    assert_eq!(p1["metadata"]["namespace"], "default");
+    assert_eq!(p1["metadata"]["generation"], 1);
+    assert_eq!(p1["status"]["phase"], "Pending");
+    assert_eq!(p1["status"]["qosClass"], "BestEffort");
+    assert_eq!(
+        p1["spec"]["containers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+    assert_eq!(p1["spec"]["containers"][1]["imagePullPolicy"], "Always");
+    assert_eq!(p1["spec"]["restartPolicy"], "Always");
+    c.post("/api/v1/namespaces/default/pods", pod("p2", Some("node-b")));
+    let (code, gen) = c.post("/api/v1/namespaces/kube-system/pods", json!({"metadata": {"generateName": "mirror-"}, "spec": {"containers": [{"name": "c", "image": "x"}], "nodeName": "node-a"}}));
+    assert_eq!(code, 201);
+    assert!(gen["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .starts_with("mirror-"));
+
+    let (code, dup) = c.post("/api/v1/namespaces/default/pods", pod("p1", None));
+    assert_eq!((code, dup["reason"].as_str()), (409, Some("AlreadyExists")));
+    assert_eq!(dup["message"], "pods \"p1\" already exists");
+    let (code, nons) = c.post("/api/v1/namespaces/nope/pods", pod("p9", None));
+    assert_eq!(
+        (code, nons["message"].as_str()),
+        (404, Some("namespaces \"nope\" not found"))
+    );
+    let (code, inv) = c.post(
+        "/api/v1/namespaces/default/pods",
+        json!({"metadata": {"name": "Bad"}, "spec": {}}),
+    );
+    assert_eq!((code, inv["reason"].as_str()), (422, Some("Invalid")));
+    let (code, _, _) = c.req(
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        Some("application/json"),
+        None,
+    );
+    assert_eq!(code, 400, "empty body is a bad request");
+    let (code, bad, _) = c.req(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some("application/json"),
+        Some(&json!("{")),
+    );
+    assert_eq!((code, bad["reason"].as_str()), (400, Some("BadRequest")));
+
+    let (code, got) = c.get("/api/v1/namespaces/default/pods/p1");
+    assert_eq!(
+        (code, got["metadata"]["uid"].clone()),
+        (200, p1["metadata"]["uid"].clone())
+    );
+    let (code, nf) = c.get("/api/v1/namespaces/default/pods/zzz");
+    assert_eq!(
+        (code, nf["reason"].as_str(), nf["details"]["kind"].as_str()),
+        (404, Some("NotFound"), Some("pods"))
+    );
+
+    let (_, all) = c.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a");
+    assert_eq!(all["kind"], "PodList");
+    let names: Vec<&str> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2);
+    assert!(names.contains(&"p1") && !names.contains(&"p2"));
+    assert!(
+        all["items"][0].get("kind").is_none(),
+        "list items carry no kind, like the real server"
+    );
+    let (_, one) = c.get("/api/v1/namespaces/default/pods?fieldSelector=metadata.name=p2,spec.nodeName=node-b&labelSelector=app%3Dweb");
+    assert_eq!(one["items"].as_array().unwrap().len(), 1);
+    let (code, _) = c.get("/api/v1/pods?fieldSelector=spec.bogus=1");
+    assert_eq!(code, 400);
+    let (_, page) = c.get("/api/v1/pods?limit=1");
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    let cont = page["metadata"]["continue"].as_str().unwrap().to_string();
+    let (_, page2) = c.get(&format!("/api/v1/pods?limit=5&continue={}", cont));
+    assert_eq!(page2["items"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        page2["metadata"]["resourceVersion"],
+        page["metadata"]["resourceVersion"]
+    );
+
+    // Leases in kube-node-lease, events.
+    let (code, lease) = c.post("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", json!({"metadata": {"name": "node-a"}, "spec": {"holderIdentity": "node-a", "leaseDurationSeconds": 40}}));
+    assert_eq!(
+        (code, lease["apiVersion"].as_str()),
+        (201, Some("coordination.k8s.io/v1"))
+    );
+    let (code, nf) = c.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/none");
+    assert_eq!(
+        (code, nf["message"].as_str()),
+        (404, Some("leases.coordination.k8s.io \"none\" not found"))
+    );
+    assert_eq!(c.post("/api/v1/namespaces/default/events", json!({"metadata": {"name": "e1"}, "involvedObject": {"kind": "Node", "name": "node-a"}, "reason": "Starting"})).0, 201);
+    assert_eq!(
+        c.get("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
+            .0,
+        200
+    );
+    assert_eq!(c.get("/api").1["versions"], json!(["v1"]));
+    assert!(c.get("/api/v1").1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == "pods/status"));
+    assert!(c.get("/apis").1["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|g| g["name"] == "coordination.k8s.io"));
+
+    // Authentication.
+    let (code, st) = Client::anonymous(&d).get("/api/v1/pods");
+    assert_eq!(
+        (code, st["reason"].as_str(), st["kind"].as_str()),
+        (401, Some("Unauthorized"), Some("Status"))
+    );
+    assert_eq!(
+        Client::token(&d, "kubelet-node-a-token")
+            .get("/api/v1/nodes/node-a")
+            .0,
+        200
+    );
+    let mut bogus = Client::anonymous(&d);
+    bogus.token = Some("nope".into());
+    assert_eq!(bogus.get("/api/v1/nodes").0, 401);
+    assert_eq!(
+        Client::token(&d, "admin-token").get("/__double/stats").0,
+        200
+    );
+    assert_eq!(c.get("/__double/stats").0, 403, "control API is admin-only");
+    assert_eq!(c.get("/api/v1/widgets").0, 404);
+    assert_eq!(
+        c.req(
+            "POST",
+            "/api/v1/namespaces/default/pods/p1",
+            Some("application/json"),
+            Some(&json!({}))
+        )
+        .0,
+        405
+    );
+}
+
+#[test]
+fn watch_order_resume_bookmarks_and_gone() {
+    let d = spawn(
+        "watch",
+        &["--bookmark-interval", "0.3", "--watch-history", "20"],
+    );
+    let c = Client::kubelet(&d);
+    let (_, list) = c.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a");
+    let start = rv(&list);
+    c.post("/api/v1/namespaces/default/pods", pod("w1", Some("node-a")));
+    c.post(
+        "/api/v1/namespaces/default/pods",
+        pod("other", Some("node-b")),
+    );
+    let (_, patched) = c.patch(
+        "/api/v1/namespaces/default/pods/w1/status",
+        "application/strategic-merge-patch+json",
+        json!({"status": {"phase": "Running"}}),
+    );
+    let mod_rv = rv(&patched);
+    c.delete(
+        "/api/v1/namespaces/default/pods/w1",
+        Some(json!({"gracePeriodSeconds": 0})),
+    );
+    let evs = c.watch(&format!("/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dnode-a&resourceVersion={}&timeoutSeconds=2", start), 3);
+    let types: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, vec!["ADDED", "MODIFIED", "DELETED"]);
+    assert!(evs
+        .iter()
+        .all(|e| e["object"]["metadata"]["name"] == "w1" && e["object"]["kind"] == "Pod"));
+    let rvs: Vec<u64> = evs
+        .iter()
+        .map(|e| rv(&e["object"]).parse().unwrap())
+        .collect();
+    assert!(
+        rvs.windows(2).all(|w| w[0] < w[1]),
+        "strictly increasing {:?}",
+        rvs
+    );
+
+    // Resume after the MODIFIED event: only the DELETED event follows.
+    let evs = c.watch(&format!("/api/v1/namespaces/default/pods?watch=true&fieldSelector=spec.nodeName%3Dnode-a&resourceVersion={}&timeoutSeconds=1", mod_rv), 1);
+    assert_eq!(evs[0]["type"], "DELETED");
+
+    // resourceVersion=0: synthetic ADDED for what exists, then live events; bookmarks.
+    let c2 = Client::kubelet(&d);
+    let t = std::thread::spawn(move || {
+        c2.watch(
+            "/api/v1/pods?watch=1&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=3",
+            4,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    c.post(
+        "/api/v1/namespaces/default/pods",
+        pod("late", Some("node-a")),
+    );
+    let evs = t.join().unwrap();
+    assert_eq!(evs[0]["type"], "ADDED");
+    assert_eq!(evs[0]["object"]["metadata"]["name"], "other");
+    assert!(
+        evs.iter()
+            .any(|e| e["type"] == "BOOKMARK"
+                && e["object"]["metadata"]["resourceVersion"].is_string())
+    );
+    assert!(evs
+        .iter()
+        .any(|e| e["type"] == "ADDED" && e["object"]["metadata"]["name"] == "late"));
+
+    // A pod bound to the node later enters the selector: ADDED, not MODIFIED.
+    let (_, l) = c.get("/api/v1/pods");
+    let now = rv(&l);
+    c.post("/api/v1/namespaces/default/pods", pod("unbound", None));
+    let (code, _) = c.post("/api/v1/namespaces/default/pods/unbound/binding", json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "unbound"}, "target": {"kind": "Node", "name": "node-a"}}));
+    assert_eq!(code, 201);
+    let evs = c.watch(&format!("/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dnode-a&resourceVersion={}&timeoutSeconds=1", now), 1);
+    assert_eq!(
+        (
+            evs[0]["type"].as_str(),
+            evs[0]["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("unbound"))
+    );
+
+    // Push the history window past `start`: 410 Expired as an ERROR event.
+    for i in 0..25 {
+        c.post(
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": format!("cm{}", i)}}),
+        );
+    }
+    let evs = c.watch(
+        &format!("/api/v1/pods?watch=1&resourceVersion={}", start),
+        2,
+    );
+    assert_eq!(evs.len(), 1, "stream ends after the error: {:?}", evs);
+    assert_eq!(evs[0]["type"], "ERROR");
+    assert_eq!(evs[0]["object"]["code"], 410);
+    assert_eq!(evs[0]["object"]["reason"], "Expired");
+    assert!(evs[0]["object"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("too old resource version"));
+}
+
+#[test]
+fn updates_conflicts_and_patches() {
+    let d = spawn("patch", &[]);
+    let c = Client::kubelet(&d);
+    let (_, p) = c.post("/api/v1/namespaces/default/pods", pod("p", Some("node-a")));
+    // Stale PUT.
+    let mut upd = p.clone();
+    upd["metadata"]["labels"]["x"] = json!("1");
+    let (code, ok) = c.put("/api/v1/namespaces/default/pods/p", upd.clone());
+    assert_eq!(code, 200);
+    assert_ne!(rv(&ok), rv(&p));
+    let (code, conflict) = c.put("/api/v1/namespaces/default/pods/p", upd.clone());
+    assert_eq!((code, conflict["reason"].as_str()), (409, Some("Conflict")));
+    assert_eq!(conflict["message"], "Operation cannot be fulfilled on pods \"p\": the object has been modified; please apply your changes to the latest version and try again");
+    // PUT on the main resource ignores status; spec is immutable.
+    let mut s = ok.clone();
+    s["status"]["phase"] = json!("Running");
+    let (_, same) = c.put("/api/v1/namespaces/default/pods/p", s.clone());
+    assert_eq!(same["status"]["phase"], "Pending");
+    assert_eq!(rv(&same), rv(&ok), "a no-op update writes nothing");
+    let mut spec = ok.clone();
+    spec["spec"]["nodeName"] = json!("node-b");
+    let (code, inv) = c.put("/api/v1/namespaces/default/pods/p", spec);
+    assert_eq!((code, inv["reason"].as_str()), (422, Some("Invalid")));
+    // PUT /status changes only status.
+    let mut s2 = ok.clone();
+    s2["status"]["phase"] = json!("Running");
+    s2["spec"]["activeDeadlineSeconds"] = json!(5);
+    let (code, st) = c.put("/api/v1/namespaces/default/pods/p/status", s2);
+    assert_eq!(
+        (code, st["status"]["phase"].as_str()),
+        (200, Some("Running"))
+    );
+    assert!(st["spec"].get("activeDeadlineSeconds").is_none());
+
+    // Strategic merge of conditions (by type); containerStatuses is atomic upstream.
+    let smp = "application/strategic-merge-patch+json";
+    let uid = p["metadata"]["uid"].clone();
+    let (code, a) = c.patch("/api/v1/namespaces/default/pods/p/status", smp, json!({"metadata": {"uid": uid}, "status": {
+        "conditions": [{"type": "Ready", "status": "False"}, {"type": "Initialized", "status": "True"}],
+        "containerStatuses": [{"name": "c", "ready": false, "restartCount": 0, "image": "busybox:1.36", "imageID": "", "state": {"waiting": {"reason": "ContainerCreating"}}},
+                              {"name": "d", "ready": false, "restartCount": 0, "image": "nginx", "imageID": "", "state": {"waiting": {"reason": "ContainerCreating"}}}]}}));
+    assert_eq!(code, 200, "{}", a);
+    let (code, b) = c.patch("/api/v1/namespaces/default/pods/p/status", smp, json!({"metadata": {"uid": uid}, "status": {
+        "$setElementOrder/conditions": [{"type": "Initialized"}, {"type": "Ready"}, {"type": "ContainersReady"}],
+        "conditions": [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}],
+        "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0, "image": "busybox:1.36", "imageID": "", "state": {"running": {"startedAt": "2024-01-01T00:00:00Z"}}}],
+        "podIPs": [{"ip": "10.0.0.5"}], "spec": {"nodeName": "evil"}}}));
+    assert_eq!(code, 200, "{}", b);
+    let conds: Vec<(String, String)> = b["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap().into(),
+                c["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        conds,
+        vec![
+            ("Initialized".into(), "True".into()),
+            ("Ready".into(), "True".into()),
+            ("ContainersReady".into(), "True".into())
+        ]
+    );
+    assert_eq!(
+        b["status"]["containerStatuses"].as_array().unwrap().len(),
+        1
+    );
+    assert_eq!(b["status"]["containerStatuses"][0]["ready"], true);
+    assert_eq!(b["spec"]["nodeName"], "node-a");
+    // Stale uid in a status patch: the uid is immutable.
+    let (code, e) = c.patch("/api/v1/namespaces/default/pods/p/status", smp, json!({"metadata": {"uid": "00000000-0000-4000-8000-000000000000"}, "status": {"phase": "Failed"}}));
+    assert_eq!((code, e["reason"].as_str()), (422, Some("Invalid")));
+    // resourceVersion precondition in a patch.
+    let (code, _) = c.patch(
+        "/api/v1/namespaces/default/pods/p",
+        "application/merge-patch+json",
+        json!({"metadata": {"resourceVersion": "1", "labels": {"y": "2"}}}),
+    );
+    assert_eq!(code, 409);
+    let (code, m) = c.patch(
+        "/api/v1/namespaces/default/pods/p",
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"x": null, "y": "2"}}}),
+    );
+    assert_eq!(
+        (code, m["metadata"]["labels"].clone()),
+        (200, json!({"app": "web", "y": "2"}))
+    );
+    let (code, j) = c.patch("/api/v1/namespaces/default/pods/p", "application/json-patch+json", json!([{"op": "test", "path": "/metadata/labels/y", "value": "2"}, {"op": "add", "path": "/metadata/annotations", "value": {"a": "b"}}]));
+    assert_eq!(
+        (code, j["metadata"]["annotations"]["a"].as_str()),
+        (200, Some("b"))
+    );
+    let (code, _) = c.patch(
+        "/api/v1/namespaces/default/pods/p",
+        "application/json-patch+json",
+        json!([{"op": "test", "path": "/metadata/labels/y", "value": "3"}]),
+    );
+    assert_eq!(code, 422);
+    let (code, _) = c.patch("/api/v1/namespaces/default/pods/p", "text/plain", json!({}));
+    assert_eq!(code, 415);
+    // Node status: conditions merge by type.
+    c.post("/api/v1/nodes", json!({"metadata": {"name": "node-a"}, "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "MemoryPressure", "status": "False"}]}}));
+    let (_, n) = c.patch("/api/v1/nodes/node-a/status", smp, json!({"status": {"conditions": [{"type": "Ready", "status": "True"}], "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}}));
+    assert_eq!(n["status"]["conditions"].as_array().unwrap().len(), 2);
+    assert_eq!(n["status"]["conditions"][0]["status"], "True");
+}
+
+#[test]
+fn graceful_delete_preconditions_and_finalizers() {
+    let d = spawn("delete", &[]);
+    let c = Client::kubelet(&d);
+    let (_, p) = c.post("/api/v1/namespaces/default/pods", pod("g", Some("node-a")));
+    let uid = p["metadata"]["uid"].as_str().unwrap().to_string();
+    let (_, l) = c.get("/api/v1/pods");
+    let start = rv(&l);
+    let (code, dp) = c.delete("/api/v1/namespaces/default/pods/g", None);
+    assert_eq!(code, 200);
+    assert!(dp["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(dp["metadata"]["deletionGracePeriodSeconds"], 30);
+    assert_eq!(dp["metadata"]["generation"], 2);
+    assert_eq!(
+        c.get("/api/v1/namespaces/default/pods/g").0,
+        200,
+        "still there during the grace period"
+    );
+    let (code, e) = c.delete("/api/v1/namespaces/default/pods/g", Some(json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0, "preconditions": {"uid": "wrong"}})));
+    assert_eq!((code, e["reason"].as_str()), (409, Some("Conflict")));
+    assert!(e["message"]
+        .as_str()
+        .unwrap()
+        .contains("Precondition failed: UID in precondition: wrong"));
+    let (code, _) = c.delete(
+        "/api/v1/namespaces/default/pods/g",
+        Some(json!({"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})),
+    );
+    assert_eq!(code, 200);
+    assert_eq!(c.get("/api/v1/namespaces/default/pods/g").0, 404);
+    let evs = c.watch(
+        &format!(
+            "/api/v1/namespaces/default/pods?watch=1&resourceVersion={}&timeoutSeconds=1",
+            start
+        ),
+        2,
+    );
+    assert_eq!(
+        evs.iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        vec!["MODIFIED", "DELETED"]
+    );
+
+    // Unbound pods and other kinds go at once.
+    c.post("/api/v1/namespaces/default/pods", pod("u", None));
+    assert_eq!(c.delete("/api/v1/namespaces/default/pods/u", None).0, 200);
+    assert_eq!(c.get("/api/v1/namespaces/default/pods/u").0, 404);
+    c.post(
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "cm"}}),
+    );
+    let (code, st) = c.delete(
+        "/api/v1/namespaces/default/configmaps/cm?gracePeriodSeconds=30",
+        None,
+    );
+    assert_eq!(
+        (code, st["kind"].as_str(), st["status"].as_str()),
+        (200, Some("Status"), Some("Success"))
+    );
+    let (code, cm) = c.post(
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "rv"}}),
+    );
+    assert_eq!(code, 201);
+    let (code, _) = c.delete(
+        "/api/v1/namespaces/default/configmaps/rv",
+        Some(json!({"preconditions": {"resourceVersion": "1"}})),
+    );
+    assert_eq!(code, 409);
+    assert_eq!(
+        c.delete(
+            "/api/v1/namespaces/default/configmaps/rv",
+            Some(json!({"preconditions": {"resourceVersion": rv(&cm)}}))
+        )
+        .0,
+        200
+    );
+
+    // Finalizers hold the object until removed.
+    c.post(
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "fin", "finalizers": ["example.com/x"]}}),
+    );
+    let (_, pending) = c.delete("/api/v1/namespaces/default/configmaps/fin", None);
+    assert!(pending["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(c.get("/api/v1/namespaces/default/configmaps/fin").0, 200);
+    c.patch(
+        "/api/v1/namespaces/default/configmaps/fin",
+        "application/merge-patch+json",
+        json!({"metadata": {"finalizers": null}}),
+    );
+    assert_eq!(c.get("/api/v1/namespaces/default/configmaps/fin").0, 404);
+}
+
+#[test]
+fn faults_stats_audit_and_restart() {
+    let dir = tmpdir("faults");
+    let port;
+    {
+        let d = spawn_in(&dir, &[]);
+        port = std::fs::read_to_string(d.dir.join("port")).unwrap();
+        let admin = Client::admin(&d);
+        let c = Client::kubelet(&d);
+        c.post(
+            "/api/v1/namespaces/default/pods",
+            pod("keep", Some("node-a")),
+        );
+        let (code, _) = admin.post(
+            "/__double/faults",
+            json!({"status": 429, "count": 2, "retryAfterSeconds": 3, "pathContains": "/pods"}),
+        );
+        assert_eq!(code, 200);
+        let (code, body, retry) = c.req("GET", "/api/v1/pods", None, None);
+        assert_eq!(
+            (code, body["reason"].as_str(), retry.as_deref()),
+            (429, Some("TooManyRequests"), Some("3"))
+        );
+        assert_eq!(c.get("/api/v1/nodes").0, 200, "filtered by path");
+        assert_eq!(c.get("/api/v1/pods").0, 429);
+        assert_eq!(c.get("/api/v1/pods").0, 200, "count exhausted");
+        admin.post("/__double/faults", json!({"status": 500, "count": 1}));
+        let (code, e) = c.get("/api/v1/pods");
+        assert_eq!((code, e["reason"].as_str()), (500, Some("InternalError")));
+        admin.post("/__double/faults", json!({"dropConnections": 1}));
+        // A fresh agent: ureq silently retries on a pooled (possibly stale) connection.
+        let r = Client::kubelet(&d)
+            .agent
+            .get(&format!("{}/api/v1/pods", c.base))
+            .call();
+        assert!(
+            matches!(r, Err(ureq::Error::Transport(_))),
+            "dropped connection: {:?}",
+            r.map(|x| x.status())
+        );
+        admin.post("/__double/faults", json!({"stallMs": 300, "count": 1}));
+        let t = Instant::now();
+        assert_eq!(c.get("/api/v1/pods").0, 200);
+        assert!(t.elapsed() >= Duration::from_millis(300));
+        admin.post("/__double/faults", json!({"truncateWatch": true}));
+        let resp = c
+            .agent
+            .get(&format!("{}/api/v1/pods?watch=1", c.base))
+            .call()
+            .unwrap();
+        let mut s = String::new();
+        let _ = resp.into_reader().read_to_string(&mut s);
+        assert!(
+            serde_json::from_str::<Value>(s.trim()).is_err(),
+            "malformed line: {:?}",
+            s
+        );
+
+        let (_, stats) = admin.get("/__double/stats");
+        assert!(stats["byVerbResource"]["list pods"].as_u64().unwrap() >= 5);
+        assert!(stats["byVerbResource"]["create pods"].as_u64().unwrap() >= 1);
+        assert!(stats["byUserAgent"]["apid-test/1.0"].as_u64().unwrap() >= 5);
+        assert_eq!(admin.post("/__double/stats/reset", json!({})).1["total"], 0);
+        let audit = std::fs::read_to_string(d.dir.join("audit.log")).unwrap();
+        let first: Value =
+            serde_json::from_str(audit.lines().find(|l| l.contains("\"create\"")).unwrap())
+                .unwrap();
+        assert_eq!(
+            (first["user"].as_str(), first["code"].as_u64()),
+            (Some("system:node:node-a"), Some(201))
+        );
+    }
+    // A restart on the same dir and port is an outage, not a new cluster.
+    let d = spawn_in(&dir, &["--port", port.trim()]);
+    let c = Client::kubelet(&d);
+    let (code, p) = c.get("/api/v1/namespaces/default/pods/keep");
+    assert_eq!(code, 200);
+    let evs = c.watch(
+        &format!(
+            "/api/v1/pods?watch=1&resourceVersion={}",
+            rv(&p).parse::<u64>().unwrap() - 1
+        ),
+        1,
+    );
+    assert_eq!(
+        evs[0]["object"]["code"], 410,
+        "the new watch cache starts at the current revision"
+    );
+    let (_, l) = c.get("/api/v1/pods");
+    assert!(rv(&l).parse::<u64>().unwrap() >= rv(&p).parse::<u64>().unwrap());
+}
