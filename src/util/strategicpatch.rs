@@ -15,17 +15,16 @@ use serde_json::{Map, Value};
 /// root (e.g. `status.conditions` -> `type`).
 pub type MergeKeys = fn(&str) -> Option<&'static str>;
 
-/// Merge keys of the Pod and Node status fields the kubelet writes.
+/// Merge keys of the Pod and Node status fields the kubelet writes, as
+/// upstream's struct tags declare them (`patchStrategy:"merge"`). Lists
+/// without one — containerStatuses, images, ... — are atomic: the server
+/// replaces them whole, so the patch must carry them whole.
 pub fn kubelet_merge_keys(path: &str) -> Option<&'static str> {
     match path {
         "status.conditions" => Some("type"),
-        "status.containerStatuses"
-        | "status.initContainerStatuses"
-        | "status.ephemeralContainerStatuses"
-        | "status.resourceClaimStatuses" => Some("name"),
+        "status.resourceClaimStatuses" => Some("name"),
         "status.podIPs" | "status.hostIPs" => Some("ip"),
         "status.addresses" => Some("type"),
-        "status.volumesAttached" => Some("name"),
         "metadata.ownerReferences" => Some("uid"),
         _ => None,
     }
@@ -153,12 +152,24 @@ mod tests {
 
     #[test]
     fn removed_keys_become_null() {
-        let old = json!({"status": {"containerStatuses": [{"name": "a", "state": {"waiting": {"reason": "ContainerCreating"}}}]}});
-        let new = json!({"status": {"containerStatuses": [{"name": "a", "state": {"running": {"startedAt": "t"}}}]}});
+        let old = json!({"status": {"phase": "Pending", "reason": "x", "qosClass": "BestEffort"}});
+        let new = json!({"status": {"phase": "Running", "qosClass": "BestEffort"}});
+        assert_eq!(diff(old, new), json!({"status": {"phase": "Running", "reason": null}}));
+    }
+
+    #[test]
+    fn atomic_lists_are_sent_whole() {
+        // containerStatuses has no patch strategy upstream: a changed list
+        // replaces the server's copy, so it must be complete.
+        let old = json!({"status": {"containerStatuses": [
+            {"name": "a", "state": {"waiting": {"reason": "ContainerCreating"}}},
+            {"name": "b", "ready": true}]}});
+        let new = json!({"status": {"containerStatuses": [
+            {"name": "a", "state": {"running": {"startedAt": "t"}}},
+            {"name": "b", "ready": true}]}});
         assert_eq!(
-            diff(old, new),
-            json!({"status": {"containerStatuses": [{"name": "a", "state": {"running": {"startedAt": "t"}, "waiting": null}}],
-                              "$setElementOrder/containerStatuses": [{"name": "a"}]}})
+            diff(old, new.clone()),
+            json!({"status": {"containerStatuses": new["status"]["containerStatuses"]}})
         );
     }
 
