@@ -14,7 +14,12 @@ use nix::sys::signal::{SigSet, Signal};
 
 use std::sync::RwLock;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Service};
+
+use crate::envvars::ApiEnvSource;
+use crate::nodelease::LeaseController;
+use crate::nodestatus::{ImageInfo, KubeletHealth, NodeStatusConfig, NodeStatusManager};
+use k8s_openapi::api::core::v1::Taint;
 
 use crate::client::{kubeconfig, paths, start_reflector, Client, ReflectorEvent};
 use crate::config::{self as podconfig, PodConfig};
@@ -203,7 +208,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         cluster,
     );
     let _cluster_threads = match &client {
-        Some(c) => start_cluster_modules(c, &node, &kubelet, &pod_config, &shutdown)?,
+        Some(c) => start_cluster_modules(flags, config, &recorder, c, &node, &kubelet, &pod_config, &shutdown)?,
         None => Vec::new(),
     };
 
@@ -261,6 +266,64 @@ fn event_recorder(
     Ok((recorder, Some(thread)))
 }
 
+fn node_status_config(flags: &KubeletFlags, config: &KubeletConfiguration, node: &str) -> NodeStatusConfig {
+    let mut cfg = NodeStatusConfig::new(node);
+    cfg.node_ip = flags.node_ip.as_deref().and_then(|ip| ip.split(',').next()?.trim().parse().ok());
+    cfg.node_labels = flags.node_labels.clone();
+    cfg.register_with_taints = config
+        .register_with_taints
+        .iter()
+        .map(|t| Taint {
+            key: t.key.clone(),
+            value: Some(t.value.clone()).filter(|v| !v.is_empty()),
+            effect: t.effect.clone(),
+            time_added: None,
+        })
+        .collect();
+    cfg.register_node = config.register_node;
+    cfg.max_pods = i64::from(config.max_pods);
+    cfg.kubelet_port = config.port;
+    cfg.root_dir = flags.root_dir.clone();
+    cfg.system_reserved = config.system_reserved.clone();
+    cfg.kube_reserved = config.kube_reserved.clone();
+    cfg.eviction_hard = config.eviction_hard.clone();
+    cfg.node_status_update_frequency = config.node_status_update_frequency.0;
+    cfg.node_status_report_frequency = config.node_status_report_frequency.0;
+    cfg.node_status_max_images = config.node_status_max_images;
+    cfg.kubelet_version = kubeletconfig::KUBERNETES_VERSION.to_string();
+    cfg.provider_id = config.provider_id.clone();
+    cfg.enable_controller_attach_detach = config.enable_controller_attach_detach;
+    cfg
+}
+
+/// What node status reports about the kubelet's own health (the Ready
+/// condition, runtime version, images), read fresh at every update.
+fn kubelet_health(kubelet: &Arc<Kubelet>) -> Box<dyn Fn() -> KubeletHealth + Send + Sync> {
+    let k = Arc::clone(kubelet);
+    Box::new(move || {
+        let images = match k.runtime.runtime().list_images() {
+            Ok(list) => list
+                .into_iter()
+                .map(|i| ImageInfo {
+                    names: i.repo_tags.into_iter().chain(i.repo_digests).collect(),
+                    size_bytes: i.size,
+                })
+                .collect(),
+            Err(e) => {
+                log::debug!("node status: list images: {e}");
+                Vec::new()
+            }
+        };
+        KubeletHealth {
+            runtime_errors: k.runtime_state.runtime_errors(),
+            network_error: k.runtime_state.network_error(),
+            pleg_error: k.pleg.healthy().err().map(|e| format!("PLEG is not healthy: {e}")),
+            runtime_version: k.runtime_state.runtime_version(),
+            images,
+        }
+    })
+}
+
 /// The node's UID, once its Node object has been seen.
 fn node_uid(node: &Arc<RwLock<Option<Node>>>) -> NodeUid {
     let node = Arc::clone(node);
@@ -273,6 +336,9 @@ fn node_uid(node: &Arc<RwLock<Option<Node>>>) -> NodeUid {
 /// What runs only with an API server: the pod source for pods bound to
 /// this node, the Node reflector, and the status manager's API sync.
 fn start_cluster_modules(
+    flags: &KubeletFlags,
+    config: &KubeletConfiguration,
+    recorder: &Arc<dyn EventRecorder>,
     client: &Client,
     node: &str,
     kubelet: &Arc<Kubelet>,
@@ -317,6 +383,52 @@ fn start_cluster_modules(
             .start(client.clone(), shutdown.clone())
             .context("start the status manager")?,
     );
+    // Services, for the service-link variables of container environments.
+    let services: Arc<RwLock<Vec<Service>>> = Arc::new(RwLock::new(Vec::new()));
+    let store = Arc::clone(&services);
+    handles.push(
+        start_reflector(
+            "api-services",
+            client.clone(),
+            paths::services(),
+            Box::new(move |e: ReflectorEvent<Service>| {
+                let mut all = store.write().unwrap_or_else(|e| e.into_inner());
+                let key = |s: &Service| (s.metadata.namespace.clone(), s.metadata.name.clone());
+                match e {
+                    ReflectorEvent::Replace(list) => *all = list,
+                    ReflectorEvent::Added(s) | ReflectorEvent::Modified(s) => {
+                        all.retain(|x| key(x) != key(&s));
+                        all.push(s);
+                    }
+                    ReflectorEvent::Deleted(s) => all.retain(|x| key(x) != key(&s)),
+                }
+            }),
+            shutdown.clone(),
+        )
+        .context("start the services reflector")?,
+    );
+    kubelet
+        .runtime
+        .set_env_source(Arc::new(ApiEnvSource::new(client.clone(), services)));
+    let nsm = NodeStatusManager::new(
+        node_status_config(flags, config, node),
+        client.clone(),
+        kubelet_health(kubelet),
+    );
+    let rec = Arc::clone(recorder);
+    nsm.set_event_sink(Box::new(move |kind, reason, message| {
+        let kind = if kind == "Warning" { EventType::Warning } else { EventType::Normal };
+        rec.node_event(kind, reason, message);
+    }));
+    handles.push(nsm.start(shutdown.clone()).context("start node status")?);
+    let lease_nsm = Arc::clone(&nsm);
+    let lease = LeaseController::new(
+        client.clone(),
+        node.to_string(),
+        config.node_lease_duration_seconds,
+        Box::new(move || lease_nsm.node().and_then(|n| n.metadata.uid)),
+    );
+    handles.push(lease.start(shutdown.clone()).context("start the node lease")?);
     Ok(handles)
 }
 

@@ -54,6 +54,7 @@ struct RuntimeStateInner {
     runtime_error: Option<String>,
     network_error: Option<String>,
     runtime_name: String,
+    runtime_version: String,
 }
 
 /// Whether the runtime answered and is ready (upstream runtimeState).
@@ -88,6 +89,12 @@ impl RuntimeState {
         self.lock().network_error.clone()
     }
 
+    /// `(name, version)` from CRI Version, once the runtime answered.
+    pub fn runtime_version(&self) -> Option<(String, String)> {
+        let st = self.lock();
+        (!st.runtime_name.is_empty()).then(|| (st.runtime_name.clone(), st.runtime_version.clone()))
+    }
+
     pub fn runtime_name(&self) -> String {
         let name = self.lock().runtime_name.clone();
         if name.is_empty() {
@@ -98,11 +105,11 @@ impl RuntimeState {
     }
 
     /// Records one CRI Status answer (upstream updateRuntimeUp).
-    pub fn update(&self, result: Result<(String, Vec<(String, bool, String)>), String>) {
+    pub fn update(&self, result: Result<((String, String), Vec<(String, bool, String)>), String>) {
         let mut st = self.lock();
         match result {
             Err(e) => st.runtime_error = Some(format!("container runtime is down: {e}")),
-            Ok((name, conditions)) => {
+            Ok(((name, version), conditions)) => {
                 let cond = |t: &str| conditions.iter().find(|(ty, _, _)| ty == t);
                 st.runtime_error = match cond("RuntimeReady") {
                     Some((_, true, _)) => None,
@@ -122,6 +129,7 @@ impl RuntimeState {
                     ),
                 };
                 st.runtime_name = name;
+                st.runtime_version = version;
                 if st.runtime_error.is_none() {
                     st.last_base_sync = Some(Instant::now());
                 }
@@ -457,7 +465,7 @@ impl Kubelet {
         let rt = self.runtime.runtime();
         let result = rt
             .version()
-            .and_then(|v| rt.status().map(|s| (v.runtime_name, s)))
+            .and_then(|v| rt.status().map(|s| ((v.runtime_name, v.runtime_version), s)))
             .map(|(name, s)| {
                 let conds = s
                     .status

@@ -45,6 +45,33 @@ pub struct ContainerContext<'a> {
     pub restart_count: u32,
     pub pod_ips: &'a [String],
     pub cfg: &'a RuntimeManagerConfig,
+    /// Services, ConfigMaps and Secrets, when there is an API server.
+    pub env_source: Option<&'a dyn EnvSource>,
+}
+
+/// The API objects container environments can refer to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiObject {
+    ConfigMap,
+    Secret,
+}
+
+impl ApiObject {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiObject::ConfigMap => "ConfigMap",
+            ApiObject::Secret => "Secret",
+        }
+    }
+}
+
+/// Where the environment's API-backed values come from.
+pub trait EnvSource: Send + Sync {
+    /// Service-link variables for the pod (upstream getServiceEnvVarMap).
+    fn service_env(&self, pod: &Pod) -> Vec<(String, String)>;
+    /// A ConfigMap's or Secret's data (Secrets decoded); `Ok(None)` when
+    /// it does not exist.
+    fn lookup(&self, kind: ApiObject, namespace: &str, name: &str) -> Result<Option<std::collections::BTreeMap<String, String>>, String>;
 }
 
 pub fn generate_container_config(
@@ -189,26 +216,78 @@ fn resources(ctx: &ContainerContext<'_>) -> api::LinuxContainerResources {
 /// The container's environment, in spec order, with `$(VAR)` references
 /// expanded against the variables defined before them (upstream semantics).
 fn resolve_env(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<(String, String)>> {
-    let mut out: Vec<(String, String)> = Vec::new();
+    // Service links first, then envFrom, then env: later ones win, as upstream.
+    let mut out: Vec<(String, String)> = match ctx.env_source {
+        Some(src) => src.service_env(ctx.pod),
+        None => Vec::new(),
+    };
+    let set = |out: &mut Vec<(String, String)>, name: String, value: String| {
+        out.retain(|(k, _)| k != &name);
+        out.push((name, value));
+    };
+    for from in ctx.container.env_from.iter().flatten() {
+        for (k, v) in env_from_values(ctx, from)? {
+            set(&mut out, k, v);
+        }
+    }
     for var in ctx.container.env.iter().flatten() {
         let value = env_value(ctx, var)
             .with_context(|| format!("container {:?}: env {:?}", ctx.container.name, var.name))?;
-        let value = expand_vars(&value, &out);
-        out.retain(|(k, _)| k != &var.name);
-        out.push((var.name.clone(), value));
+        if let Some(value) = value {
+            let value = expand_vars(&value, &out);
+            set(&mut out, var.name.clone(), value);
+        }
     }
     Ok(out)
 }
 
-fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> anyhow::Result<String> {
+/// `None` for an optional reference that does not resolve: the variable is
+/// left out, as upstream does.
+fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> anyhow::Result<Option<String>> {
     let Some(from) = &var.value_from else {
-        return Ok(var.value.clone().unwrap_or_default());
+        return Ok(Some(var.value.clone().unwrap_or_default()));
     };
     if let Some(field) = &from.field_ref {
-        return field_value(ctx, &field.field_path);
+        return field_value(ctx, &field.field_path).map(Some);
     }
-    // configMapKeyRef / secretKeyRef need the API server (cluster mode).
-    bail!("valueFrom other than fieldRef is not supported without an API server")
+    let ns = ctx.pod.namespace();
+    let (kind, name, key, optional) = if let Some(r) = &from.config_map_key_ref {
+        (ApiObject::ConfigMap, &r.name, &r.key, r.optional.unwrap_or(false))
+    } else if let Some(r) = &from.secret_key_ref {
+        (ApiObject::Secret, &r.name, &r.key, r.optional.unwrap_or(false))
+    } else {
+        bail!("unsupported valueFrom (resourceFieldRef and fileKeyRef are not implemented)")
+    };
+    let src = ctx
+        .env_source
+        .context("configMapKeyRef/secretKeyRef need an API server")?;
+    match src.lookup(kind, ns, name).map_err(anyhow::Error::msg)? {
+        Some(data) => match data.get(key.as_str()) {
+            Some(v) => Ok(Some(v.clone())),
+            None if optional => Ok(None),
+            None => bail!("couldn't find key {key} in {} {ns}/{name}", kind.as_str()),
+        },
+        None if optional => Ok(None),
+        None => bail!("{} {name:?} not found", kind.as_str().to_lowercase()),
+    }
+}
+
+fn env_from_values(ctx: &ContainerContext<'_>, from: &k8s_openapi::api::core::v1::EnvFromSource) -> anyhow::Result<Vec<(String, String)>> {
+    let (kind, name, optional) = if let Some(r) = &from.config_map_ref {
+        (ApiObject::ConfigMap, &r.name, r.optional.unwrap_or(false))
+    } else if let Some(r) = &from.secret_ref {
+        (ApiObject::Secret, &r.name, r.optional.unwrap_or(false))
+    } else {
+        return Ok(Vec::new());
+    };
+    let src = ctx.env_source.context("envFrom needs an API server")?;
+    let ns = ctx.pod.namespace();
+    let prefix = from.prefix.clone().unwrap_or_default();
+    match src.lookup(kind, ns, name).map_err(anyhow::Error::msg)? {
+        Some(data) => Ok(data.into_iter().map(|(k, v)| (format!("{prefix}{k}"), v)).collect()),
+        None if optional => Ok(Vec::new()),
+        None => bail!("{} {name:?} not found", kind.as_str().to_lowercase()),
+    }
 }
 
 fn field_value(ctx: &ContainerContext<'_>, path: &str) -> anyhow::Result<String> {

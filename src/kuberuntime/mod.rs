@@ -110,6 +110,8 @@ pub struct KubeRuntimeManager {
     crash_backoff: Backoff,
     images: image::ImageManager,
     recorder: Arc<dyn EventRecorder>,
+    /// Services, ConfigMaps and Secrets for container environments.
+    env_source: std::sync::RwLock<Option<Arc<dyn container::EnvSource>>>,
     /// Why each container of each pod is waiting: (pod uid, container) ->
     /// (reason, message), read by status generation.
     reasons: Mutex<HashMap<(String, String), (String, String)>>,
@@ -136,8 +138,15 @@ impl KubeRuntimeManager {
             ),
             images,
             recorder,
+            env_source: std::sync::RwLock::new(None),
             reasons: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// With an API server: where container environments find services,
+    /// ConfigMaps and Secrets.
+    pub fn set_env_source(&self, src: Arc<dyn container::EnvSource>) {
+        *self.env_source.write().unwrap_or_else(|e| e.into_inner()) = Some(src);
     }
 
     pub fn runtime(&self) -> &Arc<RemoteRuntime> {
@@ -375,6 +384,7 @@ impl KubeRuntimeManager {
             .status
             .find_container(&c.name)
             .map_or(0, |s| s.restart_count + 1);
+        let env_source = self.env_source.read().unwrap_or_else(|e| e.into_inner()).clone();
         let ctx = container::ContainerContext {
             pod: t.pod,
             container: c,
@@ -382,6 +392,7 @@ impl KubeRuntimeManager {
             restart_count,
             pod_ips: t.pod_ips,
             cfg: &self.cfg,
+            env_source: env_source.as_deref(),
         };
         let config = container::generate_container_config(&ctx).map_err(|e| {
             let msg = format!("Error: {e:#}");
