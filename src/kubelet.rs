@@ -326,6 +326,11 @@ impl PodSyncer for Syncer {
         status: &PodStatus,
         removed: bool,
     ) -> Result<(), SyncFailure> {
+        if let Some(p) = pod.filter(|p| p.is_being_deleted()) {
+            // Everything is stopped: the status manager may now remove the
+            // API object (grace period 0, UID precondition).
+            self.status_manager.mark_for_deletion(p.uid());
+        }
         if !removed {
             return Ok(());
         }
