@@ -25,7 +25,7 @@ build: ## cargo build --release (target/release/rkubelet)
 	$(CARGO) build --release
 
 test: deps ## THE test command: install missing system packages, then cargo test --release
-	$(CARGO) test --release $(CARGO_TEST_ARGS)
+	$(CARGO) test --release --workspace $(CARGO_TEST_ARGS)
 
 demo: ## run rkubelet with etc/manifests against a private containerd (root; Ctrl-C cleans up)
 	bash scripts/demo.sh
