@@ -11,29 +11,44 @@ use std::path::{Path, PathBuf};
 use protobuf::descriptor::{FileDescriptorProto, ServiceDescriptorProto};
 
 const PROTO_DIR: &str = "protos";
-const CRI_PROTO: &str = "protos/api.proto";
 
 fn main() {
-    println!("cargo:rerun-if-changed={CRI_PROTO}");
+    println!("cargo:rerun-if-changed={PROTO_DIR}");
     println!("cargo:rerun-if-changed=build.rs");
+    let protos = proto_files();
 
     protobuf_codegen::Codegen::new()
         .pure()
         .include(PROTO_DIR)
-        .input(CRI_PROTO)
+        .inputs(&protos)
         .cargo_out_dir("cri")
         .run_from_script();
 
     let parsed = protobuf_parse::Parser::new()
         .pure()
         .include(PROTO_DIR)
-        .input(CRI_PROTO)
+        .inputs(&protos)
         .parse_and_typecheck()
-        .expect("parse protos/api.proto");
+        .expect("parse the protos");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR is set by cargo"));
     for file in &parsed.file_descriptors {
         write_grpc_stubs(file, &out_dir.join("cri"));
     }
+}
+
+/// Every `.proto` in protos/, sorted so the output is stable: the CRI API
+/// and the gRPC health service probes use.
+fn proto_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(PROTO_DIR)
+        .expect("read protos/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "proto"))
+        .collect();
+    files.sort();
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+    files
 }
 
 /// Writes `<stem>_grpc.rs` beside the message module generated for `file`.
