@@ -158,7 +158,6 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         .context("container runtime endpoint")?,
     );
     let settings = Settings {
-        node_name: node.clone(),
         node_ip: flags.node_ip.clone(),
         root_dir: flags.root_dir.clone(),
         pod_logs_dir: config.pod_logs_dir.clone().into(),

@@ -1,7 +1,7 @@
 //! The kubelet: the pod manager, the pod syncer the workers call, and the
 //! sync loop on the main thread (upstream `pkg/kubelet/kubelet.go`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -38,7 +38,6 @@ const RUNTIME_SYNC_THRESHOLD: Duration = Duration::from_secs(30);
 /// The node-level settings the kubelet's modules need.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub node_name: String,
     pub node_ip: Option<String>,
     pub root_dir: PathBuf,
     pub pod_logs_dir: PathBuf,

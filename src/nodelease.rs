@@ -92,11 +92,13 @@ impl LeaseController {
     }
 
     /// When the lease was last created or renewed.
+    #[cfg(test)]
     pub fn last_renew(&self) -> Option<Instant> {
         *lock(&self.last_renew)
     }
 
     /// leaseDuration × 0.25.
+    #[cfg(test)]
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval
     }

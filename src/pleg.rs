@@ -116,11 +116,6 @@ impl GenericPleg {
         }
     }
 
-    /// When the last relist completed.
-    pub fn last_relist(&self) -> Option<Instant> {
-        self.state().last_relist
-    }
-
     /// The pods seen by the last successful relist.
     pub fn running_pods(&self) -> Arc<Vec<RuntimePod>> {
         Arc::clone(&self.state().pods)

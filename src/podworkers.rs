@@ -273,15 +273,6 @@ impl PodWorkers {
         self.lock().contains_key(uid)
     }
 
-    pub fn phase(&self, uid: &str) -> Option<Phase> {
-        self.lock().get(uid).map(|s| s.phase)
-    }
-
-    /// Whether the pod was terminated and fully cleaned up.
-    pub fn is_finished(&self, uid: &str) -> bool {
-        self.lock().get(uid).is_some_and(|s| s.finished)
-    }
-
     fn run(&self, shutdown: &Receiver<()>) {
         loop {
             // Shutdown is signalled by closing the channel.

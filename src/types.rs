@@ -3,7 +3,7 @@
 use crate::podutil::PodExt;
 use std::fmt;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use k8s_openapi::api::core::v1::Pod;
 
 /// Annotation recording which source (file, http, api) a pod came from.
@@ -21,15 +21,9 @@ pub const FILE_SOURCE: &str = "file";
 pub const HTTP_SOURCE: &str = "http";
 /// Pods bound to this node through the API server.
 pub const API_SOURCE: &str = "api";
-/// All sources at once.
-pub const ALL_SOURCE: &str = "*";
 
 /// Namespace used when a manifest does not name one.
 pub const NAMESPACE_DEFAULT: &str = "default";
-/// Namespace of the cluster's system components.
-pub const NAMESPACE_SYSTEM: &str = "kube-system";
-/// Priority of system-cluster-critical pods (scheduling.SystemCriticalPriority).
-pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2 * 1_000_000_000;
 
 /// What a `PodUpdate` asks the receiver to do with its pods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,47 +75,6 @@ impl PodUpdate {
     }
 }
 
-/// Why a pod is being synced (upstream SyncPodType).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SyncPodType {
-    Sync,
-    Update,
-    Create,
-    Kill,
-}
-
-impl fmt::Display for SyncPodType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = match self {
-            SyncPodType::Sync => "sync",
-            SyncPodType::Update => "update",
-            SyncPodType::Create => "create",
-            SyncPodType::Kill => "kill",
-        };
-        f.write_str(s)
-    }
-}
-
-/// Expands and checks a list of configured source names ("*" means all).
-pub fn get_validated_sources(sources: &[String]) -> Result<Vec<String>> {
-    let mut validated = Vec::with_capacity(sources.len());
-    for source in sources {
-        match source.as_str() {
-            ALL_SOURCE => {
-                return Ok(vec![
-                    FILE_SOURCE.to_string(),
-                    HTTP_SOURCE.to_string(),
-                    API_SOURCE.to_string(),
-                ])
-            }
-            FILE_SOURCE | HTTP_SOURCE | API_SOURCE => validated.push(source.clone()),
-            "" => {}
-            other => bail!("unknown pod source {other:?}"),
-        }
-    }
-    Ok(validated)
-}
-
 /// The source a pod came from, from its config.source annotation.
 pub fn get_pod_source(pod: &Pod) -> Result<String> {
     pod.annotation(CONFIG_SOURCE_ANNOTATION)
@@ -137,19 +90,6 @@ pub fn is_static_pod(pod: &Pod) -> bool {
 /// True for the API-server copies the kubelet creates for static pods.
 pub fn is_mirror_pod(pod: &Pod) -> bool {
     pod.annotation(CONFIG_MIRROR_ANNOTATION).is_some()
-}
-
-/// Critical pods are never evicted or preempted by the kubelet.
-pub fn is_critical_pod(pod: &Pod) -> bool {
-    is_static_pod(pod) || is_mirror_pod(pod) || is_critical_pod_based_on_priority(pod)
-}
-
-/// True when the pod's priority is at least system-cluster-critical.
-pub fn is_critical_pod_based_on_priority(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.priority)
-        .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
 }
 
 /// The current time as RFC 3339 with nanoseconds, as the config.seen annotation holds it.
@@ -193,19 +133,9 @@ mod tests {
         assert_eq!(pod.namespaced_name(), "prod/web");
         assert_eq!(get_pod_source(&pod).unwrap(), "file");
         assert!(is_static_pod(&pod));
-        assert!(is_critical_pod(&pod));
         assert!(!is_static_pod(&pod_with_source(Some(API_SOURCE))));
         assert!(!is_static_pod(&pod_with_source(None)));
         assert!(get_pod_source(&pod_with_source(None)).is_err());
-    }
-
-    #[test]
-    fn validated_sources() {
-        let all = get_validated_sources(&["*".to_string()]).unwrap();
-        assert_eq!(all, vec!["file", "http", "api"]);
-        let some = get_validated_sources(&["file".into(), "".into()]).unwrap();
-        assert_eq!(some, vec!["file"]);
-        assert!(get_validated_sources(&["bogus".into()]).is_err());
     }
 
     #[test]

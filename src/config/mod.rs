@@ -125,6 +125,7 @@ impl PodConfig {
     }
 
     /// Names of the sources registered so far.
+    #[cfg(test)]
     pub fn sources(&self) -> Vec<String> {
         lock(&self.sources).keys().cloned().collect()
     }
@@ -290,6 +291,7 @@ impl PodStorage {
     }
 
     /// All pods of all sources.
+    #[cfg(test)]
     pub fn merged_state(&self) -> Vec<Pod> {
         self.pods
             .values()

@@ -6,8 +6,8 @@
 //! sync started, and PLEG's next relist provides one.
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Instant;
 
 use super::PodStatus;
 
@@ -32,7 +32,6 @@ pub type CachedStatus = (PodStatus, Option<String>);
 #[derive(Default)]
 pub struct Cache {
     inner: Mutex<Inner>,
-    changed: Condvar,
 }
 
 impl Cache {
@@ -60,31 +59,6 @@ impl Cache {
         newer_than(&inner, uid, min)
     }
 
-    /// Waits up to `limit` for a status newer than `min`.
-    pub fn get_newer_than(
-        &self,
-        uid: &str,
-        min: Option<Instant>,
-        limit: Duration,
-    ) -> Option<CachedStatus> {
-        let deadline = Instant::now() + limit;
-        let mut inner = self.lock();
-        loop {
-            if let Some(found) = newer_than(&inner, uid, min) {
-                return Some(found);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return None;
-            }
-            inner = self
-                .changed
-                .wait_timeout(inner, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
-    }
-
     pub fn set(&self, uid: &str, status: PodStatus, error: Option<String>, modified: Instant) {
         let mut inner = self.lock();
         inner.pods.insert(
@@ -95,8 +69,6 @@ impl Cache {
                 modified,
             },
         );
-        drop(inner);
-        self.changed.notify_all();
     }
 
     pub fn delete(&self, uid: &str) {
@@ -106,13 +78,8 @@ impl Cache {
     /// Marks a completed relist that started at `timestamp`.
     pub fn update_time(&self, timestamp: Instant) {
         self.lock().timestamp = Some(timestamp);
-        self.changed.notify_all();
     }
 
-    /// Start time of the newest completed relist.
-    pub fn timestamp(&self) -> Option<Instant> {
-        self.lock().timestamp
-    }
 }
 
 fn empty_status(uid: &str) -> PodStatus {
@@ -153,7 +120,7 @@ mod tests {
     fn entry_newer_than_min_is_served() {
         let c = Cache::new();
         let before = Instant::now();
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(std::time::Duration::from_millis(2));
         let st = PodStatus {
             uid: "a".into(),
             name: "p".into(),
@@ -164,18 +131,4 @@ mod tests {
         assert!(c.get_if_newer("b", Some(before)).is_none());
     }
 
-    #[test]
-    fn waiter_wakes_on_update() {
-        let c = std::sync::Arc::new(Cache::new());
-        let min = Instant::now();
-        let c2 = c.clone();
-        let h =
-            std::thread::spawn(move || c2.get_newer_than("a", Some(min), Duration::from_secs(5)));
-        std::thread::sleep(Duration::from_millis(20));
-        c.update_time(Instant::now());
-        assert!(h.join().unwrap().is_some());
-        assert!(c
-            .get_newer_than("a", Some(Instant::now()), Duration::from_millis(10))
-            .is_none());
-    }
 }

@@ -63,6 +63,7 @@ impl Default for KubeletFlags {
 
 impl KubeletFlags {
     /// Upstream runs without an API server when `--kubeconfig` is omitted.
+    #[cfg(test)]
     pub fn is_standalone(&self) -> bool {
         self.kubeconfig.is_none()
     }

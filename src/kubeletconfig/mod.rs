@@ -16,12 +16,9 @@ mod flags;
 mod types;
 mod validation;
 
-pub use duration::{Duration, DurationError};
-pub use flags::{KubeletFlags, DEFAULT_CERT_DIR, DEFAULT_ROOT_DIR, MAX_VERBOSITY};
+pub use flags::KubeletFlags;
 pub use types::*;
-pub use validation::{
-    check_label_value, check_qualified_name, validate_configuration, FieldError, EVICTION_SIGNALS,
-};
+pub use validation::FieldError;
 
 use clap::Parser;
 use std::collections::BTreeSet;
@@ -93,11 +90,13 @@ where
 }
 
 /// Loads and defaults a config file without flags or validation.
+#[cfg(test)]
 pub fn load_config_file(path: &Path) -> anyhow::Result<KubeletConfiguration> {
     file::load(path).map(|l| l.config)
 }
 
 /// Validates a configuration on its own (no source attribution).
+#[cfg(test)]
 pub fn validate(config: &KubeletConfiguration) -> anyhow::Result<()> {
     let errs = validation::validate_configuration(config);
     if errs.is_empty() {
