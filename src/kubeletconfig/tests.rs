@@ -1,5 +1,6 @@
 //! End-to-end tests of `load`: files, flags, precedence and error messages.
 
+use super::duration::Duration;
 use super::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
