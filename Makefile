@@ -30,9 +30,9 @@ test: deps ## THE test command: install missing system packages, then cargo test
 demo: ## run rkubelet with etc/manifests against a private containerd (root; Ctrl-C cleans up)
 	bash scripts/demo.sh
 
-bench: ## run the benchmarks (tests/bench/run.sh)
-	@test -f tests/bench/run.sh || { echo "tests/bench/run.sh does not exist yet" >&2; exit 1; }
+bench: build ## run the benchmarks: standalone (tests/bench/run.sh), then cluster mode (tests/bench/cluster.sh)
 	bash tests/bench/run.sh
+	bash tests/bench/cluster.sh
 
 static: ## fully static x86_64 musl binary (cargo-zigbuild; installs its tools if missing)
 	bash scripts/static.sh

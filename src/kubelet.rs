@@ -141,6 +141,8 @@ impl RuntimeState {
 /// actions and an API status.
 pub struct Syncer {
     pub runtime: Arc<KubeRuntimeManager>,
+    /// This node's Node object (for hostIP), when there is an API server.
+    pub node: Arc<RwLock<Option<Node>>>,
     pub status_manager: Arc<StatusManager>,
     pub pod_manager: Arc<PodManager>,
     /// With an API server: keeps each static pod's mirror pod in place.
@@ -164,9 +166,10 @@ impl Syncer {
         let runtime = Arc::clone(&self.runtime);
         let waiting = move |c: &str| runtime.waiting_reason(&uid, c);
         let runtime_name = self.runtime_state.runtime_name();
+        let host_ip = self.host_ip();
         let ctx = StatusContext {
             runtime_name: &runtime_name,
-            host_ip: self.settings.node_ip.as_deref(),
+            host_ip: host_ip.as_deref(),
             waiting_reason: &waiting,
             is_ready: &|_| true,
             pod_is_terminal: terminal,
@@ -186,6 +189,21 @@ impl Syncer {
             log::debug!("pod {}: status updated, phase {phase}", pod.full_name());
         }
         phase
+    }
+
+    /// The node's IP for hostIP: --node-ip, else the Node's first
+    /// InternalIP as node status reported it (upstream takes it from the
+    /// Node object too).
+    fn host_ip(&self) -> Option<String> {
+        if let Some(ip) = self.settings.node_ip.as_deref() {
+            return ip.split(',').next().map(|s| s.trim().to_string());
+        }
+        let node = self.node.read().unwrap_or_else(|e| e.into_inner());
+        let addrs = node.as_ref()?.status.as_ref()?.addresses.as_ref()?;
+        addrs
+            .iter()
+            .find(|a| a.type_ == "InternalIP")
+            .map(|a| a.address.clone())
     }
 
     /// Upstream syncPod's mirror pod step: a stale or deleted mirror pod is
@@ -210,8 +228,10 @@ impl Syncer {
             }
         }
         if missing {
-            if let Err(e) = mc.create_mirror_pod(pod) {
-                log::warn!("create mirror pod for {}: {e}", pod.namespaced_name());
+            match mc.create_mirror_pod(pod) {
+                // A new mirror pod has no status yet: send it ours again.
+                Ok(()) => self.status_manager.resync(pod.uid()),
+                Err(e) => log::warn!("create mirror pod for {}: {e}", pod.namespaced_name()),
             }
         }
     }
@@ -416,6 +436,7 @@ impl Kubelet {
         let work_queue = Arc::new(WorkQueue::new());
         let syncer = Arc::new(Syncer {
             runtime: Arc::clone(&runtime),
+            node: Arc::clone(&node),
             status_manager: Arc::clone(&status_manager),
             pod_manager: Arc::clone(&pod_manager),
             mirror_client: cluster.map(|c| c.mirror_client),
@@ -469,7 +490,10 @@ impl Kubelet {
         let rt = self.runtime.runtime();
         let result = rt
             .version()
-            .and_then(|v| rt.status().map(|s| ((v.runtime_name, v.runtime_version), s)))
+            .and_then(|v| {
+                rt.status()
+                    .map(|s| ((v.runtime_name, v.runtime_version), s))
+            })
             .map(|(name, s)| {
                 let conds = s
                     .status
@@ -622,8 +646,14 @@ impl Kubelet {
                 self.handle_pod_removes(update.pods);
             }
             PodOperation::Reconcile => {
+                // Status-only changes; mirror pods stay apart from the pods
+                // the kubelet runs (our own status PATCHes come back here).
                 for p in update.pods {
-                    self.pod_manager.add_or_update(p);
+                    if is_mirror_pod(&p) {
+                        self.pod_manager.add_or_update_mirror(p);
+                    } else {
+                        self.pod_manager.add_or_update(p);
+                    }
                 }
             }
             PodOperation::Set => log::error!("kubelet does not support snapshot updates"),
@@ -683,6 +713,9 @@ impl Kubelet {
 
     fn reject_pod(&self, pod: &Pod, reason: &str, message: &str) {
         log::warn!("pod {} rejected: {reason}: {message}", pod.full_name());
+        self.runtime
+            .recorder()
+            .pod_event(pod, crate::events::EventType::Warning, reason, message);
         let status = k8s_openapi::api::core::v1::PodStatus {
             phase: Some("Failed".into()),
             reason: Some(reason.into()),
@@ -791,6 +824,10 @@ impl Kubelet {
                 mirror
                     .annotation(crate::types::CONFIG_MIRROR_ANNOTATION)
                     .unwrap_or(""),
+            );
+            log::debug!(
+                "orphaned mirror pod {} (static pod still stopping: {still_stopping})",
+                mirror.namespaced_name()
             );
             if still_stopping {
                 continue;

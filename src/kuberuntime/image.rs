@@ -110,8 +110,9 @@ impl ImageManager {
         let policy = pull_policy(c);
         match (policy, &present) {
             (PullPolicy::IfNotPresent, Some(id)) | (PullPolicy::Never, Some(id)) => {
-                self.recorder.pod_event(
+                self.recorder.pod_container_event(
                     pod,
+                    &c.name,
                     EventType::Normal,
                     events::PULLED_IMAGE,
                     &format!("Container image {spec_image:?} already present on machine"),
@@ -122,8 +123,9 @@ impl ImageManager {
                 let msg = format!(
                     "Container image {spec_image:?} is not present with pull policy of Never"
                 );
-                self.recorder.pod_event(
+                self.recorder.pod_container_event(
                     pod,
+                    &c.name,
                     EventType::Warning,
                     events::ERR_IMAGE_NEVER_PULL,
                     &msg,
@@ -148,14 +150,20 @@ impl ImageManager {
         let now = SystemTime::now();
         if let Some(remaining) = self.backoff.remaining_since_update(&key, now) {
             let msg = format!("Back-off pulling image {spec_image:?}");
-            self.recorder
-                .pod_event(pod, EventType::Normal, events::BACK_OFF_PULL_IMAGE, &msg);
+            self.recorder.pod_container_event(
+                pod,
+                &c.name,
+                EventType::Normal,
+                events::BACK_OFF_PULL_IMAGE,
+                &msg,
+            );
             let mut err = SyncError::new(name, "ImagePullBackOff", msg);
             err.retry_after = Some(remaining);
             return Err(err);
         }
-        self.recorder.pod_event(
+        self.recorder.pod_container_event(
             pod,
+            &c.name,
             EventType::Normal,
             events::PULLING_IMAGE,
             &format!("Pulling image {spec_image:?}"),
@@ -168,8 +176,9 @@ impl ImageManager {
         match self.runtime.pull_image(image, Some(sandbox.clone())) {
             Ok(image_ref) => {
                 self.backoff.reset(&key);
-                self.recorder.pod_event(
+                self.recorder.pod_container_event(
                     pod,
+                    &c.name,
                     EventType::Normal,
                     events::PULLED_IMAGE,
                     &format!(
@@ -182,8 +191,9 @@ impl ImageManager {
             Err(e) => {
                 self.backoff.next(&key, SystemTime::now());
                 let msg = format!("Failed to pull image {spec_image:?}: {e}");
-                self.recorder.pod_event(
+                self.recorder.pod_container_event(
                     pod,
+                    &c.name,
                     EventType::Warning,
                     events::FAILED_TO_PULL_IMAGE,
                     &msg,

@@ -126,6 +126,13 @@ impl StatusManager {
         self.wake(uid.to_string());
     }
 
+    /// Forgets what the API has seen of a pod's status, so it is sent
+    /// again (a recreated mirror pod starts with none).
+    pub fn resync(&self, uid: &str) {
+        self.lock().api_versions.remove(uid);
+        self.wake(uid.to_string());
+    }
+
     fn wake(&self, uid: String) {
         if let Err(TrySendError::Full(_)) = self.notify.try_send(uid) {
             log::debug!("status manager: channel full; the periodic sync will catch up");

@@ -880,3 +880,28 @@ pub fn now_ns() -> i64 {
         .unwrap()
         .as_nanos() as i64
 }
+
+// --- cluster mode (tests/cluster.rs) ----------------------------------------------
+
+impl Env {
+    /// Starts rkubelet in the background with exactly `args` (cluster mode
+    /// builds its own command line), output appended to rkubelet.log.
+    pub fn start_kubelet_with_args(&mut self, args: &[String]) {
+        assert!(self.kubelet.is_none(), "rkubelet already started");
+        let mut f = self.log_file();
+        writeln!(
+            f,
+            "===== e2e: starting rkubelet {args:?} at +{:?} =====",
+            self.started.elapsed()
+        )
+        .unwrap();
+        let child = Command::new(rkubelet_bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .expect("spawn rkubelet");
+        self.kubelet = Some(child);
+    }
+}

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# make bench, cluster mode: rkubelet with --kubeconfig against the API server
+# double (tests/apiserver) and a private containerd (tests/harness).
+# Prints one line per figure:
+#
+#   time from creating 30 pods bound to the node (as fast as one client can)
+#   until all 30 report Ready=True in the API
+#   RSS and thread count of rkubelet idle with 0 API pods, then with 30
+#   API requests per minute by rkubelet while idle with 30 pods, over 60 s
+#   after things settle, in total and by verb+resource
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${BENCH_BIN:-$root/target/release/rkubelet}
+double=${BENCH_DOUBLE_BIN:-$root/target/release/apiserver-double}
+harness=$root/tests/harness/containerd.sh
+pods=${BENCH_PODS:-30}
+idle_secs=${BENCH_IDLE_SECS:-60}
+settle_secs=${BENCH_SETTLE_SECS:-20}
+port=${BENCH_HEALTHZ_PORT:-10392}
+node=bench-node
+work=$(mktemp -d /tmp/rk-bench-cluster.XXXXXX)
+export RKUBELET_CNI_BRIDGE=${RKUBELET_CNI_BRIDGE:-rkbench1}
+export RKUBELET_CNI_SUBNET=${RKUBELET_CNI_SUBNET:-10.88.241.0/24}
+kpid=""
+dpid=""
+
+cleanup() {
+    # (waited for, so that bash does not report them as Killed)
+    [ -n "$kpid" ] && { kill -9 "$kpid" && wait "$kpid"; } 2>/dev/null || true
+    [ -n "$dpid" ] && { kill -9 "$dpid" && wait "$dpid"; } 2>/dev/null || true
+    bash "$harness" stop "$work/ctrd" >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+[ -x "$bin" ] || (cd "$root" && cargo build --release)
+[ -x "$double" ] || (cd "$root" && cargo build --release -p rkubelet-apiserver-double)
+
+wait_for() { # seconds, command...
+    local limit=$1; shift
+    local end=$((SECONDS + limit))
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.1
+    done
+}
+fail() { echo "$*" >&2; tail -20 "$work/kubelet.log" >&2 2>/dev/null || true; exit 1; }
+
+sock=$(bash "$harness" start "$work/ctrd" 2>"$work/harness.log" | sed -n 's/^CONTAINERD_SOCK=//p')
+[ -n "$sock" ] || { cat "$work/harness.log" >&2; exit 1; }
+
+"$double" --dir "$work/api" --port 0 --node-name "$node" >"$work/double.stdout" 2>"$work/double.log" &
+dpid=$!
+wait_for 15 grep -q '^LISTENING ' "$work/double.stdout" || { cat "$work/double.log" >&2; exit 1; }
+url=$(sed -n 's/^LISTENING //p' "$work/double.stdout")
+
+mkdir -p "$work/logs"
+cat >"$work/config.yaml" <<CFG
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podLogsDir: $work/logs
+healthzPort: $port
+containerRuntimeEndpoint: unix://$sock
+failSwapOn: false
+CFG
+
+"$bin" --config "$work/config.yaml" --kubeconfig "$work/api/kubelet-$node.kubeconfig" \
+    --root-dir "$work/root" --hostname-override "$node" >"$work/kubelet.log" 2>&1 &
+kpid=$!
+
+# A tiny admin client (python3 standard library): api.py METHOD PATH [JSON]
+cat >"$work/api.py" <<'PY'
+import http.client, json, os, ssl, sys, time
+
+work = os.environ["WORK"]
+url = os.environ["URL"]
+host, port = url.split("//")[1].split(":")
+ctx = ssl.create_default_context(cafile=f"{work}/api/ca.crt")
+token = open(f"{work}/api/admin-token").read().strip()
+conn = None
+
+def call(method, path, body=None):
+    global conn
+    for attempt in range(3):
+        try:
+            if conn is None:
+                conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+            h = {"Authorization": "Bearer " + token, "User-Agent": "rk-bench/1"}
+            data = None
+            if body is not None:
+                data = json.dumps(body)
+                h["Content-Type"] = "application/json"
+            conn.request(method, path, body=data, headers=h)
+            r = conn.getresponse()
+            text = r.read()
+            return r.status, (json.loads(text) if text else None)
+        except (OSError, http.client.HTTPException):
+            conn = None
+            if attempt == 2:
+                raise
+
+def ready(p):
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in p.get("status", {}).get("conditions", []))
+
+cmd = sys.argv[1]
+if cmd == "node-ready":
+    code, n = call("GET", "/api/v1/nodes/" + sys.argv[2])
+    sys.exit(0 if code == 200 and ready(n) else 1)
+elif cmd == "start-pods":
+    node, n, limit = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    pods = [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"bench-{i}", "namespace": "default"},
+             "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                      "containers": [{"name": "sleep", "image": "docker.io/library/busybox:1.36",
+                                      "imagePullPolicy": "IfNotPresent",
+                                      "command": ["sleep", "100000"]}]}}
+            for i in range(1, n + 1)]
+    t0 = time.monotonic()
+    for p in pods:
+        code, body = call("POST", "/api/v1/namespaces/default/pods", p)
+        if code != 201:
+            sys.exit(f"create {p['metadata']['name']}: {code} {body}")
+    created = time.monotonic() - t0
+    while True:
+        code, lst = call("GET", "/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName%3D" + node)
+        n_ready = sum(1 for p in lst["items"] if ready(p)) if code == 200 else 0
+        if n_ready >= n:
+            break
+        if time.monotonic() - t0 > limit:
+            sys.exit(f"only {n_ready}/{n} pods Ready after {limit} s")
+        time.sleep(0.05)
+    print(f"{time.monotonic() - t0:.2f} {created:.2f}")
+elif cmd == "stats-reset":
+    call("POST", "/__double/stats/reset", {})
+elif cmd == "stats":
+    user, kind = sys.argv[2], sys.argv[3]
+    code, s = call("GET", "/__double/stats")
+    secs = s["elapsedSeconds"]
+    per_min = lambda c: c * 60.0 / secs
+    if kind == "total":
+        print(f"{per_min(s['byUser'].get(user, 0)):.1f} (all clients {s['perMinute']:.1f}, over {secs:.0f} s)")
+    else:
+        print(" ".join(f"{k.replace(' ', ':')}={per_min(v):.1f}"
+                       for k, v in sorted(s["byVerbResource"].items(), key=lambda kv: -kv[1])))
+PY
+api() { WORK=$work URL=$url python3 "$work/api.py" "$@"; }
+
+healthy() { curl -sf "http://127.0.0.1:$port/healthz" >/dev/null; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$kpid/status"; }
+rss_split() { awk '/^Rss:/ {r=$2} /^Anonymous:/ {a=$2} END {printf "anon=%s file=%s", a, r-a}' "/proc/$kpid/smaps_rollup"; }
+threads() { awk '/^Threads/ {print $2}' "/proc/$kpid/status"; }
+
+wait_for 30 healthy || fail "rkubelet did not become healthy"
+wait_for 30 api node-ready "$node" || fail "node $node not Ready in the API within 30 s"
+sleep 5
+echo "cluster_idle_0_pods_rss_kb $(rss_kb) ($(rss_split))"
+echo "cluster_idle_0_pods_threads $(threads)"
+
+read -r took created < <(api start-pods "$node" "$pods" 120) || fail "pods did not become Ready"
+echo "cluster_${pods}_api_pods_ready_seconds $took (creating them took ${created} s; target <= 6 s)"
+
+sleep 10
+echo "cluster_idle_${pods}_pods_rss_kb $(rss_kb) ($(rss_split))"
+echo "cluster_idle_${pods}_pods_threads $(threads)"
+
+sleep "$settle_secs"
+api stats-reset
+sleep "$idle_secs"
+echo "cluster_idle_${pods}_pods_api_requests_per_min $(api stats "system:node:$node" total)"
+echo "cluster_idle_${pods}_pods_api_requests_per_min_by_verb_resource $(api stats "system:node:$node" breakdown)"
+kill -0 "$kpid" 2>/dev/null || fail "rkubelet died during the bench"

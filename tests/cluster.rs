@@ -1,0 +1,1405 @@
+//! Cluster-mode tests: the real rkubelet binary with --kubeconfig against the
+//! kube-apiserver double (tests/apiserver, a separate process) and a real,
+//! private containerd per test (tests/harness/containerd.sh).
+//!
+//! Needs what tests/e2e.rs needs (root, containerd, runc, CNI plugins) and
+//! builds `apiserver-double` (`cargo build --release -p
+//! rkubelet-apiserver-double`) when it is missing or older than its sources.
+//! Each test has its own containerd, bridge rke<N>, subnet 10.88.<100+N>.0/24,
+//! healthz port 20000+N and API server port 21000+N (N in 21..=30; e2e.rs
+//! uses 1..=12), so tests can run in parallel:
+//!
+//!     cargo test --release --test cluster -- --test-threads=2
+//!
+//! The tests drive the API as an admin (the double's admin token) and look
+//! at containerd with `ctr`, at the double's audit log and at its stats. On a
+//! failure they print the tails of the audit log, of rkubelet's and of
+//! containerd's logs.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use serde_json::{json, Value};
+
+use common::*;
+
+// --- the API server double --------------------------------------------------------
+
+/// target/<profile>/apiserver-double, next to the rkubelet binary under test.
+fn double_bin_path() -> PathBuf {
+    rkubelet_bin()
+        .parent()
+        .expect("rkubelet binary has a directory")
+        .join("apiserver-double")
+}
+
+fn newest_mtime(p: &Path) -> SystemTime {
+    let Ok(meta) = fs::metadata(p) else {
+        return SystemTime::UNIX_EPOCH;
+    };
+    let mut t = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    if meta.is_dir() {
+        for e in fs::read_dir(p).into_iter().flatten().flatten() {
+            t = t.max(newest_mtime(&e.path()));
+        }
+    }
+    t
+}
+
+/// The double's binary, built once per test run when missing or stale
+/// (`cargo test` builds only this package's binaries for its tests).
+fn double_bin() -> PathBuf {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let bin = double_bin_path();
+        let src = repo_dir().join("tests/apiserver");
+        let newest = newest_mtime(&src.join("src")).max(newest_mtime(&src.join("Cargo.toml")));
+        let built = fs::metadata(&bin).and_then(|m| m.modified()).ok();
+        if built.is_some_and(|b| b >= newest) {
+            return Ok(bin);
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        eprintln!(
+            "building the apiserver double ({} is missing or older than tests/apiserver)",
+            bin.display()
+        );
+        let out = Command::new(&cargo)
+            .args(["build", "--release", "-p", "rkubelet-apiserver-double"])
+            .current_dir(repo_dir())
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("run {cargo}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cargo build --release -p rkubelet-apiserver-double failed ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        if !bin.is_file() {
+            return Err(format!("{} still missing after the build", bin.display()));
+        }
+        Ok(bin)
+    })
+    .clone()
+    .unwrap_or_else(|e| panic!("the apiserver double is needed: {e}"))
+}
+
+/// The API server double as a process; killing it is a real API outage, and
+/// starting it again with the same dir and port keeps every object.
+struct Double {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Double {
+    fn new(dir: PathBuf, port: u16) -> Double {
+        let mut d = Double {
+            dir,
+            port,
+            child: None,
+        };
+        d.start();
+        d
+    }
+
+    fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    fn start(&mut self) {
+        assert!(self.child.is_none(), "the double already runs");
+        fs::create_dir_all(&self.dir).unwrap();
+        let banner = self.dir.join("double.stdout");
+        let _ = fs::remove_file(&banner);
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("double.log"))
+            .unwrap();
+        let child = Command::new(double_bin())
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(["--port", &self.port.to_string(), "--node-name", NODE])
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&banner).unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn apiserver-double");
+        self.child = Some(child);
+        let want = format!("LISTENING {}", self.url());
+        let ok = poll(secs(15), || {
+            if let Some(st) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "apiserver-double exited at start ({st}):\n{}",
+                    fs::read_to_string(self.dir.join("double.log")).unwrap_or_default()
+                );
+            }
+            fs::read_to_string(&banner)
+                .unwrap_or_default()
+                .contains(&want)
+                .then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "apiserver-double did not print {want:?} within 15 s"
+        );
+    }
+
+    /// SIGKILL: an abrupt outage.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        fs::read_to_string(self.dir.join("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+fn audit_line(e: &Value) -> String {
+    format!(
+        "{} {} {} {} {}/{} {} -> {} ({})",
+        e["ts"].as_str().unwrap_or(""),
+        e["user"].as_str().unwrap_or(""),
+        e["verb"].as_str().unwrap_or(""),
+        e["resource"].as_str().unwrap_or(""),
+        e["namespace"].as_str().unwrap_or(""),
+        e["name"].as_str().unwrap_or(""),
+        e["subresource"].as_str().unwrap_or(""),
+        e["code"],
+        e["userAgent"].as_str().unwrap_or("")
+    )
+}
+
+impl Drop for Double {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The test's own polling (admin reads) would drown the rest.
+            let audit: Vec<Value> = self
+                .audit()
+                .into_iter()
+                .filter(|e| !(e["user"] == "admin" && (e["verb"] == "get" || e["verb"] == "list")))
+                .collect();
+            let from = audit.len().saturating_sub(60);
+            eprintln!("\n===== last lines of the double's audit log (without admin reads) =====");
+            for e in &audit[from..] {
+                eprintln!("{}", audit_line(e));
+            }
+            let log = fs::read_to_string(self.dir.join("double.log")).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            if !lines.is_empty() {
+                eprintln!(
+                    "===== last lines of the double's log =====\n{}",
+                    lines[lines.len().saturating_sub(20)..].join("\n")
+                );
+            }
+        }
+        self.kill();
+    }
+}
+
+// --- a tiny admin client -------------------------------------------------------------
+
+struct Api {
+    agent: ureq::Agent,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    fn new(dir: &Path, port: u16) -> Api {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_file(dir.join("ca.crt")).expect("read ca.crt"))
+            .unwrap();
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Api {
+            agent: ureq::AgentBuilder::new()
+                .tls_config(Arc::new(tls))
+                .timeout_connect(Duration::from_secs(2))
+                .timeout(Duration::from_secs(10))
+                .build(),
+            base: format!("https://127.0.0.1:{port}"),
+            token: fs::read_to_string(dir.join("admin-token"))
+                .expect("read admin-token")
+                .trim()
+                .to_string(),
+        }
+    }
+
+    /// One request: (status, body as JSON or as a string), or the transport error.
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+        let r = self
+            .agent
+            .request(method, &format!("{}{path}", self.base))
+            .set("User-Agent", "rk-cluster-test/1")
+            .set("Authorization", &format!("Bearer {}", self.token));
+        let res = match body {
+            Some(b) => r
+                .set("Content-Type", "application/json")
+                .send_string(&b.to_string()),
+            None => r.call(),
+        };
+        let resp = match res {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => return Err(format!("{method} {path}: {e}")),
+        };
+        let code = resp.status();
+        let text = resp
+            .into_string()
+            .map_err(|e| format!("{method} {path}: {e}"))?;
+        Ok((
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
+    /// A request that must answer one of `want` (retried for up to 20 s on
+    /// transport errors and 5xx, as any client would).
+    fn must(&self, method: &str, path: &str, body: Option<&Value>, want: &[u16]) -> Value {
+        let mut last = String::new();
+        let got = poll(secs(20), || match self.call(method, path, body) {
+            Ok((c, v)) if want.contains(&c) => Some(v),
+            Ok((c, v)) if c >= 500 => {
+                last = format!("{c}: {v}");
+                None
+            }
+            Ok((c, v)) => panic!("{method} {path}: {c} (wanted {want:?}): {v}"),
+            Err(e) => {
+                last = e;
+                None
+            }
+        });
+        got.unwrap_or_else(|| {
+            panic!("{method} {path}: no answer in {want:?} within 20 s; last: {last}")
+        })
+    }
+
+    /// GET: Some(object) on 200, None on 404 or any error.
+    fn get(&self, path: &str) -> Option<Value> {
+        match self.call("GET", path, None) {
+            Ok((200, v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// GET that tells 404 apart from errors: Ok(None) when the object is gone.
+    fn get_or_gone(&self, path: &str) -> Result<Option<Value>, String> {
+        match self.call("GET", path, None)? {
+            (200, v) => Ok(Some(v)),
+            (404, _) => Ok(None),
+            (c, v) => Err(format!("GET {path}: {c}: {v}")),
+        }
+    }
+
+    fn pod(&self, name: &str) -> Option<Value> {
+        self.get(&pod_path(name))
+    }
+
+    fn node(&self) -> Option<Value> {
+        self.get(&format!("/api/v1/nodes/{NODE}"))
+    }
+
+    fn lease(&self) -> Option<Value> {
+        self.get(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}"
+        ))
+    }
+
+    fn create_pod(&self, pod: &Value) -> Value {
+        self.must("POST", "/api/v1/namespaces/default/pods", Some(pod), &[201])
+    }
+
+    /// core/v1 events about the object named `name` in `ns`.
+    fn events_for(&self, ns: &str, name: &str) -> Vec<Value> {
+        self.get(&format!("/api/v1/namespaces/{ns}/events"))
+            .and_then(|l| l["items"].as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e["involvedObject"]["name"] == name)
+            .collect()
+    }
+
+    fn fault(&self, v: Value) {
+        self.must("POST", "/__double/faults", Some(&v), &[200]);
+    }
+
+    fn pending_faults(&self) -> usize {
+        self.get("/__double/faults")
+            .and_then(|v| v["faults"].as_array().map(Vec::len))
+            .unwrap_or(usize::MAX)
+    }
+}
+
+fn pod_path(name: &str) -> String {
+    format!("/api/v1/namespaces/default/pods/{name}")
+}
+
+/// A pod bound to the node, one busybox container "c" running `script`.
+fn api_pod(name: &str, script: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {
+            "nodeName": NODE,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "c",
+                "image": BUSYBOX,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", script],
+            }],
+        },
+    })
+}
+
+fn condition<'a>(obj: &'a Value, ty: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+}
+
+fn condition_true(obj: &Value, ty: &str) -> bool {
+    condition(obj, ty).is_some_and(|c| c["status"] == "True")
+}
+
+fn phase(pod: &Value) -> &str {
+    pod["status"]["phase"].as_str().unwrap_or("")
+}
+
+fn uid(obj: &Value) -> String {
+    obj["metadata"]["uid"].as_str().unwrap_or("").to_string()
+}
+
+fn pretty_status(pod: &Value) -> String {
+    serde_json::to_string_pretty(&pod["status"]).unwrap_or_default()
+}
+
+/// A pod that runs and is Ready (the kubelet's own status).
+fn running_ready(pod: &Value) -> bool {
+    phase(pod) == "Running"
+        && condition_true(pod, "Ready")
+        && pod["status"]["containerStatuses"][0]["ready"] == true
+}
+
+// --- one test's cluster -------------------------------------------------------------
+
+/// One test's world: the double (dropped first: it prints the audit tail on
+/// failure), the admin client, and the Env (containerd, rkubelet, dirs).
+struct Cluster {
+    double: Double,
+    api: Api,
+    env: Env,
+    config: PathBuf,
+}
+
+impl Cluster {
+    fn new(name: &str, n: u32) -> Cluster {
+        assert!((20..=40).contains(&n), "cluster tests use N in 20..=40");
+        let env = Env::new(name, n);
+        let double = Double::new(env.dir.join("api"), 21000 + n as u16);
+        let api = Api::new(&double.dir, double.port);
+        let config = env.dir.join("cluster-config.yaml");
+        fs::write(
+            &config,
+            format!(
+                "apiVersion: kubelet.config.k8s.io/v1beta1\n\
+                 kind: KubeletConfiguration\n\
+                 podLogsDir: {}\n\
+                 healthzPort: {}\n\
+                 staticPodPath: {}\n\
+                 containerRuntimeEndpoint: unix://{}\n\
+                 fileCheckFrequency: 1s\n\
+                 syncFrequency: 10s\n\
+                 failSwapOn: false\n",
+                env.pod_logs.display(),
+                env.port,
+                env.manifests.display(),
+                env.sock
+            ),
+        )
+        .unwrap();
+        Cluster {
+            double,
+            api,
+            env,
+            config,
+        }
+    }
+
+    fn kubelet_args(&self) -> Vec<String> {
+        vec![
+            "--config".into(),
+            self.config.display().to_string(),
+            "--kubeconfig".into(),
+            self.double
+                .dir
+                .join(format!("kubelet-{NODE}.kubeconfig"))
+                .display()
+                .to_string(),
+            "--root-dir".into(),
+            self.env.root.display().to_string(),
+            "--hostname-override".into(),
+            NODE.into(),
+            "--v".into(),
+            "2".into(),
+        ]
+    }
+
+    fn start_kubelet(&mut self) {
+        let args = self.kubelet_args();
+        self.env.start_kubelet_with_args(&args);
+    }
+
+    /// Polls `f` while checking that rkubelet is alive.
+    fn eventually<T>(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        mut f: impl FnMut(&Api) -> Option<T>,
+    ) -> T {
+        let (env, api) = (&mut self.env, &self.api);
+        eventually(timeout, what, || {
+            env.assert_kubelet_alive();
+            f(api)
+        })
+    }
+
+    fn wait_node_ready(&mut self, timeout: Duration) -> Value {
+        let mut last = Value::Null;
+        let got = poll(timeout, || {
+            self.env.assert_kubelet_alive();
+            let n = self.api.node()?;
+            last = n.clone();
+            condition_true(&n, "Ready").then_some(n)
+        });
+        got.unwrap_or_else(|| panic!("node {NODE} not Ready within {timeout:?}; last seen: {last}"))
+    }
+
+    /// Waits until the pod runs and is Ready in the API; returns it.
+    fn wait_pod_ready(&mut self, name: &str, timeout: Duration) -> Value {
+        let mut last = Value::Null;
+        let got = poll(timeout, || {
+            self.env.assert_kubelet_alive();
+            let p = self.api.pod(name)?;
+            last = p.clone();
+            running_ready(&p).then_some(p)
+        });
+        got.unwrap_or_else(|| {
+            panic!(
+                "pod {name}: not Running+Ready in the API within {timeout:?}; last status:\n{}",
+                pretty_status(&last)
+            )
+        })
+    }
+
+    fn renew_time(&self) -> Option<String> {
+        self.api.lease()?["spec"]["renewTime"]
+            .as_str()
+            .map(String::from)
+    }
+
+    /// Waits for a lease renewTime later than `after` (seconds since the epoch).
+    fn wait_renewed_after(&mut self, after: f64, timeout: Duration) -> String {
+        self.eventually(
+            timeout,
+            &format!("the lease renewed after {after:.6}"),
+            |api| {
+                let t = api.lease()?["spec"]["renewTime"].as_str()?.to_string();
+                (rfc3339_secs(&t)? > after).then_some(t)
+            },
+        )
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        self.double.audit()
+    }
+}
+
+/// A running container/sandbox of pod `pod` in containerd?
+fn pod_tasks_running(s: &Snapshot, pod: &str) -> Vec<String> {
+    s.objs
+        .iter()
+        .filter(|o| o.pod_name() == pod && o.running)
+        .map(|o| format!("{} {} {}", o.kind, o.container_name(), &o.id[..12]))
+        .collect()
+}
+
+// 1 -------------------------------------------------------------------------------
+
+#[test]
+fn registers_ready_and_renews_lease() {
+    let mut cl = Cluster::new("registers_ready_and_renews_lease", 21);
+    let t0 = Instant::now();
+    cl.start_kubelet();
+    let node = cl.wait_node_ready(secs(20));
+    eprintln!("node Ready after {:?}", t0.elapsed());
+
+    let ready = condition(&node, "Ready").unwrap();
+    assert_eq!(ready["reason"], "KubeletReady", "Ready condition: {ready}");
+    for ty in ["MemoryPressure", "DiskPressure", "PIDPressure"] {
+        let c = condition(&node, ty).unwrap_or_else(|| panic!("no {ty} condition: {node}"));
+        assert_eq!(c["status"], "False", "{ty}: {c}");
+    }
+    let labels = &node["metadata"]["labels"];
+    assert_eq!(labels["kubernetes.io/hostname"], NODE, "labels: {labels}");
+    assert_eq!(labels["kubernetes.io/os"], "linux", "labels: {labels}");
+    assert!(
+        labels["kubernetes.io/arch"]
+            .as_str()
+            .is_some_and(|a| !a.is_empty()),
+        "labels: {labels}"
+    );
+    for what in ["capacity", "allocatable"] {
+        for r in ["cpu", "memory", "pods"] {
+            assert!(
+                node["status"][what][r].is_string(),
+                "status.{what}.{r} missing: {}",
+                node["status"][what]
+            );
+        }
+    }
+    let info = &node["status"]["nodeInfo"];
+    assert!(
+        info["containerRuntimeVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("containerd://")),
+        "nodeInfo: {info}"
+    );
+    assert!(
+        info["kubeletVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with('v')),
+        "nodeInfo: {info}"
+    );
+    let addrs = node["status"]["addresses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        addrs
+            .iter()
+            .any(|a| a["type"] == "Hostname" && a["address"] == NODE),
+        "addresses: {addrs:?}"
+    );
+    assert!(
+        addrs.iter().any(|a| a["type"] == "InternalIP"),
+        "addresses: {addrs:?}"
+    );
+
+    // The lease: created once the Node exists (upstream retries on its 10 s
+    // renew interval), owned by the Node.
+    let lease = cl.eventually(secs(25), "the node lease", |api| api.lease());
+    eprintln!("lease exists after {:?}", t0.elapsed());
+    assert_eq!(lease["spec"]["holderIdentity"], NODE, "{lease}");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 40, "{lease}");
+    let owners = lease["metadata"]["ownerReferences"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        owners.iter().any(|o| o["kind"] == "Node"
+            && o["apiVersion"] == "v1"
+            && o["name"] == NODE
+            && o["uid"] == node["metadata"]["uid"]),
+        "lease ownerReferences should name the Node {}: {owners:?}",
+        uid(&node)
+    );
+    let r0 = lease["spec"]["renewTime"]
+        .as_str()
+        .expect("renewTime")
+        .to_string();
+    let t1 = Instant::now();
+    let r1 = cl.wait_renewed_after(rfc3339_secs(&r0).expect("renewTime is RFC 3339"), secs(15));
+    eprintln!("renewTime {r0} -> {r1} after {:?}", t1.elapsed());
+
+    // The kubelet announced itself.
+    let events = cl.api.events_for("default", NODE);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "Starting" && e["involvedObject"]["kind"] == "Node"),
+        "no Starting event for the node: {events:?}"
+    );
+    // Everything the kubelet did, it did as system:node:node1.
+    let audit = cl.audit();
+    let mine: Vec<&Value> = audit
+        .iter()
+        .filter(|e| {
+            e["userAgent"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("rkubelet"))
+        })
+        .collect();
+    assert!(!mine.is_empty(), "no requests by rkubelet in the audit log");
+    assert!(
+        mine.iter()
+            .all(|e| e["user"] == format!("system:node:{NODE}")),
+        "rkubelet authenticated as someone else: {:?}",
+        mine.iter().map(|e| audit_line(e)).collect::<Vec<_>>()
+    );
+    assert!(
+        mine.iter()
+            .any(|e| e["verb"] == "update" && e["resource"] == "leases.coordination.k8s.io"),
+        "no lease update in the audit log"
+    );
+}
+
+// 2 -------------------------------------------------------------------------------
+
+#[test]
+fn bound_pod_runs_and_reports_status() {
+    let mut cl = Cluster::new("bound_pod_runs_and_reports_status", 22);
+    cl.start_kubelet();
+    let node = cl.wait_node_ready(secs(20));
+
+    let t0 = Instant::now();
+    let created = cl.api.create_pod(&api_pod("web", SLEEPER));
+    let p = cl.wait_pod_ready("web", secs(20));
+    eprintln!("pod Running+Ready in the API after {:?}", t0.elapsed());
+
+    let st = &p["status"];
+    let cs = &st["containerStatuses"][0];
+    assert_eq!(cs["name"], "c", "{}", pretty_status(&p));
+    assert_eq!(cs["restartCount"], 0, "{}", pretty_status(&p));
+    assert!(
+        cs["state"]["running"]["startedAt"].is_string(),
+        "{}",
+        pretty_status(&p)
+    );
+    assert!(
+        cs["containerID"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("containerd://")),
+        "{}",
+        pretty_status(&p)
+    );
+    assert_eq!(cs["image"], BUSYBOX, "{}", pretty_status(&p));
+    // (PodScheduled is the scheduler's; the double has none.)
+    for ty in [
+        "Initialized",
+        "ContainersReady",
+        "PodReadyToStartContainers",
+    ] {
+        assert!(
+            condition_true(&p, ty),
+            "{ty} not True: {}",
+            pretty_status(&p)
+        );
+    }
+    assert!(
+        st["startTime"].is_string(),
+        "no startTime: {}",
+        pretty_status(&p)
+    );
+    let subnet = format!("10.88.{}.", 100 + cl.env.n);
+    let pod_ip = st["podIP"].as_str().unwrap_or("");
+    assert!(
+        pod_ip.starts_with(&subnet),
+        "podIP {pod_ip:?} not in the pod subnet {subnet}0/24: {}",
+        pretty_status(&p)
+    );
+    assert_eq!(st["podIPs"][0]["ip"], pod_ip, "{}", pretty_status(&p));
+
+    // The container the status describes is the one containerd runs.
+    let snap = cl.env.wait_running("web", &["c"], secs(5));
+    let ctr = snap.running("web", "c").unwrap();
+    assert_eq!(
+        ctr.pod_uid(),
+        uid(&created),
+        "containerd's pod uid label is the API uid"
+    );
+    assert_eq!(
+        cs["containerID"].as_str().unwrap(),
+        format!("containerd://{}", ctr.id)
+    );
+
+    // The remaining checks report every problem at once.
+    let mut problems: Vec<String> = Vec::new();
+
+    // Events, as the kubelet records them for a pod's container.
+    let events = cl.eventually(
+        secs(10),
+        "Pulled, Created and Started events for web",
+        |api| {
+            let ev = api.events_for("default", "web");
+            ["Pulled", "Created", "Started"]
+                .iter()
+                .all(|r| ev.iter().any(|e| e["reason"] == *r))
+                .then_some(ev)
+        },
+    );
+    for e in &events {
+        let io = &e["involvedObject"];
+        let reason = e["reason"].as_str().unwrap_or("");
+        assert_eq!(io["kind"], "Pod", "{e}");
+        assert_eq!(io["uid"], created["metadata"]["uid"], "{e}");
+        assert_eq!(e["source"]["component"], "kubelet", "{e}");
+        assert_eq!(e["source"]["host"], NODE, "{e}");
+        if ["Pulled", "Created", "Started"].contains(&reason) {
+            assert_eq!(e["type"], "Normal", "{e}");
+            // Upstream passes the container's reference (GenerateContainerRef)
+            // to the image manager and to the container start.
+            if io["fieldPath"] != "spec.containers{c}" {
+                problems.push(format!(
+                    "event {reason}: involvedObject.fieldPath should be \"spec.containers{{c}}\", got {}: {e}",
+                    io["fieldPath"]
+                ));
+            }
+        }
+    }
+
+    // Last, because it is what a Service's endpoints and the downward API use.
+    let node_ip = node["status"]["addresses"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["type"] == "InternalIP"))
+        .and_then(|a| a["address"].as_str())
+        .unwrap_or("")
+        .to_string();
+    if st["hostIP"].as_str().unwrap_or("") != node_ip || st["hostIPs"][0]["ip"] != node_ip.as_str()
+    {
+        problems.push(format!(
+            "status.hostIP/hostIPs should be the node's InternalIP {node_ip:?} (upstream: \
+             from the Node's addresses), got hostIP {} hostIPs {}",
+            st["hostIP"], st["hostIPs"]
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problem(s):\n{}\nstatus:\n{}",
+        problems.len(),
+        problems.join("\n"),
+        pretty_status(&p)
+    );
+}
+
+// 3 -------------------------------------------------------------------------------
+
+#[test]
+fn crashing_pod_shows_restarts_and_crashloop() {
+    let mut cl = Cluster::new("crashing_pod_shows_restarts_and_crashloop", 23);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    cl.api.create_pod(&api_pod("crash", "exit 1"));
+
+    let t0 = Instant::now();
+    let mut max_restarts = 0;
+    let mut crashloop: Option<Value> = None;
+    let mut last_exit_1 = false;
+    let mut last = Value::Null;
+    while t0.elapsed() < secs(45) {
+        cl.env.assert_kubelet_alive();
+        if let Some(p) = cl.api.pod("crash") {
+            let cs = &p["status"]["containerStatuses"][0];
+            max_restarts = max_restarts.max(cs["restartCount"].as_u64().unwrap_or(0));
+            last_exit_1 |= cs["lastState"]["terminated"]["exitCode"] == 1;
+            if cs["state"]["waiting"]["reason"] == "CrashLoopBackOff" && crashloop.is_none() {
+                crashloop = Some(p.clone());
+            }
+            last = p;
+        }
+        if max_restarts >= 2 && crashloop.is_some() && last_exit_1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    eprintln!(
+        "after {:?}: restartCount {max_restarts}, CrashLoopBackOff seen: {}",
+        t0.elapsed(),
+        crashloop.is_some()
+    );
+    let cl_pod = crashloop.unwrap_or_else(|| {
+        panic!(
+            "never saw state.waiting.reason CrashLoopBackOff in 45 s; last status:\n{}",
+            pretty_status(&last)
+        )
+    });
+    assert!(
+        max_restarts >= 2,
+        "restartCount only reached {max_restarts} in 45 s; last status:\n{}",
+        pretty_status(&last)
+    );
+    assert!(
+        last_exit_1,
+        "lastState.terminated.exitCode never 1; last status:\n{}",
+        pretty_status(&last)
+    );
+    let cs = &cl_pod["status"]["containerStatuses"][0];
+    assert_eq!(cs["ready"], false, "{}", pretty_status(&cl_pod));
+    assert!(
+        cs["state"]["waiting"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("back-off")),
+        "CrashLoopBackOff message: {}",
+        pretty_status(&cl_pod)
+    );
+    // restartPolicy Always: the pod stays Running while its container restarts.
+    assert_eq!(phase(&cl_pod), "Running", "{}", pretty_status(&cl_pod));
+    assert!(
+        !condition_true(&cl_pod, "Ready"),
+        "{}",
+        pretty_status(&cl_pod)
+    );
+    let events = cl.api.events_for("default", "crash");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "BackOff" && e["type"] == "Warning"),
+        "no Warning BackOff event: {:?}",
+        events.iter().map(|e| &e["reason"]).collect::<Vec<_>>()
+    );
+}
+
+// 4 -------------------------------------------------------------------------------
+
+#[test]
+fn graceful_delete_removes_pod() {
+    let mut cl = Cluster::new("graceful_delete_removes_pod", 24);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    // PID 1 ignores TERM: only the KILL at the end of the grace period stops it.
+    let mut p = api_pod("slow", "trap '' TERM; while true; do sleep 1; done");
+    p["spec"]["terminationGracePeriodSeconds"] = json!(3);
+    let created = cl.api.create_pod(&p);
+    cl.wait_pod_ready("slow", secs(20));
+    let before = cl.env.wait_running("slow", &["c"], secs(5));
+    let ctr_id = before.running("slow", "c").unwrap().id.clone();
+
+    let t0 = Instant::now();
+    let del = cl.api.must("DELETE", &pod_path("slow"), None, &[200]);
+    assert_eq!(del["metadata"]["deletionGracePeriodSeconds"], 3, "{del}");
+    let mut last = Value::Null;
+    let gone = poll(secs(15), || {
+        cl.env.assert_kubelet_alive();
+        match cl.api.get_or_gone(&pod_path("slow")) {
+            Ok(None) => Some(()),
+            Ok(Some(v)) => {
+                last = v;
+                None
+            }
+            Err(_) => None,
+        }
+    });
+    let took = t0.elapsed();
+    let snap = cl.env.snapshot();
+    assert!(
+        gone.is_some(),
+        "pod still in the API 15 s after a graceful delete; last:\n{}",
+        serde_json::to_string_pretty(&last).unwrap_or_default()
+    );
+    eprintln!("pod gone from the API {took:?} after DELETE");
+    let running = pod_tasks_running(&snap, "slow");
+    assert!(
+        !snap.objs.iter().any(|o| o.id == ctr_id && o.running),
+        "the pod left the API while its container still ran: {running:?}\n{}",
+        snap.summary()
+    );
+    assert!(
+        took >= Duration::from_millis(2500),
+        "the pod was gone {took:?} after DELETE: the 3 s grace period of a container that ignores TERM was not honoured"
+    );
+    cl.env.assert_kubelet_alive();
+    wait_until(secs(5), "the pod's sandbox to stop too", || {
+        cl.env
+            .try_snapshot()
+            .is_ok_and(|s| pod_tasks_running(&s, "slow").is_empty())
+    });
+
+    // The kubelet's final DELETE, as the node, after the admin's graceful one.
+    let audit = cl.audit();
+    let deletes: Vec<&Value> = audit
+        .iter()
+        .filter(|e| e["verb"] == "delete" && e["resource"] == "pods" && e["name"] == "slow")
+        .collect();
+    assert!(
+        deletes
+            .iter()
+            .any(|e| e["user"] == format!("system:node:{NODE}") && e["code"] == 200),
+        "no successful DELETE of the pod by system:node:{NODE} in the audit log: {:?}",
+        deletes.iter().map(|e| audit_line(e)).collect::<Vec<_>>()
+    );
+    let events = cl.api.events_for("default", "slow");
+    assert!(
+        events.iter().any(|e| e["reason"] == "Killing"
+            && e["involvedObject"]["uid"] == created["metadata"]["uid"]),
+        "no Killing event: {:?}",
+        events.iter().map(|e| &e["reason"]).collect::<Vec<_>>()
+    );
+}
+
+// 5 -------------------------------------------------------------------------------
+
+#[test]
+fn static_pod_gets_mirror_pod() {
+    let mut cl = Cluster::new("static_pod_gets_mirror_pod", 25);
+    let st = pod("stat", vec![ctn("c", SLEEPER)]);
+    cl.env.put_pod(&st);
+    cl.start_kubelet();
+    let node = cl.wait_node_ready(secs(20));
+    let mirror_name = st.full_name();
+
+    let mirror = cl.eventually(secs(30), "the mirror pod Running in the API", |api| {
+        let p = api.pod(&mirror_name)?;
+        (phase(&p) == "Running").then_some(p)
+    });
+    let ann = &mirror["metadata"]["annotations"];
+    assert!(
+        ann["kubernetes.io/config.mirror"].is_string(),
+        "no mirror annotation: {ann}"
+    );
+    assert_eq!(ann["kubernetes.io/config.source"], "file", "{ann}");
+    assert_eq!(mirror["spec"]["nodeName"], NODE);
+    let owners = mirror["metadata"]["ownerReferences"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        owners.iter().any(|o| o["kind"] == "Node"
+            && o["apiVersion"] == "v1"
+            && o["name"] == NODE
+            && o["uid"] == node["metadata"]["uid"]
+            && o["controller"] == true),
+        "mirror pod ownerReferences should name the Node (controller): {owners:?}"
+    );
+    let snap = cl.env.wait_running(&mirror_name, &["c"], secs(5));
+    let ctr_id = snap.running(&mirror_name, "c").unwrap().id.clone();
+    // The static pod's uid (a hash of the manifest), not the mirror's own.
+    assert_eq!(
+        ann["kubernetes.io/config.mirror"].as_str(),
+        Some(snap.running(&mirror_name, "c").unwrap().pod_uid()),
+        "the mirror annotation carries the static pod's uid"
+    );
+
+    // Deleting the mirror pod (as kubectl would: gracefully) brings back a
+    // fresh one; the static pod itself keeps running untouched.
+    let old_uid = uid(&mirror);
+    cl.api.must("DELETE", &pod_path(&mirror_name), None, &[200]);
+    let t0 = Instant::now();
+    let again = cl.eventually(secs(20), "a recreated mirror pod", |api| {
+        let p = api.pod(&mirror_name)?;
+        (uid(&p) != old_uid && p["metadata"]["deletionTimestamp"].is_null()).then_some(p)
+    });
+    eprintln!("mirror pod recreated after {:?}", t0.elapsed());
+    assert!(again["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string());
+    let snap = cl.env.snapshot();
+    let c = snap
+        .running(&mirror_name, "c")
+        .expect("the static pod still runs after its mirror pod was deleted");
+    assert_eq!(
+        c.id, ctr_id,
+        "deleting the mirror pod restarted the static pod"
+    );
+    cl.eventually(
+        secs(20),
+        "the recreated mirror pod to report Running",
+        |api| (phase(&api.pod(&mirror_name)?) == "Running").then_some(()),
+    );
+
+    // Removing the manifest removes the static pod and its mirror pod.
+    cl.env.remove_manifest("stat.yaml");
+    let t0 = Instant::now();
+    cl.eventually(secs(20), "the mirror pod deleted from the API", |api| {
+        api.get_or_gone(&pod_path(&mirror_name))
+            .ok()
+            .and_then(|p| p.is_none().then_some(()))
+    });
+    eprintln!("mirror pod deleted after {:?}", t0.elapsed());
+    wait_until(secs(15), "the static pod's containers to stop", || {
+        cl.env
+            .try_snapshot()
+            .is_ok_and(|s| pod_tasks_running(&s, &mirror_name).is_empty())
+    });
+}
+
+// 6 -------------------------------------------------------------------------------
+
+#[test]
+fn admission_rejects_unfit_pod() {
+    let mut cl = Cluster::new("admission_rejects_unfit_pod", 26);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+
+    let mut hog = api_pod("hog", SLEEPER);
+    hog["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "1000"}});
+    cl.api.create_pod(&hog);
+    let rejected = cl.eventually(secs(15), "the unfit pod to be Failed", |api| {
+        let p = api.pod("hog")?;
+        (phase(&p) == "Failed").then_some(p)
+    });
+    let st = &rejected["status"];
+    assert_eq!(st["reason"], "OutOfcpu", "{}", pretty_status(&rejected));
+    assert!(
+        st["message"].as_str().is_some_and(|m| m.contains("cpu")),
+        "{}",
+        pretty_status(&rejected)
+    );
+
+    // A pod that fits still runs (and the rejected one was not counted).
+    cl.api.create_pod(&api_pod("fits", SLEEPER));
+    cl.wait_pod_ready("fits", secs(20));
+
+    let snap = cl.env.snapshot();
+    assert!(
+        snap.objs.iter().all(|o| o.pod_name() != "hog"),
+        "containerd has objects of the rejected pod:\n{}",
+        snap.summary()
+    );
+    // Rejected for good: it stays Failed.
+    let p = cl
+        .api
+        .pod("hog")
+        .expect("the rejected pod stays in the API");
+    assert_eq!(phase(&p), "Failed");
+    // Upstream rejectPod records a Warning event with the reason and message.
+    let mut events = Vec::new();
+    let found = poll(secs(10), || {
+        events = cl.api.events_for("default", "hog");
+        events
+            .iter()
+            .any(|e| e["reason"] == "OutOfcpu" && e["type"] == "Warning")
+            .then_some(())
+    });
+    assert!(
+        found.is_some(),
+        "no Warning OutOfcpu event for the rejected pod within 10 s: {events:?}"
+    );
+}
+
+// 7 -------------------------------------------------------------------------------
+
+#[test]
+fn api_outage_keeps_pods_and_recovers() {
+    let mut cl = Cluster::new("api_outage_keeps_pods_and_recovers", 27);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    cl.api.create_pod(&api_pod("a", SLEEPER));
+    cl.api.create_pod(&api_pod("b", SLEEPER));
+    cl.wait_pod_ready("a", secs(20));
+    cl.wait_pod_ready("b", secs(20));
+    cl.eventually(secs(25), "the node lease", |api| api.lease());
+    let before = cl.env.snapshot();
+    let running_before = before
+        .objs
+        .iter()
+        .filter(|o| o.running)
+        .map(|o| o.id.clone())
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(running_before.len(), 4, "{}", before.summary());
+
+    let renew_before = cl.renew_time();
+    cl.double.kill();
+    eprintln!("API down; last renewTime {renew_before:?}");
+    let t0 = Instant::now();
+    while t0.elapsed() < secs(15) {
+        cl.env.assert_kubelet_alive();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let during = cl.env.snapshot();
+    let running_during = during
+        .objs
+        .iter()
+        .filter(|o| o.running)
+        .map(|o| o.id.clone())
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(
+        running_during,
+        running_before,
+        "containers changed during the API outage:\nbefore:\n{}during:\n{}",
+        before.summary(),
+        during.summary()
+    );
+    assert_eq!(during.ids(), before.ids(), "{}", during.summary());
+    cl.env.wait_healthy(secs(5));
+
+    let t_restart = Instant::now();
+    cl.double.start();
+    // Lease renewals resume (the renewTime is the kubelet's clock, so any
+    // value after the restart is a renewal after the outage).
+    let r = cl.wait_renewed_after(now_secs(), secs(30));
+    eprintln!(
+        "lease renewed at {r}, {:?} after the API came back",
+        t_restart.elapsed()
+    );
+    let t1 = Instant::now();
+    cl.api.create_pod(&api_pod("after", SLEEPER));
+    // The pod reflector re-watches with client-go's backoff (800 ms doubling
+    // to 30 s, jitter), which grew during the outage: allow for it.
+    cl.wait_pod_ready("after", secs(45));
+    eprintln!("a pod created after the outage Ready in {:?}", t1.elapsed());
+
+    let after = cl.env.snapshot();
+    for id in &running_before {
+        assert!(
+            after.objs.iter().any(|o| &o.id == id && o.running),
+            "container {id} no longer runs after the outage:\n{}",
+            after.summary()
+        );
+    }
+    for n in ["a", "b"] {
+        let p = cl.api.pod(n).unwrap();
+        assert!(
+            running_ready(&p),
+            "pod {n} after the outage: {}",
+            pretty_status(&p)
+        );
+        assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
+    }
+}
+
+fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// "2026-11-22T18:45:34.393398Z" (or without the fraction) as seconds since the epoch.
+fn rfc3339_secs(s: &str) -> Option<f64> {
+    let s = s.strip_suffix('Z')?;
+    let (date, time) = s.split_once('T')?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let t: Vec<i64> = hms
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if d.len() != 3 || t.len() != 3 {
+        return None;
+    }
+    // Days from the civil date (H. Hinnant's algorithm).
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d[2] - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    let frac: f64 = if frac.is_empty() {
+        0.0
+    } else {
+        format!("0.{frac}").parse().ok()?
+    };
+    Some((days * 86400 + t[0] * 3600 + t[1] * 60 + t[2]) as f64 + frac)
+}
+
+// 8 -------------------------------------------------------------------------------
+
+#[test]
+fn api_faults_are_survived() {
+    let mut cl = Cluster::new("api_faults_are_survived", 28);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    cl.api.create_pod(&api_pod("before", SLEEPER));
+    cl.wait_pod_ready("before", secs(20));
+    let ctr_id = cl
+        .env
+        .wait_running("before", &["c"], secs(5))
+        .running("before", "c")
+        .unwrap()
+        .id
+        .clone();
+
+    // 20 Internal Errors for whatever comes next, and every watch cut so
+    // that the reflectors run into them.
+    cl.api.fault(json!({"status": 500, "count": 20}));
+    cl.api.fault(json!({"closeWatches": true}));
+    let t0 = Instant::now();
+    let consumed = poll(secs(60), || {
+        cl.env.assert_kubelet_alive();
+        (cl.api.pending_faults() == 0).then_some(())
+    });
+    eprintln!(
+        "500s consumed: {} after {:?}",
+        consumed.is_some(),
+        t0.elapsed()
+    );
+    if consumed.is_none() {
+        cl.api.must("DELETE", "/__double/faults", None, &[200]);
+    }
+    // Then a watch that sends a malformed line and is cut.
+    cl.api.fault(json!({"truncateWatch": true}));
+    cl.api.fault(json!({"closeWatches": true}));
+    let t1 = Instant::now();
+    let truncated = poll(secs(30), || {
+        cl.env.assert_kubelet_alive();
+        (cl.api.pending_faults() == 0).then_some(())
+    });
+    eprintln!(
+        "truncated watch consumed: {} after {:?}",
+        truncated.is_some(),
+        t1.elapsed()
+    );
+    assert!(
+        truncated.is_some(),
+        "rkubelet did not watch again within 30 s after its watches were closed"
+    );
+
+    let t2 = Instant::now();
+    cl.api.create_pod(&api_pod("after", SLEEPER));
+    cl.wait_pod_ready("after", secs(30));
+    eprintln!("a pod created after the faults Ready in {:?}", t2.elapsed());
+    cl.env.assert_kubelet_alive();
+    let snap = cl.env.snapshot();
+    assert_eq!(
+        snap.running("before", "c").map(|o| o.id.clone()),
+        Some(ctr_id),
+        "the earlier pod's container changed:\n{}",
+        snap.summary()
+    );
+    let p = cl.api.pod("before").unwrap();
+    assert!(running_ready(&p), "{}", pretty_status(&p));
+    // Deleting still works through the re-established watch.
+    cl.api.must("DELETE", &pod_path("after"), None, &[200]);
+    cl.eventually(secs(20), "the deleted pod gone from the API", |api| {
+        api.get_or_gone(&pod_path("after"))
+            .ok()
+            .and_then(|p| p.is_none().then_some(()))
+    });
+}
+
+// 9 -------------------------------------------------------------------------------
+
+#[test]
+fn pod_deleted_while_kubelet_down_is_cleaned_up() {
+    let mut cl = Cluster::new("pod_deleted_while_kubelet_down_is_cleaned_up", 29);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    cl.api.create_pod(&api_pod("doomed", SLEEPER));
+    cl.api.create_pod(&api_pod("keep", SLEEPER));
+    cl.wait_pod_ready("doomed", secs(20));
+    cl.wait_pod_ready("keep", secs(20));
+    let before = cl.env.snapshot();
+    let keep_id = before.running("keep", "c").expect("keep runs").id.clone();
+    assert!(before.running("doomed", "c").is_some());
+
+    cl.env.kill_kubelet();
+    cl.api.must(
+        "DELETE",
+        &format!("{}?gracePeriodSeconds=0", pod_path("doomed")),
+        None,
+        &[200],
+    );
+    assert!(
+        cl.api.get_or_gone(&pod_path("doomed")).unwrap().is_none(),
+        "a grace-0 delete removes the pod at once"
+    );
+    let s = cl.env.snapshot();
+    assert!(
+        s.running("doomed", "c").is_some(),
+        "nothing should stop the container while rkubelet is down:\n{}",
+        s.summary()
+    );
+
+    let t0 = Instant::now();
+    cl.start_kubelet();
+    let mut last = Snapshot::default();
+    let stopped = poll(secs(20), || {
+        cl.env.assert_kubelet_alive();
+        let s = cl.env.try_snapshot().ok()?;
+        let none = pod_tasks_running(&s, "doomed").is_empty();
+        last = s;
+        none.then_some(())
+    });
+    assert!(
+        stopped.is_some(),
+        "the deleted pod still runs 20 s after rkubelet restarted: {:?}\n{}",
+        pod_tasks_running(&last, "doomed"),
+        last.summary()
+    );
+    eprintln!("orphaned pod stopped {:?} after the restart", t0.elapsed());
+    let removed = poll(secs(20), || {
+        let s = cl.env.try_snapshot().ok()?;
+        let none = s.objs.iter().all(|o| o.pod_name() != "doomed");
+        last = s;
+        none.then_some(())
+    });
+    assert!(
+        removed.is_some(),
+        "containerd still has objects of the deleted pod {:?} after the restart:\n{}",
+        t0.elapsed(),
+        last.summary()
+    );
+    eprintln!("orphaned pod removed {:?} after the restart", t0.elapsed());
+
+    let s = cl.env.snapshot();
+    assert_eq!(
+        s.running("keep", "c").map(|o| o.id.clone()),
+        Some(keep_id),
+        "the other pod's container changed across the restart:\n{}",
+        s.summary()
+    );
+    let p = cl.api.pod("keep").unwrap();
+    assert!(running_ready(&p), "{}", pretty_status(&p));
+}
+
+// 10 ------------------------------------------------------------------------------
+
+#[test]
+fn unreachable_api_at_start_still_runs_static_pods() {
+    let mut cl = Cluster::new("unreachable_api_at_start_still_runs_static_pods", 30);
+    // The double ran once to issue the kubeconfig; now nothing listens there.
+    cl.double.kill();
+    let st = pod("boot", vec![ctn("c", SLEEPER)]);
+    cl.env.put_pod(&st);
+    let t0 = Instant::now();
+    cl.start_kubelet();
+    let name = st.full_name();
+    cl.env.wait_running(&name, &["c"], secs(30));
+    eprintln!("static pod runs {:?} after start, API down", t0.elapsed());
+    cl.env.wait_healthy(secs(10));
+    std::thread::sleep(secs(3));
+    cl.env.assert_kubelet_alive();
+
+    let t1 = Instant::now();
+    cl.double.start();
+    let node = cl.wait_node_ready(secs(30));
+    eprintln!("node registered {:?} after the API came up", t1.elapsed());
+    assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], NODE);
+    let mirror = cl.eventually(secs(30), "the static pod's mirror pod Running", |api| {
+        let p = api.pod(&name)?;
+        (phase(&p) == "Running").then_some(p)
+    });
+    assert!(mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string());
+    cl.eventually(secs(25), "the node lease", |api| api.lease());
+    // The static pod was not restarted when the API appeared.
+    let s = cl.env.snapshot();
+    assert_eq!(s.instances(&name, "c").len(), 1, "{}", s.summary());
+    assert_eq!(
+        s.running(&name, "c").and_then(|o| o.restart_count()),
+        Some(0)
+    );
+}
