@@ -8,6 +8,8 @@ mod generated {
 }
 
 pub use generated::api;
+/// The gRPC health service (`protos/health.proto`) gRPC probes call.
+pub use generated::{health, health_grpc};
 pub mod remote;
 
 pub use remote::{CriError, RemoteRuntime};

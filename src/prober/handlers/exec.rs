@@ -1,0 +1,52 @@
+//! Exec probes (upstream `pkg/probe/exec`): run a command in the container
+//! through CRI ExecSync; exit code 0 is success.
+
+use std::time::{Duration, Instant};
+
+use super::{truncate, MAX_PROBE_OUTPUT};
+use crate::prober::{ContainerExec, ProbeResult};
+
+/// Runs `cmd` in the container, bounded by `timeout`. A command that times
+/// out fails (upstream with the ExecProbeTimeout feature on); any other
+/// runtime error is a probe error (`Unknown`).
+pub fn run_exec(
+    exec: &dyn ContainerExec,
+    container_id: &str,
+    cmd: &[String],
+    timeout: Duration,
+) -> (ProbeResult, String) {
+    let start = Instant::now();
+    match exec.exec_sync(container_id, cmd, timeout) {
+        Ok((code, stdout, stderr)) => {
+            let result = if code == 0 {
+                ProbeResult::Success
+            } else {
+                ProbeResult::Failure
+            };
+            (result, combined_output(stdout, stderr))
+        }
+        Err(e) if is_timeout(&e, start.elapsed(), timeout) => (
+            ProbeResult::Failure,
+            format!("command {:?} timed out", cmd.join(" ")),
+        ),
+        Err(e) => (ProbeResult::Unknown, e),
+    }
+}
+
+/// stdout then stderr, as upstream RunInContainer combines them, capped.
+fn combined_output(mut stdout: Vec<u8>, stderr: Vec<u8>) -> String {
+    stdout.extend_from_slice(&stderr);
+    stdout.truncate(MAX_PROBE_OUTPUT);
+    truncate(
+        String::from_utf8_lossy(&stdout).into_owned(),
+        MAX_PROBE_OUTPUT,
+    )
+}
+
+fn is_timeout(err: &str, elapsed: Duration, timeout: Duration) -> bool {
+    let err = err.to_ascii_lowercase();
+    elapsed >= timeout
+        || err.contains("timed out")
+        || err.contains("deadline")
+        || err.contains("timeout")
+}

@@ -1,0 +1,236 @@
+//! The prober manager (upstream prober_manager.go): the kubelet's entry
+//! points, the scheduler thread and the worker pool.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
+use k8s_openapi::api::core::v1::Pod;
+
+use super::core::{Core, Done, Job, Now};
+use super::{worker, ContainerExec, ContainerInfo, ResultUpdate};
+use crate::events::EventRecorder;
+
+/// How long the scheduler sleeps with nothing scheduled (it is woken for
+/// any change anyway).
+const IDLE_WAIT: Duration = Duration::from_secs(60);
+
+pub struct ProberManager {
+    core: Mutex<Core>,
+    exec: Arc<dyn ContainerExec>,
+    recorder: Arc<dyn EventRecorder>,
+    updates: Sender<ResultUpdate>,
+    workers: usize,
+    /// Nudges the scheduler after a change (capacity 1: wake-ups coalesce).
+    wake_tx: Sender<()>,
+    wake_rx: Receiver<()>,
+    /// Start delays of checks (actual start − scheduled time), for tests.
+    #[cfg(test)]
+    pub(crate) lags: Arc<Mutex<Vec<Duration>>>,
+}
+
+impl ProberManager {
+    /// `updates` receives every liveness, readiness and startup result
+    /// change; `workers` is the pool size (at least 1).
+    pub fn new(
+        exec: Arc<dyn ContainerExec>,
+        recorder: Arc<dyn EventRecorder>,
+        updates: Sender<ResultUpdate>,
+        workers: usize,
+    ) -> Arc<Self> {
+        let (wake_tx, wake_rx) = bounded(1);
+        Arc::new(ProberManager {
+            core: Mutex::new(Core::new(Instant::now())),
+            exec,
+            recorder,
+            updates,
+            workers: workers.max(1),
+            wake_tx,
+            wake_rx,
+            #[cfg(test)]
+            lags: Arc::default(),
+        })
+    }
+
+    /// Starts the "prober" scheduler and the "probe-worker-N" pool; all stop
+    /// once `shutdown` fires (a worker first finishes its check).
+    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> io::Result<Vec<JoinHandle<()>>> {
+        let (job_tx, job_rx) = bounded::<Job>(self.workers);
+        let (done_tx, done_rx) = unbounded::<Done>();
+        let mut handles = Vec::with_capacity(self.workers + 1);
+        for i in 0..self.workers {
+            let pool = Pool {
+                exec: Arc::clone(&self.exec),
+                recorder: Arc::clone(&self.recorder),
+                jobs: job_rx.clone(),
+                done: done_tx.clone(),
+                #[cfg(test)]
+                lags: Arc::clone(&self.lags),
+            };
+            handles.push(
+                thread::Builder::new()
+                    .name(format!("probe-worker-{i}"))
+                    .spawn(move || pool.run())?,
+            );
+        }
+        let me = Arc::clone(self);
+        handles.push(
+            thread::Builder::new()
+                .name("prober".to_string())
+                .spawn(move || me.schedule_loop(job_tx, done_rx, shutdown))?,
+        );
+        Ok(handles)
+    }
+
+    pub fn add_pod(&self, pod: &Pod) {
+        self.lock().add_pod(pod, Now::real());
+        self.wake();
+    }
+
+    pub fn remove_pod(&self, uid: &str) {
+        self.lock().remove_pod(uid);
+        self.wake();
+    }
+
+    /// The containers' current instances and the pod IP; a new container ID
+    /// restarts that container's probes (counters, initial delay).
+    pub fn update_pod_status(
+        &self,
+        pod_uid: &str,
+        pod_ip: Option<&str>,
+        containers: &[ContainerInfo],
+    ) {
+        self.lock()
+            .update_pod_status(pod_uid, pod_ip, containers, Now::real());
+        self.wake();
+    }
+
+    pub fn is_ready(&self, pod_uid: &str, container_name: &str) -> bool {
+        self.lock().is_ready(pod_uid, container_name)
+    }
+
+    pub fn is_started(&self, pod_uid: &str, container_name: &str) -> bool {
+        self.lock().is_started(pod_uid, container_name)
+    }
+
+    pub fn liveness_failed(&self, container_id: &str) -> bool {
+        self.lock().liveness_failed(container_id)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wake(&self) {
+        let _ = self.wake_tx.try_send(());
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_core<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
+        f(&mut self.lock())
+    }
+
+    /// The scheduler: dispatch due checks, apply results, send updates,
+    /// sleep until the next deadline or a change.
+    fn schedule_loop(&self, jobs: Sender<Job>, done: Receiver<Done>, shutdown: Receiver<()>) {
+        let mut pending = VecDeque::new();
+        loop {
+            let (next, updates) = {
+                let mut core = self.lock();
+                pending.extend(core.take_due(Now::real()));
+                (core.next_deadline(), std::mem::take(&mut core.outbox))
+            };
+            dispatch(&jobs, &mut pending);
+            if !self.publish(updates, &shutdown) {
+                return;
+            }
+            let wait = next.map_or(IDLE_WAIT, |d| d.saturating_duration_since(Instant::now()));
+            select! {
+                recv(shutdown) -> _ => return,
+                recv(self.wake_rx) -> _ => {}
+                recv(done) -> d => {
+                    if let Ok(d) = d {
+                        self.apply_results(d, &done);
+                    }
+                }
+                default(wait) => {}
+            }
+        }
+    }
+
+    fn apply_results(&self, first: Done, done: &Receiver<Done>) {
+        let mut core = self.lock();
+        let now = Now::real();
+        core.on_result(first, now);
+        while let Ok(d) = done.try_recv() {
+            core.on_result(d, now);
+        }
+    }
+
+    /// Sends the updates; false when shutdown fired while the kubelet was
+    /// not taking them.
+    fn publish(&self, updates: Vec<ResultUpdate>, shutdown: &Receiver<()>) -> bool {
+        for u in updates {
+            select! {
+                send(self.updates, u) -> res => {
+                    if res.is_err() {
+                        return true; // nobody listens; nothing to deliver
+                    }
+                }
+                recv(shutdown) -> _ => return false,
+            }
+        }
+        true
+    }
+}
+
+/// Hands pending checks to the pool while it has room; the rest wait for
+/// a worker to finish (its result wakes the scheduler).
+fn dispatch(jobs: &Sender<Job>, pending: &mut VecDeque<Job>) {
+    while let Some(job) = pending.pop_front() {
+        match jobs.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(job)) => {
+                pending.push_front(job);
+                return;
+            }
+            Err(TrySendError::Disconnected(_)) => return,
+        }
+    }
+}
+
+/// One pool worker's share of the manager.
+struct Pool {
+    exec: Arc<dyn ContainerExec>,
+    recorder: Arc<dyn EventRecorder>,
+    jobs: Receiver<Job>,
+    done: Sender<Done>,
+    #[cfg(test)]
+    lags: Arc<Mutex<Vec<Duration>>>,
+}
+
+impl Pool {
+    /// Runs checks until the scheduler goes away.
+    fn run(self) {
+        for job in self.jobs.iter() {
+            #[cfg(test)]
+            self.lags
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Instant::now().saturating_duration_since(job.due));
+            let outcome = worker::execute(&*self.exec, &job);
+            worker::record_event(&*self.recorder, &job, &outcome);
+            let done = Done {
+                key: job.key,
+                generation: job.generation,
+                outcome,
+            };
+            if self.done.send(done).is_err() {
+                return;
+            }
+        }
+    }
+}
