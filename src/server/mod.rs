@@ -1,3 +1,6 @@
 //! The kubelet's HTTP servers (upstream `pkg/kubelet/server`).
 
 pub mod healthz;
+pub mod kubelet;
+pub mod stats;
+pub mod streaming;

@@ -1,0 +1,338 @@
+//! The kubelet API server (upstream pkg/kubelet/server/server.go, auth.go):
+//! HTTPS on `port` (10250) with authentication and authorization, and the
+//! plain-HTTP read-only port. Synchronous: one acceptor thread per port
+//! ("kubelet-server", "readonly-server") and one thread per connection, at
+//! most [`Limits::max_connections`] at a time.
+//!
+//! # Starting
+//!
+//! ```ignore
+//! let cfg = ServerConfig::from_kubelet_config(&config, &flags.cert_dir)?;
+//! let handles = kubelet::start(cfg, host, healthz, client, extra_routes, shutdown)?;
+//! ```
+//!
+//! # Endpoints
+//!
+//! Both ports: `/healthz[/<check>]`, `/pods`, and the `/stats…` and
+//! `/metrics…` extra routes. Port 10250 only, with
+//! enableDebuggingHandlers: `/containerLogs/{ns}/{pod}/{container}`,
+//! `/runningpods/`, `/configz`, `/logs/` and the streaming extra routes;
+//! without it (and always on the read-only port) the debug paths answer 405
+//! "Debug endpoints are disabled.". Unknown paths are 404. On port 10250
+//! every request, /healthz included, is authenticated (401) and authorized
+//! (403) first, as upstream's container-wide filter does.
+//!
+//! # Extension points (stats, metrics, exec/attach/portForward)
+//!
+//! Pass `(pattern, handler)` pairs as `extra_routes`. Patterns follow Go's
+//! ServeMux: one ending in `/` serves its subtree (`"/stats/"`, `"/exec/"`),
+//! others the exact path (`"/metrics"`, `"/metrics/resource"`); the longest
+//! match wins and an extra route replaces a built-in of the same pattern.
+//! `/stats…` and `/metrics…` patterns are served on the read-only port too;
+//! `/exec/`, `/attach/`, `/portForward/`, `/run/`, `/checkpoint/`, `/debug/`
+//! only when debugging handlers are enabled.
+//!
+//! ```ignore
+//! pub trait Handler: Send + Sync {
+//!     fn handle(&self, req: &mut Request, resp: &mut ResponseWriter<'_>) -> io::Result<()>;
+//! }
+//! // or from a closure:
+//! let h: Arc<dyn Handler> = kubelet::handler(|req, resp| resp.send_text(200, "ok"));
+//! ```
+//!
+//! [`Request`]: `method()`, `path()` (percent-decoded), `target()` (raw),
+//! `query(name)`, `query_all(name)` (repeated `command=`), `query_pairs()`,
+//! `header(name)` / `header_all(name)` (case-insensitive), `headers()`,
+//! `body()` / `take_body()` (read whole beforehand, at most 1 MiB),
+//! `user()` (the authenticated [`UserInfo`]; None on the read-only port),
+//! `peer_addr()`, `is_upgrade()`.
+//!
+//! [`ResponseWriter`]: `send(code, content_type, body)`, `send_text`,
+//! `send_json`, or `set_status` / `set_header` then `io::Write` (chunked,
+//! or fixed if a `Content-Length` header was set; `flush()` pushes a chunk
+//! out now). `cancel_token()` gives a [`CancelToken`] whose `is_cancelled()`
+//! turns true when the client hangs up or the server stops. A handler
+//! returning Err before anything was sent yields a 500; after, the
+//! connection closes.
+//!
+//! Upgrades (SPDY/3.1, WebSocket): `resp.switch_protocols(&[("Connection",
+//! "Upgrade"), ("Upgrade", "SPDY/3.1"), ...])` writes the 101 and returns an
+//! [`Upgraded`] `{ stream: RawStream, buffered: Vec<u8> }`; or
+//! `resp.take_stream()` to write the 101 yourself. `buffered` holds bytes
+//! the client already sent after the request head: consume them first.
+//! [`RawStream`] is `Plain(TcpStream)` or
+//! `Tls(Box<rustls::StreamOwned<ServerConnection, TcpStream>>)` (Read +
+//! Write; `tcp()` for timeouts and shutdown), with no read timeout and the
+//! write timeout at [`Limits::write_timeout`]. The handler may move it to
+//! other threads and return at once; the server never touches it again.
+//!
+//! # Host
+//!
+//! The kubelet implements [`KubeletHost`] for pods, config and log files.
+
+// Wired into app.rs separately; the API is complete before every item is used.
+#![allow(dead_code)]
+
+mod auth;
+mod containerlogs;
+mod crilog;
+mod http;
+mod listener;
+mod nodelogs;
+mod routes;
+mod tls;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Context;
+use crossbeam_channel::Receiver;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::client::Client;
+use crate::kubeletconfig::{
+    KubeletConfiguration, AUTHORIZATION_MODE_ALWAYS_ALLOW, AUTHORIZATION_MODE_WEBHOOK,
+};
+use crate::server::healthz::Healthz;
+
+#[allow(unused_imports)]
+pub use auth::{AuthzMode, UserInfo};
+#[allow(unused_imports)]
+pub use http::{CancelToken, Limits, RawStream, Request, ResponseWriter, Upgraded};
+#[allow(unused_imports)]
+pub use routes::handler;
+
+/// A route's request handler (see the module docs).
+pub trait Handler: Send + Sync {
+    fn handle(&self, req: &mut Request, resp: &mut ResponseWriter<'_>) -> io::Result<()>;
+}
+
+/// Why the host could not resolve something.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostError {
+    /// Unknown pod or container: 404 with this message.
+    NotFound(String),
+    /// Anything else (no previous instance, container still waiting): 400.
+    Invalid(String),
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostError::NotFound(m) | HostError::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+/// What the server needs from the kubelet.
+pub trait KubeletHost: Send + Sync {
+    fn node_name(&self) -> String;
+    /// The pod manager's pods, with the status manager's status.
+    fn pods(&self) -> Vec<Pod>;
+    /// Pods as the container runtime sees them.
+    fn running_pods(&self) -> Vec<Pod>;
+    /// The KubeletConfiguration, served as `{"kubeletconfig": ...}`.
+    fn config_json(&self) -> serde_json::Value;
+    fn pod_logs_dir(&self) -> PathBuf;
+    /// The log file of a container's current (or previous) instance and
+    /// whether it is still running. See [`container_log_path`].
+    fn container_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        previous: bool,
+    ) -> Result<(PathBuf, bool), HostError>;
+}
+
+/// `<podLogsDir>/<ns>_<pod>_<uid>/<container>/<restartCount>.log`.
+pub fn container_log_path(
+    pod_logs_dir: &Path,
+    namespace: &str,
+    pod: &str,
+    uid: &str,
+    container: &str,
+    restart_count: u32,
+) -> PathBuf {
+    pod_logs_dir
+        .join(format!("{namespace}_{pod}_{uid}"))
+        .join(container)
+        .join(format!("{restart_count}.log"))
+}
+
+/// The server's settings (from the KubeletConfiguration and flags).
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub address: IpAddr,
+    /// The HTTPS port; 0 picks a free one.
+    pub port: u16,
+    /// The read-only port: None disables it, Some(0) picks a free one.
+    pub read_only_port: Option<u16>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Where a self-signed kubelet.crt/kubelet.key live without the above.
+    pub cert_dir: PathBuf,
+    /// Verifies client certificates (x509 authentication) when set.
+    pub client_ca_file: Option<PathBuf>,
+    pub anonymous: bool,
+    pub webhook_authn: bool,
+    pub webhook_authn_ttl: Duration,
+    pub authz_mode: AuthzMode,
+    pub authz_authorized_ttl: Duration,
+    pub authz_unauthorized_ttl: Duration,
+    /// Served under /logs/ (default /var/log).
+    pub node_logs_dir: PathBuf,
+    /// Ends an idle `follow` log stream.
+    pub streaming_idle_timeout: Duration,
+    pub enable_debugging_handlers: bool,
+    pub enable_system_log_handler: bool,
+    pub limits: Limits,
+}
+
+fn optional_path(s: &str) -> Option<PathBuf> {
+    (!s.is_empty()).then(|| PathBuf::from(s))
+}
+
+impl ServerConfig {
+    pub fn from_kubelet_config(
+        c: &KubeletConfiguration,
+        cert_dir: &Path,
+    ) -> anyhow::Result<ServerConfig> {
+        let address: IpAddr = c
+            .address
+            .parse()
+            .with_context(|| format!("address {:?}", c.address))?;
+        let port = u16::try_from(c.port).with_context(|| format!("port {}", c.port))?;
+        let read_only = u16::try_from(c.read_only_port)
+            .with_context(|| format!("readOnlyPort {}", c.read_only_port))?;
+        let authz_mode = match c.authorization.mode.as_str() {
+            AUTHORIZATION_MODE_ALWAYS_ALLOW => AuthzMode::AlwaysAllow,
+            AUTHORIZATION_MODE_WEBHOOK => AuthzMode::Webhook,
+            other => anyhow::bail!("unsupported authorization mode {other:?}"),
+        };
+        let authn = &c.authentication;
+        Ok(ServerConfig {
+            address,
+            port,
+            read_only_port: (read_only != 0).then_some(read_only),
+            tls_cert_file: optional_path(&c.tls_cert_file),
+            tls_private_key_file: optional_path(&c.tls_private_key_file),
+            cert_dir: cert_dir.to_path_buf(),
+            client_ca_file: optional_path(&authn.x509.client_ca_file),
+            anonymous: authn.anonymous.enabled,
+            webhook_authn: authn.webhook.enabled,
+            webhook_authn_ttl: authn.webhook.cache_ttl.std(),
+            authz_mode,
+            authz_authorized_ttl: c.authorization.webhook.cache_authorized_ttl.std(),
+            authz_unauthorized_ttl: c.authorization.webhook.cache_unauthorized_ttl.std(),
+            node_logs_dir: PathBuf::from("/var/log"),
+            streaming_idle_timeout: c.streaming_connection_idle_timeout.std(),
+            enable_debugging_handlers: c.enable_debugging_handlers,
+            enable_system_log_handler: c.enable_system_log_handler,
+            limits: Limits::default(),
+        })
+    }
+}
+
+/// Servers started, and where they listen.
+pub(crate) struct Started {
+    pub handles: Vec<JoinHandle<()>>,
+    pub secure: SocketAddr,
+    pub read_only: Option<SocketAddr>,
+    /// The secure server first.
+    pub servers: Vec<Arc<listener::Server>>,
+}
+
+/// Starts the HTTPS server (and the read-only one when configured); they
+/// stop accepting when `shutdown` fires or closes.
+pub fn start(
+    cfg: ServerConfig,
+    host: Arc<dyn KubeletHost>,
+    healthz: Arc<Healthz>,
+    client: Option<Client>,
+    extra_routes: Vec<(String, Arc<dyn Handler>)>,
+    shutdown: Receiver<()>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    spawn_servers(cfg, host, healthz, client, extra_routes, shutdown).map(|s| s.handles)
+}
+
+pub(crate) fn spawn_servers(
+    cfg: ServerConfig,
+    host: Arc<dyn KubeletHost>,
+    healthz: Arc<Healthz>,
+    client: Option<Client>,
+    extra_routes: Vec<(String, Arc<dyn Handler>)>,
+    shutdown: Receiver<()>,
+) -> anyhow::Result<Started> {
+    let node = host.node_name();
+    let src = tls::CertSource {
+        cert_file: cfg.tls_cert_file.as_deref(),
+        key_file: cfg.tls_private_key_file.as_deref(),
+        cert_dir: &cfg.cert_dir,
+        host: &node,
+    };
+    let tls = tls::server_config(&src, cfg.client_ca_file.as_deref())?;
+    let settings = auth::AuthSettings {
+        node_name: node,
+        anonymous: cfg.anonymous,
+        webhook_authn: cfg.webhook_authn.then_some(cfg.webhook_authn_ttl),
+        authz_mode: cfg.authz_mode,
+        authorized_ttl: cfg.authz_authorized_ttl,
+        unauthorized_ttl: cfg.authz_unauthorized_ttl,
+    };
+    let auth = Arc::new(auth::Auth::new(settings, client)?);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let server = |name, tls, auth, router| {
+        Arc::new(listener::Server {
+            name,
+            tls,
+            auth,
+            router,
+            limits: cfg.limits.clone(),
+            stopping: stopping.clone(),
+            active: AtomicUsize::new(0),
+            rejecting: AtomicUsize::new(0),
+        })
+    };
+
+    let secure_router = routes::secure(&cfg, &host, &healthz, &extra_routes);
+    let (l, secure) = bind(cfg.address, cfg.port)?;
+    log::info!("kubelet server listening on https://{secure}");
+    let secure_server = server("kubelet-server", Some(tls), Some(auth), secure_router);
+    let mut servers = vec![secure_server.clone()];
+    let mut handles =
+        vec![listener::spawn(secure_server, l, shutdown.clone()).context("spawn kubelet-server")?];
+
+    let mut read_only = None;
+    if let Some(port) = cfg.read_only_port {
+        let router = routes::read_only(&host, &healthz, &extra_routes);
+        let (l, addr) = bind(cfg.address, port)?;
+        log::info!("kubelet read-only server listening on http://{addr}");
+        let ro = server("readonly-server", None, None, router);
+        servers.push(ro.clone());
+        handles.push(listener::spawn(ro, l, shutdown).context("spawn readonly-server")?);
+        read_only = Some(addr);
+    }
+    Ok(Started {
+        handles,
+        secure,
+        read_only,
+        servers,
+    })
+}
+
+fn bind(address: IpAddr, port: u16) -> anyhow::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind((address, port))
+        .with_context(|| format!("listen on {address}:{port}"))?;
+    let addr = l.local_addr().context("local address")?;
+    Ok((l, addr))
+}
