@@ -11,6 +11,8 @@ mod kubelet;
 mod kubeletconfig;
 mod kuberuntime;
 mod lifecycle;
+mod logs;
+mod metrics;
 mod nodelease;
 mod nodestatus;
 mod pleg;

@@ -110,6 +110,11 @@ impl RemoteRuntime {
         })
     }
 
+    /// runtimeRequestTimeout: the deadline of mutating calls.
+    pub fn request_timeout(&self) -> Duration {
+        self.timeout
+    }
+
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
@@ -343,6 +348,83 @@ impl RemoteRuntime {
             .remove_image(&req, self.slow())
             .map(drop)
             .map_err(|e| CriError::from_grpc("RemoveImage", e))
+    }
+
+    /// Prepares a streaming exec and returns the runtime's stream-server URL
+    /// (the kubelet then proxies the client's upgraded connection there).
+    pub fn exec(&self, req: api::ExecRequest) -> Result<String> {
+        self.runtime
+            .exec(&req, self.slow())
+            .map(|r| r.url)
+            .map_err(|e| CriError::from_grpc("Exec", e))
+    }
+
+    /// Prepares a streaming attach; returns the stream-server URL.
+    pub fn attach(&self, req: api::AttachRequest) -> Result<String> {
+        self.runtime
+            .attach(&req, self.slow())
+            .map(|r| r.url)
+            .map_err(|e| CriError::from_grpc("Attach", e))
+    }
+
+    /// Prepares a port forward into a sandbox; returns the stream-server URL.
+    pub fn port_forward(&self, sandbox_id: &str, ports: Vec<i32>) -> Result<String> {
+        let req = api::PortForwardRequest {
+            pod_sandbox_id: sandbox_id.to_string(),
+            port: ports,
+            ..Default::default()
+        };
+        self.runtime
+            .port_forward(&req, self.slow())
+            .map(|r| r.url)
+            .map_err(|e| CriError::from_grpc("PortForward", e))
+    }
+
+    pub fn list_container_stats(
+        &self,
+        filter: Option<api::ContainerStatsFilter>,
+    ) -> Result<Vec<api::ContainerStats>> {
+        let req = api::ListContainerStatsRequest {
+            filter: filter.into(),
+            ..Default::default()
+        };
+        self.runtime
+            .list_container_stats(&req, self.slow())
+            .map(|r| r.stats)
+            .map_err(|e| CriError::from_grpc("ListContainerStats", e))
+    }
+
+    pub fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<api::PodSandboxStatsFilter>,
+    ) -> Result<Vec<api::PodSandboxStats>> {
+        let req = api::ListPodSandboxStatsRequest {
+            filter: filter.into(),
+            ..Default::default()
+        };
+        self.runtime
+            .list_pod_sandbox_stats(&req, self.slow())
+            .map(|r| r.stats)
+            .map_err(|e| CriError::from_grpc("ListPodSandboxStats", e))
+    }
+
+    /// The image (and, when split, container) filesystems' usage.
+    pub fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse> {
+        self.image
+            .image_fs_info(&api::ImageFsInfoRequest::default(), self.fast())
+            .map_err(|e| CriError::from_grpc("ImageFsInfo", e))
+    }
+
+    /// Asks the runtime to reopen a container's log file (after rotation).
+    pub fn reopen_container_log(&self, id: &str) -> Result<()> {
+        let req = api::ReopenContainerLogRequest {
+            container_id: id.to_string(),
+            ..Default::default()
+        };
+        self.runtime
+            .reopen_container_log(&req, self.slow())
+            .map(drop)
+            .map_err(|e| CriError::from_grpc("ReopenContainerLog", e))
     }
 }
 

@@ -1,0 +1,904 @@
+//! `/stats/summary` and `/metrics/resource` (upstream
+//! `pkg/kubelet/server/stats` with the CRI stats provider, and
+//! `pkg/kubelet/metrics/collectors/resource_metrics.go`).
+//!
+//! Pods and containers come from the runtime (ListPodSandbox,
+//! ListContainers, ListContainerStats, ListPodSandboxStats, ImageFsInfo);
+//! the node from /proc and statvfs (no cAdvisor). usageNanoCores is derived
+//! from two samples of cumulative CPU time when the runtime does not report
+//! it, keeping the previous sample per container/sandbox as upstream's
+//! cpuUsageCache.
+
+pub mod node;
+pub mod types;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use protobuf::MessageField;
+
+use crate::cri::{api, RemoteRuntime};
+use types::*;
+
+/// The runtime calls the summary needs; a seam for tests.
+pub trait StatsRuntime: Send + Sync {
+    fn list_containers(&self) -> Result<Vec<api::Container>, String>;
+    fn list_pod_sandboxes(&self) -> Result<Vec<api::PodSandbox>, String>;
+    fn list_container_stats(&self) -> Result<Vec<api::ContainerStats>, String>;
+    /// Err when the runtime does not implement it (pod totals then sum containers).
+    fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>, String>;
+    fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, String>;
+}
+
+impl StatsRuntime for RemoteRuntime {
+    fn list_containers(&self) -> Result<Vec<api::Container>, String> {
+        RemoteRuntime::list_containers(self, None).map_err(|e| e.to_string())
+    }
+    fn list_pod_sandboxes(&self) -> Result<Vec<api::PodSandbox>, String> {
+        self.list_pod_sandbox(None).map_err(|e| e.to_string())
+    }
+    fn list_container_stats(&self) -> Result<Vec<api::ContainerStats>, String> {
+        RemoteRuntime::list_container_stats(self, None).map_err(|e| e.to_string())
+    }
+    fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>, String> {
+        RemoteRuntime::list_pod_sandbox_stats(self, None).map_err(|e| e.to_string())
+    }
+    fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, String> {
+        RemoteRuntime::image_fs_info(self).map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct StatsConfig {
+    pub node_name: String,
+    /// The kubelet's root dir (--root-dir): its filesystem is the node fs.
+    pub root_dir: PathBuf,
+    /// Where pod logs live (/var/log/pods): `<ns>_<name>_<uid>/<container>/`.
+    pub pod_logs_dir: PathBuf,
+    /// /proc (tests point it elsewhere).
+    pub proc_root: PathBuf,
+}
+
+impl StatsConfig {
+    pub fn new(node_name: &str, root_dir: impl Into<PathBuf>) -> Self {
+        StatsConfig {
+            node_name: node_name.to_string(),
+            root_dir: root_dir.into(),
+            pod_logs_dir: PathBuf::from("/var/log/pods"),
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+/// A previous cumulative CPU sample (ns timestamp, core-ns used).
+#[derive(Clone, Copy, Debug)]
+struct CpuSample {
+    timestamp: i64,
+    usage: u64,
+    nano_cores: Option<u64>,
+}
+
+/// A reply: status, content type, body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+impl Reply {
+    fn text(status: u16, body: impl Into<String>) -> Self {
+        Reply {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: body.into(),
+        }
+    }
+}
+
+pub struct SummaryProvider {
+    runtime: Arc<dyn StatsRuntime>,
+    cfg: StatsConfig,
+    /// Previous CPU sample per container ID / sandbox ID.
+    cpu_cache: Mutex<HashMap<String, CpuSample>>,
+    /// Previous node CPU sample.
+    node_cpu: Mutex<Option<CpuSample>>,
+    /// ListPodSandboxStats failed (unimplemented, or sandboxes without a
+    /// cgroup parent): not asked again before this instant, so a runtime
+    /// that logs each failure is not flooded on every scrape.
+    sandbox_stats_retry: Mutex<Option<std::time::Instant>>,
+}
+
+/// How long a failed ListPodSandboxStats is not retried.
+const SANDBOX_STATS_RETRY: Duration = Duration::from_secs(300);
+
+/// On the first request, the gap between two node CPU samples.
+const FIRST_NODE_SAMPLE_GAP: Duration = Duration::from_millis(100);
+
+fn u64v(f: &MessageField<api::UInt64Value>) -> Option<u64> {
+    f.as_ref().map(|v| v.value)
+}
+
+/// Cumulative CPU -> nano-cores over the interval since `prev`.
+fn nano_cores(prev: &CpuSample, ts: i64, usage: u64) -> Option<u64> {
+    let dt = ts - prev.timestamp;
+    if dt <= 0 || usage < prev.usage {
+        return None;
+    }
+    Some(((usage - prev.usage) as f64 / dt as f64 * 1e9) as u64)
+}
+
+impl SummaryProvider {
+    /// `runtime` is usually `Arc<RemoteRuntime>` (coerces).
+    pub fn new(runtime: Arc<dyn StatsRuntime>, cfg: StatsConfig) -> Arc<Self> {
+        Arc::new(SummaryProvider {
+            runtime,
+            cfg,
+            cpu_cache: Mutex::new(HashMap::new()),
+            node_cpu: Mutex::new(None),
+            sandbox_stats_retry: Mutex::new(None),
+        })
+    }
+
+    /// Serves `/stats/summary[?only_cpu_and_memory=true]` and
+    /// `/metrics/resource`; None for any other path.
+    pub fn handle(&self, method: &str, path: &str, query: &str) -> Option<Reply> {
+        let path = path.trim_end_matches('/');
+        if path != "/stats/summary" && path != "/metrics/resource" {
+            return None;
+        }
+        if method != "GET" && method != "HEAD" {
+            return Some(Reply::text(405, "405: Method Not Allowed"));
+        }
+        if path == "/metrics/resource" {
+            return Some(Reply {
+                status: 200,
+                content_type: crate::metrics::TEXT_CONTENT_TYPE,
+                body: self.resource_metrics(),
+            });
+        }
+        let only_cpu_and_memory = query.split('&').any(|kv| {
+            matches!(
+                kv.split_once('='),
+                Some(("only_cpu_and_memory", v)) if v.eq_ignore_ascii_case("true") || v == "1"
+            )
+        });
+        Some(match self.summary(only_cpu_and_memory) {
+            Ok(s) => match serde_json::to_string_pretty(&s) {
+                Ok(body) => Reply {
+                    status: 200,
+                    content_type: "application/json",
+                    body,
+                },
+                Err(e) => Reply::text(500, format!("Internal Error: {e}")),
+            },
+            Err(e) => Reply::text(
+                500,
+                format!("Internal Error: failed to get summary stats: {e}"),
+            ),
+        })
+    }
+
+    /// The summary (upstream summaryProvider.Get / GetCPUAndMemoryStats).
+    pub fn summary(&self, only_cpu_and_memory: bool) -> Result<Summary, String> {
+        let node = self.node_stats(only_cpu_and_memory);
+        let pods = self.pod_stats(only_cpu_and_memory, node.fs.as_ref())?;
+        Ok(Summary { node, pods })
+    }
+
+    fn read_proc(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.cfg.proc_root.join(rel)).unwrap_or_default()
+    }
+
+    fn node_stats(&self, only_cpu_and_memory: bool) -> NodeStats {
+        let now = Time::now();
+        let stat = self.read_proc("stat");
+        let start_time = node::boot_time(&stat)
+            .map(Time::from_secs)
+            .unwrap_or_default();
+        let cpu = self.node_cpu(&stat, now);
+        let meminfo = node::parse_meminfo(&self.read_proc("meminfo"));
+        let vmstat = node::parse_vmstat(&self.read_proc("vmstat"));
+        let memory = node::memory_stats(&meminfo, &vmstat, now);
+        let swap = node::swap_stats(&meminfo, now);
+        let mut stats = NodeStats {
+            node_name: self.cfg.node_name.clone(),
+            start_time,
+            cpu,
+            memory,
+            swap,
+            ..Default::default()
+        };
+        if only_cpu_and_memory {
+            return stats;
+        }
+        let default_iface = node::default_route_interface(&self.read_proc("net/route"));
+        stats.network =
+            node::network_stats(&self.read_proc("net/dev"), default_iface.as_deref(), now);
+        stats.fs = node::statvfs(&self.cfg.root_dir).map(|i| i.to_fs_stats(now));
+        stats.runtime = self.runtime_stats();
+        let max_pid = self
+            .read_proc("sys/kernel/pid_max")
+            .trim()
+            .parse::<i64>()
+            .ok();
+        stats.rlimit = Some(RlimitStats {
+            time: now,
+            max_pid,
+            num_of_running_processes: node::process_count(),
+        });
+        stats
+    }
+
+    fn node_cpu(&self, stat: &str, now: Time) -> Option<CpuStats> {
+        let tck = node::clk_tck();
+        let mut usage = node::cpu_usage_ns(stat, tck)?;
+        let mut now = now;
+        let mut prev = self.node_cpu.lock().unwrap_or_else(|p| p.into_inner());
+        if prev.is_none() {
+            // First call: take a short second sample so usageNanoCores is
+            // there from the start (cAdvisor always has a previous sample).
+            let first = CpuSample {
+                timestamp: now.0,
+                usage,
+                nano_cores: None,
+            };
+            std::thread::sleep(FIRST_NODE_SAMPLE_GAP);
+            if let Some(u) = node::cpu_usage_ns(&self.read_proc("stat"), tck) {
+                usage = u;
+                now = Time::now();
+                *prev = Some(first);
+            }
+        }
+        let cores = match *prev {
+            Some(p) if now.0 > p.timestamp => nano_cores(&p, now.0, usage),
+            Some(p) => p.nano_cores,
+            None => None,
+        };
+        *prev = Some(CpuSample {
+            timestamp: now.0,
+            usage,
+            nano_cores: cores,
+        });
+        Some(CpuStats {
+            time: now,
+            usage_nano_cores: cores,
+            usage_core_nano_seconds: Some(usage),
+        })
+    }
+
+    fn fs_usage_to_stats(&self, u: &api::FilesystemUsage) -> FsStats {
+        let mut s = FsStats {
+            time: Time(u.timestamp),
+            used_bytes: u64v(&u.used_bytes),
+            inodes_used: u64v(&u.inodes_used),
+            ..Default::default()
+        };
+        if let Some(info) = u
+            .fs_id
+            .as_ref()
+            .and_then(|id| node::statvfs(std::path::Path::new(&id.mountpoint)))
+        {
+            s.available_bytes = Some(info.available);
+            s.capacity_bytes = Some(info.capacity);
+            s.inodes_free = Some(info.inodes_free);
+            s.inodes = Some(info.inodes);
+        }
+        s
+    }
+
+    fn runtime_stats(&self) -> Option<RuntimeStats> {
+        let info = match self.runtime.image_fs_info() {
+            Ok(i) => i,
+            Err(e) => {
+                log::debug!("ImageFsInfo: {e}");
+                return None;
+            }
+        };
+        let image_fs = info
+            .image_filesystems
+            .first()
+            .map(|u| self.fs_usage_to_stats(u));
+        let container_fs = info
+            .container_filesystems
+            .first()
+            .map(|u| self.fs_usage_to_stats(u))
+            .or_else(|| image_fs.clone());
+        Some(RuntimeStats {
+            image_fs,
+            container_fs,
+        })
+    }
+
+    /// usageNanoCores for one cumulative sample, updating the cache
+    /// (upstream getAndUpdateContainerUsageNanoCores).
+    fn usage_nano_cores(
+        &self,
+        cache: &mut HashMap<String, CpuSample>,
+        id: &str,
+        cpu: &api::CpuUsage,
+    ) -> Option<u64> {
+        if let Some(v) = u64v(&cpu.usage_nano_cores) {
+            return Some(v);
+        }
+        let usage = u64v(&cpu.usage_core_nano_seconds)?;
+        let cores = match cache.get(id) {
+            Some(prev) if cpu.timestamp == prev.timestamp => prev.nano_cores,
+            Some(prev) => nano_cores(prev, cpu.timestamp, usage),
+            None => None,
+        };
+        cache.insert(
+            id.to_string(),
+            CpuSample {
+                timestamp: cpu.timestamp,
+                usage,
+                nano_cores: cores,
+            },
+        );
+        cores
+    }
+
+    fn cpu_stats(
+        &self,
+        cache: &mut HashMap<String, CpuSample>,
+        id: &str,
+        cpu: Option<&api::CpuUsage>,
+    ) -> CpuStats {
+        match cpu {
+            Some(c) => CpuStats {
+                time: Time(c.timestamp),
+                usage_nano_cores: self.usage_nano_cores(cache, id, c),
+                usage_core_nano_seconds: u64v(&c.usage_core_nano_seconds),
+            },
+            // Upstream reports zeros rather than nothing.
+            None => CpuStats {
+                time: Time::now(),
+                usage_nano_cores: Some(0),
+                usage_core_nano_seconds: Some(0),
+            },
+        }
+    }
+
+    fn pod_stats(
+        &self,
+        only_cpu_and_memory: bool,
+        node_fs: Option<&FsStats>,
+    ) -> Result<Vec<PodStats>, String> {
+        let sandboxes = self.runtime.list_pod_sandboxes()?;
+        let containers = self.runtime.list_containers()?;
+        let container_stats = self.runtime.list_container_stats()?;
+        let sandbox_stats = self.sandbox_stats();
+        let sandboxes: HashMap<String, api::PodSandbox> = remove_terminated_pods(sandboxes)
+            .into_iter()
+            .map(|s| (s.id.clone(), s))
+            .collect();
+        let running: HashMap<&str, &api::Container> = containers
+            .iter()
+            .filter(|c| c.state.enum_value_or_default() == api::ContainerState::CONTAINER_RUNNING)
+            .map(|c| (c.id.as_str(), c))
+            .collect();
+
+        let mut cache = self.cpu_cache.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen: HashSet<String> = HashSet::new();
+        // Sandbox ID -> pod, in a stable order.
+        let mut pods: BTreeMap<String, PodStats> = BTreeMap::new();
+        for (id, sb) in &sandboxes {
+            if sb.state.enum_value_or_default() == api::PodSandboxState::SANDBOX_READY {
+                pods.insert(id.clone(), new_pod_stats(sb));
+            }
+        }
+        let fs_stats_for = |id: &MessageField<api::FilesystemIdentifier>| {
+            id.as_ref()
+                .and_then(|i| node::statvfs(std::path::Path::new(&i.mountpoint)))
+        };
+        let mut fs_cache: HashMap<String, Option<node::FsInfo>> = HashMap::new();
+
+        for cs in &container_stats {
+            let Some(attrs) = cs.attributes.as_ref() else {
+                continue;
+            };
+            let Some(container) = running.get(attrs.id.as_str()) else {
+                continue;
+            };
+            let Some(sb) = sandboxes.get(&container.pod_sandbox_id) else {
+                continue;
+            };
+            seen.insert(attrs.id.clone());
+            let pod = pods
+                .entry(sb.id.clone())
+                .or_insert_with(|| new_pod_stats(sb));
+            let name = attrs
+                .metadata
+                .as_ref()
+                .map(|m| m.name.clone())
+                .or_else(|| container.metadata.as_ref().map(|m| m.name.clone()))
+                .unwrap_or_default();
+            let mut c = ContainerStats {
+                name: name.clone(),
+                start_time: Time(container.created_at),
+                cpu: Some(self.cpu_stats(&mut cache, &attrs.id, cs.cpu.as_ref())),
+                memory: Some(memory_stats(cs.memory.as_ref())),
+                swap: cs.swap.as_ref().map(|s| SwapStats {
+                    time: Time(s.timestamp),
+                    swap_available_bytes: u64v(&s.swap_available_bytes),
+                    swap_usage_bytes: u64v(&s.swap_usage_bytes),
+                }),
+                ..Default::default()
+            };
+            if !only_cpu_and_memory {
+                let mut rootfs = FsStats::default();
+                if let Some(wl) = cs.writable_layer.as_ref() {
+                    rootfs.time = Time(wl.timestamp);
+                    rootfs.used_bytes = u64v(&wl.used_bytes);
+                    rootfs.inodes_used = u64v(&wl.inodes_used);
+                    let key = wl
+                        .fs_id
+                        .as_ref()
+                        .map(|i| i.mountpoint.clone())
+                        .unwrap_or_default();
+                    let info = *fs_cache
+                        .entry(key)
+                        .or_insert_with(|| fs_stats_for(&wl.fs_id));
+                    if let Some(info) = info {
+                        rootfs.available_bytes = Some(info.available);
+                        rootfs.capacity_bytes = Some(info.capacity);
+                        rootfs.inodes_free = Some(info.inodes_free);
+                        rootfs.inodes = Some(info.inodes);
+                    }
+                }
+                c.rootfs = Some(rootfs);
+                c.logs = Some(self.container_log_stats(&pod.pod_ref, &name, node_fs));
+            }
+            pod.containers.push(c);
+        }
+
+        for (sb_id, pod) in pods.iter_mut() {
+            pod.containers.sort_by(|a, b| a.name.cmp(&b.name));
+            match sandbox_stats.get(sb_id).and_then(|s| s.linux.as_ref()) {
+                Some(linux) => {
+                    seen.insert(sb_id.clone());
+                    pod.cpu = Some(self.cpu_stats(&mut cache, sb_id, linux.cpu.as_ref()));
+                    pod.memory = Some(memory_stats(linux.memory.as_ref()));
+                    pod.network = linux.network.as_ref().map(network_stats);
+                    pod.process_stats = linux.process.as_ref().map(|p| ProcessStats {
+                        process_count: u64v(&p.process_count),
+                    });
+                }
+                None => sum_containers(pod),
+            }
+            if !only_cpu_and_memory {
+                pod.ephemeral_storage = Some(ephemeral_storage(pod, node_fs));
+            } else {
+                pod.network = None;
+                pod.process_stats = None;
+            }
+        }
+        // Forget samples of containers and sandboxes that are gone.
+        cache.retain(|id, _| seen.contains(id));
+        Ok(pods.into_values().collect())
+    }
+
+    /// ListPodSandboxStats by sandbox ID; empty (pod totals are then summed
+    /// from containers) when the runtime cannot answer.
+    fn sandbox_stats(&self) -> HashMap<String, api::PodSandboxStats> {
+        let mut retry = self
+            .sandbox_stats_retry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if retry.is_some_and(|t| std::time::Instant::now() < t) {
+            return HashMap::new();
+        }
+        match self.runtime.list_pod_sandbox_stats() {
+            Ok(v) => {
+                *retry = None;
+                v.into_iter()
+                    .filter_map(|s| Some((s.attributes.as_ref()?.id.clone(), s)))
+                    .collect()
+            }
+            Err(e) => {
+                log::debug!("ListPodSandboxStats: {e}; pod totals are summed from containers");
+                *retry = Some(std::time::Instant::now() + SANDBOX_STATS_RETRY);
+                HashMap::new()
+            }
+        }
+    }
+
+    fn container_log_stats(
+        &self,
+        pod: &PodReference,
+        container: &str,
+        node_fs: Option<&FsStats>,
+    ) -> FsStats {
+        let dir = self
+            .cfg
+            .pod_logs_dir
+            .join(format!("{}_{}_{}", pod.namespace, pod.name, pod.uid))
+            .join(container);
+        let mut s = FsStats {
+            time: Time::now(),
+            ..Default::default()
+        };
+        if let Some(fs) = node_fs {
+            s.available_bytes = fs.available_bytes;
+            s.capacity_bytes = fs.capacity_bytes;
+            s.inodes_free = fs.inodes_free;
+            s.inodes = fs.inodes;
+        }
+        if let Some((bytes, inodes)) = node::disk_usage(&dir) {
+            s.used_bytes = Some(bytes);
+            s.inodes_used = Some(inodes);
+        }
+        s
+    }
+
+    /// `/metrics/resource` in the Prometheus text format.
+    pub fn resource_metrics(&self) -> String {
+        render_resource_metrics(self.summary(true).as_ref().ok())
+    }
+}
+
+fn new_pod_stats(sb: &api::PodSandbox) -> PodStats {
+    let md = sb.metadata.as_ref();
+    PodStats {
+        pod_ref: PodReference {
+            name: md.map(|m| m.name.clone()).unwrap_or_default(),
+            namespace: md.map(|m| m.namespace.clone()).unwrap_or_default(),
+            uid: md.map(|m| m.uid.clone()).unwrap_or_default(),
+        },
+        start_time: Time(sb.created_at),
+        ..Default::default()
+    }
+}
+
+fn memory_stats(m: Option<&api::MemoryUsage>) -> MemoryStats {
+    match m {
+        Some(m) => MemoryStats {
+            time: Time(m.timestamp),
+            available_bytes: u64v(&m.available_bytes),
+            usage_bytes: u64v(&m.usage_bytes),
+            working_set_bytes: u64v(&m.working_set_bytes),
+            rss_bytes: u64v(&m.rss_bytes),
+            page_faults: u64v(&m.page_faults),
+            major_page_faults: u64v(&m.major_page_faults),
+        },
+        None => MemoryStats {
+            time: Time::now(),
+            working_set_bytes: Some(0),
+            ..Default::default()
+        },
+    }
+}
+
+fn iface(i: &api::NetworkInterfaceUsage) -> InterfaceStats {
+    InterfaceStats {
+        name: i.name.clone(),
+        rx_bytes: u64v(&i.rx_bytes),
+        rx_errors: u64v(&i.rx_errors),
+        tx_bytes: u64v(&i.tx_bytes),
+        tx_errors: u64v(&i.tx_errors),
+    }
+}
+
+fn network_stats(n: &api::NetworkUsage) -> NetworkStats {
+    NetworkStats {
+        time: Time(n.timestamp),
+        default: n.default_interface.as_ref().map(iface).unwrap_or_default(),
+        interfaces: n.interfaces.iter().map(iface).collect(),
+    }
+}
+
+/// Pod CPU/memory as the sum of its containers (when the runtime has no
+/// ListPodSandboxStats).
+fn sum_containers(pod: &mut PodStats) {
+    if pod.containers.is_empty() {
+        return;
+    }
+    let sum = |f: &dyn Fn(&ContainerStats) -> Option<u64>| -> Option<u64> {
+        pod.containers.iter().map(f).sum::<Option<u64>>()
+    };
+    let time = |f: &dyn Fn(&ContainerStats) -> Option<Time>| {
+        pod.containers
+            .iter()
+            .filter_map(f)
+            .max()
+            .unwrap_or_default()
+    };
+    pod.cpu = Some(CpuStats {
+        time: time(&|c| c.cpu.as_ref().map(|x| x.time)),
+        usage_nano_cores: sum(&|c| c.cpu.as_ref()?.usage_nano_cores),
+        usage_core_nano_seconds: sum(&|c| c.cpu.as_ref()?.usage_core_nano_seconds),
+    });
+    pod.memory = Some(MemoryStats {
+        time: time(&|c| c.memory.as_ref().map(|x| x.time)),
+        usage_bytes: sum(&|c| c.memory.as_ref()?.usage_bytes),
+        working_set_bytes: sum(&|c| c.memory.as_ref()?.working_set_bytes),
+        rss_bytes: sum(&|c| c.memory.as_ref()?.rss_bytes),
+        page_faults: sum(&|c| c.memory.as_ref()?.page_faults),
+        major_page_faults: sum(&|c| c.memory.as_ref()?.major_page_faults),
+        ..Default::default()
+    });
+}
+
+/// Containers' writable layers plus their logs (upstream calcEphemeralStorage,
+/// without volumes), against the node filesystem's capacity.
+fn ephemeral_storage(pod: &PodStats, node_fs: Option<&FsStats>) -> FsStats {
+    let mut s = FsStats {
+        time: Time::now(),
+        used_bytes: Some(0),
+        inodes_used: Some(0),
+        ..Default::default()
+    };
+    if let Some(fs) = node_fs {
+        s.available_bytes = fs.available_bytes;
+        s.capacity_bytes = fs.capacity_bytes;
+        s.inodes_free = fs.inodes_free;
+        s.inodes = fs.inodes;
+    }
+    for c in &pod.containers {
+        for fs in [c.rootfs.as_ref(), c.logs.as_ref()].into_iter().flatten() {
+            s.used_bytes = Some(s.used_bytes.unwrap_or(0) + fs.used_bytes.unwrap_or(0));
+            s.inodes_used = Some(s.inodes_used.unwrap_or(0) + fs.inodes_used.unwrap_or(0));
+        }
+    }
+    s
+}
+
+/// upstream removeTerminatedPods: of the sandboxes of one pod (name,
+/// namespace), keep the ready ones, or else the newest.
+fn remove_terminated_pods(mut sandboxes: Vec<api::PodSandbox>) -> Vec<api::PodSandbox> {
+    sandboxes.sort_by_key(|s| s.created_at);
+    let mut by_ref: BTreeMap<(String, String), Vec<api::PodSandbox>> = BTreeMap::new();
+    for s in sandboxes {
+        let md = s.metadata.as_ref();
+        let key = (
+            md.map(|m| m.name.clone()).unwrap_or_default(),
+            md.map(|m| m.namespace.clone()).unwrap_or_default(),
+        );
+        by_ref.entry(key).or_default().push(s);
+    }
+    let mut out = Vec::new();
+    for (_, mut refs) in by_ref {
+        if refs.len() == 1 {
+            out.append(&mut refs);
+            continue;
+        }
+        let ready: Vec<api::PodSandbox> = refs
+            .iter()
+            .filter(|s| s.state.enum_value_or_default() == api::PodSandboxState::SANDBOX_READY)
+            .cloned()
+            .collect();
+        if ready.is_empty() {
+            out.extend(refs.pop());
+        } else {
+            out.extend(ready);
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// /metrics/resource
+// ---------------------------------------------------------------------------
+
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    samples: Vec<String>,
+}
+
+impl Family {
+    fn new(name: &'static str, help: &'static str, kind: &'static str) -> Self {
+        Family {
+            name,
+            help,
+            kind,
+            samples: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, labels: &[(&str, &str)], value: f64, ts: Option<Time>) {
+        let mut line = self.name.to_string();
+        if !labels.is_empty() {
+            let l: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                .collect();
+            line.push('{');
+            line.push_str(&l.join(","));
+            line.push('}');
+        }
+        line.push_str(&format!(" {value}"));
+        if let Some(t) = ts {
+            line.push_str(&format!(" {}", t.unix_millis()));
+        }
+        self.samples.push(line);
+    }
+}
+
+/// Upstream's resource metrics collector over a CPU-and-memory summary
+/// (None = the summary failed: only the scrape-error gauges, set to 1).
+pub fn render_resource_metrics(summary: Option<&Summary>) -> String {
+    let mut container_cpu = Family::new(
+        "container_cpu_usage_seconds_total",
+        "[STABLE] Cumulative cpu time consumed by the container in core-seconds",
+        "counter",
+    );
+    let mut container_mem = Family::new(
+        "container_memory_working_set_bytes",
+        "[STABLE] Current working set of the container in bytes",
+        "gauge",
+    );
+    let mut container_start = Family::new(
+        "container_start_time_seconds",
+        "[STABLE] Start time of the container since unix epoch in seconds",
+        "gauge",
+    );
+    let mut container_swap = Family::new(
+        "container_swap_usage_bytes",
+        "[ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems",
+        "gauge",
+    );
+    let mut node_cpu = Family::new(
+        "node_cpu_usage_seconds_total",
+        "[STABLE] Cumulative cpu time consumed by the node in core-seconds",
+        "counter",
+    );
+    let mut node_mem = Family::new(
+        "node_memory_working_set_bytes",
+        "[STABLE] Current working set of the node in bytes",
+        "gauge",
+    );
+    let mut node_swap = Family::new(
+        "node_swap_usage_bytes",
+        "[ALPHA] Current swap usage of the node in bytes. Reported only on non-windows systems",
+        "gauge",
+    );
+    let mut pod_cpu = Family::new(
+        "pod_cpu_usage_seconds_total",
+        "[STABLE] Cumulative cpu time consumed by the pod in core-seconds",
+        "counter",
+    );
+    let mut pod_mem = Family::new(
+        "pod_memory_working_set_bytes",
+        "[STABLE] Current working set of the pod in bytes",
+        "gauge",
+    );
+    let mut pod_swap = Family::new(
+        "pod_swap_usage_bytes",
+        "[ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems",
+        "gauge",
+    );
+    let mut resource_scrape_error = Family::new(
+        "resource_scrape_error",
+        "[STABLE] 1 if there was an error while getting container metrics, 0 otherwise",
+        "gauge",
+    );
+    let mut scrape_error = Family::new(
+        "scrape_error",
+        "[ALPHA] (Deprecated since 1.29.0) 1 if there was an error while getting container metrics, 0 otherwise",
+        "gauge",
+    );
+    let err = if summary.is_some() { 0.0 } else { 1.0 };
+    resource_scrape_error.push(&[], err, None);
+    scrape_error.push(&[], err, None);
+
+    if let Some(s) = summary {
+        let n = &s.node;
+        if let Some(v) = n
+            .cpu
+            .as_ref()
+            .and_then(|c| Some((c.usage_core_nano_seconds?, c.time)))
+        {
+            node_cpu.push(&[], v.0 as f64 / 1e9, Some(v.1));
+        }
+        if let Some(v) = n
+            .memory
+            .as_ref()
+            .and_then(|m| Some((m.working_set_bytes?, m.time)))
+        {
+            node_mem.push(&[], v.0 as f64, Some(v.1));
+        }
+        if let (Some(sw), Some(m)) = (n.swap.as_ref(), n.memory.as_ref()) {
+            if let Some(u) = sw.swap_usage_bytes {
+                node_swap.push(&[], u as f64, Some(m.time));
+            }
+        }
+        for pod in &s.pods {
+            let (pn, ns) = (pod.pod_ref.name.as_str(), pod.pod_ref.namespace.as_str());
+            for c in &pod.containers {
+                let l = [
+                    ("container", c.name.as_str()),
+                    ("pod", pn),
+                    ("namespace", ns),
+                ];
+                if c.start_time.0 > 0 {
+                    container_start.push(&l, c.start_time.unix_secs_f64(), None);
+                }
+                if let Some(v) = c
+                    .cpu
+                    .as_ref()
+                    .and_then(|x| Some((x.usage_core_nano_seconds?, x.time)))
+                {
+                    container_cpu.push(&l, v.0 as f64 / 1e9, Some(v.1));
+                }
+                if let Some(v) = c
+                    .memory
+                    .as_ref()
+                    .and_then(|x| Some((x.working_set_bytes?, x.time)))
+                {
+                    container_mem.push(&l, v.0 as f64, Some(v.1));
+                }
+                if let Some(v) = c
+                    .swap
+                    .as_ref()
+                    .and_then(|x| Some((x.swap_usage_bytes?, x.time)))
+                {
+                    container_swap.push(&l, v.0 as f64, Some(v.1));
+                }
+            }
+            let l = [("pod", pn), ("namespace", ns)];
+            if let Some(v) = pod
+                .cpu
+                .as_ref()
+                .and_then(|x| Some((x.usage_core_nano_seconds?, x.time)))
+            {
+                pod_cpu.push(&l, v.0 as f64 / 1e9, Some(v.1));
+            }
+            if let Some(v) = pod
+                .memory
+                .as_ref()
+                .and_then(|x| Some((x.working_set_bytes?, x.time)))
+            {
+                pod_mem.push(&l, v.0 as f64, Some(v.1));
+            }
+            if let Some(v) = pod
+                .swap
+                .as_ref()
+                .and_then(|x| Some((x.swap_usage_bytes?, x.time)))
+            {
+                pod_swap.push(&l, v.0 as f64, Some(v.1));
+            }
+        }
+    }
+
+    let mut out = String::new();
+    for f in [
+        container_cpu,
+        container_mem,
+        container_start,
+        container_swap,
+        node_cpu,
+        node_mem,
+        node_swap,
+        pod_cpu,
+        pod_mem,
+        pod_swap,
+        resource_scrape_error,
+        scrape_error,
+    ] {
+        if f.samples.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "# HELP {} {}\n# TYPE {} {}\n",
+            f.name, f.help, f.name, f.kind
+        ));
+        for s in f.samples {
+            out.push_str(&s);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
