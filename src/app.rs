@@ -207,7 +207,16 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         cluster,
     );
     let _cluster_threads = match &client {
-        Some(c) => start_cluster_modules(flags, config, &recorder, c, &node, &kubelet, &pod_config, &shutdown)?,
+        Some(c) => start_cluster_modules(
+            flags,
+            config,
+            &recorder,
+            c,
+            &node,
+            &kubelet,
+            &pod_config,
+            &shutdown,
+        )?,
         None => Vec::new(),
     };
 
@@ -265,9 +274,16 @@ fn event_recorder(
     Ok((recorder, Some(thread)))
 }
 
-fn node_status_config(flags: &KubeletFlags, config: &KubeletConfiguration, node: &str) -> NodeStatusConfig {
+fn node_status_config(
+    flags: &KubeletFlags,
+    config: &KubeletConfiguration,
+    node: &str,
+) -> NodeStatusConfig {
     let mut cfg = NodeStatusConfig::new(node);
-    cfg.node_ip = flags.node_ip.as_deref().and_then(|ip| ip.split(',').next()?.trim().parse().ok());
+    cfg.node_ip = flags
+        .node_ip
+        .as_deref()
+        .and_then(|ip| ip.split(',').next()?.trim().parse().ok());
     cfg.node_labels = flags.node_labels.clone();
     cfg.register_with_taints = config
         .register_with_taints
@@ -316,7 +332,11 @@ fn kubelet_health(kubelet: &Arc<Kubelet>) -> Box<dyn Fn() -> KubeletHealth + Sen
         KubeletHealth {
             runtime_errors: k.runtime_state.runtime_errors(),
             network_error: k.runtime_state.network_error(),
-            pleg_error: k.pleg.healthy().err().map(|e| format!("PLEG is not healthy: {e}")),
+            pleg_error: k
+                .pleg
+                .healthy()
+                .err()
+                .map(|e| format!("PLEG is not healthy: {e}")),
             runtime_version: k.runtime_state.runtime_version(),
             images,
         }
@@ -416,7 +436,11 @@ fn start_cluster_modules(
     );
     let rec = Arc::clone(recorder);
     nsm.set_event_sink(Box::new(move |kind, reason, message| {
-        let kind = if kind == "Warning" { EventType::Warning } else { EventType::Normal };
+        let kind = if kind == "Warning" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
         rec.node_event(kind, reason, message);
     }));
     handles.push(nsm.start(shutdown.clone()).context("start node status")?);
@@ -427,7 +451,11 @@ fn start_cluster_modules(
         config.node_lease_duration_seconds,
         Box::new(move || lease_nsm.node().and_then(|n| n.metadata.uid)),
     );
-    handles.push(lease.start(shutdown.clone()).context("start the node lease")?);
+    handles.push(
+        lease
+            .start(shutdown.clone())
+            .context("start the node lease")?,
+    );
     Ok(handles)
 }
 

@@ -12,7 +12,11 @@ const MASTER_SERVICE: (&str, &str) = ("default", "kubernetes");
 /// The variables for a pod in `namespace`: its namespace's services when
 /// `service_links`, and always the `kubernetes` service of `default`.
 /// Later services in sorted order do not override earlier ones' names.
-pub fn service_env(services: &[Service], namespace: &str, service_links: bool) -> Vec<(String, String)> {
+pub fn service_env(
+    services: &[Service],
+    namespace: &str,
+    service_links: bool,
+) -> Vec<(String, String)> {
     let mut chosen: BTreeMap<String, &Service> = BTreeMap::new();
     for svc in services.iter().filter(|s| has_cluster_ip(s)) {
         let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
@@ -37,23 +41,38 @@ fn has_cluster_ip(s: &Service) -> bool {
 
 /// Docker-links style variables for one service (upstream FromServices).
 fn from_service(s: &Service) -> Vec<(String, String)> {
-    let Some(spec) = s.spec.as_ref() else { return vec![] };
-    let Some(ip) = spec.cluster_ip.as_deref() else { return vec![] };
+    let Some(spec) = s.spec.as_ref() else {
+        return vec![];
+    };
+    let Some(ip) = spec.cluster_ip.as_deref() else {
+        return vec![];
+    };
     let prefix = env_name(s.metadata.name.as_deref().unwrap_or(""));
     let ports = spec.ports.as_deref().unwrap_or(&[]);
-    let Some(first) = ports.first() else { return vec![] };
+    let Some(first) = ports.first() else {
+        return vec![];
+    };
     let mut out = vec![
         (format!("{prefix}_SERVICE_HOST"), ip.to_string()),
         (format!("{prefix}_SERVICE_PORT"), first.port.to_string()),
     ];
     for p in ports {
         if let Some(name) = p.name.as_deref().filter(|n| !n.is_empty()) {
-            out.push((format!("{prefix}_SERVICE_PORT_{}", env_name(name)), p.port.to_string()));
+            out.push((
+                format!("{prefix}_SERVICE_PORT_{}", env_name(name)),
+                p.port.to_string(),
+            ));
         }
     }
-    let proto = |p: &k8s_openapi::api::core::v1::ServicePort| p.protocol.clone().unwrap_or_else(|| "TCP".into());
+    let proto = |p: &k8s_openapi::api::core::v1::ServicePort| {
+        p.protocol.clone().unwrap_or_else(|| "TCP".into())
+    };
     let url = |p: &k8s_openapi::api::core::v1::ServicePort| {
-        format!("{}://{}", proto(p).to_lowercase(), join_host_port(ip, p.port))
+        format!(
+            "{}://{}",
+            proto(p).to_lowercase(),
+            join_host_port(ip, p.port)
+        )
     };
     out.push((format!("{prefix}_PORT"), url(first)));
     for p in ports {
@@ -111,7 +130,12 @@ mod tests {
     #[test]
     fn master_service_always_and_namespace_services_with_links() {
         let all = vec![
-            svc("default", "kubernetes", "10.96.0.1", &[(Some("https"), 443)]),
+            svc(
+                "default",
+                "kubernetes",
+                "10.96.0.1",
+                &[(Some("https"), 443)],
+            ),
             svc("app", "my-db", "10.96.0.20", &[(None, 5432)]),
             svc("other", "x", "10.96.0.30", &[(None, 80)]),
             svc("app", "headless", "None", &[(None, 80)]),
@@ -139,7 +163,10 @@ pub struct ApiEnvSource {
 }
 
 impl ApiEnvSource {
-    pub fn new(client: crate::client::Client, services: std::sync::Arc<std::sync::RwLock<Vec<Service>>>) -> Self {
+    pub fn new(
+        client: crate::client::Client,
+        services: std::sync::Arc<std::sync::RwLock<Vec<Service>>>,
+    ) -> Self {
         ApiEnvSource { client, services }
     }
 }
@@ -166,13 +193,16 @@ impl crate::kuberuntime::container::EnvSource for ApiEnvSource {
                 .client
                 .get::<ConfigMap>(&paths::configmap(namespace, name))
                 .map(|cm| cm.data.unwrap_or_default()),
-            ApiObject::Secret => self.client.get::<Secret>(&paths::secret(namespace, name)).map(|s| {
-                s.data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                    .collect()
-            }),
+            ApiObject::Secret => self
+                .client
+                .get::<Secret>(&paths::secret(namespace, name))
+                .map(|s| {
+                    s.data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                        .collect()
+                }),
         };
         match found {
             Ok(data) => Ok(Some(data)),

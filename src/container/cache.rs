@@ -79,7 +79,6 @@ impl Cache {
     pub fn update_time(&self, timestamp: Instant) {
         self.lock().timestamp = Some(timestamp);
     }
-
 }
 
 fn empty_status(uid: &str) -> PodStatus {
@@ -130,5 +129,4 @@ mod tests {
         assert_eq!(c.get_if_newer("a", Some(before)).unwrap().0, st);
         assert!(c.get_if_newer("b", Some(before)).is_none());
     }
-
 }

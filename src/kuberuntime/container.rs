@@ -71,7 +71,12 @@ pub trait EnvSource: Send + Sync {
     fn service_env(&self, pod: &Pod) -> Vec<(String, String)>;
     /// A ConfigMap's or Secret's data (Secrets decoded); `Ok(None)` when
     /// it does not exist.
-    fn lookup(&self, kind: ApiObject, namespace: &str, name: &str) -> Result<Option<std::collections::BTreeMap<String, String>>, String>;
+    fn lookup(
+        &self,
+        kind: ApiObject,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, String>;
 }
 
 pub fn generate_container_config(
@@ -252,9 +257,19 @@ fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> anyhow::Result<Option<
     }
     let ns = ctx.pod.namespace();
     let (kind, name, key, optional) = if let Some(r) = &from.config_map_key_ref {
-        (ApiObject::ConfigMap, &r.name, &r.key, r.optional.unwrap_or(false))
+        (
+            ApiObject::ConfigMap,
+            &r.name,
+            &r.key,
+            r.optional.unwrap_or(false),
+        )
     } else if let Some(r) = &from.secret_key_ref {
-        (ApiObject::Secret, &r.name, &r.key, r.optional.unwrap_or(false))
+        (
+            ApiObject::Secret,
+            &r.name,
+            &r.key,
+            r.optional.unwrap_or(false),
+        )
     } else {
         bail!("unsupported valueFrom (resourceFieldRef and fileKeyRef are not implemented)")
     };
@@ -272,7 +287,10 @@ fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> anyhow::Result<Option<
     }
 }
 
-fn env_from_values(ctx: &ContainerContext<'_>, from: &k8s_openapi::api::core::v1::EnvFromSource) -> anyhow::Result<Vec<(String, String)>> {
+fn env_from_values(
+    ctx: &ContainerContext<'_>,
+    from: &k8s_openapi::api::core::v1::EnvFromSource,
+) -> anyhow::Result<Vec<(String, String)>> {
     let (kind, name, optional) = if let Some(r) = &from.config_map_ref {
         (ApiObject::ConfigMap, &r.name, r.optional.unwrap_or(false))
     } else if let Some(r) = &from.secret_ref {
@@ -284,7 +302,10 @@ fn env_from_values(ctx: &ContainerContext<'_>, from: &k8s_openapi::api::core::v1
     let ns = ctx.pod.namespace();
     let prefix = from.prefix.clone().unwrap_or_default();
     match src.lookup(kind, ns, name).map_err(anyhow::Error::msg)? {
-        Some(data) => Ok(data.into_iter().map(|(k, v)| (format!("{prefix}{k}"), v)).collect()),
+        Some(data) => Ok(data
+            .into_iter()
+            .map(|(k, v)| (format!("{prefix}{k}"), v))
+            .collect()),
         None if optional => Ok(Vec::new()),
         None => bail!("{} {name:?} not found", kind.as_str().to_lowercase()),
     }

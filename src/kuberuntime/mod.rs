@@ -6,6 +6,7 @@ pub mod container;
 pub mod gc;
 pub mod image;
 pub mod labels;
+pub mod lifecycle;
 pub mod qos;
 pub mod sandbox;
 
@@ -24,6 +25,8 @@ use crate::events::{self, EventRecorder, EventType};
 use crate::podutil::PodExt;
 use crate::util::backoff::Backoff;
 
+/// The least grace a container gets after its preStop hook (upstream).
+const MINIMUM_GRACE_PERIOD_SECONDS: u64 = 2;
 /// CrashLoopBackOff: 10 s doubling to 5 min, forgotten after 10 quiet minutes.
 const CRASH_BACKOFF_INITIAL: Duration = Duration::from_secs(10);
 const CRASH_BACKOFF_MAX: Duration = Duration::from_secs(300);
@@ -149,12 +152,13 @@ impl KubeRuntimeManager {
         *self.env_source.write().unwrap_or_else(|e| e.into_inner()) = Some(src);
     }
 
-    pub fn runtime(&self) -> &Arc<RemoteRuntime> {
-        &self.runtime
+    /// Where pod and container events go.
+    pub fn recorder(&self) -> &Arc<dyn EventRecorder> {
+        &self.recorder
     }
 
-    pub fn config(&self) -> &RuntimeManagerConfig {
-        &self.cfg
+    pub fn runtime(&self) -> &Arc<RemoteRuntime> {
+        &self.runtime
     }
 
     /// Every pod the runtime holds that carries the kubelet's labels.
@@ -384,7 +388,11 @@ impl KubeRuntimeManager {
             .status
             .find_container(&c.name)
             .map_or(0, |s| s.restart_count + 1);
-        let env_source = self.env_source.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let env_source = self
+            .env_source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let ctx = container::ContainerContext {
             pod: t.pod,
             container: c,
@@ -396,8 +404,9 @@ impl KubeRuntimeManager {
         };
         let config = container::generate_container_config(&ctx).map_err(|e| {
             let msg = format!("Error: {e:#}");
-            self.recorder.pod_event(
+            self.recorder.pod_container_event(
                 t.pod,
+                &c.name,
                 EventType::Warning,
                 events::FAILED_TO_CREATE_CONTAINER,
                 &msg,
@@ -409,37 +418,84 @@ impl KubeRuntimeManager {
             .create_container(t.sandbox_id, config, t.sandbox_config.clone())
             .map_err(|e| {
                 let msg = format!("Error: {e}");
-                self.recorder.pod_event(
+                self.recorder.pod_container_event(
                     t.pod,
+                    &c.name,
                     EventType::Warning,
                     events::FAILED_TO_CREATE_CONTAINER,
                     &msg,
                 );
                 SyncError::runtime(Some(&c.name), "CreateContainerError", &e)
             })?;
-        self.recorder.pod_event(
+        self.recorder.pod_container_event(
             t.pod,
+            &c.name,
             EventType::Normal,
             events::CREATED_CONTAINER,
             &format!("Created container {}", c.name),
         );
         self.runtime.start_container(&id).map_err(|e| {
             let msg = format!("Error: {e}");
-            self.recorder.pod_event(
+            self.recorder.pod_container_event(
                 t.pod,
+                &c.name,
                 EventType::Warning,
                 events::FAILED_TO_START_CONTAINER,
                 &msg,
             );
             SyncError::runtime(Some(&c.name), "RunContainerError", &e)
         })?;
-        self.recorder.pod_event(
+        self.recorder.pod_container_event(
             t.pod,
+            &c.name,
             EventType::Normal,
             events::STARTED_CONTAINER,
             &format!("Started container {}", c.name),
         );
-        Ok(())
+        self.run_post_start(t, c, &id)
+    }
+
+    /// A failed postStart hook kills the container, which then restarts per
+    /// its restart policy (upstream).
+    fn run_post_start(
+        &self,
+        t: &StartTarget<'_>,
+        c: &Container,
+        id: &str,
+    ) -> Result<(), SyncError> {
+        let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
+            return Ok(());
+        };
+        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
+        // Upstream leaves postStart unbounded; the request timeout bounds it here.
+        let timeout = self.runtime.request_timeout();
+        let Err(msg) = lifecycle::run_hook(
+            &exec,
+            hook,
+            c,
+            id,
+            t.pod_ips.first().map(String::as_str),
+            timeout,
+        ) else {
+            return Ok(());
+        };
+        let msg = format!("PostStartHook failed: {msg}");
+        self.recorder.pod_container_event(
+            t.pod,
+            &c.name,
+            EventType::Warning,
+            events::FAILED_POST_START_HOOK,
+            &msg,
+        );
+        if let Err(e) =
+            self.kill_container(Some(t.pod), id, &c.name, Some(t.pod.kill_grace_seconds()))
+        {
+            log::warn!(
+                "pod {}: kill after failed postStart: {e}",
+                t.pod.full_name()
+            );
+        }
+        Err(SyncError::new(Some(&c.name), "PostStartHookError", msg))
     }
 
     /// Upstream `doBackOff`: a container that exited is restarted only after
@@ -468,8 +524,9 @@ impl KubeRuntimeManager {
                 .crash_backoff
                 .current(&key)
                 .unwrap_or(CRASH_BACKOFF_INITIAL);
-            self.recorder.pod_event(
+            self.recorder.pod_container_event(
                 pod,
+                &c.name,
                 EventType::Warning,
                 events::BACK_OFF_START_CONTAINER,
                 "Back-off restarting failed container",
@@ -499,10 +556,14 @@ impl KubeRuntimeManager {
         name: &str,
         grace: Option<i64>,
     ) -> Result<(), SyncError> {
-        let grace = Duration::from_secs(grace.unwrap_or(30).max(0) as u64);
+        let mut grace = Duration::from_secs(grace.unwrap_or(30).max(0) as u64);
         if let Some(pod) = pod {
-            self.recorder.pod_event(
+            grace = self.run_pre_stop(pod, id, name, grace);
+        }
+        if let Some(pod) = pod {
+            self.recorder.pod_container_event(
                 pod,
+                name,
                 EventType::Normal,
                 events::KILLING_CONTAINER,
                 &format!("Stopping container {name}"),
@@ -513,6 +574,45 @@ impl KubeRuntimeManager {
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(SyncError::runtime(Some(name), "KillContainerError", &e)),
         }
+    }
+
+    /// Runs the container's preStop hook within the grace period and
+    /// returns what is left of it for SIGTERM, at least upstream's 2 s.
+    fn run_pre_stop(&self, pod: &Pod, id: &str, name: &str, grace: Duration) -> Duration {
+        let Some(container) = pod
+            .containers()
+            .iter()
+            .chain(pod.init_containers())
+            .find(|c| c.name == name)
+        else {
+            return grace;
+        };
+        let Some(hook) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.pre_stop.as_ref())
+        else {
+            return grace;
+        };
+        let started = std::time::Instant::now();
+        let ip = self
+            .get_pod_status(pod.uid(), pod.name(), pod.namespace())
+            .ok()
+            .and_then(|s| s.ips().into_iter().next());
+        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
+        if let Err(msg) = lifecycle::run_hook(&exec, hook, container, id, ip.as_deref(), grace) {
+            let msg = format!("PreStopHook failed: {msg}");
+            self.recorder.pod_container_event(
+                pod,
+                name,
+                EventType::Warning,
+                events::FAILED_PRE_STOP_HOOK,
+                &msg,
+            );
+        }
+        grace
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(MINIMUM_GRACE_PERIOD_SECONDS))
     }
 
     /// Stops the running containers and ready sandboxes in `status`.

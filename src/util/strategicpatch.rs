@@ -154,7 +154,10 @@ mod tests {
     fn removed_keys_become_null() {
         let old = json!({"status": {"phase": "Pending", "reason": "x", "qosClass": "BestEffort"}});
         let new = json!({"status": {"phase": "Running", "qosClass": "BestEffort"}});
-        assert_eq!(diff(old, new), json!({"status": {"phase": "Running", "reason": null}}));
+        assert_eq!(
+            diff(old, new),
+            json!({"status": {"phase": "Running", "reason": null}})
+        );
     }
 
     #[test]
