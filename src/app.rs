@@ -28,14 +28,23 @@ use crate::cri::RemoteRuntime;
 use crate::events::{self, ApiRecorder, EventRecorder, EventType, LogRecorder};
 use crate::kubelet::{ClusterDeps, Kubelet, LoopChannels, Settings};
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags, LoadError};
+use crate::kuberuntime::lifecycle::RuntimeExec;
 use crate::kuberuntime::{KubeRuntimeManager, RuntimeManagerConfig};
+use crate::metrics;
 use crate::pleg::GenericPleg;
 use crate::pod::mirror_client::{MirrorClient, NodeUid};
+use crate::prober::ProberManager;
 use crate::server::healthz::{Healthz, NamedCheck};
+use crate::server::host::{self as server_host, ServerHost};
+use crate::server::kubelet::{self as kubelet_server, ServerConfig};
 use crate::types;
 
 /// Threads that run pod syncs; fixed, whatever the number of pods.
 pub const POD_WORKER_THREADS: usize = 4;
+/// Threads that run probe checks; fixed, whatever the number of probes.
+const PROBE_WORKER_THREADS: usize = 4;
+/// Probe result changes waiting for the sync loop.
+const PROBE_CHANNEL_CAPACITY: usize = 1000;
 const RUNTIME_UP_PERIOD: Duration = Duration::from_secs(5);
 /// Container GC period (upstream ContainerGCPeriod).
 const GC_PERIOD: Duration = Duration::from_secs(60);
@@ -198,6 +207,13 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         )),
         node: Arc::clone(&node_object),
     });
+    let (probe_tx, probe_rx) = crossbeam_channel::bounded(PROBE_CHANNEL_CAPACITY);
+    let prober = ProberManager::new(
+        Arc::new(RuntimeExec(Arc::clone(manager.runtime()))),
+        Arc::clone(&recorder),
+        probe_tx,
+        PROBE_WORKER_THREADS,
+    );
     let kubelet = Kubelet::new(
         settings,
         manager,
@@ -205,6 +221,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         cache,
         Box::new(move |seen| pc.seen_all_sources(seen)),
         cluster,
+        Arc::clone(&prober),
     );
     let _cluster_threads = match &client {
         Some(c) => start_cluster_modules(
@@ -220,16 +237,37 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         None => Vec::new(),
     };
 
-    let _healthz = start_healthz(config, &kubelet, &shutdown)?;
+    let healthz = healthz_checks(config, &kubelet);
+    let _healthz = start_healthz(config, &healthz, &shutdown)?;
+    metrics::set_node_name(&node);
+    // Pods run without the API server on 10250 (logs, exec, metrics):
+    // failing to start it is reported, not fatal (upstream exits).
+    let _server = if flags.runonce {
+        Vec::new()
+    } else {
+        start_kubelet_server(
+            flags,
+            config,
+            &kubelet,
+            &node,
+            &healthz,
+            client.as_ref(),
+            &shutdown,
+        )
+        .unwrap_or_else(|e| {
+            log::error!("{e:#}; continuing without it");
+            Vec::new()
+        })
+    };
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }
     let _modules = start_modules(&kubelet, &shutdown)?;
-    let (_liveness_tx, liveness_rx) = crossbeam_channel::bounded(100);
+    let _probe_threads = prober.start(shutdown.clone()).context("start the prober")?;
     kubelet.sync_loop(&LoopChannels {
         config: pod_config.updates(),
         pleg: pleg_rx,
-        liveness: liveness_rx,
+        probes: probe_rx,
         shutdown,
     });
     log::info!("sync loop stopped; exiting");
@@ -501,17 +539,8 @@ fn start_sources(
     Ok(handles)
 }
 
-fn start_healthz(
-    config: &KubeletConfiguration,
-    kubelet: &Arc<Kubelet>,
-    shutdown: &Receiver<()>,
-) -> anyhow::Result<Option<JoinHandle<()>>> {
-    if config.healthz_port <= 0 {
-        return Ok(None);
-    }
-    let addr: SocketAddr = format!("{}:{}", config.healthz_bind_address, config.healthz_port)
-        .parse()
-        .with_context(|| format!("healthzBindAddress {:?}", config.healthz_bind_address))?;
+/// The health checks /healthz runs, on the healthz port and on 10250.
+fn healthz_checks(config: &KubeletConfiguration, kubelet: &Arc<Kubelet>) -> Arc<Healthz> {
     let limit = (config.sync_frequency.0 * 2).max(MIN_SYNC_LOOP_HEALTH);
     let (k1, k2, k3) = (
         Arc::clone(kubelet),
@@ -559,7 +588,58 @@ fn start_healthz(
             }),
         },
     ]);
+    healthz
+}
+
+fn start_healthz(
+    config: &KubeletConfiguration,
+    healthz: &Arc<Healthz>,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Option<JoinHandle<()>>> {
+    if config.healthz_port <= 0 {
+        return Ok(None);
+    }
+    let addr: SocketAddr = format!("{}:{}", config.healthz_bind_address, config.healthz_port)
+        .parse()
+        .with_context(|| format!("healthzBindAddress {:?}", config.healthz_bind_address))?;
     healthz.serve(addr, shutdown.clone()).map(Some)
+}
+
+/// The kubelet API server (10250, TLS) and the read-only port, when
+/// enableServer is on (upstream's default).
+fn start_kubelet_server(
+    flags: &KubeletFlags,
+    config: &KubeletConfiguration,
+    kubelet: &Arc<Kubelet>,
+    node: &str,
+    healthz: &Arc<Healthz>,
+    client: Option<&Client>,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    if !config.enable_server {
+        return Ok(Vec::new());
+    }
+    let server_cfg = ServerConfig::from_kubelet_config(config, &flags.cert_dir)?;
+    let host = Arc::new(ServerHost {
+        kubelet: Arc::clone(kubelet),
+        node_name: node.to_string(),
+        config_json: serde_json::to_value(config).unwrap_or_default(),
+    });
+    let routes = server_host::routes(kubelet, node, config.streaming_connection_idle_timeout.0);
+    log::info!(
+        "starting the kubelet API server on {}:{}",
+        config.address,
+        config.port
+    );
+    kubelet_server::start(
+        server_cfg,
+        host,
+        Arc::clone(healthz),
+        client.cloned(),
+        routes,
+        shutdown.clone(),
+    )
+    .context("start the kubelet API server")
 }
 
 /// Starts every module that runs beside the sync loop, each on its own

@@ -21,7 +21,7 @@ use crate::podutil::PodExt;
 use crate::podworkers::{
     PodSyncer, PodWorkers, SyncFailure, UpdatePodOptions, UpdateType, WORKER_BACKOFF,
 };
-use crate::prober::{ProbeResult, ResultUpdate};
+use crate::prober::{ContainerInfo, ProbeKind, ProbeResult, ProberManager, ResultUpdate};
 use crate::status::generate::{generate_api_pod_status, StatusContext};
 use crate::status::StatusManager;
 use crate::types::{is_mirror_pod, is_static_pod, PodOperation, PodUpdate};
@@ -151,6 +151,8 @@ pub struct Syncer {
     pub settings: Settings,
     /// Containers whose liveness probe failed, by container ID.
     pub liveness_failed: Mutex<HashSet<String>>,
+    /// Probe results: readiness and startup feed the status.
+    pub prober: Arc<ProberManager>,
 }
 
 impl Syncer {
@@ -167,11 +169,20 @@ impl Syncer {
         let waiting = move |c: &str| runtime.waiting_reason(&uid, c);
         let runtime_name = self.runtime_state.runtime_name();
         let host_ip = self.host_ip();
+        let (prober, prober2, puid, puid2) = (
+            Arc::clone(&self.prober),
+            Arc::clone(&self.prober),
+            pod.uid().to_string(),
+            pod.uid().to_string(),
+        );
+        let is_ready = move |c: &str| prober.is_ready(&puid, c);
+        let is_started = move |c: &str| prober2.is_started(&puid2, c);
         let ctx = StatusContext {
             runtime_name: &runtime_name,
             host_ip: host_ip.as_deref(),
             waiting_reason: &waiting,
-            is_ready: &|_| true,
+            is_ready: &is_ready,
+            is_started: &is_started,
             pod_is_terminal: terminal,
         };
         let mut api_status = generate_api_pod_status(pod, status, &ctx);
@@ -244,6 +255,27 @@ impl Syncer {
         Ok(())
     }
 
+    /// The prober learns which container instances run, and since when
+    /// (upstream UpdatePodStatus): probes start and stop with them.
+    fn tell_prober(&self, pod: &Pod, status: &PodStatus) {
+        let containers: Vec<ContainerInfo> = pod
+            .containers()
+            .iter()
+            .map(|c| {
+                let newest = status.find_container(&c.name);
+                ContainerInfo {
+                    name: c.name.clone(),
+                    id: newest.map(|s| s.id.clone()).unwrap_or_default(),
+                    running: newest.is_some_and(|s| s.state == ContainerState::Running),
+                    started_at: newest.and_then(|s| s.started_at),
+                }
+            })
+            .collect();
+        let ip = status.ips().into_iter().next();
+        self.prober
+            .update_pod_status(pod.uid(), ip.as_deref(), &containers);
+    }
+
     fn liveness_failures(&self, status: &PodStatus) -> HashSet<String> {
         let mut failed = self
             .liveness_failed
@@ -303,6 +335,7 @@ impl PodSyncer for Syncer {
         if is_static_pod(pod) {
             self.ensure_mirror_pod(pod);
         }
+        self.tell_prober(pod, status);
         let liveness = self.liveness_failures(status);
         let errors = self.runtime.sync_pod(pod, status, &liveness);
         // Record the reasons the sync found (CrashLoopBackOff, ...) now.
@@ -384,7 +417,8 @@ fn remove_dir_if_exists(dir: &std::path::Path) -> std::io::Result<()> {
 pub struct LoopChannels {
     pub config: Receiver<PodUpdate>,
     pub pleg: Receiver<PodLifecycleEvent>,
-    pub liveness: Receiver<ResultUpdate>,
+    /// Probe result changes (liveness, readiness, startup).
+    pub probes: Receiver<ResultUpdate>,
     pub shutdown: Receiver<()>,
 }
 
@@ -426,6 +460,7 @@ impl Kubelet {
         cache: Arc<Cache>,
         sources_ready: Box<dyn Fn(&[String]) -> bool + Send + Sync>,
         cluster: Option<ClusterDeps>,
+        prober: Arc<ProberManager>,
     ) -> Arc<Self> {
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::default());
@@ -443,6 +478,7 @@ impl Kubelet {
             runtime_state: Arc::clone(&runtime_state),
             settings: settings.clone(),
             liveness_failed: Mutex::new(HashSet::new()),
+            prober: Arc::clone(&prober),
         });
         let pod_workers = PodWorkers::new(
             Arc::clone(&cache),
@@ -591,9 +627,9 @@ impl Kubelet {
                     self.handle_pod_syncs(pods, UpdateType::Sync);
                 }
             },
-            recv(ch.liveness) -> r => {
+            recv(ch.probes) -> r => {
                 if let Ok(r) = r {
-                    self.handle_liveness(r);
+                    self.handle_probe_update(r);
                 }
             },
             recv(housekeeping) -> _ => {
@@ -681,6 +717,7 @@ impl Kubelet {
                     continue;
                 }
             }
+            self.syncer.prober.add_pod(&pod);
             self.dispatch(pod, UpdateType::Create);
         }
     }
@@ -746,6 +783,7 @@ impl Kubelet {
                 continue;
             }
             self.pod_manager.remove(pod.uid());
+            self.syncer.prober.remove_pod(pod.uid());
             self.pod_workers.update_pod(UpdatePodOptions {
                 update_type: UpdateType::Kill,
                 pod: Some(pod),
@@ -784,22 +822,29 @@ impl Kubelet {
         }
     }
 
-    fn handle_liveness(&self, r: ResultUpdate) {
-        if r.result != ProbeResult::Failure {
-            return;
-        }
+    /// A probe's verdict changed (upstream's liveness/readiness/startup
+    /// cases of syncLoopIteration): a failed liveness or startup probe
+    /// restarts the container; every change syncs the pod, which refreshes
+    /// its Ready conditions.
+    fn handle_probe_update(&self, r: ResultUpdate) {
         let Some(pod) = self.pod_manager.get(&r.pod_uid) else {
             return;
         };
-        log::info!(
-            "SyncLoop (probe): liveness unhealthy for a container of pod {}",
-            pod.full_name()
-        );
-        self.syncer
-            .liveness_failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(r.container_id);
+        let restart = r.result == ProbeResult::Failure
+            && matches!(r.kind, ProbeKind::Liveness | ProbeKind::Startup);
+        if restart {
+            log::info!(
+                "SyncLoop (probe): {} probe failed for container {} of pod {}",
+                r.kind,
+                r.container_name,
+                pod.full_name()
+            );
+            self.syncer
+                .liveness_failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(r.container_id);
+        }
         self.dispatch(pod, UpdateType::Sync);
     }
 

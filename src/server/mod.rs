@@ -1,6 +1,7 @@
 //! The kubelet's HTTP servers (upstream `pkg/kubelet/server`).
 
 pub mod healthz;
+pub mod host;
 pub mod kubelet;
 pub mod stats;
 pub mod streaming;

@@ -20,6 +20,8 @@ pub struct StatusContext<'a> {
     pub waiting_reason: &'a dyn Fn(&str) -> Option<(String, String)>,
     /// Whether a running container passes its readiness probe.
     pub is_ready: &'a dyn Fn(&str) -> bool,
+    /// Whether a running container passed its startup probe.
+    pub is_started: &'a dyn Fn(&str) -> bool,
     /// The kubelet stopped the pod for good: its phase is final.
     pub pod_is_terminal: bool,
 }
@@ -93,7 +95,7 @@ fn container_statuses(
             };
             let running = newest.is_some_and(|c| c.state == ContainerState::Running);
             if running {
-                s.started = Some(true);
+                s.started = Some((ctx.is_started)(&spec.name));
                 s.ready = (ctx.is_ready)(&spec.name);
             }
             // A container the last sync could not (re)start shows why it
@@ -370,6 +372,7 @@ mod tests {
             host_ip: Some("192.0.2.1"),
             waiting_reason: &waiting,
             is_ready: &|_| true,
+            is_started: &|_| true,
             pod_is_terminal: false,
         };
         generate_api_pod_status(p, st, &ctx)
