@@ -187,6 +187,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             cpu_cfs_quota_period_us: config.cpu_cfs_quota_period.0.as_micros() as i64,
             machine_memory: machine_memory(),
             serialize_image_pulls: config.serialize_image_pulls,
+            container_logs_dir: container_logs_dir(&config.pod_logs_dir),
         },
         Arc::clone(&recorder),
     ));
@@ -264,6 +265,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     }
     let _modules = start_modules(&kubelet, &shutdown)?;
     let _probe_threads = prober.start(shutdown.clone()).context("start the prober")?;
+    let _log_manager = start_log_manager(config, &kubelet, &shutdown)?;
     kubelet.sync_loop(&LoopChannels {
         config: pod_config.updates(),
         pleg: pleg_rx,
@@ -537,6 +539,32 @@ fn start_sources(
         );
     }
     Ok(handles)
+}
+
+/// /var/log/containers for the default /var/log/pods, else `containers`
+/// beside a custom podLogsDir, so a node (or a test) with its own log
+/// directory keeps its symlinks there too.
+fn container_logs_dir(pod_logs_dir: &str) -> std::path::PathBuf {
+    std::path::Path::new(pod_logs_dir).parent().map_or_else(
+        || crate::logs::CONTAINER_LOGS_DIR.into(),
+        |p| p.join("containers"),
+    )
+}
+
+/// Rotates container logs by containerLogMaxSize/containerLogMaxFiles.
+fn start_log_manager(
+    config: &KubeletConfiguration,
+    kubelet: &Arc<Kubelet>,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<JoinHandle<()>> {
+    let rt = Arc::clone(kubelet.runtime.runtime());
+    let mgr = crate::logs::LogManager::new(
+        rt.clone(),
+        crate::logs::LogConfig::from_kubelet_config(config)?,
+        Box::new(move || crate::logs::running_container_logs(&rt)),
+    );
+    mgr.start(shutdown.clone())
+        .context("start the container log manager")
 }
 
 /// The health checks /healthz runs, on the healthz port and on 10250.

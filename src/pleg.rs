@@ -123,6 +123,10 @@ impl GenericPleg {
 
     pub fn relist(&self) {
         let timestamp = Instant::now();
+        let interval = self
+            .state()
+            .last_relist
+            .map(|t| timestamp.duration_since(t));
         let pods = match self.runtime.get_pods() {
             Ok(p) => p,
             Err(e) => {
@@ -170,6 +174,8 @@ impl GenericPleg {
             }
         }
         self.cache.update_time(timestamp);
+        crate::metrics::pleg_relist(timestamp.elapsed(), interval);
+        record_running(&pods);
         {
             let mut st = self.state();
             st.records = current;
@@ -181,10 +187,34 @@ impl GenericPleg {
             .filter(|e| e.kind != EventType::ContainerChanged)
         {
             if let Err(TrySendError::Full(e)) = self.events.try_send(e) {
+                crate::metrics::pleg_discard_events(1);
                 log::error!("PLEG: event channel is full, discarding {e:?}");
             }
         }
     }
+}
+
+/// kubelet_running_pods and kubelet_running_containers from a relist.
+fn record_running(pods: &[RuntimePod]) {
+    let running_pods = pods
+        .iter()
+        .filter(|p| p.sandboxes.iter().any(|s| s.ready))
+        .count();
+    let count = |st: ContainerState| {
+        pods.iter()
+            .flat_map(|p| &p.containers)
+            .filter(|c| c.state == st)
+            .count()
+    };
+    crate::metrics::set_running(
+        running_pods,
+        &[
+            ("running", count(ContainerState::Running)),
+            ("exited", count(ContainerState::Exited)),
+            ("created", count(ContainerState::Created)),
+            ("unknown", count(ContainerState::Unknown)),
+        ],
+    );
 }
 
 /// Sandboxes count as containers: a sandbox dying must trigger a sync too.

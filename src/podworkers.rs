@@ -350,6 +350,14 @@ impl PodWorkers {
     }
 
     fn work(&self, job: Job) {
+        let started = Instant::now();
+        let op = match (job.phase, job.update_type) {
+            (Phase::Syncing, UpdateType::Create) => "create",
+            (Phase::Syncing, UpdateType::Update) => "update",
+            (Phase::Syncing, _) => "sync",
+            (Phase::Terminating, _) => "terminating",
+            (Phase::Terminated, _) => "terminated",
+        };
         let result = match job.phase {
             Phase::Syncing => match &job.pod {
                 Some(pod) => {
@@ -379,6 +387,7 @@ impl PodWorkers {
                 .sync_terminated_pod(job.pod.as_ref(), &job.status, job.removed)
                 .map(|()| None),
         };
+        crate::metrics::pod_worker(op, started.elapsed());
         self.complete(&job, result);
     }
 

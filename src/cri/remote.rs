@@ -132,77 +132,91 @@ impl RemoteRuntime {
     }
 
     pub fn version(&self) -> Result<api::VersionResponse> {
-        let req = api::VersionRequest {
-            version: "v1".into(),
-            ..Default::default()
-        };
-        self.runtime
-            .version(&req, self.fast())
-            .map_err(|e| CriError::from_grpc("Version", e))
+        timed("version", || {
+            let req = api::VersionRequest {
+                version: "v1".into(),
+                ..Default::default()
+            };
+            self.runtime
+                .version(&req, self.fast())
+                .map_err(|e| CriError::from_grpc("Version", e))
+        })
     }
 
     pub fn status(&self) -> Result<api::StatusResponse> {
-        self.runtime
-            .status(&api::StatusRequest::default(), self.fast())
-            .map_err(|e| CriError::from_grpc("Status", e))
+        timed("status", || {
+            self.runtime
+                .status(&api::StatusRequest::default(), self.fast())
+                .map_err(|e| CriError::from_grpc("Status", e))
+        })
     }
 
     pub fn run_pod_sandbox(&self, config: api::PodSandboxConfig) -> Result<String> {
-        let req = api::RunPodSandboxRequest {
-            config: Some(config).into(),
-            ..Default::default()
-        };
-        self.runtime
-            .run_pod_sandbox(&req, self.slow())
-            .map(|r| r.pod_sandbox_id)
-            .map_err(|e| CriError::from_grpc("RunPodSandbox", e))
+        timed("run_pod_sandbox", || {
+            let req = api::RunPodSandboxRequest {
+                config: Some(config).into(),
+                ..Default::default()
+            };
+            self.runtime
+                .run_pod_sandbox(&req, self.slow())
+                .map(|r| r.pod_sandbox_id)
+                .map_err(|e| CriError::from_grpc("RunPodSandbox", e))
+        })
     }
 
     pub fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
-        let req = api::StopPodSandboxRequest {
-            pod_sandbox_id: id.to_string(),
-            ..Default::default()
-        };
-        self.runtime
-            .stop_pod_sandbox(&req, self.slow())
-            .map(drop)
-            .map_err(|e| CriError::from_grpc("StopPodSandbox", e))
+        timed("stop_pod_sandbox", || {
+            let req = api::StopPodSandboxRequest {
+                pod_sandbox_id: id.to_string(),
+                ..Default::default()
+            };
+            self.runtime
+                .stop_pod_sandbox(&req, self.slow())
+                .map(drop)
+                .map_err(|e| CriError::from_grpc("StopPodSandbox", e))
+        })
     }
 
     pub fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
-        let req = api::RemovePodSandboxRequest {
-            pod_sandbox_id: id.to_string(),
-            ..Default::default()
-        };
-        self.runtime
-            .remove_pod_sandbox(&req, self.slow())
-            .map(drop)
-            .map_err(|e| CriError::from_grpc("RemovePodSandbox", e))
+        timed("remove_pod_sandbox", || {
+            let req = api::RemovePodSandboxRequest {
+                pod_sandbox_id: id.to_string(),
+                ..Default::default()
+            };
+            self.runtime
+                .remove_pod_sandbox(&req, self.slow())
+                .map(drop)
+                .map_err(|e| CriError::from_grpc("RemovePodSandbox", e))
+        })
     }
 
     pub fn pod_sandbox_status(&self, id: &str) -> Result<api::PodSandboxStatus> {
-        let req = api::PodSandboxStatusRequest {
-            pod_sandbox_id: id.to_string(),
-            ..Default::default()
-        };
-        self.runtime
-            .pod_sandbox_status(&req, self.fast())
-            .map(|mut r| r.status.take().unwrap_or_default())
-            .map_err(|e| CriError::from_grpc("PodSandboxStatus", e))
+        timed("pod_sandbox_status", || {
+            let req = api::PodSandboxStatusRequest {
+                pod_sandbox_id: id.to_string(),
+                ..Default::default()
+            };
+            self.runtime
+                .pod_sandbox_status(&req, self.fast())
+                .map(|mut r| r.status.take().unwrap_or_default())
+                .map_err(|e| CriError::from_grpc("PodSandboxStatus", e))
+        })
     }
 
     pub fn list_pod_sandbox(
         &self,
         filter: Option<api::PodSandboxFilter>,
     ) -> Result<Vec<api::PodSandbox>> {
-        let req = api::ListPodSandboxRequest {
-            filter: filter.into(),
-            ..Default::default()
-        };
-        self.runtime
-            .list_pod_sandbox(&req, self.fast())
-            .map(|r| r.items)
-            .map_err(|e| CriError::from_grpc("ListPodSandbox", e))
+        timed("list_pod_sandbox", || {
+            let req = api::ListPodSandboxRequest {
+                filter: filter.into(),
+                ..Default::default()
+            };
+            self.runtime
+                .list_pod_sandbox(&req, self.fast())
+                .map(|r| r.items)
+                .map_err(|e| CriError::from_grpc("ListPodSandbox", e))
+        })
     }
 
     pub fn create_container(
@@ -211,77 +225,89 @@ impl RemoteRuntime {
         config: api::ContainerConfig,
         sandbox_config: api::PodSandboxConfig,
     ) -> Result<String> {
-        let req = api::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.to_string(),
-            config: Some(config).into(),
-            sandbox_config: Some(sandbox_config).into(),
-            ..Default::default()
-        };
-        self.runtime
-            .create_container(&req, self.slow())
-            .map(|r| r.container_id)
-            .map_err(|e| CriError::from_grpc("CreateContainer", e))
+        timed("create_container", || {
+            let req = api::CreateContainerRequest {
+                pod_sandbox_id: sandbox_id.to_string(),
+                config: Some(config).into(),
+                sandbox_config: Some(sandbox_config).into(),
+                ..Default::default()
+            };
+            self.runtime
+                .create_container(&req, self.slow())
+                .map(|r| r.container_id)
+                .map_err(|e| CriError::from_grpc("CreateContainer", e))
+        })
     }
 
     pub fn start_container(&self, id: &str) -> Result<()> {
-        let req = api::StartContainerRequest {
-            container_id: id.to_string(),
-            ..Default::default()
-        };
-        self.runtime
-            .start_container(&req, self.slow())
-            .map(drop)
-            .map_err(|e| CriError::from_grpc("StartContainer", e))
+        timed("start_container", || {
+            let req = api::StartContainerRequest {
+                container_id: id.to_string(),
+                ..Default::default()
+            };
+            self.runtime
+                .start_container(&req, self.slow())
+                .map(drop)
+                .map_err(|e| CriError::from_grpc("StartContainer", e))
+        })
     }
 
     /// Stops a container, giving it `grace` before SIGKILL. The deadline
     /// covers the grace period plus the usual request timeout, as upstream.
     pub fn stop_container(&self, id: &str, grace: Duration) -> Result<()> {
-        let req = api::StopContainerRequest {
-            container_id: id.to_string(),
-            timeout: grace.as_secs() as i64,
-            ..Default::default()
-        };
-        self.runtime
-            .stop_container(&req, self.opt(self.timeout + grace))
-            .map(drop)
-            .map_err(|e| CriError::from_grpc("StopContainer", e))
+        timed("stop_container", || {
+            let req = api::StopContainerRequest {
+                container_id: id.to_string(),
+                timeout: grace.as_secs() as i64,
+                ..Default::default()
+            };
+            self.runtime
+                .stop_container(&req, self.opt(self.timeout + grace))
+                .map(drop)
+                .map_err(|e| CriError::from_grpc("StopContainer", e))
+        })
     }
 
     pub fn remove_container(&self, id: &str) -> Result<()> {
-        let req = api::RemoveContainerRequest {
-            container_id: id.to_string(),
-            ..Default::default()
-        };
-        self.runtime
-            .remove_container(&req, self.slow())
-            .map(drop)
-            .map_err(|e| CriError::from_grpc("RemoveContainer", e))
+        timed("remove_container", || {
+            let req = api::RemoveContainerRequest {
+                container_id: id.to_string(),
+                ..Default::default()
+            };
+            self.runtime
+                .remove_container(&req, self.slow())
+                .map(drop)
+                .map_err(|e| CriError::from_grpc("RemoveContainer", e))
+        })
     }
 
     pub fn list_containers(
         &self,
         filter: Option<api::ContainerFilter>,
     ) -> Result<Vec<api::Container>> {
-        let req = api::ListContainersRequest {
-            filter: filter.into(),
-            ..Default::default()
-        };
-        self.runtime
-            .list_containers(&req, self.fast())
-            .map(|r| r.containers)
-            .map_err(|e| CriError::from_grpc("ListContainers", e))
+        timed("list_containers", || {
+            let req = api::ListContainersRequest {
+                filter: filter.into(),
+                ..Default::default()
+            };
+            self.runtime
+                .list_containers(&req, self.fast())
+                .map(|r| r.containers)
+                .map_err(|e| CriError::from_grpc("ListContainers", e))
+        })
     }
 
     pub fn container_status(&self, id: &str) -> Result<api::ContainerStatus> {
-        let req = api::ContainerStatusRequest {
-            container_id: id.to_string(),
-            ..Default::default()
-        };
-        self.runtime
-            .container_status(&req, self.fast())
-            .map(|mut r| r.status.take().unwrap_or_default())
-            .map_err(|e| CriError::from_grpc("ContainerStatus", e))
+        timed("container_status", || {
+            let req = api::ContainerStatusRequest {
+                container_id: id.to_string(),
+                ..Default::default()
+            };
+            self.runtime
+                .container_status(&req, self.fast())
+                .map(|mut r| r.status.take().unwrap_or_default())
+                .map_err(|e| CriError::from_grpc("ContainerStatus", e))
+        })
     }
 
     /// Runs `cmd` in a container and collects its output. `timeout` is the
@@ -293,26 +319,30 @@ impl RemoteRuntime {
         cmd: Vec<String>,
         timeout: Duration,
     ) -> Result<api::ExecSyncResponse> {
-        let req = api::ExecSyncRequest {
-            container_id: id.to_string(),
-            cmd,
-            timeout: timeout.as_secs() as i64,
-            ..Default::default()
-        };
-        self.runtime
-            .exec_sync(&req, self.opt(self.timeout + timeout))
-            .map_err(|e| CriError::from_grpc("ExecSync", e))
+        timed("exec_sync", || {
+            let req = api::ExecSyncRequest {
+                container_id: id.to_string(),
+                cmd,
+                timeout: timeout.as_secs() as i64,
+                ..Default::default()
+            };
+            self.runtime
+                .exec_sync(&req, self.opt(self.timeout + timeout))
+                .map_err(|e| CriError::from_grpc("ExecSync", e))
+        })
     }
 
     pub fn image_status(&self, image: &str) -> Result<Option<api::Image>> {
-        let req = api::ImageStatusRequest {
-            image: Some(image_spec(image)).into(),
-            ..Default::default()
-        };
-        self.image
-            .image_status(&req, self.fast())
-            .map(|mut r| r.image.take())
-            .map_err(|e| CriError::from_grpc("ImageStatus", e))
+        timed("image_status", || {
+            let req = api::ImageStatusRequest {
+                image: Some(image_spec(image)).into(),
+                ..Default::default()
+            };
+            self.image
+                .image_status(&req, self.fast())
+                .map(|mut r| r.image.take())
+                .map_err(|e| CriError::from_grpc("ImageStatus", e))
+        })
     }
 
     /// Pulls `image` and returns the image reference the runtime resolved.
@@ -321,111 +351,139 @@ impl RemoteRuntime {
         image: &str,
         sandbox_config: Option<api::PodSandboxConfig>,
     ) -> Result<String> {
-        let req = api::PullImageRequest {
-            image: Some(image_spec(image)).into(),
-            sandbox_config: sandbox_config.into(),
-            ..Default::default()
-        };
-        self.image
-            .pull_image(&req, self.opt(self.timeout.max(PULL_TIMEOUT_FLOOR)))
-            .map(|r| r.image_ref)
-            .map_err(|e| CriError::from_grpc("PullImage", e))
+        timed("pull_image", || {
+            let req = api::PullImageRequest {
+                image: Some(image_spec(image)).into(),
+                sandbox_config: sandbox_config.into(),
+                ..Default::default()
+            };
+            self.image
+                .pull_image(&req, self.opt(self.timeout.max(PULL_TIMEOUT_FLOOR)))
+                .map(|r| r.image_ref)
+                .map_err(|e| CriError::from_grpc("PullImage", e))
+        })
     }
 
     pub fn list_images(&self) -> Result<Vec<api::Image>> {
-        self.image
-            .list_images(&api::ListImagesRequest::default(), self.fast())
-            .map(|r| r.images)
-            .map_err(|e| CriError::from_grpc("ListImages", e))
+        timed("list_images", || {
+            self.image
+                .list_images(&api::ListImagesRequest::default(), self.fast())
+                .map(|r| r.images)
+                .map_err(|e| CriError::from_grpc("ListImages", e))
+        })
     }
 
     pub fn remove_image(&self, image: &str) -> Result<()> {
-        let req = api::RemoveImageRequest {
-            image: Some(image_spec(image)).into(),
-            ..Default::default()
-        };
-        self.image
-            .remove_image(&req, self.slow())
-            .map(drop)
-            .map_err(|e| CriError::from_grpc("RemoveImage", e))
+        timed("remove_image", || {
+            let req = api::RemoveImageRequest {
+                image: Some(image_spec(image)).into(),
+                ..Default::default()
+            };
+            self.image
+                .remove_image(&req, self.slow())
+                .map(drop)
+                .map_err(|e| CriError::from_grpc("RemoveImage", e))
+        })
     }
 
     /// Prepares a streaming exec and returns the runtime's stream-server URL
     /// (the kubelet then proxies the client's upgraded connection there).
     pub fn exec(&self, req: api::ExecRequest) -> Result<String> {
-        self.runtime
-            .exec(&req, self.slow())
-            .map(|r| r.url)
-            .map_err(|e| CriError::from_grpc("Exec", e))
+        timed("exec", || {
+            self.runtime
+                .exec(&req, self.slow())
+                .map(|r| r.url)
+                .map_err(|e| CriError::from_grpc("Exec", e))
+        })
     }
 
     /// Prepares a streaming attach; returns the stream-server URL.
     pub fn attach(&self, req: api::AttachRequest) -> Result<String> {
-        self.runtime
-            .attach(&req, self.slow())
-            .map(|r| r.url)
-            .map_err(|e| CriError::from_grpc("Attach", e))
+        timed("attach", || {
+            self.runtime
+                .attach(&req, self.slow())
+                .map(|r| r.url)
+                .map_err(|e| CriError::from_grpc("Attach", e))
+        })
     }
 
     /// Prepares a port forward into a sandbox; returns the stream-server URL.
     pub fn port_forward(&self, sandbox_id: &str, ports: Vec<i32>) -> Result<String> {
-        let req = api::PortForwardRequest {
-            pod_sandbox_id: sandbox_id.to_string(),
-            port: ports,
-            ..Default::default()
-        };
-        self.runtime
-            .port_forward(&req, self.slow())
-            .map(|r| r.url)
-            .map_err(|e| CriError::from_grpc("PortForward", e))
+        timed("port_forward", || {
+            let req = api::PortForwardRequest {
+                pod_sandbox_id: sandbox_id.to_string(),
+                port: ports,
+                ..Default::default()
+            };
+            self.runtime
+                .port_forward(&req, self.slow())
+                .map(|r| r.url)
+                .map_err(|e| CriError::from_grpc("PortForward", e))
+        })
     }
 
     pub fn list_container_stats(
         &self,
         filter: Option<api::ContainerStatsFilter>,
     ) -> Result<Vec<api::ContainerStats>> {
-        let req = api::ListContainerStatsRequest {
-            filter: filter.into(),
-            ..Default::default()
-        };
-        self.runtime
-            .list_container_stats(&req, self.slow())
-            .map(|r| r.stats)
-            .map_err(|e| CriError::from_grpc("ListContainerStats", e))
+        timed("list_container_stats", || {
+            let req = api::ListContainerStatsRequest {
+                filter: filter.into(),
+                ..Default::default()
+            };
+            self.runtime
+                .list_container_stats(&req, self.slow())
+                .map(|r| r.stats)
+                .map_err(|e| CriError::from_grpc("ListContainerStats", e))
+        })
     }
 
     pub fn list_pod_sandbox_stats(
         &self,
         filter: Option<api::PodSandboxStatsFilter>,
     ) -> Result<Vec<api::PodSandboxStats>> {
-        let req = api::ListPodSandboxStatsRequest {
-            filter: filter.into(),
-            ..Default::default()
-        };
-        self.runtime
-            .list_pod_sandbox_stats(&req, self.slow())
-            .map(|r| r.stats)
-            .map_err(|e| CriError::from_grpc("ListPodSandboxStats", e))
+        timed("list_pod_sandbox_stats", || {
+            let req = api::ListPodSandboxStatsRequest {
+                filter: filter.into(),
+                ..Default::default()
+            };
+            self.runtime
+                .list_pod_sandbox_stats(&req, self.slow())
+                .map(|r| r.stats)
+                .map_err(|e| CriError::from_grpc("ListPodSandboxStats", e))
+        })
     }
 
     /// The image (and, when split, container) filesystems' usage.
     pub fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse> {
-        self.image
-            .image_fs_info(&api::ImageFsInfoRequest::default(), self.fast())
-            .map_err(|e| CriError::from_grpc("ImageFsInfo", e))
+        timed("image_fs_info", || {
+            self.image
+                .image_fs_info(&api::ImageFsInfoRequest::default(), self.fast())
+                .map_err(|e| CriError::from_grpc("ImageFsInfo", e))
+        })
     }
 
     /// Asks the runtime to reopen a container's log file (after rotation).
     pub fn reopen_container_log(&self, id: &str) -> Result<()> {
-        let req = api::ReopenContainerLogRequest {
-            container_id: id.to_string(),
-            ..Default::default()
-        };
-        self.runtime
-            .reopen_container_log(&req, self.slow())
-            .map(drop)
-            .map_err(|e| CriError::from_grpc("ReopenContainerLog", e))
+        timed("reopen_container_log", || {
+            let req = api::ReopenContainerLogRequest {
+                container_id: id.to_string(),
+                ..Default::default()
+            };
+            self.runtime
+                .reopen_container_log(&req, self.slow())
+                .map(drop)
+                .map_err(|e| CriError::from_grpc("ReopenContainerLog", e))
+        })
     }
+}
+
+/// Runs one CRI call and records it in kubelet_runtime_operations_*.
+fn timed<T>(op: &str, call: impl FnOnce() -> Result<T>) -> Result<T> {
+    let started = std::time::Instant::now();
+    let result = call();
+    crate::metrics::runtime_op(op, started.elapsed(), result.is_ok());
+    result
 }
 
 fn image_spec(image: &str) -> api::ImageSpec {

@@ -47,6 +47,16 @@ impl KubeRuntimeManager {
             }
         }
         self.gc_backoffs();
+        let running: std::collections::HashSet<String> = self
+            .get_pods()?
+            .into_iter()
+            .flat_map(|p| p.containers)
+            .filter(|c| c.state == ContainerState::Running)
+            .map(|c| c.id)
+            .collect();
+        crate::logs::cleanup_dangling_symlinks(&self.cfg.container_logs_dir, &|id| {
+            running.contains(id)
+        });
         Ok(())
     }
 }

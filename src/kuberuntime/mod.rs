@@ -45,6 +45,9 @@ pub struct RuntimeManagerConfig {
     pub cpu_cfs_quota_period_us: i64,
     pub machine_memory: u64,
     pub serialize_image_pulls: bool,
+    /// Where the `<pod>_<ns>_<container>-<id>.log` symlinks go
+    /// (/var/log/containers beside the default /var/log/pods).
+    pub container_logs_dir: PathBuf,
 }
 
 impl RuntimeManagerConfig {
@@ -61,6 +64,7 @@ impl RuntimeManagerConfig {
             cpu_cfs_quota_period_us: 100_000,
             machine_memory: 8 << 30,
             serialize_image_pulls: true,
+            container_logs_dir: std::env::temp_dir().join("rkubelet-test-containers"),
         }
     }
 }
@@ -452,7 +456,25 @@ impl KubeRuntimeManager {
             events::STARTED_CONTAINER,
             &format!("Started container {}", c.name),
         );
+        self.link_container_log(t.pod, c, &id, restart_count);
         self.run_post_start(t, c, &id)
+    }
+
+    /// The /var/log/containers symlink log collectors look for.
+    fn link_container_log(&self, pod: &Pod, c: &Container, id: &str, restart_count: u32) {
+        let log = sandbox::pod_log_dir(&self.cfg.pod_logs_dir, pod)
+            .join(&c.name)
+            .join(format!("{restart_count}.log"));
+        if let Err(e) = crate::logs::create_symlink(
+            &self.cfg.container_logs_dir,
+            pod.name(),
+            pod.namespace(),
+            &c.name,
+            id,
+            &log,
+        ) {
+            log::warn!("pod {}: container log symlink: {e}", pod.full_name());
+        }
     }
 
     /// A failed postStart hook kills the container, which then restarts per
