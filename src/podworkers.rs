@@ -100,8 +100,11 @@ struct PodState {
     /// When work was first requested, for fairness.
     dirty_since: Instant,
     working: bool,
-    /// When the last step began: the next one needs a newer cache entry.
-    last_sync_start: Option<Instant>,
+    /// When the last step finished: the next one needs a cache entry newer
+    /// than that, so it sees everything the last step did (upstream sets
+    /// lastSyncTime after the sync returns; a relist that began during a
+    /// sync may have listed before the sync's containers existed).
+    last_sync_end: Option<Instant>,
     not_before: Option<Instant>,
     /// Terminated and cleaned up.
     finished: bool,
@@ -119,7 +122,7 @@ impl PodState {
             dirty: false,
             dirty_since: now,
             working: false,
-            last_sync_start: None,
+            last_sync_end: None,
             not_before: None,
             finished: false,
         }
@@ -302,7 +305,7 @@ impl PodWorkers {
                 soonest = Some(soonest.map_or(nb, |s| s.min(nb)));
                 continue;
             }
-            if self.cache.get_if_newer(uid, st.last_sync_start).is_none() {
+            if self.cache.get_if_newer(uid, st.last_sync_end).is_none() {
                 waiting_for_cache = true;
                 continue;
             }
@@ -333,10 +336,9 @@ impl PodWorkers {
             return None;
         };
         let st = states.get_mut(&uid)?;
-        let (status, _err) = self.cache.get_if_newer(&uid, st.last_sync_start)?;
+        let (status, _err) = self.cache.get_if_newer(&uid, st.last_sync_end)?;
         st.dirty = false;
         st.working = true;
-        st.last_sync_start = Some(now);
         Some(Job {
             uid,
             phase: st.phase,
@@ -398,6 +400,7 @@ impl PodWorkers {
             return;
         };
         st.working = false;
+        st.last_sync_end = Some(now);
         match result {
             Ok(next) => {
                 st.not_before = None;
@@ -451,7 +454,7 @@ fn static_pod_must_wait(states: &HashMap<String, PodState>, uid: &str, st: &PodS
     let Some(pod) = st.pod.as_ref().filter(|p| crate::types::is_static_pod(p)) else {
         return false;
     };
-    if st.last_sync_start.is_some() {
+    if st.last_sync_end.is_some() {
         return false; // already started
     }
     let name = pod.full_name();

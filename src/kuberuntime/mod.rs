@@ -293,7 +293,9 @@ impl KubeRuntimeManager {
             for k in &plan.containers_to_kill {
                 log::info!("pod {}: {}", pod.full_name(), k.reason);
                 let grace = Some(pod.kill_grace_seconds());
-                if let Err(e) = self.kill_container(Some(pod), &k.id, &k.name, grace) {
+                if let Err(e) =
+                    self.kill_container(Some(pod), &k.id, &k.name, grace, Some(&k.reason))
+                {
                     errors.push(e);
                     return errors;
                 }
@@ -509,9 +511,13 @@ impl KubeRuntimeManager {
             events::FAILED_POST_START_HOOK,
             &msg,
         );
-        if let Err(e) =
-            self.kill_container(Some(t.pod), id, &c.name, Some(t.pod.kill_grace_seconds()))
-        {
+        if let Err(e) = self.kill_container(
+            Some(t.pod),
+            id,
+            &c.name,
+            Some(t.pod.kill_grace_seconds()),
+            Some(&msg),
+        ) {
             log::warn!(
                 "pod {}: kill after failed postStart: {e}",
                 t.pod.full_name()
@@ -571,25 +577,28 @@ impl KubeRuntimeManager {
     }
 
     /// Stops one container, honouring the grace period.
+    /// `reason` is the Killing event's message (a failed liveness probe, a
+    /// changed spec); by default "Stopping container <name>", as upstream.
+    /// The event comes before the preStop hook, as upstream records it.
     pub fn kill_container(
         &self,
         pod: Option<&Pod>,
         id: &str,
         name: &str,
         grace: Option<i64>,
+        reason: Option<&str>,
     ) -> Result<(), SyncError> {
         let mut grace = Duration::from_secs(grace.unwrap_or(30).max(0) as u64);
         if let Some(pod) = pod {
-            grace = self.run_pre_stop(pod, id, name, grace);
-        }
-        if let Some(pod) = pod {
+            let default = format!("Stopping container {name}");
             self.recorder.pod_container_event(
                 pod,
                 name,
                 EventType::Normal,
                 events::KILLING_CONTAINER,
-                &format!("Stopping container {name}"),
+                reason.unwrap_or(&default),
             );
+            grace = self.run_pre_stop(pod, id, name, grace);
         }
         match self.runtime.stop_container(id, grace) {
             Ok(()) => Ok(()),
@@ -704,7 +713,7 @@ impl KubeRuntimeManager {
                 .iter()
                 .map(|v| {
                     let g = grace.or(pod_grace).or(v.grace);
-                    s.spawn(move || self.kill_container(pod, &v.id, &v.name, g))
+                    s.spawn(move || self.kill_container(pod, &v.id, &v.name, g, None))
                 })
                 .collect();
             handles
