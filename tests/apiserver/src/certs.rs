@@ -267,6 +267,41 @@ impl Pki {
         Ok(())
     }
 
+    /// Issues a new bearer token for `user` in `groups` (appended to
+    /// tokens.csv, so it survives a restart with the same directory).
+    pub fn add_token(&mut self, user: &str, groups: &[String]) -> Res<String> {
+        if user.contains(',')
+            || user.contains('\n')
+            || groups
+                .iter()
+                .any(|g| g.contains(',') || g.contains('"') || g.contains('\n'))
+        {
+            return Err("user and group names must not contain commas, quotes or newlines".into());
+        }
+        let token = crate::util::random_token();
+        let path = self.dir.join("tokens.csv");
+        let mut csv = fs::read_to_string(&path).unwrap_or_default();
+        if !csv.is_empty() && !csv.ends_with('\n') {
+            csv.push('\n');
+        }
+        csv.push_str(&format!(
+            "{},{},{},\"{}\"\n",
+            token,
+            user,
+            user,
+            groups.join(",")
+        ));
+        write(&path, &csv, true)?;
+        self.tokens.insert(
+            token.clone(),
+            User {
+                name: user.to_string(),
+                groups: groups.to_vec(),
+            },
+        );
+        Ok(token)
+    }
+
     pub fn token_for(&self, user: &str) -> Option<String> {
         self.tokens
             .iter()

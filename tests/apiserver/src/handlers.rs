@@ -79,6 +79,9 @@ pub enum Target {
     Groups,
     Group(&'static str),
     Res(Route, bool),
+    /// POST tokenreviews / subjectaccessreviews (served by the server, which
+    /// owns the token table and the authz policy): the plural.
+    Review(&'static str),
     NotFound,
 }
 
@@ -122,6 +125,28 @@ pub fn classify(req: &Request) -> (Target, Info) {
                 Some(r) => nonres(Target::Resources(r.group, r.version), &req.path),
                 None => nonres(Target::NotFound, &req.path),
             }
+        }
+        ["apis", "authentication.k8s.io", "v1", "tokenreviews"]
+        | ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
+            let (plural, group) = if segs[1] == "authentication.k8s.io" {
+                ("tokenreviews", "authentication.k8s.io")
+            } else {
+                ("subjectaccessreviews", "authorization.k8s.io")
+            };
+            let verb = if method == "POST" {
+                "create"
+            } else {
+                "unknown"
+            };
+            return (
+                Target::Review(plural),
+                Info {
+                    verb: verb.into(),
+                    resource: format!("{}.{}", plural, group),
+                    is_resource: true,
+                    ..Default::default()
+                },
+            );
         }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis", g, v, rest @ ..] => (g, v, rest),
@@ -222,7 +247,7 @@ pub fn handle(
             Ok(Reply::Json(200, v))
         }
         Target::Resources(g, v) => Ok(Reply::Json(200, resource_list(g, v))),
-        Target::NotFound => Err(ApiError::path_not_found()),
+        Target::NotFound | Target::Review(_) => Err(ApiError::path_not_found()),
         Target::Res(route, watch) => {
             authorize(api, user, &route, info)?;
             let dry_run = req.q("dryRun").map(|v| v == "All").unwrap_or(false);

@@ -8,6 +8,7 @@ pub mod http;
 pub mod kinds;
 pub mod patch;
 pub mod resources;
+pub mod reviews;
 pub mod selectors;
 pub mod server;
 pub mod status;

@@ -6,6 +6,7 @@ use crate::certs::{subject_identity, Pki, User};
 use crate::control::{Audit, Faults, Stats};
 use crate::handlers::{self, Api, Info, Reply, Target};
 use crate::http::{self, Conn, ReadError, Request};
+use crate::reviews::{self, Authz};
 use crate::status::ApiError;
 use crate::store::Store;
 use crate::watch;
@@ -62,6 +63,7 @@ pub struct Server {
     faults: Faults,
     stats: Stats,
     audit: Audit,
+    authz: Authz,
     conns: AtomicUsize,
     url: String,
 }
@@ -106,6 +108,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         tls,
         faults: Faults::default(),
         stats: Stats::default(),
+        authz: Authz::default(),
         conns: AtomicUsize::new(0),
         url: url.clone(),
     });
@@ -469,6 +472,19 @@ fn run_handler(
     target: Target,
     info: &Info,
 ) -> Result<Reply, ApiError> {
+    if let Target::Review(plural) = target {
+        let _ = (user, info);
+        if req.method != "POST" {
+            return Err(ApiError::method_not_allowed());
+        }
+        let r = if plural == "tokenreviews" {
+            let pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            reviews::token_review(&srv.authz, &pki.tokens, &req.body)
+        } else {
+            reviews::subject_access_review(&srv.authz, &req.body)
+        };
+        return r.map(|(code, v)| Reply::Json(code, v));
+    }
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         handlers::handle(&srv.api, req, user, target, info)
     }));
@@ -565,6 +581,59 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
                 Ok((c, k)) => (200, json!({"cert": c, "key": k})),
                 Err(m) => (500, ApiError::internal(&m).to_status()),
             }
+        }
+        ("POST", "/__double/tokens") => {
+            let v = match body() {
+                Ok(v) => v,
+                Err(e) => return e,
+            };
+            let Some(user) = v
+                .get("user")
+                .and_then(|x| x.as_str())
+                .filter(|u| !u.is_empty())
+            else {
+                return bad("user is required".into());
+            };
+            let groups: Vec<String> = v
+                .get("groups")
+                .and_then(|x| x.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|o| o.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            match pki.add_token(user, &groups) {
+                Ok(t) => (200, json!({"token": t, "user": user, "groups": groups})),
+                Err(m) => (500, ApiError::internal(&m).to_status()),
+            }
+        }
+        ("GET", "/__double/authz") => (200, srv.authz.to_json()),
+        ("POST", "/__double/authz") => {
+            let v = match body() {
+                Ok(v) => v,
+                Err(e) => return e,
+            };
+            if let Some(d) = v.get("deny") {
+                let Some(a) = d.as_array() else {
+                    return bad("deny must be a list of user names".into());
+                };
+                let users = a
+                    .iter()
+                    .filter_map(|o| o.as_str().map(String::from))
+                    .collect();
+                srv.authz.set_deny(users);
+            }
+            if v.get("clearReviews").and_then(|x| x.as_bool()) == Some(true) {
+                srv.authz.clear_reviews();
+            }
+            (200, srv.authz.to_json())
+        }
+        ("GET", "/__double/authz/reviews") => (200, srv.authz.reviews_json()),
+        ("DELETE", "/__double/authz/reviews") => {
+            srv.authz.clear_reviews();
+            (200, srv.authz.reviews_json())
         }
         ("GET", "/__double") | ("GET", "/__double/info") => {
             let g = srv.api.store.lock();

@@ -807,3 +807,111 @@ fn faults_stats_audit_and_restart() {
     let (_, l) = c.get("/api/v1/pods");
     assert!(rv(&l).parse::<u64>().unwrap() >= rv(&p).parse::<u64>().unwrap());
 }
+
+#[test]
+fn token_and_subject_access_reviews() {
+    let d = spawn("reviews", &[]);
+    let kubelet = Client::kubelet(&d);
+    let admin = Client::admin(&d);
+    let admin_token = std::fs::read_to_string(d.dir.join("admin-token"))
+        .unwrap()
+        .trim()
+        .to_string();
+
+    // TokenReview of a known token: the user, with system:authenticated.
+    let tr = |token: &str| {
+        kubelet.post(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                   "spec": {"token": token}}),
+        )
+    };
+    let (c, v) = tr(&admin_token);
+    assert_eq!(c, 201, "{}", v);
+    assert_eq!(v["kind"], "TokenReview");
+    assert_eq!(v["apiVersion"], "authentication.k8s.io/v1");
+    assert_eq!(v["status"]["authenticated"], true, "{}", v);
+    assert_eq!(v["status"]["user"]["username"], "admin");
+    let groups = v["status"]["user"]["groups"].as_array().unwrap();
+    assert!(groups.contains(&json!("system:masters")), "{}", v);
+    assert!(groups.contains(&json!("system:authenticated")), "{}", v);
+
+    // Unknown token: not authenticated, with an error.
+    let (c, v) = tr("no-such-token");
+    assert_eq!(c, 201, "{}", v);
+    assert_eq!(v["status"]["authenticated"], false, "{}", v);
+    assert!(v["status"]["error"].as_str().is_some_and(|e| !e.is_empty()));
+    // Missing token: 422.
+    let (c, _) = kubelet.post(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        json!({"kind": "TokenReview", "spec": {}}),
+    );
+    assert_eq!(c, 422);
+
+    // Tokens for arbitrary users, usable against the double and reviewable.
+    let (c, v) = admin.post(
+        "/__double/tokens",
+        json!({"user": "alice", "groups": ["devs"]}),
+    );
+    assert_eq!(c, 200, "{}", v);
+    let alice = v["token"].as_str().unwrap().to_string();
+    let (_, v) = tr(&alice);
+    assert_eq!(v["status"]["user"]["username"], "alice", "{}", v);
+    assert_eq!(v["status"]["user"]["uid"], "alice");
+    let mut ac = Client::anonymous(&d);
+    ac.token = Some(alice.clone());
+    assert_eq!(ac.get("/api/v1/namespaces").0, 200);
+    // Only admins may issue tokens.
+    assert_eq!(
+        ac.post("/__double/tokens", json!({"user": "mallory"})).0,
+        403
+    );
+
+    // SubjectAccessReview: allowed unless the user is on the deny list.
+    let sar = |user: &str, sub: &str| {
+        kubelet.post(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                   "spec": {"user": user, "groups": ["system:authenticated"],
+                            "resourceAttributes": {"verb": "get", "resource": "nodes",
+                                                    "subresource": sub, "name": "node-a"}}}),
+        )
+    };
+    let (c, v) = sar("alice", "proxy");
+    assert_eq!(c, 201, "{}", v);
+    assert_eq!(v["kind"], "SubjectAccessReview");
+    assert_eq!(v["status"]["allowed"], true, "{}", v);
+    assert_eq!(v["spec"]["resourceAttributes"]["subresource"], "proxy");
+    let (c, v) = admin.post("/__double/authz", json!({"deny": ["alice"]}));
+    assert_eq!(c, 200, "{}", v);
+    assert_eq!(v["deny"], json!(["alice"]));
+    assert_eq!(sar("alice", "stats").1["status"]["allowed"], false);
+    assert_eq!(sar("bob", "stats").1["status"]["allowed"], true);
+    // Neither or both attribute kinds: 422.
+    let (c, _) = kubelet.post(
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        json!({"spec": {"user": "bob"}}),
+    );
+    assert_eq!(c, 422);
+
+    let (c, v) = admin.get("/__double/authz/reviews");
+    assert_eq!(c, 200);
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3, "{}", v);
+    assert_eq!(items[0]["user"], "alice");
+    assert_eq!(items[0]["verb"], "get");
+    assert_eq!(items[0]["resource"], "nodes");
+    assert_eq!(items[0]["subresource"], "proxy");
+    assert_eq!(items[0]["name"], "node-a");
+    assert_eq!(items[0]["allowed"], true);
+    assert_eq!(items[1]["allowed"], false);
+    assert_eq!(admin.delete("/__double/authz/reviews", None).0, 200);
+    assert_eq!(admin.get("/__double/authz/reviews").1["items"], json!([]));
+    // GET on the review endpoints is not allowed.
+    assert_eq!(
+        kubelet
+            .get("/apis/authorization.k8s.io/v1/subjectaccessreviews")
+            .0,
+        405
+    );
+}
