@@ -33,6 +33,7 @@ demo: ## run rkubelet with etc/manifests against a private containerd (root; Ctr
 bench: build ## run the benchmarks: standalone (tests/bench/run.sh), then cluster mode (tests/bench/cluster.sh)
 	bash tests/bench/run.sh
 	bash tests/bench/cluster.sh
+	bash tests/bench/probes.sh
 
 static: ## fully static x86_64 musl binary (cargo-zigbuild; installs its tools if missing)
 	bash scripts/static.sh
