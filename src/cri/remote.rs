@@ -47,14 +47,6 @@ impl CriError {
     pub fn is_not_found(&self) -> bool {
         self.code == Some(RpcStatusCode::NOT_FOUND)
     }
-
-    /// The runtime is not reachable (socket missing, runtime restarting).
-    pub fn is_unavailable(&self) -> bool {
-        matches!(
-            self.code,
-            Some(RpcStatusCode::UNAVAILABLE) | Some(RpcStatusCode::DEADLINE_EXCEEDED)
-        )
-    }
 }
 
 impl fmt::Display for CriError {
@@ -78,7 +70,6 @@ pub type Result<T> = std::result::Result<T, CriError>;
 pub struct RemoteRuntime {
     runtime: RuntimeServiceClient,
     image: ImageServiceClient,
-    endpoint: String,
     /// runtimeRequestTimeout: the deadline of every mutating call.
     timeout: Duration,
     _env: Arc<Environment>,
@@ -104,7 +95,6 @@ impl RemoteRuntime {
         Ok(RemoteRuntime {
             runtime: RuntimeServiceClient::new(channel.clone()),
             image: ImageServiceClient::new(channel),
-            endpoint: endpoint.to_string(),
             timeout,
             _env: env,
         })
@@ -113,10 +103,6 @@ impl RemoteRuntime {
     /// runtimeRequestTimeout: the deadline of mutating calls.
     pub fn request_timeout(&self) -> Duration {
         self.timeout
-    }
-
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
     }
 
     fn opt(&self, timeout: Duration) -> CallOption {
