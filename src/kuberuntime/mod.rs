@@ -171,12 +171,9 @@ impl KubeRuntimeManager {
         let containers = self.runtime.list_containers(None)?;
         let mut pods: HashMap<String, RuntimePod> = HashMap::new();
         for sb in sandboxes {
-            let Some(id) = labels::pod_identity(&sb.labels) else {
+            let Some(pod) = pod_entry(&mut pods, &sb.labels) else {
                 continue;
             };
-            let pod = pods
-                .entry(id.uid.clone())
-                .or_insert_with(|| runtime_pod(id));
             pod.sandboxes.push(RuntimeSandbox {
                 id: sb.id.clone(),
                 ready: sb.state.enum_value_or_default() == api::PodSandboxState::SANDBOX_READY,
@@ -184,12 +181,9 @@ impl KubeRuntimeManager {
             });
         }
         for c in containers {
-            let Some(id) = labels::pod_identity(&c.labels) else {
+            let Some(pod) = pod_entry(&mut pods, &c.labels) else {
                 continue;
             };
-            let pod = pods
-                .entry(id.uid.clone())
-                .or_insert_with(|| runtime_pod(id));
             pod.containers.push(RuntimeContainer {
                 id: c.id.clone(),
                 name: c
@@ -828,6 +822,19 @@ fn backoff_key(pod: &Pod, c: &Container) -> String {
         pod.uid(),
         c.name,
         labels::container_hash(c)
+    )
+}
+
+/// The runtime pod an object's labels assign it to; `None` for objects
+/// that are not the kubelet's.
+fn pod_entry<'a>(
+    pods: &'a mut HashMap<String, RuntimePod>,
+    labels: &HashMap<String, String>,
+) -> Option<&'a mut RuntimePod> {
+    let id = labels::pod_identity(labels)?;
+    Some(
+        pods.entry(id.uid.clone())
+            .or_insert_with(|| runtime_pod(id)),
     )
 }
 
