@@ -23,9 +23,8 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
@@ -33,108 +32,20 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
 use serde_json::{json, Value};
 
+use common::cluster::*;
 use common::*;
 
-// --- the API server double (as in tests/cluster.rs) ---------------------------------
-
-fn newest_mtime(p: &Path) -> SystemTime {
-    let Ok(meta) = fs::metadata(p) else {
-        return SystemTime::UNIX_EPOCH;
-    };
-    let mut t = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-    if meta.is_dir() {
-        for e in fs::read_dir(p).into_iter().flatten().flatten() {
-            t = t.max(newest_mtime(&e.path()));
-        }
-    }
-    t
-}
-
-/// target/<profile>/apiserver-double, built once when missing or stale.
-fn double_bin() -> PathBuf {
-    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let bin = rkubelet_bin().parent().unwrap().join("apiserver-double");
-        let src = repo_dir().join("tests/apiserver");
-        let newest = newest_mtime(&src.join("src")).max(newest_mtime(&src.join("Cargo.toml")));
-        if fs::metadata(&bin)
-            .and_then(|m| m.modified())
-            .is_ok_and(|b| b >= newest)
-        {
-            return Ok(bin);
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let out = Command::new(&cargo)
-            .args(["build", "--release", "-p", "rkubelet-apiserver-double"])
-            .current_dir(repo_dir())
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("run {cargo}: {e}"))?;
-        if !out.status.success() || !bin.is_file() {
-            return Err(format!(
-                "cargo build -p rkubelet-apiserver-double failed ({}):\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(bin)
-    })
-    .clone()
-    .unwrap_or_else(|e| panic!("the apiserver double is needed: {e}"))
-}
-
-struct Double {
-    dir: PathBuf,
-    child: Child,
-}
-
-impl Double {
-    fn start(dir: PathBuf, port: u16) -> Double {
-        fs::create_dir_all(&dir).unwrap();
-        let banner = dir.join("double.stdout");
-        let log = fs::File::create(dir.join("double.log")).unwrap();
-        let child = Command::new(double_bin())
-            .arg("--dir")
-            .arg(&dir)
-            .args(["--port", &port.to_string(), "--node-name", NODE])
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(&banner).unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("spawn apiserver-double");
-        let mut d = Double { dir, child };
-        let ok = poll(secs(15), || {
-            if let Ok(Some(st)) = d.child.try_wait() {
-                panic!("apiserver-double exited at start: {st}");
-            }
-            fs::read_to_string(&banner)
-                .unwrap_or_default()
-                .contains("LISTENING")
-                .then_some(())
-        });
-        assert!(ok.is_some(), "apiserver-double did not start within 15 s");
-        d
-    }
-}
-
-impl Drop for Double {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let audit = fs::read_to_string(self.dir.join("audit.log")).unwrap_or_default();
-            let lines: Vec<&str> = audit
-                .lines()
-                .filter(|l| {
-                    l.contains("review") || l.contains("\"code\":4") || l.contains("\"code\":5")
-                })
-                .collect();
-            eprintln!(
-                "===== the double's audit log: reviews and errors (last 30) =====\n{}",
-                lines[lines.len().saturating_sub(30)..].join("\n")
-            );
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// On failure: the reviews and errors in the double's audit log.
+fn dump_double(d: &Double) {
+    let audit = fs::read_to_string(d.dir.join("audit.log")).unwrap_or_default();
+    let lines: Vec<&str> = audit
+        .lines()
+        .filter(|l| l.contains("review") || l.contains("\"code\":4") || l.contains("\"code\":5"))
+        .collect();
+    eprintln!(
+        "===== the double's audit log: reviews and errors (last 30) =====\n{}",
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    );
 }
 
 // --- TLS clients ----------------------------------------------------------------------
@@ -253,22 +164,7 @@ impl Http {
         body: Option<&Value>,
     ) -> Result<(u16, String), String> {
         let r = self.request(method, path);
-        let res = match body {
-            Some(b) => r
-                .set("Content-Type", "application/json")
-                .send_string(&b.to_string()),
-            None => r.call(),
-        };
-        let resp = match res {
-            Ok(r) => r,
-            Err(ureq::Error::Status(_, r)) => r,
-            Err(e) => return Err(format!("{method} {path}: {e}")),
-        };
-        let code = resp.status();
-        let text = resp
-            .into_string()
-            .map_err(|e| format!("{method} {path}: {e}"))?;
-        Ok((code, text))
+        send(r, method, path, body)
     }
 
     fn get(&self, path: &str) -> (u16, String) {
@@ -303,7 +199,7 @@ impl Node {
     fn start(name: &str, n: u32, read_only: bool) -> Node {
         assert!((41..=50).contains(&n), "kubelet_api tests use N in 41..=50");
         let env = Env::new(name, n);
-        let double = Double::start(env.dir.join("api"), 21000 + n as u16);
+        let double = Double::new(env.dir.join("api"), 21000 + n as u16).with_dump(dump_double);
         let admin_token = fs::read_to_string(double.dir.join("admin-token"))
             .unwrap()
             .trim()
@@ -318,34 +214,24 @@ impl Node {
         let config = env.dir.join("kubelet-api-config.yaml");
         fs::write(
             &config,
-            format!(
-                "apiVersion: kubelet.config.k8s.io/v1beta1\n\
-                 kind: KubeletConfiguration\n\
-                 podLogsDir: {}\n\
-                 healthzPort: {}\n\
-                 staticPodPath: {}\n\
-                 containerRuntimeEndpoint: unix://{}\n\
-                 fileCheckFrequency: 1s\n\
-                 syncFrequency: 10s\n\
-                 failSwapOn: false\n\
-                 address: 127.0.0.1\n\
-                 port: {port}\n\
-                 readOnlyPort: {}\n\
-                 authentication:\n\
-                 \x20 anonymous:\n\
-                 \x20   enabled: false\n\
-                 \x20 webhook:\n\
-                 \x20   enabled: true\n\
-                 \x20 x509:\n\
-                 \x20   clientCAFile: {}\n\
-                 authorization:\n\
-                 \x20 mode: Webhook\n",
-                env.pod_logs.display(),
-                env.port,
-                env.manifests.display(),
-                env.sock,
-                if read_only { ro_port } else { 0 },
-                double.dir.join("ca.crt").display(),
+            kubelet_config(
+                &env,
+                &format!(
+                    "address: 127.0.0.1\n\
+                     port: {port}\n\
+                     readOnlyPort: {}\n\
+                     authentication:\n\
+                     \x20 anonymous:\n\
+                     \x20   enabled: false\n\
+                     \x20 webhook:\n\
+                     \x20   enabled: true\n\
+                     \x20 x509:\n\
+                     \x20   clientCAFile: {}\n\
+                     authorization:\n\
+                     \x20 mode: Webhook\n",
+                    if read_only { ro_port } else { 0 },
+                    double.dir.join("ca.crt").display(),
+                ),
             ),
         )
         .unwrap();
@@ -462,23 +348,13 @@ impl Node {
     }
 }
 
-/// A pod bound to the node, one busybox container "c" running `script`.
+/// A pod bound to the node, one busybox container "c" running `script`
+/// (tests/common/cluster.rs's, without labels and with a 2 s grace period).
 fn api_pod(name: &str, script: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nodeName": NODE,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "c",
-                "image": BUSYBOX,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", script],
-            }],
-        },
-    })
+    let mut pod = common::cluster::api_pod(name, script);
+    pod["metadata"].as_object_mut().unwrap().remove("labels");
+    pod["spec"]["terminationGracePeriodSeconds"] = json!(2);
+    pod
 }
 
 const COUNTER: &str =

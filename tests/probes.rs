@@ -16,15 +16,11 @@ mod common;
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 use serde_json::{json, Value};
 
+use common::cluster::*;
 use common::*;
 
 // --- helpers ----------------------------------------------------------------------
@@ -170,139 +166,7 @@ fn liveness_failure_restarts_container() {
 
 // 2 -------------------------------------------------------------------------------
 
-/// The apiserver double as a process (a minimal version of tests/cluster.rs's).
-struct Double {
-    dir: PathBuf,
-    port: u16,
-    child: Option<Child>,
-}
-
-fn double_bin() -> PathBuf {
-    let bin = rkubelet_bin().parent().unwrap().join("apiserver-double");
-    if !bin.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "--release", "-p", "rkubelet-apiserver-double"])
-            .current_dir(repo_dir())
-            .stdin(Stdio::null())
-            .status()
-            .expect("run cargo");
-        assert!(st.success(), "building apiserver-double failed");
-    }
-    bin
-}
-
-impl Double {
-    fn new(dir: PathBuf, port: u16) -> Double {
-        fs::create_dir_all(&dir).unwrap();
-        let banner = dir.join("double.stdout");
-        let log = fs::File::create(dir.join("double.log")).unwrap();
-        let child = Command::new(double_bin())
-            .arg("--dir")
-            .arg(&dir)
-            .args(["--port", &port.to_string(), "--node-name", NODE])
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(&banner).unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("spawn apiserver-double");
-        let mut d = Double {
-            dir,
-            port,
-            child: Some(child),
-        };
-        let want = format!("LISTENING https://127.0.0.1:{port}");
-        let ok = poll(secs(15), || {
-            if let Some(st) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("apiserver-double exited at start: {st}");
-            }
-            fs::read_to_string(&banner)
-                .unwrap_or_default()
-                .contains(&want)
-                .then_some(())
-        });
-        assert!(ok.is_some(), "apiserver-double did not print {want:?}");
-        d
-    }
-}
-
-impl Drop for Double {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-struct Api {
-    agent: ureq::Agent,
-    base: String,
-    token: String,
-}
-
-impl Api {
-    fn new(dir: &Path, port: u16) -> Api {
-        let mut roots = rustls::RootCertStore::empty();
-        roots
-            .add(CertificateDer::from_pem_file(dir.join("ca.crt")).expect("read ca.crt"))
-            .unwrap();
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        Api {
-            agent: ureq::AgentBuilder::new()
-                .tls_config(Arc::new(tls))
-                .timeout_connect(Duration::from_secs(2))
-                .timeout(Duration::from_secs(10))
-                .build(),
-            base: format!("https://127.0.0.1:{port}"),
-            token: fs::read_to_string(dir.join("admin-token"))
-                .expect("read admin-token")
-                .trim()
-                .to_string(),
-        }
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
-        let r = self
-            .agent
-            .request(method, &format!("{}{path}", self.base))
-            .set("Authorization", &format!("Bearer {}", self.token));
-        let res = match body {
-            Some(b) => r
-                .set("Content-Type", "application/json")
-                .send_string(&b.to_string()),
-            None => r.call(),
-        };
-        let resp = match res {
-            Ok(r) => r,
-            Err(ureq::Error::Status(_, r)) => r,
-            Err(e) => return Err(format!("{method} {path}: {e}")),
-        };
-        let code = resp.status();
-        let text = resp.into_string().map_err(|e| e.to_string())?;
-        Ok((
-            code,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        ))
-    }
-
-    fn pod(&self, name: &str) -> Option<Value> {
-        match self.call(
-            "GET",
-            &format!("/api/v1/namespaces/default/pods/{name}"),
-            None,
-        ) {
-            Ok((200, v)) => Some(v),
-            _ => None,
-        }
-    }
-}
+// The apiserver double and its admin client: tests/common/cluster.rs.
 
 fn condition_status(pod: &Value, ty: &str) -> String {
     pod["status"]["conditions"]
@@ -320,26 +184,7 @@ fn readiness_flips_both_ways() {
     let double = Double::new(env.dir.join("api"), 21000 + n as u16);
     let api = Api::new(&double.dir, double.port);
     let config = env.dir.join("cluster-config.yaml");
-    fs::write(
-        &config,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\n\
-             kind: KubeletConfiguration\n\
-             podLogsDir: {}\n\
-             healthzPort: {}\n\
-             staticPodPath: {}\n\
-             containerRuntimeEndpoint: unix://{}\n\
-             enableServer: false\n\
-             fileCheckFrequency: 1s\n\
-             syncFrequency: 10s\n\
-             failSwapOn: false\n",
-            env.pod_logs.display(),
-            env.port,
-            env.manifests.display(),
-            env.sock
-        ),
-    )
-    .unwrap();
+    fs::write(&config, kubelet_config(&env, "enableServer: false\n")).unwrap();
     let args: Vec<String> = vec![
         "--config".into(),
         config.display().to_string(),

@@ -11,6 +11,8 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::io::{Read, Write};

@@ -1,0 +1,412 @@
+//! The kube-apiserver double (tests/apiserver) as a process and a tiny admin
+//! client of it, shared by tests/cluster.rs, tests/kubelet_api.rs and
+//! tests/probes.rs, with the pod JSON helpers they have in common.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use serde_json::{json, Value};
+
+use super::*;
+
+// --- the API server double --------------------------------------------------------
+
+/// target/<profile>/apiserver-double, next to the rkubelet binary under test.
+pub fn double_bin_path() -> PathBuf {
+    rkubelet_bin()
+        .parent()
+        .expect("rkubelet binary has a directory")
+        .join("apiserver-double")
+}
+
+pub fn newest_mtime(p: &Path) -> SystemTime {
+    let Ok(meta) = fs::metadata(p) else {
+        return SystemTime::UNIX_EPOCH;
+    };
+    let mut t = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    if meta.is_dir() {
+        for e in fs::read_dir(p).into_iter().flatten().flatten() {
+            t = t.max(newest_mtime(&e.path()));
+        }
+    }
+    t
+}
+
+/// The double's binary, built once per test run when missing or stale
+/// (`cargo test` builds only this package's binaries for its tests).
+pub fn double_bin() -> PathBuf {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let bin = double_bin_path();
+        let src = repo_dir().join("tests/apiserver");
+        let newest = newest_mtime(&src.join("src")).max(newest_mtime(&src.join("Cargo.toml")));
+        let built = fs::metadata(&bin).and_then(|m| m.modified()).ok();
+        if built.is_some_and(|b| b >= newest) {
+            return Ok(bin);
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        eprintln!(
+            "building the apiserver double ({} is missing or older than tests/apiserver)",
+            bin.display()
+        );
+        let out = Command::new(&cargo)
+            .args(["build", "--release", "-p", "rkubelet-apiserver-double"])
+            .current_dir(repo_dir())
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("run {cargo}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cargo build --release -p rkubelet-apiserver-double failed ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        if !bin.is_file() {
+            return Err(format!("{} still missing after the build", bin.display()));
+        }
+        Ok(bin)
+    })
+    .clone()
+    .unwrap_or_else(|e| panic!("the apiserver double is needed: {e}"))
+}
+
+/// The API server double as a process; killing it is a real API outage, and
+/// starting it again with the same dir and port keeps every object.
+pub struct Double {
+    pub dir: PathBuf,
+    pub port: u16,
+    child: Option<Child>,
+    /// Called (before the kill) when the double is dropped during a panic.
+    dump: Option<fn(&Double)>,
+}
+
+impl Double {
+    pub fn new(dir: PathBuf, port: u16) -> Double {
+        let mut d = Double {
+            dir,
+            port,
+            child: None,
+            dump: None,
+        };
+        d.start();
+        d
+    }
+
+    /// What to print about the double when a test fails.
+    pub fn with_dump(mut self, dump: fn(&Double)) -> Double {
+        self.dump = Some(dump);
+        self
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "the double already runs");
+        fs::create_dir_all(&self.dir).unwrap();
+        let banner = self.dir.join("double.stdout");
+        let _ = fs::remove_file(&banner);
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("double.log"))
+            .unwrap();
+        let child = Command::new(double_bin())
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(["--port", &self.port.to_string(), "--node-name", NODE])
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&banner).unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn apiserver-double");
+        self.child = Some(child);
+        let want = format!("LISTENING {}", self.url());
+        let ok = poll(secs(15), || {
+            if let Some(st) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "apiserver-double exited at start ({st}):\n{}",
+                    fs::read_to_string(self.dir.join("double.log")).unwrap_or_default()
+                );
+            }
+            fs::read_to_string(&banner)
+                .unwrap_or_default()
+                .contains(&want)
+                .then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "apiserver-double did not print {want:?} within 15 s"
+        );
+    }
+
+    /// SIGKILL: an abrupt outage.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn audit(&self) -> Vec<Value> {
+        fs::read_to_string(self.dir.join("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Drop for Double {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(dump) = self.dump {
+                dump(self);
+            }
+        }
+        self.kill();
+    }
+}
+
+// --- a tiny admin client -------------------------------------------------------------
+
+pub struct Api {
+    agent: ureq::Agent,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    pub fn new(dir: &Path, port: u16) -> Api {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_file(dir.join("ca.crt")).expect("read ca.crt"))
+            .unwrap();
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Api {
+            agent: ureq::AgentBuilder::new()
+                .tls_config(Arc::new(tls))
+                .timeout_connect(Duration::from_secs(2))
+                .timeout(Duration::from_secs(10))
+                .build(),
+            base: format!("https://127.0.0.1:{port}"),
+            token: fs::read_to_string(dir.join("admin-token"))
+                .expect("read admin-token")
+                .trim()
+                .to_string(),
+        }
+    }
+
+    /// One request: (status, body as JSON or as a string), or the transport error.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), String> {
+        let r = self
+            .agent
+            .request(method, &format!("{}{path}", self.base))
+            .set("User-Agent", "rk-cluster-test/1")
+            .set("Authorization", &format!("Bearer {}", self.token));
+        let (code, text) = send(r, method, path, body)?;
+        Ok((
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
+    /// A request that must answer one of `want` (retried for up to 20 s on
+    /// transport errors and 5xx, as any client would).
+    pub fn must(&self, method: &str, path: &str, body: Option<&Value>, want: &[u16]) -> Value {
+        let mut last = String::new();
+        let got = poll(secs(20), || match self.call(method, path, body) {
+            Ok((c, v)) if want.contains(&c) => Some(v),
+            Ok((c, v)) if c >= 500 => {
+                last = format!("{c}: {v}");
+                None
+            }
+            Ok((c, v)) => panic!("{method} {path}: {c} (wanted {want:?}): {v}"),
+            Err(e) => {
+                last = e;
+                None
+            }
+        });
+        got.unwrap_or_else(|| {
+            panic!("{method} {path}: no answer in {want:?} within 20 s; last: {last}")
+        })
+    }
+
+    /// GET: Some(object) on 200, None on 404 or any error.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        match self.call("GET", path, None) {
+            Ok((200, v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// GET that tells 404 apart from errors: Ok(None) when the object is gone.
+    pub fn get_or_gone(&self, path: &str) -> Result<Option<Value>, String> {
+        match self.call("GET", path, None)? {
+            (200, v) => Ok(Some(v)),
+            (404, _) => Ok(None),
+            (c, v) => Err(format!("GET {path}: {c}: {v}")),
+        }
+    }
+
+    pub fn pod(&self, name: &str) -> Option<Value> {
+        self.get(&pod_path(name))
+    }
+
+    pub fn node(&self) -> Option<Value> {
+        self.get(&format!("/api/v1/nodes/{NODE}"))
+    }
+
+    pub fn lease(&self) -> Option<Value> {
+        self.get(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}"
+        ))
+    }
+
+    pub fn create_pod(&self, pod: &Value) -> Value {
+        self.must("POST", "/api/v1/namespaces/default/pods", Some(pod), &[201])
+    }
+
+    /// core/v1 events about the object named `name` in `ns`.
+    pub fn events_for(&self, ns: &str, name: &str) -> Vec<Value> {
+        self.get(&format!("/api/v1/namespaces/{ns}/events"))
+            .and_then(|l| l["items"].as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e["involvedObject"]["name"] == name)
+            .collect()
+    }
+
+    pub fn fault(&self, v: Value) {
+        self.must("POST", "/__double/faults", Some(&v), &[200]);
+    }
+
+    pub fn pending_faults(&self) -> usize {
+        self.get("/__double/faults")
+            .and_then(|v| v["faults"].as_array().map(Vec::len))
+            .unwrap_or(usize::MAX)
+    }
+}
+
+/// Sends `r` (with `body` as JSON): (status, body text), or the transport error.
+pub fn send(
+    r: ureq::Request,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<(u16, String), String> {
+    let res = match body {
+        Some(b) => r
+            .set("Content-Type", "application/json")
+            .send_string(&b.to_string()),
+        None => r.call(),
+    };
+    let resp = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => return Err(format!("{method} {path}: {e}")),
+    };
+    let code = resp.status();
+    let text = resp
+        .into_string()
+        .map_err(|e| format!("{method} {path}: {e}"))?;
+    Ok((code, text))
+}
+
+/// A KubeletConfiguration for `env` (its logs, healthz port, manifests and
+/// containerd) with `extra` lines appended.
+pub fn kubelet_config(env: &Env, extra: &str) -> String {
+    format!(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n\
+         kind: KubeletConfiguration\n\
+         podLogsDir: {}\n\
+         healthzPort: {}\n\
+         staticPodPath: {}\n\
+         containerRuntimeEndpoint: unix://{}\n\
+         fileCheckFrequency: 1s\n\
+         syncFrequency: 10s\n\
+         failSwapOn: false\n\
+         {extra}",
+        env.pod_logs.display(),
+        env.port,
+        env.manifests.display(),
+        env.sock
+    )
+}
+
+pub fn pod_path(name: &str) -> String {
+    format!("/api/v1/namespaces/default/pods/{name}")
+}
+
+/// A pod bound to the node, one busybox container "c" running `script`.
+pub fn api_pod(name: &str, script: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {
+            "nodeName": NODE,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "c",
+                "image": BUSYBOX,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", script],
+            }],
+        },
+    })
+}
+
+pub fn condition<'a>(obj: &'a Value, ty: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+}
+
+pub fn condition_true(obj: &Value, ty: &str) -> bool {
+    condition(obj, ty).is_some_and(|c| c["status"] == "True")
+}
+
+pub fn phase(pod: &Value) -> &str {
+    pod["status"]["phase"].as_str().unwrap_or("")
+}
+
+pub fn uid(obj: &Value) -> String {
+    obj["metadata"]["uid"].as_str().unwrap_or("").to_string()
+}
+
+pub fn pretty_status(pod: &Value) -> String {
+    serde_json::to_string_pretty(&pod["status"]).unwrap_or_default()
+}
+
+/// A pod that runs and is Ready (the kubelet's own status).
+pub fn running_ready(pod: &Value) -> bool {
+    phase(pod) == "Running"
+        && condition_true(pod, "Ready")
+        && pod["status"]["containerStatuses"][0]["ready"] == true
+}
