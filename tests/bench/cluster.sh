@@ -11,6 +11,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh source-path=SCRIPTDIR/../..
+. "$root/tests/bench/lib.sh"
 bin=${BENCH_BIN:-$root/target/release/rkubelet}
 double=${BENCH_DOUBLE_BIN:-$root/target/release/apiserver-double}
 harness=$root/tests/harness/containerd.sh
@@ -37,14 +39,6 @@ trap cleanup EXIT INT TERM
 [ -x "$bin" ] || (cd "$root" && cargo build --release)
 [ -x "$double" ] || (cd "$root" && cargo build --release -p rkubelet-apiserver-double)
 
-wait_for() { # seconds, command...
-    local limit=$1; shift
-    local end=$((SECONDS + limit))
-    until "$@"; do
-        [ "$SECONDS" -lt "$end" ] || return 1
-        sleep 0.1
-    done
-}
 fail() { echo "$*" >&2; tail -20 "$work/kubelet.log" >&2 2>/dev/null || true; exit 1; }
 
 sock=$(bash "$harness" start "$work/ctrd" 2>"$work/harness.log" | sed -n 's/^CONTAINERD_SOCK=//p')
@@ -147,10 +141,6 @@ elif cmd == "stats":
 PY
 api() { WORK=$work URL=$url python3 "$work/api.py" "$@"; }
 
-healthy() { curl -sf "http://127.0.0.1:$port/healthz" >/dev/null; }
-rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$kpid/status"; }
-rss_split() { awk '/^Rss:/ {r=$2} /^Anonymous:/ {a=$2} END {printf "anon=%s file=%s", a, r-a}' "/proc/$kpid/smaps_rollup"; }
-threads() { awk '/^Threads/ {print $2}' "/proc/$kpid/status"; }
 
 wait_for 30 healthy || fail "rkubelet did not become healthy"
 wait_for 30 api node-ready "$node" || fail "node $node not Ready in the API within 30 s"

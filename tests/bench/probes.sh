@@ -18,6 +18,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
+BENCH_POLL=${BENCH_POLL:-0.2}
+# shellcheck source=tests/bench/lib.sh source-path=SCRIPTDIR/../..
+. "$root/tests/bench/lib.sh"
 bin=${BENCH_BIN:-$root/target/release/rkubelet}
 harness=$root/tests/harness/containerd.sh
 pods=${BENCH_PROBE_PODS:-110}
@@ -65,19 +68,6 @@ CFG
     --hostname-override bench-node >"$work/kubelet.log" 2>&1 &
 kpid=$!
 
-wait_for() { # seconds, command...
-    local limit=$1; shift
-    local end=$((SECONDS + limit))
-    until "$@"; do
-        [ "$SECONDS" -lt "$end" ] || return 1
-        sleep 0.2
-    done
-}
-healthy() { curl -sf "http://127.0.0.1:$port/healthz" >/dev/null; }
-rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$kpid/status"; }
-rss_split() { awk '/^Rss:/ {r=$2} /^Anonymous:/ {a=$2} END {printf "anon=%s file=%s", a, r-a}' "/proc/$kpid/smaps_rollup"; }
-threads() { awk '/^Threads/ {print $2}' "/proc/$kpid/status"; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$kpid/stat"; }
 running_tasks() { ctr_ tasks ls 2>/dev/null | awk 'NR>1 && $3=="RUNNING"' | wc -l; }
 
 wait_for 30 healthy || { echo "rkubelet did not become healthy" >&2; tail -20 "$work/kubelet.log" >&2; exit 1; }

@@ -10,6 +10,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh source-path=SCRIPTDIR/../..
+. "$root/tests/bench/lib.sh"
 bin=${BENCH_BIN:-$root/target/release/rkubelet}
 harness=$root/tests/harness/containerd.sh
 pods=${BENCH_PODS:-30}
@@ -46,20 +48,6 @@ CFG
     --hostname-override bench-node >"$work/kubelet.log" 2>&1 &
 kpid=$!
 
-wait_for() { # seconds, command...
-    local limit=$1; shift
-    local end=$((SECONDS + limit))
-    until "$@"; do
-        [ "$SECONDS" -lt "$end" ] || return 1
-        sleep 0.1
-    done
-}
-healthy() { curl -sf "http://127.0.0.1:$port/healthz" >/dev/null; }
-rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$kpid/status"; }
-# RSS split: anonymous (heap, stacks) vs file-backed (the binary's code pages).
-rss_split() { awk '/^Rss:/ {r=$2} /^Anonymous:/ {a=$2} END {printf "anon=%s file=%s", a, r-a}' "/proc/$kpid/smaps_rollup"; }
-threads() { awk '/^Threads/ {print $2}' "/proc/$kpid/status"; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$kpid/stat"; }
 running_apps() { ctr_ tasks ls 2>/dev/null | awk 'NR>1 && $3=="RUNNING"' | wc -l; }
 
 wait_for 30 healthy || { echo "rkubelet did not become healthy" >&2; tail -20 "$work/kubelet.log" >&2; exit 1; }
