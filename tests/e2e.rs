@@ -199,6 +199,61 @@ fn crash_loop_backs_off() {
         env.log().contains("CrashLoopBackOff"),
         "rkubelet's log should mention CrashLoopBackOff"
     );
+    dead_instances_go_with_their_logs(&env, p);
+}
+
+/// Container GC (every 60 s) keeps the newest dead instance and removes the
+/// older ones together with their log files and /var/log/containers links.
+fn dead_instances_go_with_their_logs(env: &Env, pod_full: &str) {
+    let links_dir = env.dir.join("containers");
+    let log_dir = pod_log_file(env, pod_full, "crash", 0)
+        .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+        .expect("the first instance's log file, 0.log");
+    let names = |dir: &std::path::Path| -> BTreeSet<String> {
+        fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // The first GC runs a minute after start; the restarts before it left
+    // more log files than the one dead instance GC keeps.
+    let (files, links, instances) = eventually(
+        secs(40),
+        "container GC to remove the older dead instances and their logs",
+        || {
+            let files = names(&log_dir);
+            let links = names(&links_dir);
+            let snap = env.try_snapshot().ok()?;
+            let instances: Vec<Obj> = snap
+                .instances(pod_full, "crash")
+                .into_iter()
+                .cloned()
+                .collect();
+            (instances.len() <= 2 && files.len() <= instances.len())
+                .then_some((files, links, instances))
+        },
+    );
+    let kept: BTreeSet<String> = instances
+        .iter()
+        .filter_map(|o| o.restart_count())
+        .map(|r| format!("{r}.log"))
+        .collect();
+    assert!(
+        files.is_subset(&kept),
+        "log files {files:?} outlive their containers (instances with restart counts {kept:?})"
+    );
+    for l in links.iter().filter(|l| l.starts_with(pod_full)) {
+        assert!(
+            instances
+                .iter()
+                .any(|o| l.ends_with(&format!("-{}.log", o.id))),
+            "symlink {l} names a removed container (left: {:?})",
+            instances.iter().map(|o| &o.id).collect::<Vec<_>>()
+        );
+    }
 }
 
 // 3 -------------------------------------------------------------------------------

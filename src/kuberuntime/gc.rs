@@ -40,7 +40,7 @@ impl KubeRuntimeManager {
                     c.name,
                     pod.name
                 );
-                ignore_not_found(self.runtime.remove_container(&c.id))?;
+                self.remove_container(&c.id)?;
             }
             for sb in evictable_sandboxes(&pod) {
                 ignore_not_found(self.runtime.remove_pod_sandbox(&sb))?;

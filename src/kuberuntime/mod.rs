@@ -342,7 +342,9 @@ impl KubeRuntimeManager {
                 format!("create pod log directory {}: {e}", config.log_directory),
             )
         })?;
-        let id = self.runtime.run_pod_sandbox(config).map_err(|e| {
+        let result = self.runtime.run_pod_sandbox(config);
+        crate::metrics::started_pod(result.is_ok());
+        let id = result.map_err(|e| {
             let msg = format!("Failed to create pod sandbox: {e}");
             self.recorder.pod_event(
                 pod,
@@ -413,10 +415,13 @@ impl KubeRuntimeManager {
             );
             SyncError::new(Some(&c.name), "CreateContainerConfigError", msg)
         })?;
+        let kind = container_metric_label(t.pod, c);
+        crate::metrics::started_container(kind);
         let id = self
             .runtime
             .create_container(t.sandbox_id, config, t.sandbox_config.clone())
             .map_err(|e| {
+                crate::metrics::started_container_error(kind, e.code_name());
                 let msg = format!("Error: {e}");
                 self.recorder.pod_container_event(
                     t.pod,
@@ -435,6 +440,7 @@ impl KubeRuntimeManager {
             &format!("Created container {}", c.name),
         );
         self.runtime.start_container(&id).map_err(|e| {
+            crate::metrics::started_container_error(kind, e.code_name());
             let msg = format!("Error: {e}");
             self.recorder.pod_container_event(
                 t.pod,
@@ -736,6 +742,39 @@ impl KubeRuntimeManager {
         Ok(())
     }
 
+    /// Removes a container together with its log files, rotated ones
+    /// included, and its /var/log/containers symlink (upstream
+    /// removeContainer + removeContainerLog). Already gone is fine.
+    pub fn remove_container(&self, id: &str) -> Result<(), CriError> {
+        match self.runtime.container_status(id) {
+            Ok(status) => self.remove_container_log(id, &status),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        ignore_not_found(self.runtime.remove_container(id))
+    }
+
+    fn remove_container_log(&self, id: &str, status: &api::ContainerStatus) {
+        if !status.log_path.is_empty() {
+            crate::logs::clean_logs(std::path::Path::new(&status.log_path));
+        }
+        let (Some(pod), Some(name)) = (
+            labels::pod_identity(&status.labels),
+            status.labels.get(labels::CONTAINER_NAME_LABEL),
+        ) else {
+            return;
+        };
+        if let Err(e) = crate::logs::remove_symlink(
+            &self.cfg.container_logs_dir,
+            &pod.name,
+            &pod.namespace,
+            name,
+            id,
+        ) {
+            log::warn!("container {id}: removing log symlink: {e}");
+        }
+    }
+
     /// Removes every container and sandbox of a pod that is gone for good.
     pub fn remove_pod(&self, uid: &str) -> Result<(), CriError> {
         let selector = HashMap::from([(labels::POD_UID_LABEL.to_string(), uid.to_string())]);
@@ -744,7 +783,7 @@ impl KubeRuntimeManager {
             ..Default::default()
         };
         for c in self.runtime.list_containers(Some(c_filter))? {
-            ignore_not_found(self.runtime.remove_container(&c.id))?;
+            self.remove_container(&c.id)?;
         }
         let sb_filter = api::PodSandboxFilter {
             label_selector: selector,
@@ -771,14 +810,12 @@ impl KubeRuntimeManager {
             .iter()
             .filter(|c| inits.contains(c.name.as_str()))
         {
-            if let Err(e) = self.runtime.remove_container(&c.id) {
-                if !e.is_not_found() {
-                    log::warn!(
-                        "pod {}: remove init container {}: {e}",
-                        pod.full_name(),
-                        c.id
-                    );
-                }
+            if let Err(e) = self.remove_container(&c.id) {
+                log::warn!(
+                    "pod {}: remove init container {}: {e}",
+                    pod.full_name(),
+                    c.id
+                );
             }
         }
     }
@@ -888,6 +925,15 @@ fn to_container_status(s: &api::ContainerStatus) -> ContainerStatus {
 }
 
 /// A call on something already gone has nothing left to do.
+/// The `container_type` label of the started-containers metrics.
+fn container_metric_label(pod: &Pod, c: &Container) -> &'static str {
+    if pod.init_containers().iter().any(|i| i.name == c.name) {
+        "init_container"
+    } else {
+        "container"
+    }
+}
+
 pub fn ignore_not_found(r: Result<(), CriError>) -> Result<(), CriError> {
     match r {
         Err(e) if e.is_not_found() => Ok(()),

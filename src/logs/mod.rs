@@ -237,16 +237,11 @@ impl LogManager {
         }
         Ok(())
     }
-
-    /// Removes a container's current and rotated logs (upstream Clean),
-    /// for when the container is removed.
-    pub fn clean(&self, log_path: &Path) {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        clean_logs(log_path);
-    }
 }
 
-/// Removes `log_path` and all of its rotated files (`log_path*`).
+/// Removes `log_path` and all of its rotated files (`log_path*`): upstream
+/// Clean, for when the container is removed. Rotation only touches running
+/// containers, so this needs no lock against it.
 pub fn clean_logs(log_path: &Path) {
     let mut paths = rotated_logs(log_path).unwrap_or_default();
     paths.push(log_path.to_path_buf());
