@@ -187,15 +187,21 @@ impl Syncer {
         };
         let mut api_status = generate_api_pod_status(pod, status, &ctx);
         // A terminal phase is final (upstream: never transition back).
-        let previous = self
-            .status_manager
-            .get(pod.uid())
-            .or_else(|| pod.status.clone())
-            .and_then(|s| s.phase);
+        let known = self.status_manager.get(pod.uid()).and_then(|s| s.phase);
+        let previous = known
+            .clone()
+            .or_else(|| pod.status.as_ref().and_then(|s| s.phase.clone()));
         if let Some(prev) = previous.filter(|p| p == "Failed" || p == "Succeeded") {
             api_status.phase = Some(prev);
         }
         let phase = api_status.phase.clone().unwrap_or_default();
+        if phase == "Running" && known.as_deref().is_none_or(|p| p == "Pending") {
+            // Upstream SyncPod: kubelet_pod_start_duration_seconds runs from
+            // the config.seen annotation to the first Running status.
+            if let Some(d) = crate::types::since_first_seen(pod) {
+                crate::metrics::pod_started(d);
+            }
+        }
         if self.status_manager.set_pod_status(pod, api_status) {
             log::debug!("pod {}: status updated, phase {phase}", pod.full_name());
         }

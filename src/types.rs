@@ -105,6 +105,14 @@ pub fn now_rfc3339_nano() -> String {
         .unwrap_or_default()
 }
 
+/// Time since the kubelet first saw `pod` (its config.seen annotation).
+pub fn since_first_seen(pod: &Pod) -> Option<std::time::Duration> {
+    let seen: k8s_openapi::jiff::Timestamp =
+        pod.annotation(CONFIG_FIRST_SEEN_ANNOTATION)?.parse().ok()?;
+    let seen = std::time::SystemTime::try_from(seen).ok()?;
+    std::time::SystemTime::now().duration_since(seen).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

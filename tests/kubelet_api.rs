@@ -758,6 +758,21 @@ fn container_logs() {
     node.env.assert_kubelet_alive();
 }
 
+/// The sum of the samples of `name` whose labels include all of `labels`
+/// (each `key="value"`).
+fn sample_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let rest = series.strip_prefix(name)?;
+            let matches = (rest.is_empty() || rest.starts_with('{'))
+                && labels.iter().all(|want| rest.contains(want));
+            matches.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
 /// Checks the Prometheus text exposition format; returns the sample names.
 fn parse_prometheus(text: &str) -> Vec<String> {
     let valid_name = |n: &str| {
@@ -909,6 +924,34 @@ fn metrics_and_stats_summary() {
         node_name_line.contains(&format!("node=\"{NODE}\"")),
         "kubelet_node_name: {node_name_line:?}"
     );
+    // Each recording site is wired: the pod's start, its sandbox and
+    // container starts, the CRI calls, PLEG, this very request and the API
+    // client's requests all show up as samples with values.
+    for (name, labels) in [
+        ("kubelet_pod_start_duration_seconds_count", &[][..]),
+        ("kubelet_started_pods_total", &[][..]),
+        (
+            "kubelet_started_containers_total",
+            &["container_type=\"container\""][..],
+        ),
+        (
+            "kubelet_runtime_operations_total",
+            &["operation_type=\"run_pod_sandbox\""][..],
+        ),
+        ("kubelet_pleg_relist_duration_seconds_count", &[][..]),
+        (
+            "kubelet_http_requests_total",
+            &[
+                "path=\"metrics\"",
+                "server_type=\"readwrite\"",
+                "method=\"GET\"",
+            ][..],
+        ),
+        ("rest_client_requests_total", &["code=\"200\""][..]),
+    ] {
+        let v = sample_sum(&text, name, labels);
+        assert!(v >= 1.0, "{name}{labels:?} = {v}, want >= 1:\n{text}");
+    }
     let resp = k.request("GET", "/metrics").call().unwrap();
     let ct = resp.header("Content-Type").unwrap_or("").to_string();
     assert!(ct.starts_with("text/plain"), "/metrics Content-Type {ct:?}");

@@ -147,6 +147,13 @@ impl Client {
         &self.inner.base
     }
 
+    /// `host[:port]` of the server, client-go's `host` metric label.
+    fn host(&self) -> &str {
+        let base = &self.inner.base;
+        let rest = base.split_once("://").map_or(base.as_str(), |(_, r)| r);
+        rest.split('/').next().unwrap_or(rest)
+    }
+
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
         self.json("GET", path, None)
     }
@@ -315,10 +322,16 @@ impl Client {
         {
             req = req.set("Authorization", &auth);
         }
+        let started = Instant::now();
         let result = match body {
             Some(b) => req.set("Content-Type", b.content_type).send_bytes(&b.bytes),
             None => req.call(),
         };
+        let code = match &result {
+            Ok(resp) | Err(ureq::Error::Status(_, resp)) => resp.status().to_string(),
+            Err(ureq::Error::Transport(_)) => "<error>".to_string(),
+        };
+        crate::metrics::rest_client_request(&code, verb, self.host(), started.elapsed());
         match result {
             Ok(resp) if (200..300).contains(&resp.status()) => Ok(resp),
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => Err(status_failure(resp, request)),

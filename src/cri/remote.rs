@@ -47,6 +47,34 @@ impl CriError {
     pub fn is_not_found(&self) -> bool {
         self.code == Some(RpcStatusCode::NOT_FOUND)
     }
+
+    /// The status code as Go's codes.Code spells it ("NotFound"); errors
+    /// that carry no status are "Unknown", as grpc-go's status.FromError.
+    pub fn code_name(&self) -> &'static str {
+        const NAMES: [&str; 17] = [
+            "OK",
+            "Canceled",
+            "Unknown",
+            "InvalidArgument",
+            "DeadlineExceeded",
+            "NotFound",
+            "AlreadyExists",
+            "PermissionDenied",
+            "ResourceExhausted",
+            "FailedPrecondition",
+            "Aborted",
+            "OutOfRange",
+            "Unimplemented",
+            "Internal",
+            "Unavailable",
+            "DataLoss",
+            "Unauthenticated",
+        ];
+        self.code
+            .and_then(|c| usize::try_from(i32::from(c)).ok())
+            .and_then(|i| NAMES.get(i).copied())
+            .unwrap_or("Unknown")
+    }
 }
 
 impl fmt::Display for CriError {

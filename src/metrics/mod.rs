@@ -254,13 +254,6 @@ fn metrics() -> &'static Metrics {
     METRICS.get_or_init(|| Metrics::build().expect("kubelet metric definitions are valid"))
 }
 
-/// Registers every metric now (so `/metrics` lists them before the first
-/// observation, as upstream's Register does). Optional; any call below
-/// also initialises the registry.
-pub fn register() {
-    let _ = metrics();
-}
-
 /// `kubelet_node_name{node}` = 1. Call once at startup.
 pub fn set_node_name(node: &str) {
     metrics().node_name.with_label_values(&[node]).set(1);
@@ -326,20 +319,23 @@ pub fn started_pod(ok: bool) {
     }
 }
 
-/// A StartContainer attempt: `kubelet_started_containers_total{container_type}`
-/// and, when `error_code` is Some (upstream: the gRPC code's name, e.g.
-/// "Unknown"), `kubelet_started_containers_errors_total{container_type,code}`.
+/// A container start attempt: `kubelet_started_containers_total{container_type}`.
 /// `container_type` is "container", "init_container" or "ephemeral_container".
-pub fn started_container(container_type: &str, error_code: Option<&str>) {
-    let m = metrics();
-    m.started_containers
+pub fn started_container(container_type: &str) {
+    metrics()
+        .started_containers
         .with_label_values(&[container_type])
         .inc();
-    if let Some(code) = error_code {
-        m.started_containers_errors
-            .with_label_values(&[container_type, code])
-            .inc();
-    }
+}
+
+/// Its CreateContainer or StartContainer failing:
+/// `kubelet_started_containers_errors_total{container_type,code}`, `code`
+/// being the gRPC code's name (upstream: s.Code().String(), e.g. "Unknown").
+pub fn started_container_error(container_type: &str, code: &str) {
+    metrics()
+        .started_containers_errors
+        .with_label_values(&[container_type, code])
+        .inc();
 }
 
 /// `kubelet_running_pods` and `kubelet_running_containers{container_state}`
@@ -407,22 +403,11 @@ fn label_refs(l: &[String; 4]) -> [&str; 4] {
     [&l[0], &l[1], &l[2], &l[3]]
 }
 
-/// One served request, after the fact: `kubelet_http_requests_total` and
-/// `kubelet_http_requests_duration_seconds`. `path` is the raw request path
-/// (bucketed here); `server_type` is "readwrite" (the authenticated server)
-/// or "readonly".
-pub fn http_request(method: &str, path: &str, server_type: &str, duration: Duration) {
-    let m = metrics();
-    let l = http_labels(method, path, server_type);
-    let l = label_refs(&l);
-    m.http_requests.with_label_values(&l).inc();
-    m.http_duration
-        .with_label_values(&l)
-        .observe(duration.as_secs_f64());
-}
-
-/// The in-flight form of [`http_request`], as upstream's filter: counts the
-/// request and `kubelet_http_inflight_requests` now, the duration on drop.
+/// One served request, as upstream's ServeHTTP: counts
+/// `kubelet_http_requests_total` and `kubelet_http_inflight_requests` now and
+/// `kubelet_http_requests_duration_seconds` on drop. `path` is the raw request
+/// path (bucketed here); `server_type` is "readwrite" (the authenticated
+/// server) or "readonly".
 pub struct HttpRequestGuard {
     labels: [String; 4],
     start: Instant,
@@ -487,7 +472,6 @@ mod tests {
 
     #[test]
     fn render_is_valid_prometheus_text_with_upstream_names() {
-        register();
         set_node_name("node-a");
         runtime_op("list_containers", Duration::from_millis(3), true);
         runtime_op("create_container", Duration::from_millis(300), false);
@@ -496,14 +480,9 @@ mod tests {
         pod_worker("sync", Duration::from_millis(40));
         set_running(2, &[("running", 3), ("exited", 1)]);
         started_pod(true);
-        started_container("container", None);
-        started_container("init_container", Some("Unknown"));
-        http_request(
-            "GET",
-            "/stats/summary",
-            "readwrite",
-            Duration::from_millis(5),
-        );
+        started_container("container");
+        started_container("init_container");
+        started_container_error("init_container", "Unknown");
         {
             let _g = http_request_start("POST", "/exec/ns/pod/c?command=ls", "readwrite");
         }

@@ -264,6 +264,13 @@ fn serve_request(
             return false;
         }
     };
+    // Upstream's ServeHTTP counts every request, refused ones included.
+    let server_type = if server.tls.is_some() {
+        "readwrite"
+    } else {
+        "readonly"
+    };
+    let _metrics = crate::metrics::http_request_start(req.method(), req.path(), server_type);
     let stopping = server.stopping.clone();
     let mut resp = ResponseWriter::new(conn, &req, stopping);
     let result = match admit(server, &mut req, cert_user) {
