@@ -160,11 +160,12 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
 
     // Dependencies.
     let runtime = Arc::new(
-        RemoteRuntime::new(
+        RemoteRuntime::with_image_endpoint(
             &config.container_runtime_endpoint,
+            config.effective_image_service_endpoint(),
             config.runtime_request_timeout.0,
         )
-        .context("container runtime endpoint")?,
+        .context("container runtime or image service endpoint")?,
     );
     let settings = Settings {
         node_ip: flags.node_ip.clone(),
@@ -263,7 +264,13 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }
-    let _modules = start_modules(&kubelet, &shutdown)?;
+    let image_gc = crate::images::gc::ImageGcManager::new(
+        Arc::clone(kubelet.runtime.runtime()),
+        crate::images::gc::ImageGcPolicy::from_kubelet_config(config),
+        flags.pod_infra_container_image.clone(),
+        Arc::clone(&recorder),
+    );
+    let _modules = start_modules(&kubelet, image_gc, &shutdown)?;
     let _probe_threads = prober.start(shutdown.clone()).context("start the prober")?;
     let _log_manager = start_log_manager(config, &kubelet, &shutdown)?;
     kubelet.sync_loop(&LoopChannels {
@@ -674,6 +681,7 @@ fn start_kubelet_server(
 /// named thread.
 fn start_modules(
     kubelet: &Arc<Kubelet>,
+    image_gc: crate::images::gc::ImageGcManager,
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let mut handles = Vec::new();
@@ -701,6 +709,9 @@ fn start_modules(
             if let Err(e) = k.runtime.garbage_collect(&desired, k.sources_ready()) {
                 log::warn!("container garbage collection failed: {e}");
             }
+            // After the container GC, so the images of containers it just
+            // removed can go in the same round (every 5 min).
+            image_gc.maybe_garbage_collect();
         }
     })?);
     Ok(handles)

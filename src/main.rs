@@ -7,6 +7,7 @@ mod container;
 mod cri;
 mod envvars;
 mod events;
+mod images;
 mod kubelet;
 mod kubeletconfig;
 mod kuberuntime;

@@ -741,3 +741,50 @@ fn runonce_fails_on_missing_image() {
     assert!(!line.contains("Running"), "{line}");
     assert!(env.log().contains("ErrImageNeverPull"));
 }
+
+// 13 ------------------------------------------------------------------------------
+
+/// Image GC (upstream image_gc_manager): with the image filesystem over the
+/// high threshold (1% here, so any disk is), the first round, a minute after
+/// start, removes the image no container uses and keeps the running pod's
+/// image and the sandbox image (--pod-infra-container-image).
+#[test]
+fn image_gc_removes_unused_images() {
+    let mut env = Env::new("image_gc_removes_unused_images", 13);
+    env.set_config("imageGCHighThresholdPercent", "1");
+    env.set_config("imageGCLowThresholdPercent", "0");
+    let spare_tar = format!("{TEMP_ROOT}/images/spare.tar");
+    env.ctr(&["images", "import", "--no-unpack", &spare_tar])
+        .expect("import the spare image");
+    let images = |env: &Env| -> BTreeSet<String> {
+        env.ctr(&["images", "ls", "-q"])
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    assert!(images(&env).contains(SPARE_IMAGE), "{:?}", images(&env));
+    env.put_pod(&pod("keep", vec![ctn("keep", SLEEPER)]));
+    env.start_kubelet();
+    env.wait_running("keep-node1", &["keep"], secs(15));
+
+    wait_until(secs(100), "image GC to remove the unused image", || {
+        env.assert_kubelet_alive();
+        !images(&env).contains(SPARE_IMAGE)
+    });
+    let left = images(&env);
+    assert!(
+        left.contains(BUSYBOX),
+        "the running pod's image was removed: {left:?}"
+    );
+    assert!(
+        left.contains(PAUSE_IMAGE),
+        "the sandbox image was removed: {left:?}"
+    );
+    assert!(
+        env.log().contains("over the high threshold"),
+        "rkubelet should log why it removed images"
+    );
+    let s = env.snapshot();
+    assert!(s.running("keep-node1", "keep").is_some(), "{}", s.summary());
+}

@@ -805,7 +805,7 @@ fn parse_prometheus(text: &str) -> Vec<String> {
             continue;
         }
         let name_end = line
-            .find(|c: char| c == '{' || c == ' ')
+            .find(['{', ' '])
             .unwrap_or_else(|| panic!("no value: {}", ctx()));
         let name = &line[..name_end];
         assert!(valid_name(name), "bad metric name: {}", ctx());

@@ -94,7 +94,8 @@ impl std::error::Error for CriError {}
 
 pub type Result<T> = std::result::Result<T, CriError>;
 
-/// The runtime and image services behind one endpoint.
+/// The runtime service and the image service (the same endpoint unless
+/// `imageServiceEndpoint` names another).
 pub struct RemoteRuntime {
     runtime: RuntimeServiceClient,
     image: ImageServiceClient,
@@ -104,25 +105,45 @@ pub struct RemoteRuntime {
 }
 
 impl RemoteRuntime {
-    /// Builds the channel; does not connect (gRPC connects lazily and
-    /// reconnects with its own backoff, so a dead runtime at start is fine).
+    /// Both services on one endpoint.
+    #[cfg(test)]
     pub fn new(endpoint: &str, timeout: Duration) -> anyhow::Result<Self> {
-        let target = grpc_target(endpoint)?;
+        Self::with_image_endpoint(endpoint, endpoint, timeout)
+    }
+
+    /// Builds the channels; does not connect (gRPC connects lazily and
+    /// reconnects with its own backoff, so a dead runtime at start is fine).
+    /// One channel serves both services when the endpoints are equal.
+    pub fn with_image_endpoint(
+        runtime_endpoint: &str,
+        image_endpoint: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let runtime_target = grpc_target(runtime_endpoint)?;
+        let image_target = grpc_target(image_endpoint)?;
         let env = Arc::new(
             EnvBuilder::new()
                 .cq_count(GRPC_CQ_THREADS)
                 .name_prefix("grpc-cq")
                 .build(),
         );
-        let channel = ChannelBuilder::new(Arc::clone(&env))
-            .max_receive_message_len(MAX_MSG_SIZE)
-            .max_send_message_len(MAX_MSG_SIZE)
-            .initial_reconnect_backoff(Duration::from_millis(100))
-            .max_reconnect_backoff(Duration::from_secs(5))
-            .connect(&target);
+        let connect = |target: &str| {
+            ChannelBuilder::new(Arc::clone(&env))
+                .max_receive_message_len(MAX_MSG_SIZE)
+                .max_send_message_len(MAX_MSG_SIZE)
+                .initial_reconnect_backoff(Duration::from_millis(100))
+                .max_reconnect_backoff(Duration::from_secs(5))
+                .connect(target)
+        };
+        let runtime = connect(&runtime_target);
+        let image = if image_target == runtime_target {
+            runtime.clone()
+        } else {
+            connect(&image_target)
+        };
         Ok(RemoteRuntime {
-            runtime: RuntimeServiceClient::new(channel.clone()),
-            image: ImageServiceClient::new(channel),
+            runtime: RuntimeServiceClient::new(runtime),
+            image: ImageServiceClient::new(image),
             timeout,
             _env: env,
         })
@@ -513,15 +534,13 @@ fn grpc_target(endpoint: &str) -> anyhow::Result<String> {
     let path = if let Some(rest) = endpoint.strip_prefix("unix://") {
         rest
     } else if endpoint.starts_with('/') {
-        log::warn!("container runtime endpoint {endpoint:?} has no scheme; assuming unix://");
+        log::warn!("CRI endpoint {endpoint:?} has no scheme; assuming unix://");
         endpoint
     } else {
-        anyhow::bail!(
-            "container runtime endpoint {endpoint:?}: only unix:// endpoints are supported"
-        );
+        anyhow::bail!("CRI endpoint {endpoint:?}: only unix:// endpoints are supported");
     };
     if !path.starts_with('/') {
-        anyhow::bail!("container runtime endpoint {endpoint:?}: the socket path must be absolute");
+        anyhow::bail!("CRI endpoint {endpoint:?}: the socket path must be absolute");
     }
     Ok(format!("unix:{path}"))
 }

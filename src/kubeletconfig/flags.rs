@@ -15,6 +15,8 @@ use std::path::PathBuf;
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/kubelet";
 pub const DEFAULT_CERT_DIR: &str = "/var/lib/kubelet/pki";
+/// Upstream's --pod-infra-container-image default.
+pub const DEFAULT_POD_INFRA_CONTAINER_IMAGE: &str = "registry.k8s.io/pause:3.10";
 /// klog accepts any level, but nothing in the kubelet logs above 10.
 pub const MAX_VERBOSITY: u8 = 10;
 
@@ -38,6 +40,9 @@ pub struct KubeletFlags {
     pub root_dir: PathBuf,
     /// `--node-labels` key=value pairs.
     pub node_labels: BTreeMap<String, String>,
+    /// `--pod-infra-container-image`: kept by image GC (the runtime pulls
+    /// and uses its own sandbox image; upstream uses the flag only for this).
+    pub pod_infra_container_image: String,
     /// `--runonce` (or `runOnce` in the file; the flag wins).
     pub runonce: bool,
     /// `--v` / `-v` (or `logging.verbosity` in the file; the flag wins).
@@ -55,6 +60,7 @@ impl Default for KubeletFlags {
             cert_dir: PathBuf::from(DEFAULT_CERT_DIR),
             root_dir: PathBuf::from(DEFAULT_ROOT_DIR),
             node_labels: BTreeMap::new(),
+            pod_infra_container_image: DEFAULT_POD_INFRA_CONTAINER_IMAGE.to_string(),
             runonce: false,
             verbosity: 0,
         }
@@ -249,6 +255,9 @@ pub(crate) struct Cli {
     /// Labels to add when registering the node in the cluster (key=value pairs separated by ',').
     #[arg(long, value_name = "K=V,...", value_parser = parse_node_labels, action = ArgAction::Append)]
     pub node_labels: Vec<Pairs>,
+    /// The image whose network/ipc namespaces containers in each pod use; image garbage collection never removes it [default: registry.k8s.io/pause:3.10].
+    #[arg(long, value_name = "IMAGE")]
+    pub pod_infra_container_image: Option<String>,
 
     // ---- KubeletConfiguration overrides ----
     /// If true, exit after spawning pods from static pod files or remote urls.
@@ -807,6 +816,8 @@ impl Cli {
             cert_dir: self.cert_dir.clone().unwrap_or(d.cert_dir),
             root_dir: self.root_dir.clone().unwrap_or(d.root_dir),
             node_labels: merged_pairs(&self.node_labels).unwrap_or_default(),
+            pod_infra_container_image: empty_as_none(&self.pod_infra_container_image)
+                .unwrap_or(d.pod_infra_container_image),
             runonce: cfg.run_once,
             verbosity: u8::try_from(cfg.logging.verbosity).unwrap_or(u8::MAX),
         }

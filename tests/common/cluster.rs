@@ -350,6 +350,7 @@ pub fn kubelet_config(env: &Env, extra: &str) -> String {
          fileCheckFrequency: 1s\n\
          syncFrequency: 10s\n\
          failSwapOn: false\n\
+         {IMAGE_GC_OFF}\
          {extra}",
         env.pod_logs.display(),
         env.port,

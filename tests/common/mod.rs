@@ -23,6 +23,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub const BUSYBOX: &str = "docker.io/library/busybox:1.36";
 pub const NODE: &str = "node1";
+/// The harness's sandbox image (containerd's sandbox_image).
+pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.9";
+/// An image no pod uses, imported on demand (tests/harness/images.sh).
+pub const SPARE_IMAGE: &str = "example.test/rkubelet/spare:1";
+/// Config lines that turn image GC's disk-usage trigger off: the tests'
+/// images cannot be pulled again, and how full the CI disk is must not
+/// decide whether they survive. The image GC test turns it back on.
+pub const IMAGE_GC_OFF: &str = "imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 80\n";
 /// Everything of the e2e tests lives under here; the image tarballs are
 /// shared by all tests (built once by images.sh, which serializes itself).
 pub const TEMP_ROOT: &str = "/tmp/rk-e2e";
@@ -450,7 +458,8 @@ impl Env {
                  podLogsDir: {}\n\
                  fileCheckFrequency: 1s\n\
                  syncFrequency: 10s\n\
-                 failSwapOn: false\n",
+                 failSwapOn: false\n\
+                 {IMAGE_GC_OFF}",
                 env.pod_logs.display()
             ),
         )
@@ -505,6 +514,19 @@ impl Env {
         );
     }
 
+    /// Replaces a `key: value` line of the kubelet config file (before the
+    /// kubelet starts).
+    pub fn set_config(&self, key: &str, value: &str) {
+        let text = fs::read_to_string(&self.config).unwrap();
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.starts_with(&format!("{key}:")))
+            .map(String::from)
+            .collect();
+        lines.push(format!("{key}: {value}"));
+        fs::write(&self.config, lines.join("\n") + "\n").unwrap();
+    }
+
     /// The flags every test passes (plus `extra`).
     pub fn kubelet_args(&self, extra: &[&str]) -> Vec<String> {
         let mut a: Vec<String> = vec![
@@ -518,6 +540,8 @@ impl Env {
             self.root.display().to_string(),
             "--hostname-override".into(),
             NODE.into(),
+            "--pod-infra-container-image".into(),
+            PAUSE_IMAGE.into(),
             "--healthz-port".into(),
             self.port.to_string(),
             "--file-check-frequency".into(),

@@ -2,14 +2,16 @@
 # Builds the two offline test images as OCI image-layout tarballs:
 #   OUTDIR/busybox.tar  docker.io/library/busybox:1.36  (Cmd ["sh"])
 #   OUTDIR/pause.tar    registry.k8s.io/pause:3.9       (sleeps forever, exits 0 on TERM/INT)
+#   OUTDIR/spare.tar    example.test/rkubelet/spare:1   (Cmd ["true"]; not imported by the
+#                       harness: the image GC test imports it as an image no pod uses)
 #
 # Usage: tests/harness/images.sh OUTDIR
 #
 # There is no registry access here and no docker/buildah/skopeo, so the
 # layout (oci-layout, index.json, blobs/sha256/*) is written by hand from
 # Debian's busybox-static. Everything is reproducible (fixed mtimes, owners,
-# sort order, gzip -n), so rebuilding yields identical digests. Both images
-# share one layer; only their config differs.
+# sort order, gzip -n), so rebuilding yields identical digests. All images
+# share one layer; only their configs differ (so each has its own image ID).
 set -euo pipefail
 
 usage() { echo "usage: $0 OUTDIR" >&2; exit 2; }
@@ -29,7 +31,7 @@ exec 9>"$outdir/.images.lock"
 flock 9
 
 fresh() { [[ -s $1 && $1 -nt $self ]]; }
-if fresh "$outdir/busybox.tar" && fresh "$outdir/pause.tar"; then
+if fresh "$outdir/busybox.tar" && fresh "$outdir/pause.tar" && fresh "$outdir/spare.tar"; then
     exit 0
 fi
 
@@ -131,3 +133,5 @@ build_image busybox docker.io/library/busybox:1.36 1.36 '"Cmd":["sh"]'
 # shellcheck disable=SC2016 # $! is for the container's shell
 pause_cmd='trap '"'"'exit 0'"'"' TERM INT; while :; do sleep 3600 & wait $!; done'
 build_image pause registry.k8s.io/pause:3.9 3.9 "\"Entrypoint\":[\"/bin/sh\",\"-c\",\"$pause_cmd\"],\"Cmd\":null"
+
+build_image spare example.test/rkubelet/spare:1 1 '"Cmd":["true"]'
