@@ -298,6 +298,9 @@ fn api_client(
     Client::new(rest).map(Some)
 }
 
+/// The recorder, and its sender thread when there is one.
+type RecorderAndThread = (Arc<dyn EventRecorder>, Option<JoinHandle<()>>);
+
 /// Events go to the API server when there is one (rate limited by
 /// eventRecordQPS/eventBurst on their own thread), else to the log.
 fn event_recorder(
@@ -305,7 +308,7 @@ fn event_recorder(
     node: &str,
     config: &KubeletConfiguration,
     shutdown: &Receiver<()>,
-) -> anyhow::Result<(Arc<dyn EventRecorder>, Option<JoinHandle<()>>)> {
+) -> anyhow::Result<RecorderAndThread> {
     let Some(client) = client else {
         return Ok((Arc::new(LogRecorder), None));
     };
@@ -401,6 +404,7 @@ fn node_uid(node: &Arc<RwLock<Option<Node>>>) -> NodeUid {
 
 /// What runs only with an API server: the pod source for pods bound to
 /// this node, the Node reflector, and the status manager's API sync.
+#[allow(clippy::too_many_arguments)] // startup wiring: one argument per dependency
 fn start_cluster_modules(
     flags: &KubeletFlags,
     config: &KubeletConfiguration,

@@ -97,6 +97,63 @@ fn join_host_port(ip: &str, port: i32) -> String {
     }
 }
 
+/// Container environments backed by the API: services from the services
+/// reflector, ConfigMaps and Secrets read when a container is created.
+pub struct ApiEnvSource {
+    client: crate::client::Client,
+    services: std::sync::Arc<std::sync::RwLock<Vec<Service>>>,
+}
+
+impl ApiEnvSource {
+    pub fn new(
+        client: crate::client::Client,
+        services: std::sync::Arc<std::sync::RwLock<Vec<Service>>>,
+    ) -> Self {
+        ApiEnvSource { client, services }
+    }
+}
+
+impl crate::kuberuntime::container::EnvSource for ApiEnvSource {
+    fn service_env(&self, pod: &k8s_openapi::api::core::v1::Pod) -> Vec<(String, String)> {
+        use crate::podutil::PodExt;
+        let links = pod.spec_or_default().enable_service_links.unwrap_or(true);
+        let services = self.services.read().unwrap_or_else(|e| e.into_inner());
+        service_env(&services, pod.namespace(), links)
+    }
+
+    fn lookup(
+        &self,
+        kind: crate::kuberuntime::container::ApiObject,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, String> {
+        use crate::client::paths;
+        use crate::kuberuntime::container::ApiObject;
+        use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+        let found = match kind {
+            ApiObject::ConfigMap => self
+                .client
+                .get::<ConfigMap>(&paths::configmap(namespace, name))
+                .map(|cm| cm.data.unwrap_or_default()),
+            ApiObject::Secret => self
+                .client
+                .get::<Secret>(&paths::secret(namespace, name))
+                .map(|s| {
+                    s.data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                        .collect()
+                }),
+        };
+        match found {
+            Ok(data) => Ok(Some(data)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,62 +209,5 @@ mod tests {
         let no_links = service_env(&all, "app", false);
         assert_eq!(get(&no_links, "MY_DB_SERVICE_HOST"), None);
         assert_eq!(get(&no_links, "KUBERNETES_SERVICE_HOST"), Some("10.96.0.1"));
-    }
-}
-
-/// Container environments backed by the API: services from the services
-/// reflector, ConfigMaps and Secrets read when a container is created.
-pub struct ApiEnvSource {
-    client: crate::client::Client,
-    services: std::sync::Arc<std::sync::RwLock<Vec<Service>>>,
-}
-
-impl ApiEnvSource {
-    pub fn new(
-        client: crate::client::Client,
-        services: std::sync::Arc<std::sync::RwLock<Vec<Service>>>,
-    ) -> Self {
-        ApiEnvSource { client, services }
-    }
-}
-
-impl crate::kuberuntime::container::EnvSource for ApiEnvSource {
-    fn service_env(&self, pod: &k8s_openapi::api::core::v1::Pod) -> Vec<(String, String)> {
-        use crate::podutil::PodExt;
-        let links = pod.spec_or_default().enable_service_links.unwrap_or(true);
-        let services = self.services.read().unwrap_or_else(|e| e.into_inner());
-        service_env(&services, pod.namespace(), links)
-    }
-
-    fn lookup(
-        &self,
-        kind: crate::kuberuntime::container::ApiObject,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String> {
-        use crate::client::paths;
-        use crate::kuberuntime::container::ApiObject;
-        use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-        let found = match kind {
-            ApiObject::ConfigMap => self
-                .client
-                .get::<ConfigMap>(&paths::configmap(namespace, name))
-                .map(|cm| cm.data.unwrap_or_default()),
-            ApiObject::Secret => self
-                .client
-                .get::<Secret>(&paths::secret(namespace, name))
-                .map(|s| {
-                    s.data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                        .collect()
-                }),
-        };
-        match found {
-            Ok(data) => Ok(Some(data)),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
     }
 }

@@ -56,6 +56,10 @@ struct RuntimeStateInner {
     runtime_version: String,
 }
 
+/// One CRI Version + Status answer: ((name, version), conditions as
+/// (type, status, message)).
+pub type RuntimeStatus = ((String, String), Vec<(String, bool, String)>);
+
 /// Whether the runtime answered and is ready (upstream runtimeState).
 #[derive(Default)]
 pub struct RuntimeState {
@@ -104,7 +108,7 @@ impl RuntimeState {
     }
 
     /// Records one CRI Status answer (upstream updateRuntimeUp).
-    pub fn update(&self, result: Result<((String, String), Vec<(String, bool, String)>), String>) {
+    pub fn update(&self, result: Result<RuntimeStatus, String>) {
         let mut st = self.lock();
         match result {
             Err(e) => st.runtime_error = Some(format!("container runtime is down: {e}")),
@@ -444,11 +448,14 @@ pub struct Kubelet {
     /// Sources the sync loop has received updates from.
     seen_sources: Mutex<HashSet<String>>,
     /// Whether every configured source has delivered (PodConfig).
-    sources_ready: Box<dyn Fn(&[String]) -> bool + Send + Sync>,
+    sources_ready: SourcesReady,
     /// This node's Node object, when there is an API server (admission
     /// checks labels and allocatable against it).
     pub node: Arc<RwLock<Option<Node>>>,
 }
+
+/// PodConfig's "has every source delivered" check, by source names.
+pub type SourcesReady = Box<dyn Fn(&[String]) -> bool + Send + Sync>;
 
 /// What cluster mode adds to the kubelet.
 pub struct ClusterDeps {
@@ -464,7 +471,7 @@ impl Kubelet {
         runtime: Arc<KubeRuntimeManager>,
         pleg: Arc<GenericPleg>,
         cache: Arc<Cache>,
-        sources_ready: Box<dyn Fn(&[String]) -> bool + Send + Sync>,
+        sources_ready: SourcesReady,
         cluster: Option<ClusterDeps>,
         prober: Arc<ProberManager>,
     ) -> Arc<Self> {

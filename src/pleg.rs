@@ -20,6 +20,8 @@ pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// PLEG is unhealthy when no relist has completed for this long.
 pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
 
+/// Upstream's PodLifeCycleEventType names, kept so its docs map onto ours.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
     ContainerStarted,

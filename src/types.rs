@@ -109,7 +109,7 @@ pub fn now_rfc3339_nano() -> String {
 pub fn since_first_seen(pod: &Pod) -> Option<std::time::Duration> {
     let seen: k8s_openapi::jiff::Timestamp =
         pod.annotation(CONFIG_FIRST_SEEN_ANNOTATION)?.parse().ok()?;
-    let seen = std::time::SystemTime::try_from(seen).ok()?;
+    let seen = std::time::SystemTime::from(seen);
     std::time::SystemTime::now().duration_since(seen).ok()
 }
 

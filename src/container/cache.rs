@@ -89,7 +89,7 @@ fn empty_status(uid: &str) -> PodStatus {
 }
 
 fn newer_than(inner: &Inner, uid: &str, min: Option<Instant>) -> Option<CachedStatus> {
-    let after = |t: Instant| min.map_or(true, |m| t > m);
+    let after = |t: Instant| min.is_none_or(|m| t > m);
     let global_newer = inner.timestamp.is_some_and(after);
     match inner.pods.get(uid) {
         Some(e) if after(e.modified) || global_newer => Some((e.status.clone(), e.error.clone())),

@@ -89,12 +89,6 @@ where
     Ok((kubelet_flags, config))
 }
 
-/// Loads and defaults a config file without flags or validation.
-#[cfg(test)]
-pub fn load_config_file(path: &Path) -> anyhow::Result<KubeletConfiguration> {
-    file::load(path).map(|l| l.config)
-}
-
 /// Validates a configuration on its own (no source attribution).
 #[cfg(test)]
 pub fn validate(config: &KubeletConfiguration) -> anyhow::Result<()> {

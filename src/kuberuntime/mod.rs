@@ -206,8 +206,9 @@ impl KubeRuntimeManager {
         }
         let mut out: Vec<RuntimePod> = pods.into_values().collect();
         for p in &mut out {
-            p.sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at));
-            p.containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+            p.containers
+                .sort_by_key(|x| std::cmp::Reverse(x.created_at));
         }
         Ok(out)
     }
@@ -244,8 +245,8 @@ impl KubeRuntimeManager {
                 Err(e) => return Err(e),
             }
         }
-        sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at));
-        containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+        containers.sort_by_key(|x| std::cmp::Reverse(x.created_at));
         Ok(PodStatus {
             uid: uid.to_string(),
             name: name.to_string(),

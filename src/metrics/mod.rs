@@ -542,6 +542,12 @@ mod tests {
             has("kubelet_pod_start_duration_seconds_bucket{le=\"5\"} 1"),
             "{text}"
         );
+        // A histogram's family holds its _bucket/_sum/_count samples.
+        let starts = &families["kubelet_pod_start_duration_seconds"];
+        assert!(starts
+            .samples
+            .iter()
+            .any(|s| s.name == "kubelet_pod_start_duration_seconds_count" && s.value == 1.0));
     }
 
     #[test]
