@@ -160,6 +160,13 @@ impl Pki {
         pki.server_key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(skey.serialize_der()));
 
         pki.issue_client_if_missing("admin", "admin", &["system:masters"])?;
+        // kubeadm's client certificate of the apiserver toward kubelets
+        // (the default --kubelet-client-certificate/--kubelet-client-key).
+        pki.issue_client_if_missing(
+            "apiserver-kubelet-client",
+            "kube-apiserver-kubelet-client",
+            &["kubeadm:cluster-admins"],
+        )?;
         for n in node_names {
             pki.issue_client_if_missing(
                 &format!("kubelet-{}", n),

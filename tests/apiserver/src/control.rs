@@ -263,11 +263,33 @@ impl Audit {
         ua: &str,
         ms: u128,
     ) {
-        let line = json!({
+        self.log_with(user, groups, verb, method, uri, info, code, ua, ms, None)
+    }
+
+    /// `log` with extra fields merged into the line (the kubelet proxy's
+    /// upgrade protocols).
+    #[allow(clippy::too_many_arguments)]
+    pub fn log_with(
+        &self,
+        user: &str,
+        groups: &[String],
+        verb: &str,
+        method: &str,
+        uri: &str,
+        info: &crate::handlers::Info,
+        code: u16,
+        ua: &str,
+        ms: u128,
+        extra: Option<Value>,
+    ) {
+        let mut line = json!({
             "ts": util::now_micro_time(), "user": user, "groups": groups, "verb": verb, "method": method,
             "path": uri, "resource": info.resource, "subresource": info.sub, "namespace": info.ns,
             "name": info.name, "code": code, "userAgent": ua, "latencyMs": ms as u64,
         });
+        if let (Some(Value::Object(m)), Some(l)) = (extra, line.as_object_mut()) {
+            l.extend(m);
+        }
         if let Some(w) = self.out.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             let _ = writeln!(w, "{}", line);
         }

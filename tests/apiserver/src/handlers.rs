@@ -35,6 +35,8 @@ pub enum Reply {
     Json(u16, Value),
     Text(u16, String),
     Watch(WatchReq),
+    /// pods/log, exec, attach, portforward: served by the kubelet (nodeproxy).
+    Kubelet(crate::nodeproxy::KubeletCall),
 }
 
 /// What a request is, in the terms of the real server's RequestInfo.
@@ -257,6 +259,11 @@ pub fn handle(
                 route.sub.as_deref(),
             ) {
                 ("GET", _, _) if watch => watch_req(api, &route, req),
+                (_, true, Some(s @ ("log" | "exec" | "attach" | "portforward")))
+                    if route.def.is("", "pods") =>
+                {
+                    crate::nodeproxy::pod_call(api, &route, req, s).map(Reply::Kubelet)
+                }
                 ("GET", true, None) | ("GET", true, Some("status")) => get_obj(api, &route),
                 ("GET", false, None) => list(api, &route, req),
                 ("POST", false, None) => create(api, &route, req, dry_run),

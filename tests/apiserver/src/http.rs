@@ -73,6 +73,12 @@ impl<S: Read + Write> Conn<S> {
         }
     }
 
+    /// The stream and the bytes read past the last request (an upgraded
+    /// connection's first bytes).
+    pub fn into_parts(self) -> (S, Vec<u8>) {
+        (self.stream, self.buf)
+    }
+
     fn fill(&mut self) -> io::Result<usize> {
         let mut tmp = [0u8; 16384];
         let n = self.stream.read(&mut tmp)?;

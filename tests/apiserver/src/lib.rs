@@ -6,6 +6,7 @@ pub mod control;
 pub mod handlers;
 pub mod http;
 pub mod kinds;
+pub mod nodeproxy;
 pub mod patch;
 pub mod resources;
 pub mod reviews;

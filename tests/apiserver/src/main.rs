@@ -5,7 +5,8 @@ use std::time::Duration;
 
 const USAGE: &str = "usage: apiserver-double --dir DIR [--port N] [--bind ADDR] [--node-name NAME ...]
     [--bookmark-interval SECONDS] [--min-request-timeout SECONDS] [--watch-history N]
-    [--anonymous-auth] [--node-restriction] [--ephemeral] [--max-connections N] [--idle-timeout SECONDS]";
+    [--anonymous-auth] [--node-restriction] [--ephemeral] [--max-connections N] [--idle-timeout SECONDS]
+    [--kubelet-client-certificate FILE --kubelet-client-key FILE] [--kubelet-certificate-authority FILE]";
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
@@ -63,6 +64,17 @@ fn main() {
                 cfg.anonymous_auth = inline.as_deref().map(|v| v != "false").unwrap_or(true)
             }
             "--node-restriction" => cfg.node_restriction = true,
+            "--kubelet-client-certificate" => {
+                cfg.kubelet_client.client_certificate =
+                    Some(val("--kubelet-client-certificate").into())
+            }
+            "--kubelet-client-key" => {
+                cfg.kubelet_client.client_key = Some(val("--kubelet-client-key").into())
+            }
+            "--kubelet-certificate-authority" => {
+                cfg.kubelet_client.certificate_authority =
+                    Some(val("--kubelet-certificate-authority").into())
+            }
             "--ephemeral" => cfg.persist = false,
             "-h" | "--help" => {
                 println!("{}", USAGE);

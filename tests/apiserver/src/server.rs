@@ -6,6 +6,7 @@ use crate::certs::{subject_identity, Pki, User};
 use crate::control::{Audit, Faults, Stats};
 use crate::handlers::{self, Api, Info, Reply, Target};
 use crate::http::{self, Conn, ReadError, Request};
+use crate::nodeproxy::{self, Dialed, KubeletCall, KubeletClient, LogError, Upgraded};
 use crate::reviews::{self, Authz};
 use crate::status::ApiError;
 use crate::store::Store;
@@ -34,6 +35,11 @@ pub struct Config {
     pub persist: bool,
     pub max_conns: usize,
     pub idle_timeout: Duration,
+    /// --kubelet-client-certificate/--kubelet-client-key (default: DIR/
+    /// apiserver-kubelet-client.crt/.key, issued by the double's CA) and
+    /// --kubelet-certificate-authority (default: none, the kubelet's serving
+    /// certificate is not verified, as upstream without a CA).
+    pub kubelet_client: crate::nodeproxy::KubeletClientFiles,
 }
 
 impl Config {
@@ -51,6 +57,7 @@ impl Config {
             persist: true,
             max_conns: 256,
             idle_timeout: Duration::from_secs(90),
+            kubelet_client: Default::default(),
         }
     }
 }
@@ -66,6 +73,7 @@ pub struct Server {
     authz: Authz,
     conns: AtomicUsize,
     url: String,
+    kubelet: KubeletClient,
 }
 
 pub struct Handle {
@@ -79,6 +87,12 @@ pub struct Handle {
 pub fn start(cfg: Config) -> Result<Handle, String> {
     let pki = Pki::load_or_create(&cfg.dir, &cfg.node_names)?;
     let tls = crate::tls::server_config(&pki)?;
+    let mut kfiles = cfg.kubelet_client.clone();
+    if kfiles.client_certificate.is_none() && kfiles.client_key.is_none() {
+        kfiles.client_certificate = Some(cfg.dir.join("apiserver-kubelet-client.crt"));
+        kfiles.client_key = Some(cfg.dir.join("apiserver-kubelet-client.key"));
+    }
+    let kubelet = KubeletClient::new(&kfiles)?;
     let listener = TcpListener::bind((cfg.bind.as_str(), cfg.port))
         .map_err(|e| format!("bind {}:{}: {}", cfg.bind, cfg.port, e))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
@@ -111,6 +125,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         authz: Authz::default(),
         conns: AtomicUsize::new(0),
         url: url.clone(),
+        kubelet,
     });
     let s = server.clone();
     std::thread::Builder::new()
@@ -221,6 +236,7 @@ fn serve_conn(srv: &Server, tcp: TcpStream) {
             name: cn,
             groups: orgs,
         });
+    let peer = tls.sock.peer_addr().ok();
     let mut http = Conn::new(tls);
     loop {
         let req = match http.read_request() {
@@ -236,11 +252,24 @@ fn serve_conn(srv: &Server, tcp: TcpStream) {
             }
         };
         let close = req.wants_close();
-        if !process(srv, &mut http.stream, &req, &cert_user, close, &|| {
-            peer_alive(fd)
-        }) || close
-        {
-            break;
+        let alive = || peer_alive(fd);
+        match process(srv, &mut http.stream, &req, &cert_user, close, peer, &alive) {
+            Next::Continue if !close => {}
+            Next::Continue | Next::Close => break,
+            Next::Upgrade(up) => {
+                let (stream, buffered) = http.into_parts();
+                match nodeproxy::relay(stream, &buffered, *up) {
+                    Ok((up, down)) => log::debug!(
+                        "{} {}: upgraded stream ended ({} bytes up, {} down)",
+                        req.method,
+                        req.path,
+                        up,
+                        down
+                    ),
+                    Err(e) => log::info!("{} {}: upgraded stream: {}", req.method, req.path, e),
+                }
+                return;
+            }
         }
     }
     http.stream.conn.send_close_notify();
@@ -340,15 +369,34 @@ fn anonymous_forbidden(info: &Info, req: &Request) -> Option<ApiError> {
     Some(e)
 }
 
-/// Handles one request; false when the connection must be closed.
+/// What the connection does after a request.
+enum Next {
+    Continue,
+    Close,
+    /// Hand the connection to the kubelet proxy.
+    Upgrade(Box<Upgraded>),
+}
+
+impl From<bool> for Next {
+    fn from(keep: bool) -> Next {
+        if keep {
+            Next::Continue
+        } else {
+            Next::Close
+        }
+    }
+}
+
+/// Handles one request.
 fn process<W: Write>(
     srv: &Server,
     w: &mut W,
     req: &Request,
     cert_user: &Option<User>,
     close: bool,
+    peer: Option<std::net::SocketAddr>,
     alive: &dyn Fn() -> bool,
-) -> bool {
+) -> Next {
     let started = Instant::now();
     let auth = authenticate(srv, req, cert_user);
     let (user_name, groups) = match &auth {
@@ -388,7 +436,9 @@ fn process<W: Write>(
             started.elapsed().as_millis(),
         );
         let body = serde_json::to_vec(&body).unwrap_or_default();
-        return http::write_response(w, code, &json_headers(), &body, close).is_ok();
+        return http::write_response(w, code, &json_headers(), &body, close)
+            .is_ok()
+            .into();
     }
 
     let (target, info) = handlers::classify(req);
@@ -396,9 +446,9 @@ fn process<W: Write>(
     if decision.stall_ms > 0 {
         std::thread::sleep(Duration::from_millis(decision.stall_ms));
     }
-    let finish = |code: u16| {
+    let finish_with = |code: u16, extra: Option<Value>| {
         srv.stats.record(&info.stats_key(), &ua, &user_name, code);
-        srv.audit.log(
+        srv.audit.log_with(
             &user_name,
             &groups,
             &info.verb,
@@ -408,11 +458,13 @@ fn process<W: Write>(
             code,
             &ua,
             started.elapsed().as_millis(),
+            extra,
         );
     };
+    let finish = |code: u16| finish_with(code, None);
     if decision.drop {
         finish(0);
-        return false;
+        return Next::Close;
     }
     let result: Result<Reply, ApiError> = if let Some((code, retry)) = decision.status {
         Err(ApiError::for_code(code, retry))
@@ -432,7 +484,10 @@ fn process<W: Write>(
             }
         }
     };
-    match result {
+    let next = match result {
+        Ok(Reply::Kubelet(call)) => {
+            return kubelet_call(srv, w, req, call, peer, alive, &finish_with)
+        }
         Ok(Reply::Watch(mut wr)) => {
             wr.truncate = decision.truncate_watch;
             finish(200);
@@ -461,6 +516,82 @@ fn process<W: Write>(
         Err(e) => {
             finish(e.code);
             write_error(w, &e, close).is_ok()
+        }
+    };
+    next.into()
+}
+
+/// Serves a pod subresource the kubelet answers (see [`nodeproxy`]):
+/// streams a log, or connects an upgrade and hands the connection over.
+/// `finish` records the request (code, and for upgrades the protocols).
+fn kubelet_call<W: Write>(
+    srv: &Server,
+    w: &mut W,
+    req: &Request,
+    call: KubeletCall,
+    peer: Option<std::net::SocketAddr>,
+    alive: &dyn Fn() -> bool,
+    finish: &dyn Fn(u16, Option<Value>),
+) -> Next {
+    match call {
+        KubeletCall::Log { loc: None, .. } => {
+            finish(200, None);
+            let h = vec![("Content-Type".to_string(), "text/plain".to_string())];
+            http::write_response(w, 200, &h, b"", false).is_ok().into()
+        }
+        KubeletCall::Log {
+            loc: Some(loc),
+            follow,
+            pod,
+        } => {
+            let extra = Some(json!({"kubelet": loc.url()}));
+            match nodeproxy::serve_log(&srv.kubelet, &loc, follow, &pod, w, alive) {
+                Ok(code) => {
+                    finish(code, extra);
+                    Next::Continue
+                }
+                Err(LogError::Api(e)) => {
+                    finish(e.code, extra);
+                    write_error(w, &e, false).is_ok().into()
+                }
+                Err(LogError::Midstream(m)) => {
+                    log::info!("{}: log stream from {} ended: {}", req.path, loc.url(), m);
+                    finish(200, extra);
+                    Next::Close
+                }
+            }
+        }
+        KubeletCall::Upgrade { loc } => {
+            let upgrade = req.header("upgrade").unwrap_or("").to_string();
+            let mut extra = json!({
+                "kubelet": loc.url(),
+                "upgrade": upgrade,
+                "offeredProtocols": nodeproxy::offered_protocols(req),
+            });
+            if !nodeproxy::is_upgrade_request(req) {
+                let e = ApiError::bad_request("Upgrade request required");
+                finish(e.code, Some(extra));
+                return write_error(w, &e, true).is_ok().into();
+            }
+            match nodeproxy::dial_upgrade(&srv.kubelet, &loc, req, peer) {
+                Ok(Dialed::Upgraded(up)) => {
+                    extra["protocol"] = json!(up.protocol);
+                    finish(101, Some(extra));
+                    Next::Upgrade(up)
+                }
+                Ok(Dialed::Response(code, raw)) => {
+                    finish(code, Some(extra));
+                    let _ = w.write_all(&raw);
+                    let _ = w.flush();
+                    Next::Close
+                }
+                Err(e) => {
+                    let e = ApiError::internal(&format!("error dialing backend: {}", e));
+                    finish(e.code, Some(extra));
+                    let _ = write_error(w, &e, true);
+                    Next::Close
+                }
+            }
         }
     }
 }
