@@ -64,6 +64,7 @@ fn dump_double(d: &Double) {
         .filter(|l| {
             l.contains("\"subresource\":\"log\"")
                 || l.contains("\"subresource\":\"exec\"")
+                || l.contains("\"subresource\":\"attach\"")
                 || l.contains("\"subresource\":\"portforward\"")
                 || l.contains("\"code\":5")
         })
@@ -492,6 +493,38 @@ fn kubectl_logs() {
     assert!(
         ended.is_some(),
         "no follow=true log request recorded: {follow:#?}"
+    );
+}
+
+/// kubectl attach (no stdin): the running container's output, live.
+#[test]
+fn kubectl_attach() {
+    let mut node = Node::start("kubectl-attach", 65);
+    node.create_pod(api_pod("attachpod", TICKER));
+    node.wait_running("attachpod");
+    let from = node.audit_len();
+    let bg = node.kubectl_bg(&["attach", "attachpod", "-c", "c"], &[]);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + secs(20);
+    while Instant::now() < deadline && ticks(&seen.join("\n")).len() < 2 {
+        if let Some(l) = bg.line(secs(1)) {
+            seen.push(l);
+        }
+    }
+    let t = ticks(&seen.join("\n"));
+    assert!(
+        t.len() >= 2 && t[1] == t[0] + 1,
+        "attach: expected consecutive ticks; got {seen:?}\nstderr: {}",
+        bg.stderr()
+    );
+    drop(bg);
+    let lines = node.proxied("attach", from);
+    assert_websocket_then_spdy("attach", &lines);
+    assert!(
+        lines[1]["kubelet"]
+            .as_str()
+            .is_some_and(|k| k.ends_with("/attach/default/attachpod/c?output=1&error=1")),
+        "{lines:#?}"
     );
 }
 
