@@ -192,13 +192,18 @@ impl Core {
         let pod = Arc::new(pod.clone());
         let mut added = Vec::new();
         for c in probed_containers(&pod) {
+            // One copy per container, shared by its probes (a Container is
+            // kilobytes, and a pod may have three probes per container).
+            let mut shared: Option<Arc<Container>> = None;
             for kind in ProbeKind::ALL {
                 let Some(api) = probe_of(c, kind) else {
                     continue;
                 };
                 let key = ProbeKey::new(&uid, &c.name, kind);
                 if !self.probes.contains_key(&key) {
-                    let probe = self.new_probe(ProbeSpec::new(api, kind), c, now);
+                    let container = shared.get_or_insert_with(|| Arc::new(c.clone()));
+                    let probe =
+                        self.new_probe(ProbeSpec::new(api, kind), Arc::clone(container), now);
                     self.probes.insert(key.clone(), probe);
                     added.push(key);
                 }
@@ -219,11 +224,11 @@ impl Core {
         }
     }
 
-    fn new_probe(&self, spec: ProbeSpec, container: &Container, now: Now) -> Probe {
+    fn new_probe(&self, spec: ProbeSpec, container: Arc<Container>, now: Now) -> Probe {
         let not_before = now.mono + self.jitter(spec.period, now.mono);
         Probe {
             spec,
-            container: Arc::new(container.clone()),
+            container,
             container_id: String::new(),
             started_at: now.wall,
             generation: 0,
