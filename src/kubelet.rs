@@ -629,7 +629,7 @@ impl Kubelet {
                 }
             },
             recv(sync) -> _ => {
-                let pods: Vec<Pod> = self
+                let pods: Vec<Arc<Pod>> = self
                     .work_queue
                     .get_work()
                     .iter()
@@ -709,7 +709,7 @@ impl Kubelet {
         }
     }
 
-    fn handle_pod_additions(&self, mut pods: Vec<Pod>) {
+    fn handle_pod_additions(&self, mut pods: Vec<Arc<Pod>>) {
         pods.sort_by(|a, b| {
             a.metadata
                 .creation_timestamp
@@ -720,7 +720,7 @@ impl Kubelet {
                 self.handle_mirror_pod(pod);
                 continue;
             }
-            self.pod_manager.add_or_update(pod.clone());
+            self.pod_manager.add_or_update(Arc::clone(&pod));
             if !pod.is_being_deleted() && !self.pod_workers.is_known(pod.uid()) {
                 let active = self.active_pods();
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -737,15 +737,15 @@ impl Kubelet {
 
     /// A mirror pod changed in the API: track it and let its static pod's
     /// sync recreate or fix it (upstream handleMirrorPod).
-    fn handle_mirror_pod(&self, mirror: Pod) {
-        self.pod_manager.add_or_update_mirror(mirror.clone());
+    fn handle_mirror_pod(&self, mirror: Arc<Pod>) {
+        self.pod_manager.add_or_update_mirror(Arc::clone(&mirror));
         if let Some(static_pod) = self.pod_manager.get_by_full_name(&mirror.full_name()) {
             self.dispatch(static_pod, UpdateType::Sync);
         }
     }
 
     /// Pods admitted and not finished: what admission counts against.
-    fn active_pods(&self) -> Vec<Pod> {
+    fn active_pods(&self) -> Vec<Arc<Pod>> {
         self.pod_manager
             .pods()
             .into_iter()
@@ -775,18 +775,18 @@ impl Kubelet {
         self.status_manager.set_pod_status(pod, status);
     }
 
-    fn handle_pod_updates(&self, pods: Vec<Pod>) {
+    fn handle_pod_updates(&self, pods: Vec<Arc<Pod>>) {
         for pod in pods {
             if is_mirror_pod(&pod) {
                 self.handle_mirror_pod(pod);
                 continue;
             }
-            self.pod_manager.add_or_update(pod.clone());
+            self.pod_manager.add_or_update(Arc::clone(&pod));
             self.dispatch(pod, UpdateType::Update);
         }
     }
 
-    fn handle_pod_removes(&self, pods: Vec<Pod>) {
+    fn handle_pod_removes(&self, pods: Vec<Arc<Pod>>) {
         for pod in pods {
             if is_mirror_pod(&pod) {
                 self.pod_manager.remove_mirror(&pod);
@@ -807,7 +807,7 @@ impl Kubelet {
         }
     }
 
-    fn handle_pod_syncs(&self, pods: Vec<Pod>, kind: UpdateType) {
+    fn handle_pod_syncs(&self, pods: Vec<Arc<Pod>>, kind: UpdateType) {
         for pod in pods {
             self.dispatch(pod, kind);
         }
@@ -861,7 +861,7 @@ impl Kubelet {
         self.dispatch(pod, UpdateType::Sync);
     }
 
-    fn dispatch(&self, pod: Pod, update_type: UpdateType) {
+    fn dispatch(&self, pod: Arc<Pod>, update_type: UpdateType) {
         self.pod_workers.update_pod(UpdatePodOptions {
             update_type,
             pod: Some(pod),

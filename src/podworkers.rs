@@ -80,7 +80,7 @@ pub trait PodSyncer: Send + Sync {
 /// An update for one pod.
 pub struct UpdatePodOptions {
     pub update_type: UpdateType,
-    pub pod: Option<Pod>,
+    pub pod: Option<Arc<Pod>>,
     /// For killing pods the kubelet has no spec for.
     pub running_pod: Option<RuntimePod>,
     pub grace_override: Option<i64>,
@@ -89,7 +89,7 @@ pub struct UpdatePodOptions {
 }
 
 struct PodState {
-    pod: Option<Pod>,
+    pod: Option<Arc<Pod>>,
     running_pod: Option<RuntimePod>,
     phase: Phase,
     update_type: UpdateType,
@@ -141,7 +141,7 @@ struct Job {
     uid: String,
     phase: Phase,
     update_type: UpdateType,
-    pod: Option<Pod>,
+    pod: Option<Arc<Pod>>,
     running_pod: Option<RuntimePod>,
     grace: Option<i64>,
     removed: bool,
@@ -378,7 +378,7 @@ impl PodWorkers {
             Phase::Terminating => self
                 .syncer
                 .sync_terminating_pod(
-                    job.pod.as_ref(),
+                    job.pod.as_deref(),
                     job.running_pod.as_ref(),
                     &job.status,
                     job.grace,
@@ -386,7 +386,7 @@ impl PodWorkers {
                 .map(|()| Some(Phase::Terminated)),
             Phase::Terminated => self
                 .syncer
-                .sync_terminated_pod(job.pod.as_ref(), &job.status, job.removed)
+                .sync_terminated_pod(job.pod.as_deref(), &job.status, job.removed)
                 .map(|()| None),
         };
         crate::metrics::pod_worker(op, started.elapsed());

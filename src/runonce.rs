@@ -1,6 +1,7 @@
 //! `--runonce` (upstream `pkg/kubelet/runonce.go`): take the static pods
 //! once, sync each until its containers run, print their status, exit.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
@@ -54,7 +55,7 @@ fn wait_for_runtime(kl: &Kubelet) -> Result<(), String> {
 }
 
 /// Pods from every source's first snapshot.
-fn collect_pods(kl: &Kubelet, updates: &Receiver<PodUpdate>) -> Vec<Pod> {
+fn collect_pods(kl: &Kubelet, updates: &Receiver<PodUpdate>) -> Vec<Arc<Pod>> {
     let deadline = Instant::now() + SOURCES_WAIT;
     let mut pods = Vec::new();
     let mut seen: Vec<String> = Vec::new();
@@ -104,7 +105,7 @@ fn run_pod(kl: &Kubelet, pod: &Pod) -> Result<(), String> {
     ))
 }
 
-fn print_status(kl: &Kubelet, pods: &[Pod]) {
+fn print_status(kl: &Kubelet, pods: &[Arc<Pod>]) {
     println!("{:<40} {:<10} {:<8} CONTAINERS", "POD", "PHASE", "READY");
     for pod in pods {
         let fresh = kl

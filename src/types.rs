@@ -2,6 +2,7 @@
 
 use crate::podutil::PodExt;
 use std::fmt;
+use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use k8s_openapi::api::core::v1::Pod;
@@ -56,10 +57,12 @@ impl fmt::Display for PodOperation {
     }
 }
 
-/// One change sent on a config channel.
+/// One change sent on a config channel. Pods are shared (`Arc`): the config
+/// store, the pod manager, the pod workers and the prober all hold the same
+/// copy, and a changed pod is a new `Arc` (copy on write).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodUpdate {
-    pub pods: Vec<Pod>,
+    pub pods: Vec<Arc<Pod>>,
     pub op: PodOperation,
     pub source: String,
 }
@@ -68,7 +71,7 @@ impl PodUpdate {
     /// A full snapshot of `source`'s pods.
     pub fn set(source: &str, pods: Vec<Pod>) -> Self {
         PodUpdate {
-            pods,
+            pods: pods.into_iter().map(Arc::new).collect(),
             op: PodOperation::Set,
             source: source.to_string(),
         }

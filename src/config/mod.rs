@@ -231,18 +231,18 @@ fn emit(updates: &Sender<PodUpdate>, update: PodUpdate) -> bool {
 /// of threads so it can be tested directly.
 pub struct PodStorage {
     /// source -> pod UID -> pod (ordered, so REMOVE lists are deterministic).
-    pods: HashMap<String, BTreeMap<String, Pod>>,
+    pods: HashMap<String, BTreeMap<String, Arc<Pod>>>,
     seen: Arc<Mutex<HashSet<String>>>,
 }
 
 /// The five change lists of one merge.
 #[derive(Default)]
 struct Changes {
-    adds: Vec<Pod>,
-    updates: Vec<Pod>,
-    deletes: Vec<Pod>,
-    removes: Vec<Pod>,
-    reconciles: Vec<Pod>,
+    adds: Vec<Arc<Pod>>,
+    updates: Vec<Arc<Pod>>,
+    deletes: Vec<Arc<Pod>>,
+    removes: Vec<Arc<Pod>>,
+    reconciles: Vec<Arc<Pod>>,
 }
 
 impl PodStorage {
@@ -295,7 +295,7 @@ impl PodStorage {
     pub fn merged_state(&self) -> Vec<Pod> {
         self.pods
             .values()
-            .flat_map(|m| m.values().cloned())
+            .flat_map(|m| m.values().map(|p| Pod::clone(p)))
             .collect()
     }
 
@@ -341,12 +341,14 @@ impl PodStorage {
 /// version in `old` (or an earlier copy in `current` with the same UID).
 fn update_pods(
     source: &str,
-    pods: Vec<Pod>,
-    old: &mut BTreeMap<String, Pod>,
-    current: &mut BTreeMap<String, Pod>,
+    pods: Vec<Arc<Pod>>,
+    old: &mut BTreeMap<String, Arc<Pod>>,
+    current: &mut BTreeMap<String, Arc<Pod>>,
     changes: &mut Changes,
 ) {
-    for mut pod in filter_invalid_pods(source, pods) {
+    for pod in filter_invalid_pods(source, pods) {
+        // Sources hand over fresh pods: this unwraps without copying.
+        let mut pod = Arc::unwrap_or_clone(pod);
         // Annotate with the source before any comparison.
         set_annotation(&mut pod, CONFIG_SOURCE_ANNOTATION, source);
         let uid = pod.uid().to_string();
@@ -354,7 +356,8 @@ fn update_pods(
         let Some(mut existing) = previous else {
             debug!("Receiving a new pod {}", pod.namespaced_name());
             set_annotation(&mut pod, CONFIG_FIRST_SEEN_ANNOTATION, &now_rfc3339_nano());
-            changes.adds.push(pod.clone());
+            let pod = Arc::new(pod);
+            changes.adds.push(Arc::clone(&pod));
             current.insert(uid, pod);
             continue;
         };
@@ -369,7 +372,7 @@ fn update_pods(
 }
 
 /// Drops pods whose name+namespace repeats within one message.
-fn filter_invalid_pods(source: &str, pods: Vec<Pod>) -> Vec<Pod> {
+fn filter_invalid_pods(source: &str, pods: Vec<Arc<Pod>>) -> Vec<Arc<Pod>> {
     let mut names = HashSet::new();
     let mut filtered = Vec::with_capacity(pods.len());
     for (i, pod) in pods.into_iter().enumerate() {
@@ -441,15 +444,19 @@ enum Check {
 /// of change it was. Only spec, labels, deletion fields, generation, status
 /// and annotations are taken over; the kubelet's local annotations (first
 /// seen time included) are kept from `existing`.
-fn check_and_update_pod(existing: &mut Pod, new: Pod) -> Check {
+///
+/// Copy on write: the kubelet may still hold the previous version, so a
+/// changed pod becomes a new copy and an unchanged one stays shared.
+fn check_and_update_pod(existing: &mut Arc<Pod>, new: Pod) -> Check {
     if !pods_differ_semantically(existing, &new) {
         if existing.status != new.status {
             // The kubelet is the source of truth for status: reconcile it.
-            existing.status = new.status;
+            Arc::make_mut(existing).status = new.status;
             return Check::Reconcile;
         }
         return Check::Unchanged;
     }
+    let existing = Arc::make_mut(existing);
     let deleting = new.metadata.deletion_timestamp.is_some();
     let meta = new.metadata;
     existing.spec = new.spec;

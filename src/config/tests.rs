@@ -701,7 +701,7 @@ fn merge_status_only_reconciles_and_deletion_deletes() {
     deleting.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
     deleting.metadata.deletion_grace_period_seconds = Some(30);
     let update = PodUpdate {
-        pods: vec![deleting],
+        pods: vec![Arc::new(deleting)],
         op: PodOperation::Update,
         source: "api".into(),
     };
@@ -710,7 +710,7 @@ fn merge_status_only_reconciles_and_deletion_deletes() {
 
     // Incremental ADD of another pod leaves the first one alone; REMOVE drops it.
     let add = PodUpdate {
-        pods: vec![api_pod("2", "b", "img")],
+        pods: vec![Arc::new(api_pod("2", "b", "img"))],
         op: PodOperation::Add,
         source: "api".into(),
     };
@@ -719,7 +719,7 @@ fn merge_status_only_reconciles_and_deletion_deletes() {
         vec![(PodOperation::Add, vec!["2".into()])]
     );
     let remove = PodUpdate {
-        pods: vec![api_pod("1", "a", "img")],
+        pods: vec![Arc::new(api_pod("1", "a", "img"))],
         op: PodOperation::Remove,
         source: "api".into(),
     };

@@ -4,6 +4,7 @@
 //! NodeAffinity, NodePorts, ...), before any of its containers is created.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod};
 
@@ -28,7 +29,7 @@ fn reject(reason: impl Into<String>, message: impl Into<String>) -> Rejection {
 /// Without a Node object (standalone) only the pod count is checked.
 pub fn admit(
     pod: &Pod,
-    active: &[Pod],
+    active: &[Arc<Pod>],
     node: Option<&Node>,
     max_pods: i64,
 ) -> Result<(), Rejection> {
@@ -152,8 +153,8 @@ fn host_ports(pod: &Pod) -> Vec<(String, String, i32)> {
         .collect()
 }
 
-fn check_host_ports(pod: &Pod, active: &[Pod]) -> Result<(), Rejection> {
-    let used: HashSet<(String, String, i32)> = active.iter().flat_map(host_ports).collect();
+fn check_host_ports(pod: &Pod, active: &[Arc<Pod>]) -> Result<(), Rejection> {
+    let used: HashSet<(String, String, i32)> = active.iter().flat_map(|p| host_ports(p)).collect();
     for (proto, ip, port) in host_ports(pod) {
         let clash = used.iter().any(|(p, i, hp)| {
             *p == proto && *hp == port && (i == &ip || i == "0.0.0.0" || ip == "0.0.0.0")
@@ -214,7 +215,7 @@ pub fn pod_request(pod: &Pod, name: &str) -> i128 {
     apps.max(init) + overhead
 }
 
-fn check_resources(pod: &Pod, active: &[Pod], node: &Node) -> Result<(), Rejection> {
+fn check_resources(pod: &Pod, active: &[Arc<Pod>], node: &Node) -> Result<(), Rejection> {
     for name in ["cpu", "memory", "ephemeral-storage"] {
         let requested = pod_request(pod, name);
         if requested == 0 {
@@ -303,7 +304,7 @@ mod tests {
 
     #[test]
     fn resources_fit_or_name_the_resource() {
-        let active = vec![pod(Some("1500m"), None)];
+        let active = vec![Arc::new(pod(Some("1500m"), None))];
         assert!(admit(&pod(Some("500m"), None), &active, Some(&n1()), 110).is_ok());
         let r = admit(&pod(Some("600m"), None), &active, Some(&n1()), 110).unwrap_err();
         assert_eq!(r.reason, "OutOfcpu");
@@ -319,7 +320,7 @@ mod tests {
 
     #[test]
     fn pod_count_from_node_or_max_pods() {
-        let three = vec![pod(None, None), pod(None, None), pod(None, None)];
+        let three: Vec<_> = (0..3).map(|_| Arc::new(pod(None, None))).collect();
         assert_eq!(
             admit(&pod(None, None), &three, Some(&n1()), 110)
                 .unwrap_err()
@@ -389,7 +390,7 @@ mod tests {
             }]);
             p
         };
-        let active = vec![with_port(8080, None)];
+        let active = vec![Arc::new(with_port(8080, None))];
         assert_eq!(
             admit(
                 &with_port(8080, Some("127.0.0.1")),

@@ -3,7 +3,7 @@
 pub mod mirror_client;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -15,12 +15,12 @@ use crate::types::{CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION};
 /// pods: the kubelet tracks them but never runs them.
 #[derive(Default)]
 pub struct PodManager {
-    pods: RwLock<HashMap<String, Pod>>,
-    mirrors: RwLock<HashMap<String, Pod>>,
+    pods: RwLock<HashMap<String, Arc<Pod>>>,
+    mirrors: RwLock<HashMap<String, Arc<Pod>>>,
 }
 
 impl PodManager {
-    pub fn add_or_update(&self, pod: Pod) {
+    pub fn add_or_update(&self, pod: Arc<Pod>) {
         let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
         pods.insert(pod.uid().to_string(), pod);
     }
@@ -32,7 +32,7 @@ impl PodManager {
             .remove(uid);
     }
 
-    pub fn get(&self, uid: &str) -> Option<Pod> {
+    pub fn get(&self, uid: &str) -> Option<Arc<Pod>> {
         self.pods
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -49,7 +49,7 @@ impl PodManager {
             .collect()
     }
 
-    pub fn pods(&self) -> Vec<Pod> {
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
         self.pods
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -59,12 +59,12 @@ impl PodManager {
     }
 
     /// The pod with this full name (`name_namespace`), if desired.
-    pub fn get_by_full_name(&self, full_name: &str) -> Option<Pod> {
+    pub fn get_by_full_name(&self, full_name: &str) -> Option<Arc<Pod>> {
         let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
         pods.values().find(|p| p.full_name() == full_name).cloned()
     }
 
-    pub fn add_or_update_mirror(&self, pod: Pod) {
+    pub fn add_or_update_mirror(&self, pod: Arc<Pod>) {
         let mut m = self.mirrors.write().unwrap_or_else(|e| e.into_inner());
         m.insert(pod.full_name(), pod);
     }
@@ -79,13 +79,13 @@ impl PodManager {
     }
 
     /// The mirror pod of a static pod, if the API has one.
-    pub fn mirror_of(&self, static_pod: &Pod) -> Option<Pod> {
+    pub fn mirror_of(&self, static_pod: &Pod) -> Option<Arc<Pod>> {
         let m = self.mirrors.read().unwrap_or_else(|e| e.into_inner());
         m.get(&static_pod.full_name()).cloned()
     }
 
     /// Mirror pods whose static pod is gone (upstream GetOrphanedMirrorPodNames).
-    pub fn orphaned_mirrors(&self) -> Vec<Pod> {
+    pub fn orphaned_mirrors(&self) -> Vec<Arc<Pod>> {
         let m = self.mirrors.read().unwrap_or_else(|e| e.into_inner());
         m.values()
             .filter(|mp| self.get_by_full_name(&mp.full_name()).is_none())

@@ -83,7 +83,6 @@ struct Entry {
 
 struct Probe {
     spec: ProbeSpec,
-    container: Arc<Container>,
     /// The container instance probed; empty until one exists.
     container_id: String,
     started_at: SystemTime,
@@ -161,7 +160,8 @@ pub(crate) struct Core {
     /// random first delay (upstream, against a burst after a restart).
     start: Instant,
     pods: HashMap<String, PodEntry>,
-    probes: HashMap<ProbeKey, Probe>,
+    /// Boxed: a Probe is hundreds of bytes and the table keeps spare slots.
+    probes: HashMap<ProbeKey, Box<Probe>>,
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
     results: Results,
@@ -184,26 +184,21 @@ impl Core {
 
     /// Registers the pod's probes not registered yet (upstream AddPod), and
     /// keeps the newest pod object for events and deletion.
-    pub fn add_pod(&mut self, pod: &Pod, now: Now) {
+    pub fn add_pod(&mut self, pod: &Arc<Pod>, now: Now) {
         let uid = pod.uid().to_string();
         if uid.is_empty() {
             return;
         }
-        let pod = Arc::new(pod.clone());
+        let pod = Arc::clone(pod);
         let mut added = Vec::new();
         for c in probed_containers(&pod) {
-            // One copy per container, shared by its probes (a Container is
-            // kilobytes, and a pod may have three probes per container).
-            let mut shared: Option<Arc<Container>> = None;
             for kind in ProbeKind::ALL {
                 let Some(api) = probe_of(c, kind) else {
                     continue;
                 };
                 let key = ProbeKey::new(&uid, &c.name, kind);
                 if !self.probes.contains_key(&key) {
-                    let container = shared.get_or_insert_with(|| Arc::new(c.clone()));
-                    let probe =
-                        self.new_probe(ProbeSpec::new(api, kind), Arc::clone(container), now);
+                    let probe = self.new_probe(ProbeSpec::new(api, kind), now);
                     self.probes.insert(key.clone(), probe);
                     added.push(key);
                 }
@@ -224,11 +219,10 @@ impl Core {
         }
     }
 
-    fn new_probe(&self, spec: ProbeSpec, container: Arc<Container>, now: Now) -> Probe {
+    fn new_probe(&self, spec: ProbeSpec, now: Now) -> Box<Probe> {
         let not_before = now.mono + self.jitter(spec.period, now.mono);
-        Probe {
+        Box::new(Probe {
             spec,
-            container,
             container_id: String::new(),
             started_at: now.wall,
             generation: 0,
@@ -238,7 +232,7 @@ impl Core {
             in_flight: false,
             next_due: None,
             not_before,
-        }
+        })
     }
 
     /// A random part of `period` while the manager is younger than it.
@@ -451,13 +445,17 @@ impl Core {
         if (key.kind == ProbeKind::Startup) == self.started(key, &info.id) {
             return None;
         }
+        // The pod's current spec (shared, not copied per probe) resolves
+        // named ports.
+        let container = probed_containers(&pod).find(|c| c.name == key.container)?;
+        let check = Check::new(&probe.spec.action, container, pod_ip.as_deref());
         let probe = self.probes.get_mut(key)?;
         probe.in_flight = true;
         Some(Job {
             key: key.clone(),
             generation: probe.generation,
             container_id: info.id,
-            check: Check::new(&probe.spec.action, &probe.container, pod_ip.as_deref()),
+            check,
             timeout: probe.spec.timeout,
             due,
             pod,

@@ -85,7 +85,7 @@ impl ProberManager {
         Ok(handles)
     }
 
-    pub fn add_pod(&self, pod: &Pod) {
+    pub fn add_pod(&self, pod: &Arc<Pod>) {
         self.lock().add_pod(pod, Now::real());
         self.wake();
     }

@@ -46,8 +46,8 @@ fn container(
     }
 }
 
-fn pod(uid: &str, containers: Vec<Container>) -> Pod {
-    Pod {
+fn pod(uid: &str, containers: Vec<Container>) -> Arc<Pod> {
+    Arc::new(Pod {
         metadata: ObjectMeta {
             name: Some(format!("pod-{uid}")),
             namespace: Some("default".into()),
@@ -59,7 +59,7 @@ fn pod(uid: &str, containers: Vec<Container>) -> Pod {
             ..Default::default()
         }),
         ..Default::default()
-    }
+    })
 }
 
 fn running(name: &str, id: &str, started: SystemTime) -> ContainerInfo {
@@ -365,7 +365,7 @@ fn deleting_pod_quiets_liveness() {
     );
     c.add_pod(&p, t0);
     c.update_pod_status("p", None, &[running("a", "c1", t0.wall)], t0);
-    p.metadata.deletion_timestamp = Some(Time(Default::default()));
+    Arc::make_mut(&mut p).metadata.deletion_timestamp = Some(Time(Default::default()));
     c.add_pod(&p, t0);
     assert!(c.take_due(t0).is_empty());
     assert!(!c.liveness_failed("c1"));

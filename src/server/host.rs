@@ -35,7 +35,8 @@ impl KubeletHost for ServerHost {
         k.pod_manager
             .pods()
             .into_iter()
-            .map(|mut p| {
+            .map(|p| {
+                let mut p = Pod::clone(&p);
                 if let Some(st) = k.status_manager.get(p.uid()) {
                     p.status = Some(st);
                 }
@@ -163,6 +164,7 @@ pub fn routes(
     let pods = Arc::clone(&kubelet.pod_manager);
     let lookup = move |ns: &str, name: &str| {
         pods.get_by_full_name(&crate::container::pod_full_name(name, ns))
+            .map(|p| Pod::clone(&p))
     };
     let streaming = StreamingServer::new(
         Arc::new(lookup),
