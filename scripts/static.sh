@@ -23,7 +23,7 @@ die() { printf 'static.sh: %s\n' "$*" >&2; exit 1; }
 command -v cargo >/dev/null || die "no cargo on PATH"
 command -v rustup >/dev/null || die "no rustup on PATH (needed for the $target target)"
 # cmake and g++ for gRPC's C core (its build scripts), file for the check below.
-bash scripts/deps.sh
+RKUBELET_DEPS_NO_KUBECTL=1 bash scripts/deps.sh
 
 # zig, from PyPI; cargo-zigbuild finds it as `python3 -m ziglang` when no
 # `zig` is on PATH.
