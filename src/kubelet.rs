@@ -281,7 +281,13 @@ impl Syncer {
                 }
             })
             .collect();
-        let ip = status.ips().into_iter().next();
+        // Probes aim at status.podIP, which for a host-network pod is the
+        // node's IP (the sandbox has none of its own).
+        let ip = if pod.is_host_network() {
+            self.host_ip()
+        } else {
+            status.ips().into_iter().next()
+        };
         self.prober
             .update_pod_status(pod.uid(), ip.as_deref(), &containers);
     }

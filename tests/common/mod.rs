@@ -563,6 +563,11 @@ impl Env {
 
     /// Starts rkubelet in the background, output appended to rkubelet.log.
     pub fn start_kubelet(&mut self) {
+        self.start_kubelet_with(&[]);
+    }
+
+    /// [`Env::start_kubelet`] with extra flags.
+    pub fn start_kubelet_with(&mut self, extra: &[&str]) {
         assert!(self.kubelet.is_none(), "rkubelet already started");
         let mut f = self.log_file();
         writeln!(
@@ -572,7 +577,7 @@ impl Env {
         )
         .unwrap();
         let child = Command::new(rkubelet_bin())
-            .args(self.kubelet_args(&[]))
+            .args(self.kubelet_args(extra))
             .stdin(Stdio::null())
             .stdout(f.try_clone().unwrap())
             .stderr(f)
