@@ -337,6 +337,9 @@ fn compress_log(log: &Path) -> io::Result<()> {
 }
 
 /// Now in local time as Go's "20060102-150405" (upstream uses clock.Now()).
+// libc marks time_t deprecated on musl (its width changes with musl 1.2);
+// localtime_r takes the platform's own time_t either way.
+#[allow(deprecated)]
 fn timestamp_now() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -345,6 +348,7 @@ fn timestamp_now() -> String {
     format_timestamp(now as libc::time_t)
 }
 
+#[allow(deprecated)]
 fn format_timestamp(t: libc::time_t) -> String {
     // SAFETY: localtime_r only writes the tm we own.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
