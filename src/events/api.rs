@@ -84,9 +84,11 @@ fn event_namespace(event: &Event) -> &str {
 pub struct ApiRecorder {
     node_name: String,
     sink: Arc<dyn EventSink>,
-    tx: Sender<Event>,
+    /// Boxed: a bounded channel allocates all its slots up front, and an
+    /// Event is about a kilobyte (1 MB for the queue, unboxed).
+    tx: Sender<Box<Event>>,
     /// Taken by [`ApiRecorder::start`].
-    rx: Mutex<Option<Receiver<Event>>>,
+    rx: Mutex<Option<Receiver<Box<Event>>>>,
     drops: DropWarner,
     retry_sleep: Duration,
 }
@@ -200,7 +202,7 @@ impl ApiRecorder {
 
     /// Queues without blocking; a full queue drops the event.
     fn enqueue(&self, event: Event) {
-        match self.tx.try_send(event) {
+        match self.tx.try_send(Box::new(event)) {
             Ok(()) => {}
             Err(TrySendError::Full(event)) => self.drops.dropped(&event),
             // The recorder owns the receiver until start hands it to the
@@ -318,7 +320,7 @@ fn describe_object(r: &ObjectReference) -> String {
 struct Worker {
     sink: Arc<dyn EventSink>,
     correlator: Correlator,
-    rx: Receiver<Event>,
+    rx: Receiver<Box<Event>>,
     retry_sleep: Duration,
 }
 
@@ -329,7 +331,7 @@ impl Worker {
                 recv(shutdown) -> _ => break,
                 recv(self.rx) -> event => match event {
                     Ok(event) => {
-                        if !self.record_to_sink(event, shutdown) {
+                        if !self.record_to_sink(*event, shutdown) {
                             break;
                         }
                     }
