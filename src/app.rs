@@ -62,7 +62,7 @@ pub fn main() -> i32 {
             return 1;
         }
     };
-    init_logging(flags.verbosity);
+    crate::util::logging::init(flags.verbosity);
     log::info!(
         "rkubelet {} (Kubernetes {})",
         kubeletconfig::VERSION,
@@ -75,21 +75,6 @@ pub fn main() -> i32 {
             1
         }
     }
-}
-
-/// `--v` maps onto log levels as klog's conventions do: 0-2 (steady-state
-/// information) info, 3-5 (debugging) debug, 6+ trace. RUST_LOG, when set,
-/// wins, so one module can be turned up alone.
-fn init_logging(verbosity: u8) {
-    let level = match verbosity {
-        0..=2 => "info",
-        3..=5 => "debug",
-        _ => "trace",
-    };
-    let default = format!("rkubelet={level},warn");
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default))
-        .format_timestamp_millis()
-        .init();
 }
 
 fn node_name(flags: &KubeletFlags) -> anyhow::Result<String> {

@@ -1,6 +1,7 @@
 //! Small shared mechanisms (upstream `pkg/util`, `client-go/util`).
 
 pub mod backoff;
+pub mod logging;
 pub mod quantity;
 pub mod strategicpatch;
 pub mod workqueue;

@@ -217,7 +217,9 @@ fn debug_routes(r: &mut Router, cfg: &ServerConfig, host: &Arc<dyn KubeletHost>)
     } else {
         r.add("/logs/", disabled("logs endpoint is disabled."));
     }
-    // Streaming endpoints answer 404 until their handlers are plugged in.
+    r.add("/debug/flags/v", handler(put_verbosity));
+    // Streaming endpoints answer 404 until their handlers are plugged in;
+    // Go's pprof profiles have no counterpart here (404).
     for p in [
         "/run/",
         "/exec/",
@@ -226,6 +228,27 @@ fn debug_routes(r: &mut Router, cfg: &ServerConfig, host: &Arc<dyn KubeletHost>)
         "/debug/pprof/",
     ] {
         r.add(p, handler(|_, resp| not_found(resp)));
+    }
+}
+
+/// `PUT /debug/flags/v` with a number sets the log verbosity (upstream's
+/// klog setter, same answers).
+fn put_verbosity(req: &mut Request, resp: &mut ResponseWriter<'_>) -> io::Result<()> {
+    if req.method() != "PUT" {
+        resp.set_header("Allow", "PUT");
+        return resp.send_text(405, "only PUT is allowed\n");
+    }
+    let body = String::from_utf8_lossy(req.body()).trim().to_string();
+    match body.parse::<u8>() {
+        Ok(v) => {
+            crate::util::logging::set_verbosity(v);
+            log::info!("log verbosity set to {v} through /debug/flags/v");
+            resp.send_text(
+                200,
+                &format!("successfully set klog.logging.verbosity to {v}\n"),
+            )
+        }
+        Err(e) => resp.send_text(400, &format!("error: {body:?} is not a verbosity: {e}\n")),
     }
 }
 

@@ -835,6 +835,32 @@ fn node_logs_and_traversal() {
 }
 
 #[test]
+fn debug_flags_v_sets_the_log_verbosity() {
+    let f = start_with(Setup::default());
+    let put = |body: &str| {
+        let mut s = tls_stream(f.started.secure, client_config(&f, &ADMIN));
+        let head = request_text(
+            "PUT",
+            "/debug/flags/v",
+            &ADMIN,
+            &format!("Content-Length: {}\r\n", body.len()),
+        );
+        s.write_all(format!("{head}{body}").as_bytes()).unwrap();
+        read_response(&mut s)
+    };
+    let r = put("4");
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (200, "successfully set klog.logging.verbosity to 4\n")
+    );
+    assert_eq!(log::max_level(), log::LevelFilter::Debug);
+    assert_eq!(put("loud").status, 400);
+    assert_eq!(get(&f, "/debug/flags/v", ADMIN).status, 405);
+    assert_eq!(put("2").status, 200);
+    assert_eq!(log::max_level(), log::LevelFilter::Info);
+}
+
+#[test]
 fn debugging_disabled_and_read_only_port() {
     let stats = handler(|_, resp| resp.send_text(200, "stats"));
     let exec = handler(|_, resp| resp.send_text(200, "exec"));
