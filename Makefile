@@ -42,7 +42,7 @@ fmt: ## cargo fmt
 	$(CARGO) fmt --all
 
 clippy: ## cargo clippy (release profile, to reuse the built C core)
-	$(CARGO) clippy --release --all-targets -- $(CLIPPY_FLAGS)
+	$(CARGO) clippy --release --workspace --all-targets -- $(CLIPPY_FLAGS)
 
 clean: ## cargo clean
 	$(CARGO) clean

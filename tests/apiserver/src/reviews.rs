@@ -159,7 +159,7 @@ pub fn subject_access_review(authz: &Authz, body: &[u8]) -> Result<(u16, Value),
     if user.is_empty()
         && spec
             .get("groups")
-            .map_or(true, |g| g.as_array().map_or(true, |a| a.is_empty()))
+            .is_none_or(|g| g.as_array().is_none_or(|a| a.is_empty()))
     {
         return Err(ApiError::invalid(
             kind,
