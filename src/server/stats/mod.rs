@@ -688,6 +688,36 @@ fn escape_label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The CPU, memory and swap figures of one container or pod, as
+/// /metrics/resource reports them.
+struct Usage<'a> {
+    cpu: Option<&'a CpuStats>,
+    memory: Option<&'a MemoryStats>,
+    swap: Option<&'a SwapStats>,
+}
+
+impl Usage<'_> {
+    /// Adds a sample to the cpu, memory and swap families for each figure
+    /// present.
+    fn push(&self, [cpu, mem, swap]: [&mut Family; 3], labels: &[(&str, &str)]) {
+        if let Some((v, t)) = self
+            .cpu
+            .and_then(|x| Some((x.usage_core_nano_seconds?, x.time)))
+        {
+            cpu.push(labels, v as f64 / 1e9, Some(t));
+        }
+        if let Some((v, t)) = self
+            .memory
+            .and_then(|x| Some((x.working_set_bytes?, x.time)))
+        {
+            mem.push(labels, v as f64, Some(t));
+        }
+        if let Some((v, t)) = self.swap.and_then(|x| Some((x.swap_usage_bytes?, x.time))) {
+            swap.push(labels, v as f64, Some(t));
+        }
+    }
+}
+
 struct Family {
     name: &'static str,
     help: &'static str,
@@ -823,50 +853,25 @@ pub fn render_resource_metrics(summary: Option<&Summary>) -> String {
                 if c.start_time.0 > 0 {
                     container_start.push(&l, c.start_time.unix_secs_f64(), None);
                 }
-                if let Some(v) = c
-                    .cpu
-                    .as_ref()
-                    .and_then(|x| Some((x.usage_core_nano_seconds?, x.time)))
-                {
-                    container_cpu.push(&l, v.0 as f64 / 1e9, Some(v.1));
-                }
-                if let Some(v) = c
-                    .memory
-                    .as_ref()
-                    .and_then(|x| Some((x.working_set_bytes?, x.time)))
-                {
-                    container_mem.push(&l, v.0 as f64, Some(v.1));
-                }
-                if let Some(v) = c
-                    .swap
-                    .as_ref()
-                    .and_then(|x| Some((x.swap_usage_bytes?, x.time)))
-                {
-                    container_swap.push(&l, v.0 as f64, Some(v.1));
-                }
+                let usage = Usage {
+                    cpu: c.cpu.as_ref(),
+                    memory: c.memory.as_ref(),
+                    swap: c.swap.as_ref(),
+                };
+                usage.push(
+                    [&mut container_cpu, &mut container_mem, &mut container_swap],
+                    &l,
+                );
             }
-            let l = [("pod", pn), ("namespace", ns)];
-            if let Some(v) = pod
-                .cpu
-                .as_ref()
-                .and_then(|x| Some((x.usage_core_nano_seconds?, x.time)))
-            {
-                pod_cpu.push(&l, v.0 as f64 / 1e9, Some(v.1));
-            }
-            if let Some(v) = pod
-                .memory
-                .as_ref()
-                .and_then(|x| Some((x.working_set_bytes?, x.time)))
-            {
-                pod_mem.push(&l, v.0 as f64, Some(v.1));
-            }
-            if let Some(v) = pod
-                .swap
-                .as_ref()
-                .and_then(|x| Some((x.swap_usage_bytes?, x.time)))
-            {
-                pod_swap.push(&l, v.0 as f64, Some(v.1));
-            }
+            let usage = Usage {
+                cpu: pod.cpu.as_ref(),
+                memory: pod.memory.as_ref(),
+                swap: pod.swap.as_ref(),
+            };
+            usage.push(
+                [&mut pod_cpu, &mut pod_mem, &mut pod_swap],
+                &[("pod", pn), ("namespace", ns)],
+            );
         }
     }
 
