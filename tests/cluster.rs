@@ -95,22 +95,7 @@ impl Cluster {
     }
 
     fn kubelet_args(&self) -> Vec<String> {
-        vec![
-            "--config".into(),
-            self.config.display().to_string(),
-            "--kubeconfig".into(),
-            self.double
-                .dir
-                .join(format!("kubelet-{NODE}.kubeconfig"))
-                .display()
-                .to_string(),
-            "--root-dir".into(),
-            self.env.root.display().to_string(),
-            "--hostname-override".into(),
-            NODE.into(),
-            "--v".into(),
-            "2".into(),
-        ]
+        cluster_kubelet_args(&self.double, &self.env, &self.config, &[])
     }
 
     fn start_kubelet(&mut self) {

@@ -162,27 +162,14 @@ impl Node {
             n,
             runs: 0,
         };
-        let args: Vec<String> = vec![
-            "--config".into(),
-            config.display().to_string(),
-            "--kubeconfig".into(),
-            node.double
-                .dir
-                .join(format!("kubelet-{NODE}.kubeconfig"))
-                .display()
-                .to_string(),
-            "--root-dir".into(),
-            node.env.root.display().to_string(),
-            "--cert-dir".into(),
-            node.env.dir.join("pki").display().to_string(),
-            "--hostname-override".into(),
-            NODE.into(),
-            // Where the kubelet listens: the address the double dials.
-            "--node-ip".into(),
-            "127.0.0.1".into(),
-            "--v".into(),
-            "2".into(),
-        ];
+        let cert_dir = node.env.dir.join("pki").display().to_string();
+        let args = cluster_kubelet_args(
+            &node.double,
+            &node.env,
+            &config,
+            // --node-ip: where the kubelet listens, the address the double dials.
+            &["--cert-dir", &cert_dir, "--node-ip", "127.0.0.1"],
+        );
         node.env.start_kubelet_with_args(&args);
         node.env.wait_healthy(secs(30));
         // The double finds the kubelet through the Node's status.

@@ -244,24 +244,9 @@ impl Node {
             ro_port,
             cert_dir,
         };
-        let args: Vec<String> = vec![
-            "--config".into(),
-            config.display().to_string(),
-            "--kubeconfig".into(),
-            node.double
-                .dir
-                .join(format!("kubelet-{NODE}.kubeconfig"))
-                .display()
-                .to_string(),
-            "--root-dir".into(),
-            node.env.root.display().to_string(),
-            "--cert-dir".into(),
-            node.cert_dir.display().to_string(),
-            "--hostname-override".into(),
-            NODE.into(),
-            "--v".into(),
-            "2".into(),
-        ];
+        let cert_dir = node.cert_dir.display().to_string();
+        let args =
+            cluster_kubelet_args(&node.double, &node.env, &config, &["--cert-dir", &cert_dir]);
         node.env.start_kubelet_with_args(&args);
         node.env.wait_healthy(secs(30));
         // The API port answers (401 without credentials) once it is up.

@@ -185,22 +185,7 @@ fn readiness_flips_both_ways() {
     let api = Api::new(&double.dir, double.port);
     let config = env.dir.join("cluster-config.yaml");
     fs::write(&config, kubelet_config(&env, "enableServer: false\n")).unwrap();
-    let args: Vec<String> = vec![
-        "--config".into(),
-        config.display().to_string(),
-        "--kubeconfig".into(),
-        double
-            .dir
-            .join(format!("kubelet-{NODE}.kubeconfig"))
-            .display()
-            .to_string(),
-        "--root-dir".into(),
-        env.root.display().to_string(),
-        "--hostname-override".into(),
-        NODE.into(),
-        "--v".into(),
-        "2".into(),
-    ];
+    let args = cluster_kubelet_args(&double, &env, &config, &[]);
     env.start_kubelet_with_args(&args);
 
     // Not ready for ~5 s, ready for ~10 s, then not ready again.

@@ -339,6 +339,31 @@ pub fn send(
 
 /// A KubeletConfiguration for `env` (its logs, healthz port, manifests and
 /// containerd) with `extra` lines appended.
+/// The flags of a cluster-mode kubelet: `config`, the double's kubeconfig
+/// for NODE, the env's root dir, --v 2, then `extra`.
+pub fn cluster_kubelet_args(
+    double: &Double,
+    env: &Env,
+    config: &Path,
+    extra: &[&str],
+) -> Vec<String> {
+    let kubeconfig = double.dir.join(format!("kubelet-{NODE}.kubeconfig"));
+    let mut args: Vec<String> = vec![
+        "--config".into(),
+        config.display().to_string(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--root-dir".into(),
+        env.root.display().to_string(),
+        "--hostname-override".into(),
+        NODE.into(),
+        "--v".into(),
+        "2".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
 pub fn kubelet_config(env: &Env, extra: &str) -> String {
     format!(
         "apiVersion: kubelet.config.k8s.io/v1beta1\n\

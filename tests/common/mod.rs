@@ -568,22 +568,8 @@ impl Env {
 
     /// [`Env::start_kubelet`] with extra flags.
     pub fn start_kubelet_with(&mut self, extra: &[&str]) {
-        assert!(self.kubelet.is_none(), "rkubelet already started");
-        let mut f = self.log_file();
-        writeln!(
-            f,
-            "===== e2e: starting rkubelet at +{:?} =====",
-            self.started.elapsed()
-        )
-        .unwrap();
-        let child = Command::new(rkubelet_bin())
-            .args(self.kubelet_args(extra))
-            .stdin(Stdio::null())
-            .stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .spawn()
-            .expect("spawn rkubelet");
-        self.kubelet = Some(child);
+        let args = self.kubelet_args(extra);
+        self.start_kubelet_with_args(&args);
     }
 
     /// Starts rkubelet and waits for healthz to say ok.
