@@ -276,7 +276,8 @@ impl<T: DeserializeOwned> Reflector<T> {
     }
 
     /// One object into T; a failure is logged and the object skipped.
-    fn decode(&self, v: serde_json::Value) -> Option<T> {
+    fn decode(&self, mut v: serde_json::Value) -> Option<T> {
+        strip_managed_fields(&mut v);
         match serde_json::from_value::<T>(v) {
             Ok(obj) => Some(obj),
             Err(e) => {
@@ -287,5 +288,40 @@ impl<T: DeserializeOwned> Reflector<T> {
                 None
             }
         }
+    }
+}
+
+/// Drops `metadata.managedFields` before decoding (client-go's
+/// TransformStripManagedFields): server-side-apply bookkeeping the kubelet
+/// never reads, often the largest part of a pod's metadata, and kept in
+/// every cached copy otherwise.
+fn strip_managed_fields(v: &mut serde_json::Value) {
+    if let Some(meta) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+    }
+}
+
+#[cfg(test)]
+mod strip_tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    #[test]
+    fn managed_fields_are_dropped_before_decoding() {
+        let mut v = json!({
+            "metadata": {
+                "name": "a",
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+            },
+            "spec": {"containers": []},
+        });
+        super::strip_managed_fields(&mut v);
+        let pod: Pod = serde_json::from_value(v).expect("decodes");
+        assert_eq!(pod.metadata.name.as_deref(), Some("a"));
+        assert!(pod.metadata.managed_fields.is_none());
+        // Objects without metadata pass untouched.
+        let mut other = json!({"kind": "Status"});
+        super::strip_managed_fields(&mut other);
+        assert_eq!(other, json!({"kind": "Status"}));
     }
 }
