@@ -188,15 +188,15 @@ impl ImageGcManager {
 
     /// Removes unused images idle for longer than imageMaximumGCAge.
     fn free_old_images(&self, now: Instant, in_use: &HashSet<String>) {
-        let victims: Vec<(String, u64)> = {
+        let victims: Vec<String> = {
             let st = self.lock();
             eviction_order(&st.records, in_use)
                 .into_iter()
                 .filter(|(_, r)| r.idle(now) > self.policy.max_age)
-                .map(|(id, r)| (id.clone(), r.size))
+                .map(|(id, _)| id.clone())
                 .collect()
         };
-        for (id, _) in victims {
+        for id in victims {
             log::info!("removing image {id}: unused for longer than imageMaximumGCAge");
             self.remove(&id);
         }
