@@ -24,12 +24,19 @@ use crate::podworkers::{
 use crate::prober::{ContainerInfo, ProbeKind, ProbeResult, ProberManager, ResultUpdate};
 use crate::status::generate::{generate_api_pod_status, StatusContext};
 use crate::status::StatusManager;
+use crate::token::TokenManager;
 use crate::types::{is_mirror_pod, is_static_pod, PodOperation, PodUpdate};
 use crate::util::backoff::Exponential;
 use crate::util::workqueue::WorkQueue;
+use crate::volumemanager::{self, VolumeManager, FAILED_MOUNT};
 use k8s_openapi::api::core::v1::Node;
 
 pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
+/// How long a pod sync waits for its volumes before giving its worker back.
+const VOLUME_WAIT: Duration = Duration::from_secs(2);
+/// When a pod whose volumes are not ready is retried at the latest; the
+/// volume manager re-queues it sooner once they are.
+const VOLUME_RETRY: Duration = Duration::from_secs(5);
 pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 /// The runtime is considered down when its status has not been confirmed
 /// for this long (upstream maxWaitForContainerRuntime).
@@ -157,6 +164,10 @@ pub struct Syncer {
     pub liveness_failed: Mutex<HashSet<String>>,
     /// Probe results: readiness and startup feed the status.
     pub prober: Arc<ProberManager>,
+    /// Sets up and tears down the pods' volumes.
+    pub volume_manager: Arc<VolumeManager>,
+    /// With an API server: service-account tokens, forgotten with their pod.
+    pub token_manager: Option<Arc<TokenManager>>,
 }
 
 impl Syncer {
@@ -335,7 +346,7 @@ impl PodSyncer for Syncer {
     fn sync_pod(
         &self,
         update: UpdateType,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         status: &PodStatus,
     ) -> Result<bool, SyncFailure> {
         log::debug!("pod {}: sync ({update:?})", pod.full_name());
@@ -350,6 +361,25 @@ impl PodSyncer for Syncer {
         })?;
         if is_static_pod(pod) {
             self.ensure_mirror_pod(pod);
+        }
+        // Upstream WaitForAttachAndMount, but bounded short: a pod whose
+        // volumes are not ready gives its worker back and is re-queued by
+        // the volume manager when they are.
+        if let Err(e) = self
+            .volume_manager
+            .wait_for_attach_and_mount(pod, VOLUME_WAIT)
+        {
+            let message = format!("Unable to attach or mount volumes: {e}");
+            self.runtime.recorder().pod_event(
+                pod,
+                crate::events::EventType::Warning,
+                FAILED_MOUNT,
+                &message,
+            );
+            return Err(SyncFailure {
+                message,
+                retry_after: VOLUME_RETRY,
+            });
         }
         self.tell_prober(pod, status);
         let liveness = self.liveness_failures(status);
@@ -408,9 +438,16 @@ impl PodSyncer for Syncer {
             message: e.to_string(),
             retry_after: WORKER_BACKOFF,
         })?;
+        if let Some(tokens) = &self.token_manager {
+            tokens.delete_service_account_tokens(uid);
+        }
+        // Volumes first; the directory goes only when nothing is mounted in
+        // it, else housekeeping's orphan cleanup retries.
         let pod_dir = self.settings.root_dir.join("pods").join(uid);
-        if let Err(e) = remove_dir_if_exists(&pod_dir) {
-            log::warn!("remove {}: {e}", pod_dir.display());
+        if self.volume_manager.remove_pod(uid, VOLUME_WAIT) {
+            if let Err(e) = volumemanager::remove_pod_dir(&pod_dir) {
+                log::warn!("remove {}: {e}", pod_dir.display());
+            }
         }
         if let Some(pod) = pod {
             let logs = sandbox::pod_log_dir(&self.settings.pod_logs_dir, pod);
@@ -458,6 +495,15 @@ pub struct Kubelet {
     /// This node's Node object, when there is an API server (admission
     /// checks labels and allocatable against it).
     pub node: Arc<RwLock<Option<Node>>>,
+    pub volume_manager: Arc<VolumeManager>,
+}
+
+/// The managers the kubelet is built from besides the runtime (upstream
+/// NewMainKubelet's probeManager, volumeManager, tokenManager).
+pub struct Managers {
+    pub prober: Arc<ProberManager>,
+    pub volume_manager: Arc<VolumeManager>,
+    pub token_manager: Option<Arc<TokenManager>>,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -479,8 +525,13 @@ impl Kubelet {
         cache: Arc<Cache>,
         sources_ready: SourcesReady,
         cluster: Option<ClusterDeps>,
-        prober: Arc<ProberManager>,
+        managers: Managers,
     ) -> Arc<Self> {
+        let Managers {
+            prober,
+            volume_manager,
+            token_manager,
+        } = managers;
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::default());
         let node = cluster
@@ -498,7 +549,12 @@ impl Kubelet {
             settings: settings.clone(),
             liveness_failed: Mutex::new(HashSet::new()),
             prober: Arc::clone(&prober),
+            volume_manager: Arc::clone(&volume_manager),
+            token_manager,
         });
+        runtime.set_pod_volumes(Arc::clone(&volume_manager) as _);
+        let queue = Arc::clone(&work_queue);
+        volume_manager.set_on_pod_ready(Box::new(move |uid| queue.enqueue(uid, Duration::ZERO)));
         let pod_workers = PodWorkers::new(
             Arc::clone(&cache),
             Arc::clone(&syncer) as Arc<dyn PodSyncer>,
@@ -520,6 +576,7 @@ impl Kubelet {
             seen_sources: Mutex::new(HashSet::new()),
             sources_ready,
             node,
+            volume_manager,
         })
     }
 
@@ -916,6 +973,13 @@ impl Kubelet {
             self.runtime.forget_pod(&uid);
         }
         self.delete_orphaned_mirror_pods();
+        let active: HashSet<String> = desired
+            .iter()
+            .cloned()
+            .chain(self.pod_workers.known_uids())
+            .chain(self.pleg.running_pods().iter().map(|rp| rp.uid.clone()))
+            .collect();
+        self.volume_manager.cleanup_orphaned_pod_dirs(&active);
         for rp in self.pleg.running_pods().iter() {
             if desired.contains(&rp.uid) || self.pod_workers.is_known(&rp.uid) {
                 continue;

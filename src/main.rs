@@ -7,6 +7,7 @@ mod container;
 mod cri;
 mod envvars;
 mod events;
+mod fieldpath;
 mod images;
 mod kubelet;
 mod kubeletconfig;
@@ -24,8 +25,11 @@ mod prober;
 mod runonce;
 mod server;
 mod status;
+mod token;
 mod types;
 mod util;
+mod volume;
+mod volumemanager;
 
 fn main() {
     std::process::exit(app::main());

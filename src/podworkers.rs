@@ -56,7 +56,7 @@ pub trait PodSyncer: Send + Sync {
     fn sync_pod(
         &self,
         update: UpdateType,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         status: &PodStatus,
     ) -> Result<bool, SyncFailure>;
     /// Stops everything of the pod. `pod` is `None` for orphans found only
@@ -274,6 +274,11 @@ impl PodWorkers {
     /// Whether the workers know the pod (running, stopping or stopped).
     pub fn is_known(&self, uid: &str) -> bool {
         self.lock().contains_key(uid)
+    }
+
+    /// Every pod a worker still tracks (syncing, terminating or terminated).
+    pub fn known_uids(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
     }
 
     fn run(&self, shutdown: &Receiver<()>) {

@@ -79,7 +79,7 @@ fn collect_pods(kl: &Kubelet, updates: &Receiver<PodUpdate>) -> Vec<Arc<Pod>> {
     pods
 }
 
-fn run_pod(kl: &Kubelet, pod: &Pod) -> Result<(), String> {
+fn run_pod(kl: &Kubelet, pod: &Arc<Pod>) -> Result<(), String> {
     let mut delay = FIRST_RETRY_DELAY;
     for _ in 0..MAX_RETRIES {
         let status = kl

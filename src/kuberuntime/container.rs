@@ -5,13 +5,15 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Volume};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
 use protobuf::EnumOrUnknown;
 
 use super::{labels, sandbox, RuntimeManagerConfig};
 use crate::cri::api;
+use crate::fieldpath::{self, PodFacts};
 use crate::podutil::PodExt;
 use crate::util::quantity;
+use crate::volume::MountedVolume;
 
 /// Upstream's defaults for what an unprivileged container may not see.
 const DEFAULT_MASKED_PATHS: &[&str] = &[
@@ -47,6 +49,8 @@ pub struct ContainerContext<'a> {
     pub cfg: &'a RuntimeManagerConfig,
     /// Services, ConfigMaps and Secrets, when there is an API server.
     pub env_source: Option<&'a dyn EnvSource>,
+    /// The pod's set-up volumes by name (upstream GetMountedVolumesForPod).
+    pub volumes: &'a HashMap<String, MountedVolume>,
 }
 
 /// The API objects container environments can refer to.
@@ -255,6 +259,9 @@ fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> anyhow::Result<Option<
     if let Some(field) = &from.field_ref {
         return field_value(ctx, &field.field_path).map(Some);
     }
+    if let Some(sel) = &from.resource_field_ref {
+        return resource_field_value(ctx, sel).map(Some);
+    }
     let ns = ctx.pod.namespace();
     let (kind, name, key, optional) = if let Some(r) = &from.config_map_key_ref {
         (
@@ -271,7 +278,7 @@ fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> anyhow::Result<Option<
             r.optional.unwrap_or(false),
         )
     } else {
-        bail!("unsupported valueFrom (resourceFieldRef and fileKeyRef are not implemented)")
+        bail!("unsupported valueFrom (fileKeyRef is not implemented)")
     };
     let src = ctx
         .env_source
@@ -312,42 +319,42 @@ fn env_from_values(
 }
 
 fn field_value(ctx: &ContainerContext<'_>, path: &str) -> anyhow::Result<String> {
-    let pod = ctx.pod;
-    Ok(match path {
-        "metadata.name" => pod.name().to_string(),
-        "metadata.namespace" => pod.namespace().to_string(),
-        "metadata.uid" => pod.uid().to_string(),
-        "spec.nodeName" => pod.spec_or_default().node_name.clone().unwrap_or_default(),
-        "spec.serviceAccountName" => pod
-            .spec_or_default()
-            .service_account_name
-            .clone()
-            .unwrap_or_default(),
-        "status.podIP" => ctx.pod_ips.first().cloned().unwrap_or_default(),
-        "status.podIPs" => ctx.pod_ips.join(","),
-        "status.hostIP" | "status.hostIPs" => ctx.cfg.node_ip.clone().unwrap_or_default(),
-        other => {
-            if let Some(key) = other
-                .strip_prefix("metadata.labels['")
-                .and_then(|k| k.strip_suffix("']"))
-            {
-                return Ok(pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(key))
-                    .cloned()
-                    .unwrap_or_default());
-            }
-            if let Some(key) = other
-                .strip_prefix("metadata.annotations['")
-                .and_then(|k| k.strip_suffix("']"))
-            {
-                return Ok(pod.annotation(key).unwrap_or_default().to_string());
-            }
-            bail!("unsupported fieldRef {other:?}")
-        }
-    })
+    let host_ips: Vec<String> = ctx
+        .cfg
+        .node_ip
+        .iter()
+        .flat_map(|ips| ips.split(','))
+        .map(|ip| ip.trim().to_string())
+        .filter(|ip| !ip.is_empty())
+        .collect();
+    let facts = PodFacts {
+        pod_ips: ctx.pod_ips,
+        host_ips: &host_ips,
+    };
+    Ok(fieldpath::field_value(ctx.pod, path, &facts)?)
+}
+
+/// `resourceFieldRef`: this container's, or the named container's, limits
+/// and requests (node allocatable when no limit is set).
+fn resource_field_value(
+    ctx: &ContainerContext<'_>,
+    sel: &k8s_openapi::api::core::v1::ResourceFieldSelector,
+) -> anyhow::Result<String> {
+    let container = match sel.container_name.as_deref().filter(|n| !n.is_empty()) {
+        None => ctx.container,
+        Some(name) => ctx
+            .pod
+            .containers()
+            .iter()
+            .chain(ctx.pod.init_containers())
+            .find(|c| c.name == name)
+            .with_context(|| format!("resourceFieldRef: no container named {name:?}"))?,
+    };
+    Ok(fieldpath::resource_value(
+        sel,
+        container,
+        &ctx.cfg.node_allocatable,
+    )?)
 }
 
 /// Expands `$(NAME)` from `env`; `$$(NAME)` escapes to `$(NAME)`; unknown
@@ -399,37 +406,23 @@ pub fn expand_vars(input: &str, env: &[(String, String)]) -> String {
 /// termination message file.
 fn make_mounts(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<api::Mount>> {
     let pod = ctx.pod;
-    let volumes: HashMap<&str, &Volume> = pod
-        .spec_or_default()
-        .volumes
-        .iter()
-        .flatten()
-        .map(|v| (v.name.as_str(), v))
-        .collect();
     let mut mounts = Vec::new();
     for vm in ctx.container.volume_mounts.iter().flatten() {
-        let vol = volumes.get(vm.name.as_str()).with_context(|| {
+        let vol = ctx.volumes.get(vm.name.as_str()).with_context(|| {
             format!(
-                "container {:?}: volumeMount {:?} names no volume of the pod",
+                "container {:?}: volumeMount {:?}: no such volume is set up",
                 ctx.container.name, vm.name
             )
         })?;
-        let mut host = volume_host_path(ctx.cfg, pod, vol)?;
+        let mut host = vol.host_path.clone();
         if let Some(sub) = vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
-            if Path::new(sub).is_absolute() || sub.split('/').any(|p| p == "..") {
-                bail!(
-                    "volumeMount {:?}: subPath {sub:?} must be a relative path inside the volume",
-                    vm.name
-                );
-            }
-            host = host.join(sub);
-            std::fs::create_dir_all(&host)
-                .with_context(|| format!("create subPath {}", host.display()))?;
+            host = crate::volume::util::subpath::safe_sub_path(&host, sub)
+                .map_err(|e| anyhow::anyhow!("volumeMount {:?}: {e}", vm.name))?;
         }
         mounts.push(api::Mount {
             container_path: vm.mount_path.clone(),
             host_path: host.to_string_lossy().into_owned(),
-            readonly: vm.read_only.unwrap_or(false),
+            readonly: vm.read_only.unwrap_or(false) || vol.read_only,
             propagation: EnumOrUnknown::new(match vm.mount_propagation.as_deref() {
                 Some("HostToContainer") => api::MountPropagation::PROPAGATION_HOST_TO_CONTAINER,
                 Some("Bidirectional") => api::MountPropagation::PROPAGATION_BIDIRECTIONAL,
@@ -464,45 +457,6 @@ fn host_file_mount(host: &Path, container_path: &str) -> api::Mount {
 /// `<root>/pods/<uid>`: the pod's directory on the node.
 pub fn pod_dir(cfg: &RuntimeManagerConfig, pod: &Pod) -> PathBuf {
     cfg.root_dir.join("pods").join(pod.uid())
-}
-
-fn volume_host_path(
-    cfg: &RuntimeManagerConfig,
-    pod: &Pod,
-    vol: &Volume,
-) -> anyhow::Result<PathBuf> {
-    if let Some(hp) = &vol.host_path {
-        let path = PathBuf::from(&hp.path);
-        match hp.type_.as_deref() {
-            Some("DirectoryOrCreate") => std::fs::create_dir_all(&path)
-                .with_context(|| format!("hostPath {}", path.display()))?,
-            Some("FileOrCreate") if !path.exists() => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
-                std::fs::File::create(&path)
-                    .with_context(|| format!("hostPath {}", path.display()))?;
-            }
-            Some("Directory") if !path.is_dir() => {
-                bail!("hostPath {}: not a directory", path.display())
-            }
-            Some("File") if !path.is_file() => bail!("hostPath {}: not a file", path.display()),
-            _ => {}
-        }
-        return Ok(path);
-    }
-    if vol.empty_dir.is_some() {
-        // Medium "Memory" (tmpfs) is served from disk for now; see README.
-        let dir = pod_dir(cfg, pod)
-            .join("volumes/kubernetes.io~empty-dir")
-            .join(&vol.name);
-        std::fs::create_dir_all(&dir).with_context(|| format!("emptyDir {}", dir.display()))?;
-        return Ok(dir);
-    }
-    bail!(
-        "volume {:?}: only hostPath and emptyDir volumes are supported",
-        vol.name
-    )
 }
 
 fn write_etc_hosts(ctx: &ContainerContext<'_>) -> anyhow::Result<PathBuf> {

@@ -48,6 +48,8 @@ pub struct RuntimeManagerConfig {
     /// Where the `<pod>_<ns>_<container>-<id>.log` symlinks go
     /// (/var/log/containers beside the default /var/log/pods).
     pub container_logs_dir: PathBuf,
+    /// What `resourceFieldRef` reports for a limit that is not set.
+    pub node_allocatable: crate::fieldpath::NodeAllocatable,
 }
 
 impl RuntimeManagerConfig {
@@ -65,6 +67,7 @@ impl RuntimeManagerConfig {
             machine_memory: 8 << 30,
             serialize_image_pulls: true,
             container_logs_dir: std::env::temp_dir().join("rkubelet-test-containers"),
+            node_allocatable: crate::fieldpath::NodeAllocatable::default(),
         }
     }
 }
@@ -104,6 +107,11 @@ impl std::fmt::Display for SyncError {
     }
 }
 
+/// The set-up volumes of a pod, by volume name.
+pub trait PodVolumes: Send + Sync {
+    fn mounted_volumes(&self, pod_uid: &str) -> HashMap<String, crate::volume::MountedVolume>;
+}
+
 /// A container of a pod to stop.
 struct Victim {
     id: String,
@@ -119,6 +127,8 @@ pub struct KubeRuntimeManager {
     recorder: Arc<dyn EventRecorder>,
     /// Services, ConfigMaps and Secrets for container environments.
     env_source: std::sync::RwLock<Option<Arc<dyn container::EnvSource>>>,
+    /// The volume manager's set-up volumes, for container mounts.
+    volumes: std::sync::RwLock<Option<Arc<dyn PodVolumes>>>,
     /// Why each container of each pod is waiting: (pod uid, container) ->
     /// (reason, message), read by status generation.
     reasons: Mutex<HashMap<(String, String), (String, String)>>,
@@ -146,6 +156,7 @@ impl KubeRuntimeManager {
             images,
             recorder,
             env_source: std::sync::RwLock::new(None),
+            volumes: std::sync::RwLock::new(None),
             reasons: Mutex::new(HashMap::new()),
         }
     }
@@ -154,6 +165,12 @@ impl KubeRuntimeManager {
     /// ConfigMaps and Secrets.
     pub fn set_env_source(&self, src: Arc<dyn container::EnvSource>) {
         *self.env_source.write().unwrap_or_else(|e| e.into_inner()) = Some(src);
+    }
+
+    /// Where containers find their pod's volumes (upstream's runtime
+    /// helper asks the volume manager the same way).
+    pub fn set_pod_volumes(&self, v: Arc<dyn PodVolumes>) {
+        *self.volumes.write().unwrap_or_else(|e| e.into_inner()) = Some(v);
     }
 
     /// Where pod and container events go.
@@ -396,7 +413,15 @@ impl KubeRuntimeManager {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let volumes = self
+            .volumes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|v| v.mounted_volumes(t.pod.uid()))
+            .unwrap_or_default();
         let ctx = container::ContainerContext {
+            volumes: &volumes,
             pod: t.pod,
             container: c,
             image_ref: &image_ref,

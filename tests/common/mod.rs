@@ -885,9 +885,27 @@ impl Drop for Env {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        unmount_all_under(&self.dir);
         if let Err(e) = fs::remove_dir_all(&self.dir) {
             eprintln!("[{}] remove {}: {e}", self.name, self.dir.display());
         }
+    }
+}
+
+/// Detaches every mount below `dir` (volumes a killed kubelet left), the
+/// deepest first, so removing the test's directory never empties a tmpfs
+/// in use or fails on one.
+pub fn unmount_all_under(dir: &Path) {
+    let prefix = format!("{}/", dir.display());
+    let mut points: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|p| p.starts_with(&prefix))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        let _ = nix::mount::umount2(p.as_str(), nix::mount::MntFlags::MNT_DETACH);
     }
 }
 

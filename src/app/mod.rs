@@ -26,7 +26,7 @@ use crate::config::{self as podconfig, PodConfig};
 use crate::container::cache::Cache;
 use crate::cri::RemoteRuntime;
 use crate::events::{self, ApiRecorder, EventRecorder, EventType, LogRecorder};
-use crate::kubelet::{ClusterDeps, Kubelet, LoopChannels, Settings};
+use crate::kubelet::{ClusterDeps, Kubelet, LoopChannels, Managers, Settings};
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags, LoadError};
 use crate::kuberuntime::lifecycle::RuntimeExec;
 use crate::kuberuntime::{KubeRuntimeManager, RuntimeManagerConfig};
@@ -38,6 +38,8 @@ use crate::server::healthz::{Healthz, NamedCheck};
 use crate::server::host::{self as server_host, ServerHost};
 use crate::server::kubelet::{self as kubelet_server, ServerConfig};
 use crate::types;
+
+mod volumes;
 
 /// Threads that run pod syncs; fixed, whatever the number of pods.
 pub const POD_WORKER_THREADS: usize = 4;
@@ -160,6 +162,11 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         max_pods: usize::try_from(config.max_pods).unwrap_or(0),
         pod_workers: POD_WORKER_THREADS,
     };
+    std::fs::create_dir_all(&settings.root_dir)
+        .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
+    let allocatable = volumes::node_allocatable(&settings.root_dir, machine_memory());
+    let (token_manager, volume_manager) =
+        volumes::volume_managers(flags, client.as_ref(), allocatable, &recorder);
     let manager = Arc::new(KubeRuntimeManager::new(
         Arc::clone(&runtime),
         RuntimeManagerConfig {
@@ -174,11 +181,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             machine_memory: machine_memory(),
             serialize_image_pulls: config.serialize_image_pulls,
             container_logs_dir: container_logs_dir(&config.pod_logs_dir),
+            node_allocatable: allocatable,
         },
         Arc::clone(&recorder),
     ));
-    std::fs::create_dir_all(&settings.root_dir)
-        .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
 
     let pod_config = Arc::new(PodConfig::try_new().context("start the pod config merger")?);
     let _sources = start_sources(config, &node, &pod_config, &shutdown)?;
@@ -208,7 +214,11 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         cache,
         Box::new(move |seen| pc.seen_all_sources(seen)),
         cluster,
-        Arc::clone(&prober),
+        Managers {
+            prober: Arc::clone(&prober),
+            volume_manager,
+            token_manager,
+        },
     );
     let _cluster_threads = match &client {
         Some(c) => start_cluster_modules(
@@ -224,6 +234,13 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         None => Vec::new(),
     };
 
+    // Before runonce too: its pods wait for their volumes like any other.
+    let vm = Arc::clone(&kubelet.volume_manager);
+    let stop = shutdown.clone();
+    let _volume_manager = std::thread::Builder::new()
+        .name("volume-manager".into())
+        .spawn(move || vm.run(&stop))
+        .context("spawn volume-manager thread")?;
     let healthz = healthz_checks(config, &kubelet);
     let _healthz = start_healthz(config, &healthz, &shutdown)?;
     metrics::set_node_name(&node);
@@ -701,6 +718,9 @@ fn start_modules(
             // After the container GC, so the images of containers it just
             // removed can go in the same round (every 5 min).
             image_gc.maybe_garbage_collect();
+            if let Some(tokens) = &k.syncer.token_manager {
+                tokens.cleanup();
+            }
         }
     })?);
     Ok(handles)

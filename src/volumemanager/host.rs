@@ -1,0 +1,135 @@
+//! The plugins' view of the kubelet (upstream `pkg/kubelet/volume_host.go`):
+//! with an API server, ConfigMaps and Secrets come from their managers
+//! and tokens from the token manager; standalone, only emptyDir, hostPath
+//! and downwardAPI volumes can work, and the others say why not.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
+
+use crate::client::{paths, Client};
+use crate::fieldpath::NodeAllocatable;
+use crate::podutil::PodExt;
+use crate::token::{TokenKey, TokenManager};
+use crate::volume::VolumeHost;
+
+/// Gets a namespaced object by name; `Ok(None)` when it does not exist.
+pub type ObjectGetter<T> = Box<dyn Fn(&str, &str) -> Result<Option<Arc<T>>, String> + Send + Sync>;
+
+/// Node facts every host reports.
+#[derive(Debug, Clone, Default)]
+pub struct NodeFacts {
+    pub allocatable: NodeAllocatable,
+    pub host_ips: Vec<String>,
+}
+
+/// Without an API server.
+pub struct StandaloneHost {
+    pub node: NodeFacts,
+}
+
+const NEEDS_API: &str = "needs an API server (--kubeconfig); static pods cannot use it";
+
+impl VolumeHost for StandaloneHost {
+    fn config_map(&self, _: &str, _: &str) -> Result<Option<Arc<ConfigMap>>, String> {
+        Err(format!("a configMap volume {NEEDS_API}"))
+    }
+    fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, String> {
+        Err(format!("a secret volume {NEEDS_API}"))
+    }
+    fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, String> {
+        Err(format!("a serviceAccountToken projection {NEEDS_API}"))
+    }
+    fn persistent_volume_claim(
+        &self,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<PersistentVolumeClaim>, String> {
+        Err(format!("a persistentVolumeClaim volume {NEEDS_API}"))
+    }
+    fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolume>, String> {
+        Err(format!("a persistentVolumeClaim volume {NEEDS_API}"))
+    }
+    fn node_allocatable(&self) -> NodeAllocatable {
+        self.node.allocatable
+    }
+    fn host_ips(&self) -> Vec<String> {
+        self.node.host_ips.clone()
+    }
+}
+
+/// With an API server.
+pub struct ApiHost {
+    pub client: Client,
+    pub tokens: Arc<TokenManager>,
+    pub config_maps: ObjectGetter<ConfigMap>,
+    pub secrets: ObjectGetter<Secret>,
+    pub node: NodeFacts,
+}
+
+impl VolumeHost for ApiHost {
+    fn config_map(&self, ns: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, String> {
+        (self.config_maps)(ns, name)
+    }
+    fn secret(&self, ns: &str, name: &str) -> Result<Option<Arc<Secret>>, String> {
+        (self.secrets)(ns, name)
+    }
+    fn service_account_token(
+        &self,
+        pod: &Pod,
+        audience: &str,
+        expiration_seconds: i64,
+    ) -> Result<String, String> {
+        let spec = pod.spec_or_default();
+        let key = TokenKey {
+            namespace: pod.namespace().to_string(),
+            service_account: spec
+                .service_account_name
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "default".into()),
+            audience: audience.to_string(),
+            expiration_seconds,
+            pod_name: pod.name().to_string(),
+            pod_uid: pod.uid().to_string(),
+        };
+        self.tokens
+            .get_service_account_token(&key)
+            .map_err(|e| e.to_string())
+    }
+    fn persistent_volume_claim(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<PersistentVolumeClaim>, String> {
+        not_found_is_none(self.client.get(&paths::persistent_volume_claim(ns, name)))
+    }
+    fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, String> {
+        not_found_is_none(self.client.get(&paths::persistent_volume(name)))
+    }
+    fn node_allocatable(&self) -> NodeAllocatable {
+        self.node.allocatable
+    }
+    fn host_ips(&self) -> Vec<String> {
+        self.node.host_ips.clone()
+    }
+}
+
+pub fn not_found_is_none<T>(r: Result<T, crate::client::ApiError>) -> Result<Option<T>, String> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A getter that GETs the object each time (the `Get` strategy, and the
+/// stand-in until a manager is wired).
+pub fn direct_getter<T>(client: Client, path: fn(&str, &str) -> String) -> ObjectGetter<T>
+where
+    T: serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    Box::new(move |ns, name| {
+        not_found_is_none(client.get::<T>(&path(ns, name))).map(|o| o.map(Arc::new))
+    })
+}

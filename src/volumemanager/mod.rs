@@ -1,0 +1,283 @@
+//! The volume manager (upstream `pkg/kubelet/volumemanager`): keeps the
+//! volumes of admitted pods set up and tears down those of pods that are
+//! gone. Desired and actual state live in [`cache`]; the reconciler runs on
+//! the manager's own thread (`volume-manager`), woken when a pod arrives or
+//! a watched object changes, and every [`RECONCILE_PERIOD`] otherwise.
+//!
+//! Pod workers never set volumes up themselves: they ask
+//! [`VolumeManager::wait_for_attach_and_mount`], which waits a short,
+//! bounded time and otherwise reports which volumes are missing, so a
+//! missing ConfigMap holds up only its own pod. When the last volume of a
+//! waiting pod is set up, the pod is re-queued for sync.
+
+pub mod cache;
+pub mod host;
+mod reconciler;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::events::EventRecorder;
+use crate::podutil::PodExt;
+use crate::volume::{MountedVolume, VolumeHost};
+use cache::{DesiredPod, State};
+
+/// How often the reconciler runs when nothing wakes it.
+pub const RECONCILE_PERIOD: Duration = Duration::from_secs(2);
+/// Upstream FailedMount event reason.
+pub const FAILED_MOUNT: &str = "FailedMount";
+
+/// Called with a pod UID when all its volumes became set up.
+pub type PodReadyFn = Box<dyn Fn(&str) + Send + Sync>;
+
+pub struct VolumeManager {
+    state: Mutex<State>,
+    changed: Condvar,
+    wake: Sender<()>,
+    wake_rx: Receiver<()>,
+    host: Arc<dyn VolumeHost>,
+    root_dir: PathBuf,
+    recorder: Arc<dyn EventRecorder>,
+    on_pod_ready: Mutex<Option<PodReadyFn>>,
+}
+
+/// Why a pod's volumes are not ready: what the FailedMount event says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountWaitError {
+    pub unmounted: Vec<String>,
+    pub errors: Vec<(String, String)>,
+}
+
+impl std::fmt::Display for MountWaitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unmounted volumes=[{}], unattached volumes=[]",
+            self.unmounted.join(" ")
+        )?;
+        for (vol, e) in &self.errors {
+            write!(f, "; volume {vol:?}: {e}")?;
+        }
+        if self.errors.is_empty() {
+            f.write_str(": timed out waiting for the condition")?;
+        }
+        Ok(())
+    }
+}
+
+impl VolumeManager {
+    pub fn new(
+        host: Arc<dyn VolumeHost>,
+        root_dir: PathBuf,
+        recorder: Arc<dyn EventRecorder>,
+    ) -> Arc<Self> {
+        // One pending wake-up is enough: the reconciler looks at all pods.
+        let (wake, wake_rx) = bounded(1);
+        Arc::new(VolumeManager {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            wake,
+            wake_rx,
+            host,
+            root_dir,
+            recorder,
+            on_pod_ready: Mutex::new(None),
+        })
+    }
+
+    /// Where pods whose volumes became ready are re-queued.
+    pub fn set_on_pod_ready(&self, f: PodReadyFn) {
+        *self.on_pod_ready.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wake(&self) {
+        let _ = self.wake.try_send(());
+    }
+
+    /// Upstream WaitForAttachAndMount: adds the pod to the desired state,
+    /// marks its content volumes for a rewrite, and waits at most `timeout`
+    /// for every volume to be set up.
+    pub fn wait_for_attach_and_mount(
+        &self,
+        pod: &Arc<Pod>,
+        timeout: Duration,
+    ) -> Result<(), MountWaitError> {
+        let uid = pod.uid().to_string();
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        st.desired.insert(
+            uid.clone(),
+            DesiredPod {
+                pod: Arc::clone(pod),
+                remount: true,
+            },
+        );
+        self.wake();
+        loop {
+            let unmounted = st.unmounted_volumes(&uid, pod);
+            if unmounted.is_empty() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let errors = st
+                    .errors_of(&uid)
+                    .into_iter()
+                    .map(|(v, e)| (v, e.to_string()))
+                    .collect();
+                return Err(MountWaitError { unmounted, errors });
+            }
+            st = self
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The set-up volumes of a pod, by volume name (upstream
+    /// GetMountedVolumesForPod), for the container mounts.
+    pub fn get_mounted_volumes_for_pod(&self, uid: &str) -> HashMap<String, MountedVolume> {
+        self.lock().actual.get(uid).cloned().unwrap_or_default()
+    }
+
+    /// The pod is gone or terminated: its volumes are torn down by the
+    /// reconciler. Waits at most `timeout` for that; returns whether the
+    /// pod has no volumes left.
+    pub fn remove_pod(&self, uid: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        st.desired.remove(uid);
+        st.failures.retain(|(u, _), _| u != uid);
+        self.wake();
+        loop {
+            if !st.actual.contains_key(uid) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            st = self
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Whether the manager still has volumes of this pod set up.
+    pub fn pod_volumes_exist(&self, uid: &str) -> bool {
+        let st = self.lock();
+        st.actual.contains_key(uid) || st.desired.contains_key(uid)
+    }
+
+    /// A watched object changed: every pod that uses it gets its content
+    /// volumes rewritten at once (rather than at its next periodic sync).
+    pub fn mark_remount_if(&self, uses: &dyn Fn(&Pod) -> bool) {
+        let mut st = self.lock();
+        let mut any = false;
+        let uids: Vec<String> = st
+            .desired
+            .iter()
+            .filter(|(_, d)| uses(&d.pod))
+            .map(|(u, _)| u.clone())
+            .collect();
+        for uid in uids {
+            if let Some(d) = st.desired.get_mut(&uid) {
+                d.remount = true;
+                any = true;
+            }
+            st.clear_backoff(&uid);
+        }
+        drop(st);
+        if any {
+            self.wake();
+        }
+    }
+
+    /// Housekeeping (upstream cleanupOrphanedPodDirs): directories under
+    /// `<root>/pods` of pods that are neither active nor known here are torn
+    /// down (volumes unmounted, even those left by a killed kubelet) and
+    /// removed without crossing into another filesystem.
+    pub fn cleanup_orphaned_pod_dirs(&self, active: &HashSet<String>) {
+        let pods_dir = self.root_dir.join("pods");
+        let Ok(entries) = std::fs::read_dir(&pods_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let uid = entry.file_name().to_string_lossy().into_owned();
+            if active.contains(&uid) || self.pod_volumes_exist(&uid) {
+                continue;
+            }
+            let dir = entry.path();
+            match remove_pod_dir(&dir) {
+                Ok(()) => log::info!("removed orphaned pod directory {}", dir.display()),
+                Err(e) => log::warn!("orphaned pod directory {}: {e}", dir.display()),
+            }
+        }
+    }
+
+    /// Runs the reconciler until `shutdown` closes.
+    pub fn run(self: &Arc<Self>, shutdown: &Receiver<()>) {
+        let ticker = crossbeam_channel::tick(RECONCILE_PERIOD);
+        loop {
+            self.reconcile();
+            crossbeam_channel::select! {
+                recv(self.wake_rx) -> _ => {}
+                recv(ticker) -> _ => {}
+                recv(shutdown) -> _ => return,
+            }
+        }
+    }
+
+    fn pod_ready(&self, uid: &str) {
+        if let Some(f) = self
+            .on_pod_ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            f(uid);
+        }
+    }
+
+    fn pod_dir(&self, uid: &str) -> PathBuf {
+        self.root_dir.join("pods").join(uid)
+    }
+}
+
+impl crate::kuberuntime::PodVolumes for VolumeManager {
+    fn mounted_volumes(&self, pod_uid: &str) -> HashMap<String, MountedVolume> {
+        self.get_mounted_volumes_for_pod(pod_uid)
+    }
+}
+
+/// Unmounts every volume directory of a pod, then removes the pod's
+/// directory on its own filesystem only.
+pub fn remove_pod_dir(dir: &Path) -> Result<(), String> {
+    let volumes = dir.join("volumes");
+    if let Ok(plugins) = std::fs::read_dir(&volumes) {
+        for plugin in plugins.flatten() {
+            let Ok(vols) = std::fs::read_dir(plugin.path()) else {
+                continue;
+            };
+            for vol in vols.flatten() {
+                crate::volume::tear_down(&vol.path()).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    crate::volume::util::fs::remove_all_one_filesystem(dir).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests;
