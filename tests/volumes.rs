@@ -32,7 +32,7 @@ impl Cluster {
         let double = Double::new(env.dir.join("api"), 21000 + n as u16);
         let api = Api::new(&double.dir, double.port);
         let config = env.dir.join("cluster-config.yaml");
-        fs::write(&config, kubelet_config(&env, "syncFrequency: 10s\n")).unwrap();
+        fs::write(&config, kubelet_config(&env, "")).unwrap();
         Cluster {
             double,
             api,

@@ -319,9 +319,15 @@ pub fn send(
     path: &str,
     body: Option<&Value>,
 ) -> Result<(u16, String), String> {
+    // PATCH bodies are merge patches, as `kubectl patch --type=merge` sends.
+    let content_type = if method == "PATCH" {
+        "application/merge-patch+json"
+    } else {
+        "application/json"
+    };
     let res = match body {
         Some(b) => r
-            .set("Content-Type", "application/json")
+            .set("Content-Type", content_type)
             .send_string(&b.to_string()),
         None => r.call(),
     };
