@@ -29,6 +29,8 @@ pub struct Api {
     pub server_url: Mutex<String>,
     /// Enforce NodeRestriction-like limits on system:node:* users.
     pub node_restriction: bool,
+    /// Every TokenRequest answered (`/__double/tokenrequests`).
+    pub token_log: crate::tokens::TokenLog,
 }
 
 pub enum Reply {
@@ -274,7 +276,7 @@ pub fn handle(
                     evict(api, &route, req)
                 }
                 ("POST", true, Some("token")) if route.def.is("", "serviceaccounts") => {
-                    token_request(api, &route, req)
+                    crate::tokens::token_request(api, &route, req, user)
                 }
                 ("PUT", true, None)
                 | ("PUT", true, Some("status"))
@@ -748,6 +750,12 @@ fn create(api: &Api, route: &Route, req: &Request, dry_run: bool) -> Result<Repl
     let gen_name = get_str(&obj, &["metadata", "generateName"])
         .unwrap_or("")
         .to_string();
+    // Admission sees the object before the name is generated.
+    let admission_name = if name_of(&obj).is_empty() {
+        gen_name.clone()
+    } else {
+        name_of(&obj).to_string()
+    };
     if name_of(&obj).is_empty() && !gen_name.is_empty() {
         let mut name = format!("{}{}", gen_name, util::random_suffix(5));
         for _ in 0..8 {
@@ -759,6 +767,9 @@ fn create(api: &Api, route: &Route, req: &Request, dry_run: bool) -> Result<Repl
         meta_mut(&mut obj).insert("name".into(), json!(name));
     }
     kinds::apply_defaults(def, &mut obj);
+    if def.is("", "pods") {
+        crate::admission::admit_pod_create(&g, &ns, &admission_name, &mut obj)?;
+    }
     kinds::reset_status_on_create(def, &mut obj);
     let name = name_of(&obj).to_string();
     invalid(def, &name, kinds::validate(def, &obj, None))?;
@@ -1364,52 +1375,6 @@ fn evict(api: &Api, route: &Route, req: &Request) -> Result<Reply, ApiError> {
         201,
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     ))
-}
-
-fn token_request(api: &Api, route: &Route, req: &Request) -> Result<Reply, ApiError> {
-    let mut tr: Value = serde_json::from_slice(&req.body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "couldn't get version/kind; json parse error: {}",
-            e
-        ))
-    })?;
-    let g = api.store.lock();
-    let sa = g
-        .get("serviceaccounts", ns_of(route), name_in(route))
-        .ok_or_else(|| ApiError::not_found("serviceaccounts", name_in(route)))?;
-    drop(g);
-    let exp = get(&tr, &["spec", "expirationSeconds"])
-        .and_then(|x| x.as_i64())
-        .unwrap_or(3600)
-        .max(600);
-    let now = util::unix_now();
-    let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
-    let aud = get(&tr, &["spec", "audiences"])
-        .cloned()
-        .unwrap_or(json!(["https://kubernetes.default.svc.cluster.local"]));
-    let claims = json!({"aud": aud, "exp": now + exp, "iat": now, "nbf": now, "iss": "https://kubernetes.default.svc.cluster.local",
-        "sub": format!("system:serviceaccount:{}:{}", ns_of(route), name_in(route)),
-        "kubernetes.io": {"namespace": ns_of(route), "serviceaccount": {"name": name_in(route), "uid": uid_of(&sa)}}});
-    let token = format!(
-        "{}.{}.{}",
-        b64(&json!({"alg": "RS256", "kid": "double"})),
-        b64(&claims),
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(util::random_bytes(32))
-    );
-    if !tr.is_object() {
-        tr = json!({});
-    }
-    tr["kind"] = json!("TokenRequest");
-    tr["apiVersion"] = json!("authentication.k8s.io/v1");
-    util::obj_field_mut(&mut tr, "spec")
-        .entry("audiences")
-        .or_insert(aud);
-    tr["status"] = json!({"token": token, "expirationTimestamp": util::rfc3339(now + exp)});
-    let m = meta_mut(&mut tr);
-    m.insert("name".into(), json!(name_in(route)));
-    m.insert("namespace".into(), json!(ns_of(route)));
-    m.insert("creationTimestamp".into(), json!(now_rfc3339()));
-    Ok(Reply::Json(201, tr))
 }
 
 // ---------------------------------------------------------------- controllers

@@ -143,13 +143,25 @@ fn default_pod(obj: &mut Value) {
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "enableServiceLinks", json!(true));
-    // admission: ServiceAccount (name only), Priority, DefaultTolerationSeconds
-    set_default(spec, "serviceAccountName", json!("default"));
-    let sa = spec
-        .get("serviceAccountName")
-        .cloned()
-        .unwrap_or(json!("default"));
-    set_default(spec, "serviceAccount", sa);
+    // v1 conversion: the deprecated serviceAccount mirrors serviceAccountName
+    // (the ServiceAccount admission plugin, admission.rs, sets it on create).
+    let sa = [spec.get("serviceAccountName"), spec.get("serviceAccount")]
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .find(|s| !s.is_empty())
+        .map(String::from);
+    match sa {
+        Some(sa) => {
+            spec.insert("serviceAccountName".into(), json!(sa));
+            spec.insert("serviceAccount".into(), json!(sa));
+        }
+        None => {
+            spec.remove("serviceAccountName");
+            spec.remove("serviceAccount");
+        }
+    }
+    // admission: Priority, DefaultTolerationSeconds
     set_default(spec, "priority", json!(0));
     set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
     let tolerations = spec.entry("tolerations").or_insert(json!([]));

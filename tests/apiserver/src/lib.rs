@@ -1,6 +1,7 @@
 //! rkubelet-apiserver-double: a faithful, synchronous kube-apiserver test
 //! double for rkubelet's cluster-mode tests. See README.md.
 
+pub mod admission;
 pub mod certs;
 pub mod control;
 pub mod handlers;
@@ -13,6 +14,7 @@ pub mod reviews;
 pub mod selectors;
 pub mod server;
 pub mod status;
+pub mod tokens;
 pub mod store;
 pub mod tls;
 pub mod util;

@@ -112,6 +112,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         ca_pem: pki.ca_pem.clone(),
         server_url: Mutex::new(url.clone()),
         node_restriction: cfg.node_restriction,
+        token_log: Default::default(),
     };
     handlers::bootstrap(&api);
     let server = Arc::new(Server {
@@ -739,6 +740,11 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
                 Ok(t) => (200, json!({"token": t, "user": user, "groups": groups})),
                 Err(m) => (500, ApiError::internal(&m).to_status()),
             }
+        }
+        ("GET", "/__double/tokenrequests") => (200, srv.api.token_log.to_json()),
+        ("DELETE", "/__double/tokenrequests") => {
+            srv.api.token_log.clear();
+            (200, srv.api.token_log.to_json())
         }
         ("GET", "/__double/authz") => (200, srv.authz.to_json()),
         ("POST", "/__double/authz") => {
