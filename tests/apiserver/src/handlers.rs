@@ -460,7 +460,9 @@ fn decode_body(req: &Request, def: &ResourceDef) -> Result<Value, ApiError> {
             return Err(ApiError::bad_request("metadata must be an object"));
         }
     }
-    Ok(Value::Object(m))
+    let v = Value::Object(m);
+    crate::volumekinds::check_decodable(def, &v).map_err(ApiError::bad_request)?;
+    Ok(v)
 }
 
 /// EnsureObjectNamespaceMatchesRequestNamespace.
@@ -849,6 +851,7 @@ fn prepare_update(
                     }
                 }
             }
+            crate::volumekinds::prepare_status_update(def, old, &mut new);
         }
         Some("finalize") => {
             // namespaces/finalize: only spec.finalizers changes.
@@ -1052,6 +1055,7 @@ fn patch_obj(api: &Api, route: &Route, req: &Request, dry_run: bool) -> Result<R
     if !patched.is_object() {
         return Err(ApiError::bad_request("the patch did not produce an object"));
     }
+    crate::volumekinds::check_decodable(def, &patched).map_err(ApiError::bad_request)?;
     let q = def.qualified();
     let rv = rv_of(&patched);
     if !rv.is_empty() && rv != rv_of(&old) {

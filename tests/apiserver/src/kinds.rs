@@ -49,31 +49,7 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             set_default(obj_field_mut(obj, "status"), "phase", json!("Active"));
         }
         ("", "services") => default_service(obj),
-        ("", "secrets") => {
-            let m = obj.as_object_mut().expect("object");
-            set_default(m, "type", json!("Opaque"));
-            if let Some(Value::Object(sd)) = m.remove("stringData") {
-                use base64::Engine;
-                let data = m.entry("data").or_insert(json!({}));
-                if let Some(d) = data.as_object_mut() {
-                    for (k, v) in sd {
-                        let s = v.as_str().unwrap_or("").as_bytes().to_vec();
-                        d.insert(
-                            k,
-                            json!(base64::engine::general_purpose::STANDARD.encode(s)),
-                        );
-                    }
-                }
-            }
-        }
-        ("", "persistentvolumeclaims") => {
-            set_default(
-                obj_field_mut(obj, "spec"),
-                "volumeMode",
-                json!("Filesystem"),
-            );
-        }
-        _ => {}
+        _ => crate::volumekinds::apply_defaults(def, obj),
     }
 }
 
@@ -296,10 +272,8 @@ pub fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
         }
         ("", "services") => obj["status"] = json!({"loadBalancer": {}}),
         ("", "namespaces") => obj["status"] = json!({"phase": "Active"}),
-        ("", "persistentvolumeclaims") => obj["status"] = json!({"phase": "Pending"}),
-        ("", "persistentvolumes") => obj["status"] = json!({"phase": "Pending"}),
         // Nodes keep the status the kubelet registers with.
-        _ => {}
+        _ => crate::volumekinds::status_on_create(def, obj),
     }
 }
 
@@ -432,6 +406,9 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> FieldErr
     }
     match (def.group, def.plural) {
         ("", "pods") => validate_pod(obj, old, &mut errs),
+        ("", "configmaps") | ("", "secrets") => {
+            crate::volumekinds::validate(def, obj, old, &mut errs)
+        }
         ("coordination.k8s.io", "leases") => {
             if let Some(d) = get(obj, &["spec", "leaseDurationSeconds"]).and_then(|x| x.as_i64()) {
                 if d <= 0 {

@@ -9,6 +9,7 @@ pub mod http;
 pub mod kinds;
 pub mod nodeproxy;
 pub mod patch;
+pub mod pvcontroller;
 pub mod resources;
 pub mod reviews;
 pub mod selectors;
@@ -18,6 +19,7 @@ pub mod tokens;
 pub mod store;
 pub mod tls;
 pub mod util;
+pub mod volumekinds;
 pub mod watch;
 
 pub use server::{start, Config, Handle};

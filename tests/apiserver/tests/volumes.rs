@@ -1,10 +1,13 @@
 //! The API a kubelet's volume support meets: ServiceAccount admission (the
-//! kube-api-access projected volume) and TokenRequest.
+//! kube-api-access projected volume), TokenRequest, ConfigMaps and Secrets
+//! (selectors, watches, immutability, stringData/binaryData), and
+//! PersistentVolumes/Claims (defaults, status, the minimal binder).
 
 mod support;
 
 use base64::Engine;
 use serde_json::{json, Value};
+use std::time::{Duration, Instant};
 use support::*;
 
 const SA_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -30,6 +33,19 @@ fn now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64
+}
+
+/// Polls GET `path` until `f` holds (5 s).
+fn wait_for(c: &Client, path: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, v) = c.get(path);
+        if f(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting on {}: {}", path, v);
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -274,4 +290,139 @@ fn node_restriction_on_token_requests() {
     let (_, log) = admin.get("/__double/tokenrequests");
     assert_eq!((log["count"].as_u64(), log["issued"].as_u64()), (Some(3), Some(1)));
     assert_eq!(log["items"][2]["user"], "system:node:node-a");
+}
+
+#[test]
+fn configmaps_and_secrets() {
+    let d = spawn("config", &["--bookmark-interval", "0.3"]);
+    let c = Client::admin(&d);
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let secrets = "/api/v1/namespaces/default/secrets";
+
+    // Secret: type defaults to Opaque, stringData merges into data (and wins).
+    let (code, s) = c.post(
+        secrets,
+        json!({"metadata": {"name": "s1"}, "data": {"a": "b2xk", "keep": "eA=="}, "stringData": {"a": "new", "b": "hi"}}),
+    );
+    assert_eq!(code, 201, "{}", s);
+    assert_eq!(s["type"], "Opaque");
+    assert!(s.get("stringData").is_none());
+    assert_eq!(s["data"], json!({"a": "bmV3", "b": "aGk=", "keep": "eA=="}));
+    let (code, st) = c.post(secrets, json!({"metadata": {"name": "bad"}, "data": {"a": "!!!"}}));
+    assert_eq!(code, 400, "{}", st);
+    assert!(st["message"].as_str().unwrap().starts_with("Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input byte 0"));
+    let (code, st) = c.post(secrets, json!({"metadata": {"name": "bad"}, "data": {"a b": "eA=="}}));
+    assert_eq!(code, 422);
+    assert!(st["message"].as_str().unwrap().contains("data[a b]: Invalid value: \"a b\": a valid config key must consist of alphanumeric characters"));
+    let (code, st) = c.post(secrets, json!({"metadata": {"name": "tls"}, "type": "kubernetes.io/tls", "data": {"tls.crt": "eA=="}}));
+    assert_eq!((code, st["message"].as_str().unwrap()), (422, "Secret \"tls\" is invalid: data[tls.key]: Required value"));
+    let (code, st) = c.patch(&format!("{}/s1", secrets), "application/merge-patch+json", json!({"type": "kubernetes.io/tls"}));
+    assert_eq!(code, 422);
+    assert!(st["message"].as_str().unwrap().contains("type: Invalid value: \"kubernetes.io/tls\": field is immutable"));
+
+    // ConfigMap binaryData; a key in both maps is invalid.
+    let (code, cm) = c.post(cms, json!({"metadata": {"name": "cm1"}, "data": {"k": "v"}, "binaryData": {"bin": "AAEC"}}));
+    assert_eq!(code, 201);
+    assert_eq!(cm["binaryData"]["bin"], "AAEC");
+    let (code, _) = c.post(cms, json!({"metadata": {"name": "dup"}, "data": {"k": "v"}, "binaryData": {"k": "AAEC"}}));
+    assert_eq!(code, 422);
+
+    // Immutable: data and the flag are frozen, metadata is not.
+    let (code, im) = c.post(cms, json!({"metadata": {"name": "frozen"}, "data": {"k": "v"}, "immutable": true}));
+    assert_eq!(code, 201);
+    let mut upd = im.clone();
+    upd["data"]["k"] = json!("w");
+    let (code, st) = c.put(&format!("{}/frozen", cms), upd);
+    assert_eq!(code, 422);
+    assert_eq!(st["message"], "ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set");
+    assert_eq!(st["details"]["causes"][0], json!({"reason": "FieldValueForbidden", "message": "Forbidden: field is immutable when `immutable` is set", "field": "data"}));
+    let (code, _) = c.patch(&format!("{}/frozen", cms), "application/merge-patch+json", json!({"immutable": false}));
+    assert_eq!(code, 422);
+    let (code, _) = c.patch(&format!("{}/frozen", cms), "application/merge-patch+json", json!({"metadata": {"labels": {"a": "b"}}}));
+    assert_eq!(code, 200);
+    c.post(secrets, json!({"metadata": {"name": "sfrozen"}, "stringData": {"k": "v"}, "immutable": true}));
+    let (code, st) = c.patch(&format!("{}/sfrozen", secrets), "application/merge-patch+json", json!({"stringData": {"k": "changed"}}));
+    assert_eq!(code, 422);
+    assert!(st["message"].as_str().unwrap().contains("data: Forbidden: field is immutable when `immutable` is set"));
+
+    // fieldSelector metadata.name / metadata.namespace on list and watch (with bookmarks).
+    let (_, l) = c.get("/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dcm1");
+    assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    assert_eq!(l["items"][0]["metadata"]["name"], "cm1");
+    let (_, l) = c.get("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dkube-system");
+    assert!(l["items"].as_array().unwrap().iter().all(|i| i["metadata"]["namespace"] == "kube-system"));
+    let (_, l) = c.get("/api/v1/secrets?fieldSelector=metadata.name%3Ds1,metadata.namespace%3Ddefault");
+    assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    let rv0 = rv(&l);
+    let c2 = Client::admin(&d);
+    let path = format!("{}?watch=1&fieldSelector=metadata.name%3Dcm1&allowWatchBookmarks=true&timeoutSeconds=2", cms);
+    let t = std::thread::spawn(move || c2.watch(&path, 4));
+    std::thread::sleep(Duration::from_millis(300));
+    c.patch(&format!("{}/frozen", cms), "application/merge-patch+json", json!({"metadata": {"labels": {"c": "d"}}}));
+    c.patch(&format!("{}/cm1", cms), "application/merge-patch+json", json!({"data": {"k": "v2"}}));
+    let evs = t.join().unwrap();
+    let kinds: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(&kinds[..2], &["ADDED", "MODIFIED"], "{:?}", evs);
+    assert!(evs[..2].iter().all(|e| e["object"]["metadata"]["name"] == "cm1"));
+    assert_eq!(evs[1]["object"]["data"]["k"], "v2");
+    assert!(kinds[2..].iter().all(|k| *k == "BOOKMARK"), "{:?}", kinds);
+    let evs = c.watch(&format!("/api/v1/secrets?watch=1&fieldSelector=metadata.name%3Ds1&resourceVersion={}&timeoutSeconds=1", rv0), 1);
+    assert!(evs.is_empty(), "{:?}", evs);
+}
+
+#[test]
+fn persistent_volumes_and_claims() {
+    let d = spawn("pv", &[]);
+    let c = Client::admin(&d);
+    let (code, pv) = c.post(
+        "/api/v1/persistentvolumes",
+        json!({"metadata": {"name": "pv1"}, "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": "/tmp/pv1"}}, "status": {"phase": "Bound"}}),
+    );
+    assert_eq!(code, 201, "{}", pv);
+    assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], "Retain");
+    assert_eq!(pv["spec"]["volumeMode"], "Filesystem");
+    assert_eq!(pv["spec"]["hostPath"]["type"], "");
+    assert_eq!(pv["status"]["phase"], "Pending");
+    wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| v["status"]["phase"] == "Available");
+
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let (code, pvc) = c.post(
+        claims,
+        json!({"metadata": {"name": "c1"}, "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv1",
+            "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
+    assert_eq!(code, 201, "{}", pvc);
+    assert_eq!(pvc["spec"]["volumeMode"], "Filesystem");
+    assert_eq!(pvc["status"], json!({"phase": "Pending"}));
+    let bound = wait_for(&c, &format!("{}/c1", claims), |v| v["status"]["phase"] == "Bound");
+    assert_eq!(bound["status"]["capacity"]["storage"], "1Gi");
+    assert_eq!(bound["status"]["accessModes"], json!(["ReadWriteOnce"]));
+    assert_eq!(bound["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"], "yes");
+    let pv = wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| v["status"]["phase"] == "Bound");
+    assert_eq!(pv["spec"]["claimRef"]["uid"], pvc["metadata"]["uid"]);
+    assert_eq!(pv["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"], "yes");
+
+    // The status subresource of both; the main resource ignores status.
+    let (code, v) = c.patch(&format!("{}/c1/status", claims), "application/merge-patch+json",
+        json!({"status": {"conditions": [{"type": "Resizing", "status": "True"}]}}));
+    assert_eq!(code, 200, "{}", v);
+    assert_eq!(v["status"]["conditions"][0]["type"], "Resizing");
+    let (code, v) = c.patch(&format!("{}/c1", claims), "application/merge-patch+json",
+        json!({"status": {"phase": "Lost"}, "metadata": {"labels": {"a": "b"}}}));
+    assert_eq!(code, 200);
+    assert_eq!(v["status"]["phase"], "Bound");
+    let (code, v) = c.patch("/api/v1/persistentvolumes/pv1/status", "application/merge-patch+json",
+        json!({"status": {"message": "hi"}}));
+    assert_eq!((code, v["status"]["message"].as_str()), (200, Some("hi")));
+
+    // A claim that names a missing volume stays Pending; a test can bind it by hand.
+    let (_, _) = c.post(claims, json!({"metadata": {"name": "c2"}, "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "ghost",
+        "resources": {"requests": {"storage": "1Gi"}}}}));
+    let (code, v) = c.patch(&format!("{}/c2/status", claims), "application/merge-patch+json", json!({"status": {"phase": "Bound"}}));
+    assert_eq!((code, v["status"]["phase"].as_str()), (200, Some("Bound")));
+
+    // The claim goes: the volume is Released (Retain keeps it).
+    c.delete(&format!("{}/c1", claims), None);
+    wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| v["status"]["phase"] == "Released");
 }
