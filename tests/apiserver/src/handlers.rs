@@ -29,6 +29,9 @@ pub struct Api {
     pub server_url: Mutex<String>,
     /// Enforce NodeRestriction-like limits on system:node:* users.
     pub node_restriction: bool,
+    /// The Node authorizer's rules for secrets, configmaps, PVCs, PVs and
+    /// serviceaccount tokens (nodeauthz.rs).
+    pub node_authorizer: bool,
     /// Every TokenRequest answered (`/__double/tokenrequests`).
     pub token_log: crate::tokens::TokenLog,
 }
@@ -253,7 +256,7 @@ pub fn handle(
         Target::Resources(g, v) => Ok(Reply::Json(200, resource_list(g, v))),
         Target::NotFound | Target::Review(_) => Err(ApiError::path_not_found()),
         Target::Res(route, watch) => {
-            authorize(api, user, &route, info)?;
+            authorize(api, user, &route, info, req)?;
             let dry_run = req.q("dryRun").map(|v| v == "All").unwrap_or(false);
             match (
                 req.method.as_str(),
@@ -299,16 +302,26 @@ pub fn handle(
 }
 
 /// Authorization. Every authenticated user is allowed everything (like a
-/// cluster where RBAC grants it), except that with --node-restriction a
-/// `system:node:<n>` user gets the NodeRestriction admission limits on the
-/// objects a kubelet writes. This is where the Node authorizer would go.
-fn authorize(api: &Api, user: &User, route: &Route, info: &Info) -> Result<(), ApiError> {
-    if !api.node_restriction {
-        return Ok(());
-    }
+/// cluster where RBAC grants it), except that a `system:node:<n>` user gets
+/// the Node authorizer's graph rules with --node-authorizer (nodeauthz.rs)
+/// and the NodeRestriction admission limits on the objects a kubelet writes
+/// with --node-restriction.
+fn authorize(
+    api: &Api,
+    user: &User,
+    route: &Route,
+    info: &Info,
+    req: &Request,
+) -> Result<(), ApiError> {
     let Some(node) = user.node_name() else {
         return Ok(());
     };
+    if api.node_authorizer {
+        crate::nodeauthz::authorize(&api.store.lock(), user, node, route, info, req)?;
+    }
+    if !api.node_restriction {
+        return Ok(());
+    }
     let mutating = matches!(
         info.verb.as_str(),
         "create" | "update" | "patch" | "delete" | "deletecollection"

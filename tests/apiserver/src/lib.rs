@@ -7,6 +7,7 @@ pub mod control;
 pub mod handlers;
 pub mod http;
 pub mod kinds;
+pub mod nodeauthz;
 pub mod nodeproxy;
 pub mod patch;
 pub mod pvcontroller;

@@ -32,6 +32,9 @@ pub struct Config {
     pub history: usize,
     pub anonymous_auth: bool,
     pub node_restriction: bool,
+    /// --node-authorizer: the Node authorizer's rules (kubeadm's
+    /// --authorization-mode=Node,RBAC) for volume-related objects.
+    pub node_authorizer: bool,
     pub persist: bool,
     pub max_conns: usize,
     pub idle_timeout: Duration,
@@ -54,6 +57,7 @@ impl Config {
             history: 2000,
             anonymous_auth: false,
             node_restriction: false,
+            node_authorizer: false,
             persist: true,
             max_conns: 256,
             idle_timeout: Duration::from_secs(90),
@@ -112,6 +116,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         ca_pem: pki.ca_pem.clone(),
         server_url: Mutex::new(url.clone()),
         node_restriction: cfg.node_restriction,
+        node_authorizer: cfg.node_authorizer,
         token_log: Default::default(),
     };
     handlers::bootstrap(&api);

@@ -426,3 +426,72 @@ fn persistent_volumes_and_claims() {
     c.delete(&format!("{}/c1", claims), None);
     wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| v["status"]["phase"] == "Released");
 }
+
+#[test]
+fn node_authorizer_graph() {
+    let d = spawn("nodeauthz", &["--node-authorizer"]);
+    let admin = Client::admin(&d);
+    let node = Client::kubelet(&d);
+    let ns = "/api/v1/namespaces/default";
+    for (kind, name) in [("secrets", "used"), ("secrets", "unused"), ("secrets", "theirs"), ("configmaps", "cfg"), ("serviceaccounts", "runner")] {
+        let (code, _) = admin.post(&format!("{}/{}", ns, kind), json!({"metadata": {"name": name}}));
+        assert_eq!(code, 201);
+    }
+    admin.post("/api/v1/persistentvolumes", json!({"metadata": {"name": "pv-used"}, "spec": {"capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/x"}}}));
+    admin.post(&format!("{}/persistentvolumeclaims", ns), json!({"metadata": {"name": "data"}, "spec": {"volumeName": "pv-used",
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}));
+    let mut p = pod("consumer", Some("node-a"));
+    p["spec"]["serviceAccountName"] = json!("runner");
+    p["spec"]["volumes"] = json!([{"name": "s", "secret": {"secretName": "used"}},
+        {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]);
+    p["spec"]["containers"][0]["env"] = json!([{"name": "E", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "k"}}}]);
+    let (code, consumer) = admin.post(&format!("{}/pods", ns), p);
+    assert_eq!(code, 201, "{}", consumer);
+    let mut p = pod("elsewhere", Some("node-b"));
+    p["spec"]["volumes"] = json!([{"name": "s", "secret": {"secretName": "theirs"}}]);
+    admin.post(&format!("{}/pods", ns), p);
+
+    // Referenced by a pod on node-a: readable (the injected volume brings kube-root-ca.crt).
+    for path in ["secrets/used", "configmaps/cfg", "configmaps/kube-root-ca.crt", "persistentvolumeclaims/data"] {
+        let (code, v) = node.get(&format!("{}/{}", ns, path));
+        assert_eq!(code, 200, "{}: {}", path, v);
+    }
+    assert_eq!(node.get("/api/v1/persistentvolumes/pv-used").0, 200);
+    let (code, l) = node.get(&format!("{}/secrets?fieldSelector=metadata.name%3Dused", ns));
+    assert_eq!((code, l["items"].as_array().map(|a| a.len())), (200, Some(1)));
+    let evs = node.watch(&format!("{}/configmaps?watch=1&fieldSelector=metadata.name%3Dcfg&timeoutSeconds=1", ns), 1);
+    assert_eq!(evs[0]["type"], "ADDED");
+
+    // Everything else: 403 with the authorizer's reason.
+    let (code, st) = node.get(&format!("{}/secrets/unused", ns));
+    assert_eq!(code, 403);
+    assert_eq!(st["message"], "secrets \"unused\" is forbidden: User \"system:node:node-a\" cannot get resource \"secrets\" in API group \"\" in the namespace \"default\": no relationship found between node 'node-a' and this object");
+    assert_eq!(node.get(&format!("{}/secrets/theirs", ns)).0, 403);
+    let (code, st) = node.get(&format!("{}/secrets", ns));
+    assert_eq!((code, st["message"].as_str().unwrap()), (403, "secrets is forbidden: User \"system:node:node-a\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\": No Object name found"));
+    let (code, st) = node.get("/api/v1/secrets?fieldSelector=metadata.name%3Dused");
+    assert_eq!(code, 403);
+    assert!(st["message"].as_str().unwrap().ends_with("at the cluster scope: can only read namespaced object of this type"));
+    let (code, st) = node.post(&format!("{}/secrets", ns), json!({"metadata": {"name": "mine"}}));
+    assert_eq!(code, 403);
+    assert!(st["message"].as_str().unwrap().ends_with("can only read resources of this type"));
+    let (code, st) = node.get("/api/v1/persistentvolumes");
+    assert_eq!(code, 403);
+    assert!(st["message"].as_str().unwrap().ends_with("can only get individual resources of this type"));
+    let (code, _) = node.patch(&format!("{}/persistentvolumeclaims/data/status", ns), "application/merge-patch+json",
+        json!({"status": {"conditions": [{"type": "FileSystemResizePending", "status": "True"}]}}));
+    assert_eq!(code, 200);
+
+    // Tokens: only for the ServiceAccount of a pod on the node.
+    let body = json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "consumer", "uid": consumer["metadata"]["uid"]}}});
+    let (code, tr) = node.post(&format!("{}/serviceaccounts/runner/token", ns), body.clone());
+    assert_eq!(code, 201, "{}", tr);
+    let (code, st) = node.post(&format!("{}/serviceaccounts/default/token", ns), body);
+    assert_eq!(code, 403);
+    assert!(st["message"].as_str().unwrap().contains("cannot create resource \"serviceaccounts/token\""));
+
+    // The pod goes: so does the access.
+    admin.delete(&format!("{}/pods/consumer", ns), Some(json!({"gracePeriodSeconds": 0})));
+    assert_eq!(node.get(&format!("{}/secrets/used", ns)).0, 403);
+}
