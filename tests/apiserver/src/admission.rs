@@ -181,10 +181,20 @@ pub fn pod_secret_names(pod: &Value) -> Vec<String> {
             .into_iter()
             .flatten()
         {
-            for e in c.get("envFrom").and_then(|x| x.as_array()).into_iter().flatten() {
+            for e in c
+                .get("envFrom")
+                .and_then(|x| x.as_array())
+                .into_iter()
+                .flatten()
+            {
                 push(get_str(e, &["secretRef", "name"]));
             }
-            for e in c.get("env").and_then(|x| x.as_array()).into_iter().flatten() {
+            for e in c
+                .get("env")
+                .and_then(|x| x.as_array())
+                .into_iter()
+                .flatten()
+            {
                 push(get_str(e, &["valueFrom", "secretKeyRef", "name"]));
             }
         }
@@ -197,7 +207,15 @@ pub fn pod_secret_names(pod: &Value) -> Vec<String> {
     {
         push(get_str(v, &["secret", "secretName"]));
         push(get_str(v, &["azureFile", "secretName"]));
-        for p in ["cephfs", "cinder", "flexVolume", "iscsi", "rbd", "scaleIO", "storageos"] {
+        for p in [
+            "cephfs",
+            "cinder",
+            "flexVolume",
+            "iscsi",
+            "rbd",
+            "scaleIO",
+            "storageos",
+        ] {
             push(get_str(v, &[p, "secretRef", "name"]));
         }
         push(get_str(v, &["csi", "nodePublishSecretRef", "name"]));
@@ -256,16 +274,34 @@ fn limit_secret_references(sa: &Value, pod: &Value) -> Result<(), String> {
     let (mountable, pull) = (names("secrets"), names("imagePullSecrets"));
     let ok = |n: &str| mountable.iter().any(|m| m == n);
     let spec = pod.get("spec").cloned().unwrap_or(json!({}));
-    for v in spec.get("volumes").and_then(|x| x.as_array()).into_iter().flatten() {
+    for v in spec
+        .get("volumes")
+        .and_then(|x| x.as_array())
+        .into_iter()
+        .flatten()
+    {
         if let Some(s) = get_str(v, &["secret", "secretName"]) {
             if !ok(s) {
                 return Err(format!("volume with secret.secretName=\"{}\" is not allowed because service account {} does not reference that secret", s, sa_name));
             }
         }
     }
-    for (list, what) in [("initContainers", "init container"), ("containers", "container")] {
-        for c in spec.get(list).and_then(|x| x.as_array()).into_iter().flatten() {
-            for e in c.get("env").and_then(|x| x.as_array()).into_iter().flatten() {
+    for (list, what) in [
+        ("initContainers", "init container"),
+        ("containers", "container"),
+    ] {
+        for c in spec
+            .get(list)
+            .and_then(|x| x.as_array())
+            .into_iter()
+            .flatten()
+        {
+            for e in c
+                .get("env")
+                .and_then(|x| x.as_array())
+                .into_iter()
+                .flatten()
+            {
                 if let Some(s) = get_str(e, &["valueFrom", "secretKeyRef", "name"]) {
                     if !ok(s) {
                         return Err(format!("{} {} with envVar {} referencing secret.secretName=\"{}\" is not allowed because service account {} does not reference that secret",
@@ -305,9 +341,21 @@ mod tests {
         let name = vols[1]["name"].as_str().unwrap();
         assert!(name.starts_with(VOLUME_PREFIX) && name.len() == VOLUME_PREFIX.len() + 5);
         assert_eq!(vols[1]["projected"], token_volume_source());
-        assert_eq!(p["spec"]["initContainers"][0]["volumeMounts"][0]["name"], name);
-        assert_eq!(p["spec"]["containers"][0]["volumeMounts"][0]["readOnly"], true);
-        assert_eq!(p["spec"]["containers"][1]["volumeMounts"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            p["spec"]["initContainers"][0]["volumeMounts"][0]["name"],
+            name
+        );
+        assert_eq!(
+            p["spec"]["containers"][0]["volumeMounts"][0]["readOnly"],
+            true
+        );
+        assert_eq!(
+            p["spec"]["containers"][1]["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
         // Every container already mounts the path: no volume.
         let mut q = json!({"spec": {"containers": [{"name": "b", "volumeMounts": [{"name": "x", "mountPath": TOKEN_MOUNT_PATH}]}]}});
         mount_token(&mut q);
@@ -317,7 +365,10 @@ mod tests {
     #[test]
     fn mirror_pod_rules() {
         let p = json!({"spec": {"containers": [{"name": "a", "env": [{"name": "e", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}});
-        assert_eq!(validate_mirror_pod(&p), Err("a mirror pod may not reference secrets"));
+        assert_eq!(
+            validate_mirror_pod(&p),
+            Err("a mirror pod may not reference secrets")
+        );
         let p = json!({"spec": {"serviceAccountName": "x", "containers": []}});
         assert!(validate_mirror_pod(&p).is_err());
         let p = json!({"spec": {"containers": [], "volumes": [{"name": "v", "projected": token_volume_source()}]}});

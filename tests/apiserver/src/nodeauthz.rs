@@ -38,18 +38,40 @@ fn configmap_names(pod: &Value) -> Vec<String> {
         }
     };
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for c in get(pod, &["spec", list]).and_then(|x| x.as_array()).into_iter().flatten() {
-            for e in c.get("envFrom").and_then(|x| x.as_array()).into_iter().flatten() {
+        for c in get(pod, &["spec", list])
+            .and_then(|x| x.as_array())
+            .into_iter()
+            .flatten()
+        {
+            for e in c
+                .get("envFrom")
+                .and_then(|x| x.as_array())
+                .into_iter()
+                .flatten()
+            {
                 push(get_str(e, &["configMapRef", "name"]));
             }
-            for e in c.get("env").and_then(|x| x.as_array()).into_iter().flatten() {
+            for e in c
+                .get("env")
+                .and_then(|x| x.as_array())
+                .into_iter()
+                .flatten()
+            {
                 push(get_str(e, &["valueFrom", "configMapKeyRef", "name"]));
             }
         }
     }
-    for v in get(pod, &["spec", "volumes"]).and_then(|x| x.as_array()).into_iter().flatten() {
+    for v in get(pod, &["spec", "volumes"])
+        .and_then(|x| x.as_array())
+        .into_iter()
+        .flatten()
+    {
         push(get_str(v, &["configMap", "name"]));
-        for s in get(v, &["projected", "sources"]).and_then(|x| x.as_array()).into_iter().flatten() {
+        for s in get(v, &["projected", "sources"])
+            .and_then(|x| x.as_array())
+            .into_iter()
+            .flatten()
+        {
             push(get_str(s, &["configMap", "name"]));
         }
     }
@@ -64,12 +86,18 @@ fn graph(g: &Inner, node: &str) -> Graph {
         }
         let ns = namespace_of(&pod).to_string();
         let key = |n: String| (ns.clone(), n);
-        gr.secrets.extend(pod_secret_names(&pod).into_iter().map(key));
-        gr.configmaps.extend(configmap_names(&pod).into_iter().map(key));
+        gr.secrets
+            .extend(pod_secret_names(&pod).into_iter().map(key));
+        gr.configmaps
+            .extend(configmap_names(&pod).into_iter().map(key));
         if let Some(sa) = get_str(&pod, &["spec", "serviceAccountName"]).filter(|s| !s.is_empty()) {
             gr.serviceaccounts.insert(key(sa.to_string()));
         }
-        for v in get(&pod, &["spec", "volumes"]).and_then(|x| x.as_array()).into_iter().flatten() {
+        for v in get(&pod, &["spec", "volumes"])
+            .and_then(|x| x.as_array())
+            .into_iter()
+            .flatten()
+        {
             if let Some(c) = get_str(v, &["persistentVolumeClaim", "claimName"]) {
                 gr.pvcs.insert(key(c.to_string()));
             }
@@ -89,9 +117,18 @@ fn graph(g: &Inner, node: &str) -> Graph {
     // PV → secrets (the CSI secret references, with their own namespaces).
     for pv in &gr.pvs {
         if let Some(o) = g.get("persistentvolumes", "", pv) {
-            for r in ["nodePublishSecretRef", "nodeStageSecretRef", "nodeExpandSecretRef", "controllerPublishSecretRef", "controllerExpandSecretRef"] {
+            for r in [
+                "nodePublishSecretRef",
+                "nodeStageSecretRef",
+                "nodeExpandSecretRef",
+                "controllerPublishSecretRef",
+                "controllerExpandSecretRef",
+            ] {
                 if let Some(s) = get(&o, &["spec", "csi", r]) {
-                    let (n, ns) = (get_str(s, &["name"]).unwrap_or(""), get_str(s, &["namespace"]).unwrap_or(""));
+                    let (n, ns) = (
+                        get_str(s, &["name"]).unwrap_or(""),
+                        get_str(s, &["namespace"]).unwrap_or(""),
+                    );
                     if !n.is_empty() {
                         gr.secrets.insert((ns.to_string(), n.to_string()));
                     }
@@ -121,7 +158,14 @@ fn deny(user: &User, info: &Info, route: &Route, name: &str, reason: &str) -> Ap
 }
 
 /// Decides a request of node `node`'s identity; Ok when allowed.
-pub fn authorize(g: &Inner, user: &User, node: &str, route: &Route, info: &Info, req: &Request) -> Result<(), ApiError> {
+pub fn authorize(
+    g: &Inner,
+    user: &User,
+    node: &str,
+    route: &Route,
+    info: &Info,
+    req: &Request,
+) -> Result<(), ApiError> {
     enum Rule {
         Read,
         Get,
@@ -194,6 +238,9 @@ pub fn authorize(g: &Inner, user: &User, node: &str, route: &Route, info: &Info,
     if related {
         Ok(())
     } else {
-        fail(&format!("no relationship found between node '{}' and this object", node))
+        fail(&format!(
+            "no relationship found between node '{}' and this object",
+            node
+        ))
     }
 }

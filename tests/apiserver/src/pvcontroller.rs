@@ -74,7 +74,7 @@ fn sync_claim(g: &mut Inner, claim: &Arc<Value>) {
             get(pv, &["spec", "claimRef"]).is_some_and(|r| {
                 get_str(r, &["namespace"]) == Some(ns)
                     && get_str(r, &["name"]) == Some(name)
-                    && matches!(get_str(r, &["uid"]), None | Some("")) 
+                    && matches!(get_str(r, &["uid"]), None | Some(""))
             })
         })
     } else {

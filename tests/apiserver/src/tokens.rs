@@ -116,16 +116,38 @@ fn issue(api: &Api, ns: &str, name: &str, req: &Request, user: &User) -> Result<
     tr["apiVersion"] = json!("authentication.k8s.io/v1");
     // SetDefaults_TokenRequestSpec
     let spec = util::obj_field_mut(&mut tr, "spec");
-    if spec.get("expirationSeconds").map(|x| x.is_null()).unwrap_or(true) {
+    if spec
+        .get("expirationSeconds")
+        .map(|x| x.is_null())
+        .unwrap_or(true)
+    {
         spec.insert("expirationSeconds".into(), json!(3600));
     }
-    let given_name = get_str(&tr, &["metadata", "name"]).unwrap_or("").to_string();
-    let given_ns = get_str(&tr, &["metadata", "namespace"]).unwrap_or("").to_string();
+    let given_name = get_str(&tr, &["metadata", "name"])
+        .unwrap_or("")
+        .to_string();
+    let given_ns = get_str(&tr, &["metadata", "namespace"])
+        .unwrap_or("")
+        .to_string();
     if !given_name.is_empty() && given_name != name {
-        return Err(invalid(name, "metadata.name", format!("Invalid value: {:?}: must match the service account name if specified", given_name)));
+        return Err(invalid(
+            name,
+            "metadata.name",
+            format!(
+                "Invalid value: {:?}: must match the service account name if specified",
+                given_name
+            ),
+        ));
     }
     if !given_ns.is_empty() && given_ns != ns {
-        return Err(invalid(name, "metadata.namespace", format!("Invalid value: {:?}: must match the service account namespace if specified", given_ns)));
+        return Err(invalid(
+            name,
+            "metadata.namespace",
+            format!(
+                "Invalid value: {:?}: must match the service account namespace if specified",
+                given_ns
+            ),
+        ));
     }
     let g = api.store.lock();
     let sa = g
@@ -143,7 +165,9 @@ fn issue(api: &Api, ns: &str, name: &str, req: &Request, user: &User) -> Result<
     m.insert("creationTimestamp".into(), json!(util::rfc3339(now)));
     tr.as_object_mut().map(|m| m.remove("status"));
     // ValidateTokenRequest
-    let exp_v = get(&tr, &["spec", "expirationSeconds"]).cloned().unwrap_or(json!(3600));
+    let exp_v = get(&tr, &["spec", "expirationSeconds"])
+        .cloned()
+        .unwrap_or(json!(3600));
     let Some(exp) = exp_v.as_i64() else {
         return Err(ApiError::bad_request(format!(
             "TokenRequest in version \"v1\" cannot be handled as a TokenRequest: json: cannot unmarshal {} into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64",
@@ -151,10 +175,24 @@ fn issue(api: &Api, ns: &str, name: &str, req: &Request, user: &User) -> Result<
         )));
     };
     if exp < 600 {
-        return Err(invalid("", "spec.expirationSeconds", format!("Invalid value: {}: may not specify a duration less than 10 minutes", exp)));
+        return Err(invalid(
+            "",
+            "spec.expirationSeconds",
+            format!(
+                "Invalid value: {}: may not specify a duration less than 10 minutes",
+                exp
+            ),
+        ));
     }
     if exp > 1 << 32 {
-        return Err(invalid("", "spec.expirationSeconds", format!("Invalid value: {}: may not specify a duration larger than 2^32 seconds", exp)));
+        return Err(invalid(
+            "",
+            "spec.expirationSeconds",
+            format!(
+                "Invalid value: {}: may not specify a duration larger than 2^32 seconds",
+                exp
+            ),
+        ));
     }
     if api.node_restriction {
         if let Some(node) = user.node_name() {
@@ -173,7 +211,11 @@ fn issue(api: &Api, ns: &str, name: &str, req: &Request, user: &User) -> Result<
             (exp, None)
         };
     let mut k8s = json!({"namespace": ns, "serviceaccount": {"name": name, "uid": uid_of(&sa)}});
-    for (k, v) in [("pod", &bound.pod), ("secret", &bound.secret), ("node", &bound.node)] {
+    for (k, v) in [
+        ("pod", &bound.pod),
+        ("secret", &bound.secret),
+        ("node", &bound.node),
+    ] {
         if let Some(v) = v {
             k8s[k] = v.clone();
         }
@@ -269,7 +311,11 @@ fn bound_object(g: &Inner, ns: &str, sa: &str, tr: &Value) -> Result<Bound, ApiE
     };
     let want = get_str(r, &["uid"]).unwrap_or("");
     if !want.is_empty() && want != uid {
-        let res = if group.is_empty() { kind.to_string() } else { format!("{}.{}", kind, group) };
+        let res = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{}.{}", kind, group)
+        };
         return Err(ApiError::conflict(&res, name, &format!(
             "the UID in the bound object reference ({}) does not match the UID in record. The object might have been deleted and then recreated", want)));
     }
@@ -286,7 +332,9 @@ fn node_restriction(g: &Inner, ns: &str, sa: &str, node: &str, tr: &Value) -> Re
         return Err(forbidden("node requested token not bound to a pod"));
     }
     if s("uid").is_empty() {
-        return Err(forbidden("node requested token with a pod binding without a uid"));
+        return Err(forbidden(
+            "node requested token with a pod binding without a uid",
+        ));
     }
     let pod = g
         .get("pods", ns, s("name"))
@@ -295,7 +343,9 @@ fn node_restriction(g: &Inner, ns: &str, sa: &str, node: &str, tr: &Value) -> Re
         return Err(forbidden(&format!("the UID in the bound object reference ({}) does not match the UID in record. The object might have been deleted and then recreated", s("uid"))));
     }
     if get_str(&pod, &["spec", "nodeName"]).unwrap_or("") != node {
-        return Err(forbidden("node requested token bound to a pod scheduled on a different node"));
+        return Err(forbidden(
+            "node requested token bound to a pod scheduled on a different node",
+        ));
     }
     Ok(())
 }

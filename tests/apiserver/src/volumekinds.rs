@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 
 /// corevalidation.MaxSecretSize, also the ConfigMap limit.
 const MAX_SIZE: usize = 1024 * 1024;
+const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
 const IMMUTABLE_MSG: &str = "Forbidden: field is immutable when `immutable` is set";
 
 /// Go's base64.StdEncoding as encoding/json decodes `[]byte`: \r and \n are
@@ -44,7 +45,12 @@ pub fn check_decodable(def: &ResourceDef, obj: &Value) -> Result<(), String> {
     };
     if let Some(m) = obj.get(bytes_field).filter(|v| !v.is_null()) {
         let Some(m) = m.as_object() else {
-            return Err(fail(format!("json: cannot unmarshal {} into Go struct field {}.{} of type map[string][]uint8", kind_of(m), def.kind, bytes_field)));
+            return Err(fail(format!(
+                "json: cannot unmarshal {} into Go struct field {}.{} of type map[string][]uint8",
+                kind_of(m),
+                def.kind,
+                bytes_field
+            )));
         };
         for v in m.values() {
             match v {
@@ -54,7 +60,12 @@ pub fn check_decodable(def: &ResourceDef, obj: &Value) -> Result<(), String> {
                         .map_err(|at| fail(format!("illegal base64 data at input byte {}", at)))?;
                 }
                 other => {
-                    return Err(fail(format!("json: cannot unmarshal {} into Go struct field {}.{} of type []uint8", kind_of(other), def.kind, bytes_field)))
+                    return Err(fail(format!(
+                        "json: cannot unmarshal {} into Go struct field {}.{} of type []uint8",
+                        kind_of(other),
+                        def.kind,
+                        bytes_field
+                    )))
                 }
             }
         }
@@ -66,7 +77,12 @@ pub fn check_decodable(def: &ResourceDef, obj: &Value) -> Result<(), String> {
                 .map(|m| m.values().all(|v| v.is_string() || v.is_null()))
                 .unwrap_or(false);
             if !ok {
-                return Err(fail(format!("json: cannot unmarshal {} into Go struct field {}.{} of type string", kind_of(m), def.kind, f)));
+                return Err(fail(format!(
+                    "json: cannot unmarshal {} into Go struct field {}.{} of type string",
+                    kind_of(m),
+                    def.kind,
+                    f
+                )));
             }
         }
     }
@@ -124,7 +140,11 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             set_default(obj_field_mut(obj, "status"), "phase", json!("Pending"));
         }
         ("", "persistentvolumeclaims") => {
-            set_default(obj_field_mut(obj, "spec"), "volumeMode", json!("Filesystem"));
+            set_default(
+                obj_field_mut(obj, "spec"),
+                "volumeMode",
+                json!("Filesystem"),
+            );
             set_default(obj_field_mut(obj, "status"), "phase", json!("Pending"));
         }
         _ => {}
@@ -137,7 +157,8 @@ pub fn status_on_create(def: &ResourceDef, obj: &mut Value) {
     match (def.group, def.plural) {
         ("", "persistentvolumeclaims") => obj["status"] = json!({"phase": "Pending"}),
         ("", "persistentvolumes") => {
-            obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": crate::util::now_rfc3339()})
+            obj["status"] =
+                json!({"phase": "Pending", "lastPhaseTransitionTime": crate::util::now_rfc3339()})
         }
         _ => {}
     }
@@ -221,11 +242,20 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>, errs: &mut 
                 check_key(errs, "binaryData", k);
                 size += decoded_len(v);
                 if data.map(|d| d.contains_key(k)).unwrap_or(false) {
-                    invalid(errs, format!("data[{}]", k), k, "duplicate of key present in binaryData");
+                    invalid(
+                        errs,
+                        format!("data[{}]", k),
+                        k,
+                        "duplicate of key present in binaryData",
+                    );
                 }
             }
             if size > MAX_SIZE {
-                errs.push(("".into(), "FieldValueTooLong", format!("Too long: may not be more than {} bytes", MAX_SIZE)));
+                errs.push((
+                    "".into(),
+                    "FieldValueTooLong",
+                    format!("Too long: may not be more than {} bytes", MAX_SIZE),
+                ));
             }
             if let Some(old) = old {
                 immutable(obj, old, &["data", "binaryData"], errs);
@@ -239,17 +269,24 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>, errs: &mut 
                 size += decoded_len(v);
             }
             if size > MAX_SIZE {
-                errs.push(("data".into(), "FieldValueTooLong", format!("Too long: may not be more than {} bytes", MAX_SIZE)));
+                errs.push((
+                    "data".into(),
+                    "FieldValueTooLong",
+                    format!("Too long: may not be more than {} bytes", MAX_SIZE),
+                ));
             }
             let has = |k: &str| data.map(|d| d.contains_key(k)).unwrap_or(false);
-            let mut required = |f: String| errs.push((f, "FieldValueRequired", "Required value".into()));
+            let mut required =
+                |f: String| errs.push((f, "FieldValueRequired", "Required value".into()));
+            let sa_name =
+                get_str(obj, &["metadata", "annotations", SA_NAME_ANNOTATION]).unwrap_or("");
             match get_str(obj, &["type"]).unwrap_or("Opaque") {
-                "kubernetes.io/service-account-token" => {
-                    if get_str(obj, &["metadata", "annotations", "kubernetes.io/service-account.name"]).unwrap_or("").is_empty() {
-                        required("metadata.annotations[kubernetes.io/service-account.name]".into());
-                    }
+                "kubernetes.io/service-account-token" if sa_name.is_empty() => {
+                    required("metadata.annotations[kubernetes.io/service-account.name]".into())
                 }
-                "kubernetes.io/dockercfg" if !has(".dockercfg") => required("data[.dockercfg]".into()),
+                "kubernetes.io/dockercfg" if !has(".dockercfg") => {
+                    required("data[.dockercfg]".into())
+                }
                 "kubernetes.io/dockerconfigjson" if !has(".dockerconfigjson") => {
                     required("data[.dockerconfigjson]".into())
                 }
@@ -291,7 +328,11 @@ fn immutable(obj: &Value, old: &Value, fields: &[&str], errs: &mut FieldErrs) {
         return;
     }
     if obj.get("immutable").and_then(|x| x.as_bool()) != Some(true) {
-        errs.push(("immutable".into(), "FieldValueForbidden", IMMUTABLE_MSG.into()));
+        errs.push((
+            "immutable".into(),
+            "FieldValueForbidden",
+            IMMUTABLE_MSG.into(),
+        ));
     }
     for f in fields {
         if !same_map(obj.get(*f), old.get(*f)) {
@@ -310,13 +351,20 @@ mod tests {
         assert_eq!(go_b64_decode("aG!="), Err(2));
         let def = crate::resources::find("", "v1", "secrets").unwrap();
         let s = json!({"data": {"a": "not base64!"}});
-        assert!(check_decodable(def, &s).unwrap_err().contains("illegal base64 data at input byte"));
+        assert!(check_decodable(def, &s)
+            .unwrap_err()
+            .contains("illegal base64 data at input byte"));
         let mut errs = FieldErrs::new();
         validate(def, &json!({"data": {"a b": "aGk="}}), None, &mut errs);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].0, "data[a b]");
         let mut errs = FieldErrs::new();
-        validate(def, &json!({"type": "kubernetes.io/tls", "data": {"tls.crt": ""}}), None, &mut errs);
+        validate(
+            def,
+            &json!({"type": "kubernetes.io/tls", "data": {"tls.crt": ""}}),
+            None,
+            &mut errs,
+        );
         assert_eq!(errs[0].0, "data[tls.key]");
     }
 }

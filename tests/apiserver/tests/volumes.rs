@@ -43,7 +43,12 @@ fn wait_for(c: &Client, path: &str, f: impl Fn(&Value) -> bool) -> Value {
         if f(&v) {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out waiting on {}: {}", path, v);
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting on {}: {}",
+            path,
+            v
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -56,8 +61,7 @@ fn service_account_admission() {
 
     let mut p = pod("p1", None);
     p["spec"]["initContainers"] = json!([{"name": "init", "image": "busybox"}]);
-    p["spec"]["containers"][1]["volumeMounts"] =
-        json!([{"name": "own", "mountPath": SA_PATH}]);
+    p["spec"]["containers"][1]["volumeMounts"] = json!([{"name": "own", "mountPath": SA_PATH}]);
     p["spec"]["volumes"] = json!([{"name": "own", "emptyDir": {}}]);
     let (code, p1) = c.post(base, p);
     assert_eq!(code, 201, "{}", p1);
@@ -66,11 +70,23 @@ fn service_account_admission() {
     let vols = p1["spec"]["volumes"].as_array().unwrap();
     assert_eq!(vols.len(), 2);
     let vname = vols[1]["name"].as_str().unwrap().to_string();
-    assert!(vname.starts_with("kube-api-access-") && vname.len() == 21, "{}", vname);
-    assert!(vname[16..].bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
-    assert_eq!(vols[1], json!({"name": vname, "projected": expected_source()}));
+    assert!(
+        vname.starts_with("kube-api-access-") && vname.len() == 21,
+        "{}",
+        vname
+    );
+    assert!(vname[16..]
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+    assert_eq!(
+        vols[1],
+        json!({"name": vname, "projected": expected_source()})
+    );
     let mount = json!({"name": vname, "readOnly": true, "mountPath": SA_PATH});
-    assert_eq!(p1["spec"]["initContainers"][0]["volumeMounts"], json!([mount]));
+    assert_eq!(
+        p1["spec"]["initContainers"][0]["volumeMounts"],
+        json!([mount])
+    );
     assert_eq!(p1["spec"]["containers"][0]["volumeMounts"], json!([mount]));
     // A container that mounts something at the path keeps its own mount only.
     assert_eq!(
@@ -121,7 +137,10 @@ fn service_account_admission() {
     p["spec"]["serviceAccountName"] = json!("missing");
     let (code, st) = c.post(base, p);
     assert_eq!(code, 403);
-    assert!(st["message"].as_str().unwrap().starts_with("pods \"gen-\" is forbidden"));
+    assert!(st["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("pods \"gen-\" is forbidden"));
 
     // Mirror pods are left alone, and may not reference SAs, secrets or tokens.
     let mirror = |name: &str| {
@@ -136,13 +155,26 @@ fn service_account_admission() {
     let mut p = mirror("m2");
     p["spec"]["serviceAccountName"] = json!("default");
     let (code, st) = c.post(base, p);
-    assert_eq!((code, st["message"].as_str().unwrap()), (403, "pods \"m2\" is forbidden: a mirror pod may not reference service accounts"));
+    assert_eq!(
+        (code, st["message"].as_str().unwrap()),
+        (
+            403,
+            "pods \"m2\" is forbidden: a mirror pod may not reference service accounts"
+        )
+    );
     let mut p = mirror("m3");
     p["spec"]["volumes"] = json!([{"name": "s", "secret": {"secretName": "x"}}]);
     let (code, st) = c.post(base, p);
-    assert_eq!((code, st["message"].as_str().unwrap()), (403, "pods \"m3\" is forbidden: a mirror pod may not reference secrets"));
+    assert_eq!(
+        (code, st["message"].as_str().unwrap()),
+        (
+            403,
+            "pods \"m3\" is forbidden: a mirror pod may not reference secrets"
+        )
+    );
     let mut p = mirror("m4");
-    p["spec"]["volumes"] = json!([{"name": "t", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}]);
+    p["spec"]["volumes"] =
+        json!([{"name": "t", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}]);
     let (code, _) = c.post(base, p);
     assert_eq!(code, 403);
 
@@ -159,10 +191,22 @@ fn service_account_admission() {
     let ca = std::fs::read_to_string(d.dir.join("ca.crt")).unwrap();
     let (code, _) = c.post("/api/v1/namespaces", json!({"metadata": {"name": "fresh"}}));
     assert_eq!(code, 201);
-    for ns in ["default", "kube-system", "kube-public", "kube-node-lease", "fresh"] {
-        let (code, _) = c.get(&format!("/api/v1/namespaces/{}/serviceaccounts/default", ns));
+    for ns in [
+        "default",
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "fresh",
+    ] {
+        let (code, _) = c.get(&format!(
+            "/api/v1/namespaces/{}/serviceaccounts/default",
+            ns
+        ));
         assert_eq!(code, 200, "{}", ns);
-        let (code, cm) = c.get(&format!("/api/v1/namespaces/{}/configmaps/kube-root-ca.crt", ns));
+        let (code, cm) = c.get(&format!(
+            "/api/v1/namespaces/{}/configmaps/kube-root-ca.crt",
+            ns
+        ));
         assert_eq!(code, 200, "{}", ns);
         assert_eq!(cm["data"]["ca.crt"].as_str().unwrap().trim(), ca.trim());
     }
@@ -190,18 +234,36 @@ fn token_requests() {
     assert_eq!(code, 201, "{}", tr);
     assert_eq!(tr["kind"], "TokenRequest");
     assert_eq!(tr["metadata"]["name"], "default");
-    assert_eq!(tr["spec"]["audiences"], json!(["https://kubernetes.default.svc.cluster.local"]));
+    assert_eq!(
+        tr["spec"]["audiences"],
+        json!(["https://kubernetes.default.svc.cluster.local"])
+    );
     let cl = claims(tr["status"]["token"].as_str().unwrap());
     assert_eq!(cl["sub"], "system:serviceaccount:default:default");
-    assert_eq!(cl["aud"], json!(["https://kubernetes.default.svc.cluster.local"]));
+    assert_eq!(
+        cl["aud"],
+        json!(["https://kubernetes.default.svc.cluster.local"])
+    );
     assert_eq!(cl["kubernetes.io"]["namespace"], "default");
-    assert_eq!(cl["kubernetes.io"]["serviceaccount"], json!({"name": "default", "uid": sa["metadata"]["uid"]}));
-    assert_eq!(cl["kubernetes.io"]["pod"], json!({"name": "tp", "uid": uid}));
-    assert_eq!(cl["kubernetes.io"]["node"], json!({"name": "node-a", "uid": node["metadata"]["uid"]}));
+    assert_eq!(
+        cl["kubernetes.io"]["serviceaccount"],
+        json!({"name": "default", "uid": sa["metadata"]["uid"]})
+    );
+    assert_eq!(
+        cl["kubernetes.io"]["pod"],
+        json!({"name": "tp", "uid": uid})
+    );
+    assert_eq!(
+        cl["kubernetes.io"]["node"],
+        json!({"name": "node-a", "uid": node["metadata"]["uid"]})
+    );
     let exp = cl["exp"].as_i64().unwrap();
     assert!((t0 + 3600..=now() + 3600).contains(&exp));
     assert!(cl.get("warnafter").is_none() && cl["kubernetes.io"].get("warnafter").is_none());
-    assert!(tr["status"]["expirationTimestamp"].as_str().unwrap().ends_with('Z'));
+    assert!(tr["status"]["expirationTimestamp"]
+        .as_str()
+        .unwrap()
+        .ends_with('Z'));
 
     // The kubelet's 3607 s projected token: a year in the JWT, warnafter, status says 3607 s.
     let (code, tr) = c.post(
@@ -224,33 +286,64 @@ fn token_requests() {
     assert!(cl["kubernetes.io"].get("pod").is_none());
 
     // Secret and Node bindings.
-    let (_, s) = c.post("/api/v1/namespaces/default/secrets", json!({"metadata": {"name": "bind-me"}}));
+    let (_, s) = c.post(
+        "/api/v1/namespaces/default/secrets",
+        json!({"metadata": {"name": "bind-me"}}),
+    );
     let (code, tr) = c.post(url, json!({"spec": {"boundObjectRef": {"kind": "Secret", "apiVersion": "v1", "name": "bind-me", "uid": s["metadata"]["uid"]}}}));
     assert_eq!(code, 201);
-    assert_eq!(claims(tr["status"]["token"].as_str().unwrap())["kubernetes.io"]["secret"]["name"], "bind-me");
-    let (code, tr) = c.post(url, json!({"spec": {"boundObjectRef": {"kind": "Node", "apiVersion": "v1", "name": "node-a"}}}));
+    assert_eq!(
+        claims(tr["status"]["token"].as_str().unwrap())["kubernetes.io"]["secret"]["name"],
+        "bind-me"
+    );
+    let (code, tr) = c.post(
+        url,
+        json!({"spec": {"boundObjectRef": {"kind": "Node", "apiVersion": "v1", "name": "node-a"}}}),
+    );
     assert_eq!(code, 201);
-    assert_eq!(claims(tr["status"]["token"].as_str().unwrap())["kubernetes.io"]["node"]["uid"], node["metadata"]["uid"]);
+    assert_eq!(
+        claims(tr["status"]["token"].as_str().unwrap())["kubernetes.io"]["node"]["uid"],
+        node["metadata"]["uid"]
+    );
 
     // Errors, as upstream answers them.
-    let bound = |kind: &str, name: &str, uid: &str| {
-        json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": kind, "name": name, "uid": uid}}})
-    };
+    let bound = |kind: &str, name: &str, uid: &str| json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": kind, "name": name, "uid": uid}}});
     let (code, st) = c.post(url, bound("Pod", "tp", "0000"));
     assert_eq!(code, 409, "{}", st);
     assert_eq!(st["reason"], "Conflict");
     assert_eq!(st["message"], "Operation cannot be fulfilled on Pod \"tp\": the UID in the bound object reference (0000) does not match the UID in record. The object might have been deleted and then recreated");
     let (code, st) = c.post(url, bound("Pod", "nope", ""));
-    assert_eq!((code, st["message"].as_str().unwrap()), (404, "pods \"nope\" not found"));
+    assert_eq!(
+        (code, st["message"].as_str().unwrap()),
+        (404, "pods \"nope\" not found")
+    );
     let (code, st) = c.post(url, bound("ConfigMap", "kube-root-ca.crt", ""));
-    assert_eq!((code, st["message"].as_str().unwrap()), (400, "cannot bind token to object of type /v1, Kind=ConfigMap"));
+    assert_eq!(
+        (code, st["message"].as_str().unwrap()),
+        (
+            400,
+            "cannot bind token to object of type /v1, Kind=ConfigMap"
+        )
+    );
     let (code, st) = c.post(url, json!({"spec": {"expirationSeconds": 599}}));
     assert_eq!(code, 422);
     assert_eq!(st["message"], "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes");
-    let (code, st) = c.post("/api/v1/namespaces/default/serviceaccounts/ghost/token", json!({}));
-    assert_eq!((code, st["message"].as_str().unwrap()), (404, "serviceaccounts \"ghost\" not found"));
-    c.post("/api/v1/namespaces/default/serviceaccounts", json!({"metadata": {"name": "other"}}));
-    let (code, st) = c.post("/api/v1/namespaces/default/serviceaccounts/other/token", bound("Pod", "tp", &uid));
+    let (code, st) = c.post(
+        "/api/v1/namespaces/default/serviceaccounts/ghost/token",
+        json!({}),
+    );
+    assert_eq!(
+        (code, st["message"].as_str().unwrap()),
+        (404, "serviceaccounts \"ghost\" not found")
+    );
+    c.post(
+        "/api/v1/namespaces/default/serviceaccounts",
+        json!({"metadata": {"name": "other"}}),
+    );
+    let (code, st) = c.post(
+        "/api/v1/namespaces/default/serviceaccounts/other/token",
+        bound("Pod", "tp", &uid),
+    );
     assert_eq!(code, 400);
     assert_eq!(st["message"], "cannot bind token for serviceaccount \"other\" to pod running with different serviceaccount name.");
 
@@ -274,21 +367,38 @@ fn node_restriction_on_token_requests() {
     let d = spawn("tokens-nr", &["--node-restriction"]);
     let admin = Client::admin(&d);
     let kubelet = Client::kubelet(&d);
-    let (_, mine) = admin.post("/api/v1/namespaces/default/pods", pod("mine", Some("node-a")));
-    let (_, theirs) = admin.post("/api/v1/namespaces/default/pods", pod("theirs", Some("node-b")));
+    let (_, mine) = admin.post(
+        "/api/v1/namespaces/default/pods",
+        pod("mine", Some("node-a")),
+    );
+    let (_, theirs) = admin.post(
+        "/api/v1/namespaces/default/pods",
+        pod("theirs", Some("node-b")),
+    );
     let url = "/api/v1/namespaces/default/serviceaccounts/default/token";
-    let bound = |p: &Value| json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod",
-        "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}}});
+    let bound = |p: &Value| {
+        json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod",
+        "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}}})
+    };
     let (code, st) = kubelet.post(url, json!({"spec": {}}));
     assert_eq!(code, 403);
-    assert_eq!(st["message"], "serviceaccounts \"default\" is forbidden: node requested token not bound to a pod");
+    assert_eq!(
+        st["message"],
+        "serviceaccounts \"default\" is forbidden: node requested token not bound to a pod"
+    );
     let (code, st) = kubelet.post(url, bound(&theirs));
     assert_eq!(code, 403);
-    assert!(st["message"].as_str().unwrap().ends_with("node requested token bound to a pod scheduled on a different node"));
+    assert!(st["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("node requested token bound to a pod scheduled on a different node"));
     let (code, tr) = kubelet.post(url, bound(&mine));
     assert_eq!(code, 201, "{}", tr);
     let (_, log) = admin.get("/__double/tokenrequests");
-    assert_eq!((log["count"].as_u64(), log["issued"].as_u64()), (Some(3), Some(1)));
+    assert_eq!(
+        (log["count"].as_u64(), log["issued"].as_u64()),
+        (Some(3), Some(1))
+    );
     assert_eq!(log["items"][2]["user"], "system:node:node-a");
 }
 
@@ -308,62 +418,129 @@ fn configmaps_and_secrets() {
     assert_eq!(s["type"], "Opaque");
     assert!(s.get("stringData").is_none());
     assert_eq!(s["data"], json!({"a": "bmV3", "b": "aGk=", "keep": "eA=="}));
-    let (code, st) = c.post(secrets, json!({"metadata": {"name": "bad"}, "data": {"a": "!!!"}}));
+    let (code, st) = c.post(
+        secrets,
+        json!({"metadata": {"name": "bad"}, "data": {"a": "!!!"}}),
+    );
     assert_eq!(code, 400, "{}", st);
     assert!(st["message"].as_str().unwrap().starts_with("Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input byte 0"));
-    let (code, st) = c.post(secrets, json!({"metadata": {"name": "bad"}, "data": {"a b": "eA=="}}));
+    let (code, st) = c.post(
+        secrets,
+        json!({"metadata": {"name": "bad"}, "data": {"a b": "eA=="}}),
+    );
     assert_eq!(code, 422);
     assert!(st["message"].as_str().unwrap().contains("data[a b]: Invalid value: \"a b\": a valid config key must consist of alphanumeric characters"));
     let (code, st) = c.post(secrets, json!({"metadata": {"name": "tls"}, "type": "kubernetes.io/tls", "data": {"tls.crt": "eA=="}}));
-    assert_eq!((code, st["message"].as_str().unwrap()), (422, "Secret \"tls\" is invalid: data[tls.key]: Required value"));
-    let (code, st) = c.patch(&format!("{}/s1", secrets), "application/merge-patch+json", json!({"type": "kubernetes.io/tls"}));
+    assert_eq!(
+        (code, st["message"].as_str().unwrap()),
+        (
+            422,
+            "Secret \"tls\" is invalid: data[tls.key]: Required value"
+        )
+    );
+    let (code, st) = c.patch(
+        &format!("{}/s1", secrets),
+        "application/merge-patch+json",
+        json!({"type": "kubernetes.io/tls"}),
+    );
     assert_eq!(code, 422);
-    assert!(st["message"].as_str().unwrap().contains("type: Invalid value: \"kubernetes.io/tls\": field is immutable"));
+    assert!(st["message"]
+        .as_str()
+        .unwrap()
+        .contains("type: Invalid value: \"kubernetes.io/tls\": field is immutable"));
 
     // ConfigMap binaryData; a key in both maps is invalid.
-    let (code, cm) = c.post(cms, json!({"metadata": {"name": "cm1"}, "data": {"k": "v"}, "binaryData": {"bin": "AAEC"}}));
+    let (code, cm) = c.post(
+        cms,
+        json!({"metadata": {"name": "cm1"}, "data": {"k": "v"}, "binaryData": {"bin": "AAEC"}}),
+    );
     assert_eq!(code, 201);
     assert_eq!(cm["binaryData"]["bin"], "AAEC");
-    let (code, _) = c.post(cms, json!({"metadata": {"name": "dup"}, "data": {"k": "v"}, "binaryData": {"k": "AAEC"}}));
+    let (code, _) = c.post(
+        cms,
+        json!({"metadata": {"name": "dup"}, "data": {"k": "v"}, "binaryData": {"k": "AAEC"}}),
+    );
     assert_eq!(code, 422);
 
     // Immutable: data and the flag are frozen, metadata is not.
-    let (code, im) = c.post(cms, json!({"metadata": {"name": "frozen"}, "data": {"k": "v"}, "immutable": true}));
+    let (code, im) = c.post(
+        cms,
+        json!({"metadata": {"name": "frozen"}, "data": {"k": "v"}, "immutable": true}),
+    );
     assert_eq!(code, 201);
     let mut upd = im.clone();
     upd["data"]["k"] = json!("w");
     let (code, st) = c.put(&format!("{}/frozen", cms), upd);
     assert_eq!(code, 422);
     assert_eq!(st["message"], "ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set");
-    assert_eq!(st["details"]["causes"][0], json!({"reason": "FieldValueForbidden", "message": "Forbidden: field is immutable when `immutable` is set", "field": "data"}));
-    let (code, _) = c.patch(&format!("{}/frozen", cms), "application/merge-patch+json", json!({"immutable": false}));
+    assert_eq!(
+        st["details"]["causes"][0],
+        json!({"reason": "FieldValueForbidden", "message": "Forbidden: field is immutable when `immutable` is set", "field": "data"})
+    );
+    let (code, _) = c.patch(
+        &format!("{}/frozen", cms),
+        "application/merge-patch+json",
+        json!({"immutable": false}),
+    );
     assert_eq!(code, 422);
-    let (code, _) = c.patch(&format!("{}/frozen", cms), "application/merge-patch+json", json!({"metadata": {"labels": {"a": "b"}}}));
+    let (code, _) = c.patch(
+        &format!("{}/frozen", cms),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"a": "b"}}}),
+    );
     assert_eq!(code, 200);
-    c.post(secrets, json!({"metadata": {"name": "sfrozen"}, "stringData": {"k": "v"}, "immutable": true}));
-    let (code, st) = c.patch(&format!("{}/sfrozen", secrets), "application/merge-patch+json", json!({"stringData": {"k": "changed"}}));
+    c.post(
+        secrets,
+        json!({"metadata": {"name": "sfrozen"}, "stringData": {"k": "v"}, "immutable": true}),
+    );
+    let (code, st) = c.patch(
+        &format!("{}/sfrozen", secrets),
+        "application/merge-patch+json",
+        json!({"stringData": {"k": "changed"}}),
+    );
     assert_eq!(code, 422);
-    assert!(st["message"].as_str().unwrap().contains("data: Forbidden: field is immutable when `immutable` is set"));
+    assert!(st["message"]
+        .as_str()
+        .unwrap()
+        .contains("data: Forbidden: field is immutable when `immutable` is set"));
 
     // fieldSelector metadata.name / metadata.namespace on list and watch (with bookmarks).
     let (_, l) = c.get("/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dcm1");
     assert_eq!(l["items"].as_array().unwrap().len(), 1);
     assert_eq!(l["items"][0]["metadata"]["name"], "cm1");
     let (_, l) = c.get("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dkube-system");
-    assert!(l["items"].as_array().unwrap().iter().all(|i| i["metadata"]["namespace"] == "kube-system"));
-    let (_, l) = c.get("/api/v1/secrets?fieldSelector=metadata.name%3Ds1,metadata.namespace%3Ddefault");
+    assert!(l["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["metadata"]["namespace"] == "kube-system"));
+    let (_, l) =
+        c.get("/api/v1/secrets?fieldSelector=metadata.name%3Ds1,metadata.namespace%3Ddefault");
     assert_eq!(l["items"].as_array().unwrap().len(), 1);
     let rv0 = rv(&l);
     let c2 = Client::admin(&d);
-    let path = format!("{}?watch=1&fieldSelector=metadata.name%3Dcm1&allowWatchBookmarks=true&timeoutSeconds=2", cms);
+    let path = format!(
+        "{}?watch=1&fieldSelector=metadata.name%3Dcm1&allowWatchBookmarks=true&timeoutSeconds=2",
+        cms
+    );
     let t = std::thread::spawn(move || c2.watch(&path, 4));
     std::thread::sleep(Duration::from_millis(300));
-    c.patch(&format!("{}/frozen", cms), "application/merge-patch+json", json!({"metadata": {"labels": {"c": "d"}}}));
-    c.patch(&format!("{}/cm1", cms), "application/merge-patch+json", json!({"data": {"k": "v2"}}));
+    c.patch(
+        &format!("{}/frozen", cms),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"c": "d"}}}),
+    );
+    c.patch(
+        &format!("{}/cm1", cms),
+        "application/merge-patch+json",
+        json!({"data": {"k": "v2"}}),
+    );
     let evs = t.join().unwrap();
     let kinds: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(&kinds[..2], &["ADDED", "MODIFIED"], "{:?}", evs);
-    assert!(evs[..2].iter().all(|e| e["object"]["metadata"]["name"] == "cm1"));
+    assert!(evs[..2]
+        .iter()
+        .all(|e| e["object"]["metadata"]["name"] == "cm1"));
     assert_eq!(evs[1]["object"]["data"]["k"], "v2");
     assert!(kinds[2..].iter().all(|k| *k == "BOOKMARK"), "{:?}", kinds);
     let evs = c.watch(&format!("/api/v1/secrets?watch=1&fieldSelector=metadata.name%3Ds1&resourceVersion={}&timeoutSeconds=1", rv0), 1);
@@ -384,7 +561,9 @@ fn persistent_volumes_and_claims() {
     assert_eq!(pv["spec"]["volumeMode"], "Filesystem");
     assert_eq!(pv["spec"]["hostPath"]["type"], "");
     assert_eq!(pv["status"]["phase"], "Pending");
-    wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| v["status"]["phase"] == "Available");
+    wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| {
+        v["status"]["phase"] == "Available"
+    });
 
     let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
     let (code, pvc) = c.post(
@@ -395,36 +574,61 @@ fn persistent_volumes_and_claims() {
     assert_eq!(code, 201, "{}", pvc);
     assert_eq!(pvc["spec"]["volumeMode"], "Filesystem");
     assert_eq!(pvc["status"], json!({"phase": "Pending"}));
-    let bound = wait_for(&c, &format!("{}/c1", claims), |v| v["status"]["phase"] == "Bound");
+    let bound = wait_for(&c, &format!("{}/c1", claims), |v| {
+        v["status"]["phase"] == "Bound"
+    });
     assert_eq!(bound["status"]["capacity"]["storage"], "1Gi");
     assert_eq!(bound["status"]["accessModes"], json!(["ReadWriteOnce"]));
-    assert_eq!(bound["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"], "yes");
-    let pv = wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| v["status"]["phase"] == "Bound");
+    assert_eq!(
+        bound["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"],
+        "yes"
+    );
+    let pv = wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| {
+        v["status"]["phase"] == "Bound"
+    });
     assert_eq!(pv["spec"]["claimRef"]["uid"], pvc["metadata"]["uid"]);
-    assert_eq!(pv["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"], "yes");
+    assert_eq!(
+        pv["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"],
+        "yes"
+    );
 
     // The status subresource of both; the main resource ignores status.
-    let (code, v) = c.patch(&format!("{}/c1/status", claims), "application/merge-patch+json",
-        json!({"status": {"conditions": [{"type": "Resizing", "status": "True"}]}}));
+    let (code, v) = c.patch(
+        &format!("{}/c1/status", claims),
+        "application/merge-patch+json",
+        json!({"status": {"conditions": [{"type": "Resizing", "status": "True"}]}}),
+    );
     assert_eq!(code, 200, "{}", v);
     assert_eq!(v["status"]["conditions"][0]["type"], "Resizing");
-    let (code, v) = c.patch(&format!("{}/c1", claims), "application/merge-patch+json",
-        json!({"status": {"phase": "Lost"}, "metadata": {"labels": {"a": "b"}}}));
+    let (code, v) = c.patch(
+        &format!("{}/c1", claims),
+        "application/merge-patch+json",
+        json!({"status": {"phase": "Lost"}, "metadata": {"labels": {"a": "b"}}}),
+    );
     assert_eq!(code, 200);
     assert_eq!(v["status"]["phase"], "Bound");
-    let (code, v) = c.patch("/api/v1/persistentvolumes/pv1/status", "application/merge-patch+json",
-        json!({"status": {"message": "hi"}}));
+    let (code, v) = c.patch(
+        "/api/v1/persistentvolumes/pv1/status",
+        "application/merge-patch+json",
+        json!({"status": {"message": "hi"}}),
+    );
     assert_eq!((code, v["status"]["message"].as_str()), (200, Some("hi")));
 
     // A claim that names a missing volume stays Pending; a test can bind it by hand.
     let (_, _) = c.post(claims, json!({"metadata": {"name": "c2"}, "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "ghost",
         "resources": {"requests": {"storage": "1Gi"}}}}));
-    let (code, v) = c.patch(&format!("{}/c2/status", claims), "application/merge-patch+json", json!({"status": {"phase": "Bound"}}));
+    let (code, v) = c.patch(
+        &format!("{}/c2/status", claims),
+        "application/merge-patch+json",
+        json!({"status": {"phase": "Bound"}}),
+    );
     assert_eq!((code, v["status"]["phase"].as_str()), (200, Some("Bound")));
 
     // The claim goes: the volume is Released (Retain keeps it).
     c.delete(&format!("{}/c1", claims), None);
-    wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| v["status"]["phase"] == "Released");
+    wait_for(&c, "/api/v1/persistentvolumes/pv1", |v| {
+        v["status"]["phase"] == "Released"
+    });
 }
 
 #[test]
@@ -433,19 +637,35 @@ fn node_authorizer_graph() {
     let admin = Client::admin(&d);
     let node = Client::kubelet(&d);
     let ns = "/api/v1/namespaces/default";
-    for (kind, name) in [("secrets", "used"), ("secrets", "unused"), ("secrets", "theirs"), ("configmaps", "cfg"), ("serviceaccounts", "runner")] {
-        let (code, _) = admin.post(&format!("{}/{}", ns, kind), json!({"metadata": {"name": name}}));
+    for (kind, name) in [
+        ("secrets", "used"),
+        ("secrets", "unused"),
+        ("secrets", "theirs"),
+        ("configmaps", "cfg"),
+        ("serviceaccounts", "runner"),
+    ] {
+        let (code, _) = admin.post(
+            &format!("{}/{}", ns, kind),
+            json!({"metadata": {"name": name}}),
+        );
         assert_eq!(code, 201);
     }
-    admin.post("/api/v1/persistentvolumes", json!({"metadata": {"name": "pv-used"}, "spec": {"capacity": {"storage": "1Gi"},
-        "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/x"}}}));
-    admin.post(&format!("{}/persistentvolumeclaims", ns), json!({"metadata": {"name": "data"}, "spec": {"volumeName": "pv-used",
-        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}));
+    admin.post(
+        "/api/v1/persistentvolumes",
+        json!({"metadata": {"name": "pv-used"}, "spec": {"capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/x"}}}),
+    );
+    admin.post(
+        &format!("{}/persistentvolumeclaims", ns),
+        json!({"metadata": {"name": "data"}, "spec": {"volumeName": "pv-used",
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
     let mut p = pod("consumer", Some("node-a"));
     p["spec"]["serviceAccountName"] = json!("runner");
     p["spec"]["volumes"] = json!([{"name": "s", "secret": {"secretName": "used"}},
         {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]);
-    p["spec"]["containers"][0]["env"] = json!([{"name": "E", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "k"}}}]);
+    p["spec"]["containers"][0]["env"] =
+        json!([{"name": "E", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "k"}}}]);
     let (code, consumer) = admin.post(&format!("{}/pods", ns), p);
     assert_eq!(code, 201, "{}", consumer);
     let mut p = pod("elsewhere", Some("node-b"));
@@ -453,14 +673,31 @@ fn node_authorizer_graph() {
     admin.post(&format!("{}/pods", ns), p);
 
     // Referenced by a pod on node-a: readable (the injected volume brings kube-root-ca.crt).
-    for path in ["secrets/used", "configmaps/cfg", "configmaps/kube-root-ca.crt", "persistentvolumeclaims/data"] {
+    for path in [
+        "secrets/used",
+        "configmaps/cfg",
+        "configmaps/kube-root-ca.crt",
+        "persistentvolumeclaims/data",
+    ] {
         let (code, v) = node.get(&format!("{}/{}", ns, path));
         assert_eq!(code, 200, "{}: {}", path, v);
     }
     assert_eq!(node.get("/api/v1/persistentvolumes/pv-used").0, 200);
-    let (code, l) = node.get(&format!("{}/secrets?fieldSelector=metadata.name%3Dused", ns));
-    assert_eq!((code, l["items"].as_array().map(|a| a.len())), (200, Some(1)));
-    let evs = node.watch(&format!("{}/configmaps?watch=1&fieldSelector=metadata.name%3Dcfg&timeoutSeconds=1", ns), 1);
+    let (code, l) = node.get(&format!(
+        "{}/secrets?fieldSelector=metadata.name%3Dused",
+        ns
+    ));
+    assert_eq!(
+        (code, l["items"].as_array().map(|a| a.len())),
+        (200, Some(1))
+    );
+    let evs = node.watch(
+        &format!(
+            "{}/configmaps?watch=1&fieldSelector=metadata.name%3Dcfg&timeoutSeconds=1",
+            ns
+        ),
+        1,
+    );
     assert_eq!(evs[0]["type"], "ADDED");
 
     // Everything else: 403 with the authorizer's reason.
@@ -472,26 +709,50 @@ fn node_authorizer_graph() {
     assert_eq!((code, st["message"].as_str().unwrap()), (403, "secrets is forbidden: User \"system:node:node-a\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\": No Object name found"));
     let (code, st) = node.get("/api/v1/secrets?fieldSelector=metadata.name%3Dused");
     assert_eq!(code, 403);
-    assert!(st["message"].as_str().unwrap().ends_with("at the cluster scope: can only read namespaced object of this type"));
-    let (code, st) = node.post(&format!("{}/secrets", ns), json!({"metadata": {"name": "mine"}}));
+    assert!(st["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("at the cluster scope: can only read namespaced object of this type"));
+    let (code, st) = node.post(
+        &format!("{}/secrets", ns),
+        json!({"metadata": {"name": "mine"}}),
+    );
     assert_eq!(code, 403);
-    assert!(st["message"].as_str().unwrap().ends_with("can only read resources of this type"));
+    assert!(st["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("can only read resources of this type"));
     let (code, st) = node.get("/api/v1/persistentvolumes");
     assert_eq!(code, 403);
-    assert!(st["message"].as_str().unwrap().ends_with("can only get individual resources of this type"));
-    let (code, _) = node.patch(&format!("{}/persistentvolumeclaims/data/status", ns), "application/merge-patch+json",
-        json!({"status": {"conditions": [{"type": "FileSystemResizePending", "status": "True"}]}}));
+    assert!(st["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("can only get individual resources of this type"));
+    let (code, _) = node.patch(
+        &format!("{}/persistentvolumeclaims/data/status", ns),
+        "application/merge-patch+json",
+        json!({"status": {"conditions": [{"type": "FileSystemResizePending", "status": "True"}]}}),
+    );
     assert_eq!(code, 200);
 
     // Tokens: only for the ServiceAccount of a pod on the node.
     let body = json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "consumer", "uid": consumer["metadata"]["uid"]}}});
-    let (code, tr) = node.post(&format!("{}/serviceaccounts/runner/token", ns), body.clone());
+    let (code, tr) = node.post(
+        &format!("{}/serviceaccounts/runner/token", ns),
+        body.clone(),
+    );
     assert_eq!(code, 201, "{}", tr);
     let (code, st) = node.post(&format!("{}/serviceaccounts/default/token", ns), body);
     assert_eq!(code, 403);
-    assert!(st["message"].as_str().unwrap().contains("cannot create resource \"serviceaccounts/token\""));
+    assert!(st["message"]
+        .as_str()
+        .unwrap()
+        .contains("cannot create resource \"serviceaccounts/token\""));
 
     // The pod goes: so does the access.
-    admin.delete(&format!("{}/pods/consumer", ns), Some(json!({"gracePeriodSeconds": 0})));
+    admin.delete(
+        &format!("{}/pods/consumer", ns),
+        Some(json!({"gracePeriodSeconds": 0})),
+    );
     assert_eq!(node.get(&format!("{}/secrets/used", ns)).0, 403);
 }

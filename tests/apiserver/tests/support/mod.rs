@@ -221,4 +221,3 @@ pub fn rv(v: &Value) -> String {
         .unwrap()
         .to_string()
 }
-
