@@ -22,6 +22,27 @@ pub const VOLUME_PREFIX: &str = "kube-api-access-";
 pub const WARN_ONLY_EXPIRATION: i64 = 3607;
 const ENFORCE_MOUNTABLE: &str = "kubernetes.io/enforce-mountable-secrets";
 
+/// The serviceaccount and root-ca-cert-publisher controllers: every active
+/// namespace has ServiceAccount `default` and ConfigMap `kube-root-ca.crt`
+/// (recreated when deleted; its `ca.crt` reset when changed).
+pub fn namespace_defaults_tick(api: &crate::handlers::Api) {
+    let mut g = api.store.lock();
+    for ns in g.list("namespaces", None) {
+        if get(&ns, &["metadata", "deletionTimestamp"]).is_some() {
+            continue;
+        }
+        let name = util::name_of(&ns).to_string();
+        crate::handlers::populate_namespace(&mut g, &name, &api.ca_pem);
+        if let Some(cm) = g.get("configmaps", &name, "kube-root-ca.crt") {
+            if get_str(&cm, &["data", "ca.crt"]) != Some(api.ca_pem.as_str()) {
+                let mut n = (*cm).clone();
+                n["data"] = json!({"ca.crt": api.ca_pem});
+                g.put("configmaps", n);
+            }
+        }
+    }
+}
+
 /// TokenVolumeSource(): the projected source upstream injects.
 pub fn token_volume_source() -> Value {
     json!({

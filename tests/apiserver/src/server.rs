@@ -145,6 +145,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
             std::thread::sleep(Duration::from_millis(500));
             handlers::namespace_controller_tick(&s.api);
             crate::pvcontroller::tick(&s.api);
+            crate::admission::namespace_defaults_tick(&s.api);
         })
         .map_err(|e| e.to_string())?;
     Ok(Handle {

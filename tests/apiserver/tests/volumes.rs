@@ -213,6 +213,24 @@ fn service_account_admission() {
     let (code, v) = c.post("/api/v1/namespaces/fresh/pods", pod("f", None));
     assert_eq!(code, 201);
     assert_eq!(v["spec"]["volumes"][0]["projected"], expected_source());
+
+    // The controllers behind them put them back, and keep ca.crt current.
+    let cm = "/api/v1/namespaces/fresh/configmaps/kube-root-ca.crt";
+    let sa = "/api/v1/namespaces/fresh/serviceaccounts/default";
+    assert_eq!(c.delete(cm, None).0, 200);
+    assert_eq!(c.delete(sa, None).0, 200);
+    wait_for(&c, cm, |v| {
+        v["data"]["ca.crt"].as_str().map(str::trim) == Some(ca.trim())
+    });
+    wait_for(&c, sa, |v| v["kind"] == "ServiceAccount");
+    c.patch(
+        cm,
+        "application/merge-patch+json",
+        json!({"data": {"ca.crt": "junk"}}),
+    );
+    wait_for(&c, cm, |v| {
+        v["data"]["ca.crt"].as_str().map(str::trim) == Some(ca.trim())
+    });
 }
 
 #[test]
