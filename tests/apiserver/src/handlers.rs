@@ -29,6 +29,11 @@ pub struct Api {
     pub server_url: Mutex<String>,
     /// Enforce NodeRestriction-like limits on system:node:* users.
     pub node_restriction: bool,
+    /// The Node authorizer's rules for secrets, configmaps, PVCs, PVs and
+    /// serviceaccount tokens (nodeauthz.rs).
+    pub node_authorizer: bool,
+    /// Every TokenRequest answered (`/__double/tokenrequests`).
+    pub token_log: crate::tokens::TokenLog,
 }
 
 pub enum Reply {
@@ -251,7 +256,7 @@ pub fn handle(
         Target::Resources(g, v) => Ok(Reply::Json(200, resource_list(g, v))),
         Target::NotFound | Target::Review(_) => Err(ApiError::path_not_found()),
         Target::Res(route, watch) => {
-            authorize(api, user, &route, info)?;
+            authorize(api, user, &route, info, req)?;
             let dry_run = req.q("dryRun").map(|v| v == "All").unwrap_or(false);
             match (
                 req.method.as_str(),
@@ -274,7 +279,7 @@ pub fn handle(
                     evict(api, &route, req)
                 }
                 ("POST", true, Some("token")) if route.def.is("", "serviceaccounts") => {
-                    token_request(api, &route, req)
+                    crate::tokens::token_request(api, &route, req, user)
                 }
                 ("PUT", true, None)
                 | ("PUT", true, Some("status"))
@@ -297,16 +302,26 @@ pub fn handle(
 }
 
 /// Authorization. Every authenticated user is allowed everything (like a
-/// cluster where RBAC grants it), except that with --node-restriction a
-/// `system:node:<n>` user gets the NodeRestriction admission limits on the
-/// objects a kubelet writes. This is where the Node authorizer would go.
-fn authorize(api: &Api, user: &User, route: &Route, info: &Info) -> Result<(), ApiError> {
-    if !api.node_restriction {
-        return Ok(());
-    }
+/// cluster where RBAC grants it), except that a `system:node:<n>` user gets
+/// the Node authorizer's graph rules with --node-authorizer (nodeauthz.rs)
+/// and the NodeRestriction admission limits on the objects a kubelet writes
+/// with --node-restriction.
+fn authorize(
+    api: &Api,
+    user: &User,
+    route: &Route,
+    info: &Info,
+    req: &Request,
+) -> Result<(), ApiError> {
     let Some(node) = user.node_name() else {
         return Ok(());
     };
+    if api.node_authorizer {
+        crate::nodeauthz::authorize(&api.store.lock(), user, node, route, info, req)?;
+    }
+    if !api.node_restriction {
+        return Ok(());
+    }
     let mutating = matches!(
         info.verb.as_str(),
         "create" | "update" | "patch" | "delete" | "deletecollection"
@@ -458,7 +473,9 @@ fn decode_body(req: &Request, def: &ResourceDef) -> Result<Value, ApiError> {
             return Err(ApiError::bad_request("metadata must be an object"));
         }
     }
-    Ok(Value::Object(m))
+    let v = Value::Object(m);
+    crate::volumekinds::check_decodable(def, &v).map_err(ApiError::bad_request)?;
+    Ok(v)
 }
 
 /// EnsureObjectNamespaceMatchesRequestNamespace.
@@ -748,6 +765,12 @@ fn create(api: &Api, route: &Route, req: &Request, dry_run: bool) -> Result<Repl
     let gen_name = get_str(&obj, &["metadata", "generateName"])
         .unwrap_or("")
         .to_string();
+    // Admission sees the object before the name is generated.
+    let admission_name = if name_of(&obj).is_empty() {
+        gen_name.clone()
+    } else {
+        name_of(&obj).to_string()
+    };
     if name_of(&obj).is_empty() && !gen_name.is_empty() {
         let mut name = format!("{}{}", gen_name, util::random_suffix(5));
         for _ in 0..8 {
@@ -759,6 +782,9 @@ fn create(api: &Api, route: &Route, req: &Request, dry_run: bool) -> Result<Repl
         meta_mut(&mut obj).insert("name".into(), json!(name));
     }
     kinds::apply_defaults(def, &mut obj);
+    if def.is("", "pods") {
+        crate::admission::admit_pod_create(&g, &ns, &admission_name, &mut obj)?;
+    }
     kinds::reset_status_on_create(def, &mut obj);
     let name = name_of(&obj).to_string();
     invalid(def, &name, kinds::validate(def, &obj, None))?;
@@ -838,6 +864,7 @@ fn prepare_update(
                     }
                 }
             }
+            crate::volumekinds::prepare_status_update(def, old, &mut new);
         }
         Some("finalize") => {
             // namespaces/finalize: only spec.finalizers changes.
@@ -1041,6 +1068,7 @@ fn patch_obj(api: &Api, route: &Route, req: &Request, dry_run: bool) -> Result<R
     if !patched.is_object() {
         return Err(ApiError::bad_request("the patch did not produce an object"));
     }
+    crate::volumekinds::check_decodable(def, &patched).map_err(ApiError::bad_request)?;
     let q = def.qualified();
     let rv = rv_of(&patched);
     if !rv.is_empty() && rv != rv_of(&old) {
@@ -1364,52 +1392,6 @@ fn evict(api: &Api, route: &Route, req: &Request) -> Result<Reply, ApiError> {
         201,
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     ))
-}
-
-fn token_request(api: &Api, route: &Route, req: &Request) -> Result<Reply, ApiError> {
-    let mut tr: Value = serde_json::from_slice(&req.body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "couldn't get version/kind; json parse error: {}",
-            e
-        ))
-    })?;
-    let g = api.store.lock();
-    let sa = g
-        .get("serviceaccounts", ns_of(route), name_in(route))
-        .ok_or_else(|| ApiError::not_found("serviceaccounts", name_in(route)))?;
-    drop(g);
-    let exp = get(&tr, &["spec", "expirationSeconds"])
-        .and_then(|x| x.as_i64())
-        .unwrap_or(3600)
-        .max(600);
-    let now = util::unix_now();
-    let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
-    let aud = get(&tr, &["spec", "audiences"])
-        .cloned()
-        .unwrap_or(json!(["https://kubernetes.default.svc.cluster.local"]));
-    let claims = json!({"aud": aud, "exp": now + exp, "iat": now, "nbf": now, "iss": "https://kubernetes.default.svc.cluster.local",
-        "sub": format!("system:serviceaccount:{}:{}", ns_of(route), name_in(route)),
-        "kubernetes.io": {"namespace": ns_of(route), "serviceaccount": {"name": name_in(route), "uid": uid_of(&sa)}}});
-    let token = format!(
-        "{}.{}.{}",
-        b64(&json!({"alg": "RS256", "kid": "double"})),
-        b64(&claims),
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(util::random_bytes(32))
-    );
-    if !tr.is_object() {
-        tr = json!({});
-    }
-    tr["kind"] = json!("TokenRequest");
-    tr["apiVersion"] = json!("authentication.k8s.io/v1");
-    util::obj_field_mut(&mut tr, "spec")
-        .entry("audiences")
-        .or_insert(aud);
-    tr["status"] = json!({"token": token, "expirationTimestamp": util::rfc3339(now + exp)});
-    let m = meta_mut(&mut tr);
-    m.insert("name".into(), json!(name_in(route)));
-    m.insert("namespace".into(), json!(ns_of(route)));
-    m.insert("creationTimestamp".into(), json!(now_rfc3339()));
-    Ok(Reply::Json(201, tr))
 }
 
 // ---------------------------------------------------------------- controllers

@@ -49,31 +49,7 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             set_default(obj_field_mut(obj, "status"), "phase", json!("Active"));
         }
         ("", "services") => default_service(obj),
-        ("", "secrets") => {
-            let m = obj.as_object_mut().expect("object");
-            set_default(m, "type", json!("Opaque"));
-            if let Some(Value::Object(sd)) = m.remove("stringData") {
-                use base64::Engine;
-                let data = m.entry("data").or_insert(json!({}));
-                if let Some(d) = data.as_object_mut() {
-                    for (k, v) in sd {
-                        let s = v.as_str().unwrap_or("").as_bytes().to_vec();
-                        d.insert(
-                            k,
-                            json!(base64::engine::general_purpose::STANDARD.encode(s)),
-                        );
-                    }
-                }
-            }
-        }
-        ("", "persistentvolumeclaims") => {
-            set_default(
-                obj_field_mut(obj, "spec"),
-                "volumeMode",
-                json!("Filesystem"),
-            );
-        }
-        _ => {}
+        _ => crate::volumekinds::apply_defaults(def, obj),
     }
 }
 
@@ -143,13 +119,25 @@ fn default_pod(obj: &mut Value) {
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "enableServiceLinks", json!(true));
-    // admission: ServiceAccount (name only), Priority, DefaultTolerationSeconds
-    set_default(spec, "serviceAccountName", json!("default"));
-    let sa = spec
-        .get("serviceAccountName")
-        .cloned()
-        .unwrap_or(json!("default"));
-    set_default(spec, "serviceAccount", sa);
+    // v1 conversion: the deprecated serviceAccount mirrors serviceAccountName
+    // (the ServiceAccount admission plugin, admission.rs, sets it on create).
+    let sa = [spec.get("serviceAccountName"), spec.get("serviceAccount")]
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .find(|s| !s.is_empty())
+        .map(String::from);
+    match sa {
+        Some(sa) => {
+            spec.insert("serviceAccountName".into(), json!(sa));
+            spec.insert("serviceAccount".into(), json!(sa));
+        }
+        None => {
+            spec.remove("serviceAccountName");
+            spec.remove("serviceAccount");
+        }
+    }
+    // admission: Priority, DefaultTolerationSeconds
     set_default(spec, "priority", json!(0));
     set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
     let tolerations = spec.entry("tolerations").or_insert(json!([]));
@@ -284,10 +272,8 @@ pub fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
         }
         ("", "services") => obj["status"] = json!({"loadBalancer": {}}),
         ("", "namespaces") => obj["status"] = json!({"phase": "Active"}),
-        ("", "persistentvolumeclaims") => obj["status"] = json!({"phase": "Pending"}),
-        ("", "persistentvolumes") => obj["status"] = json!({"phase": "Pending"}),
         // Nodes keep the status the kubelet registers with.
-        _ => {}
+        _ => crate::volumekinds::status_on_create(def, obj),
     }
 }
 
@@ -420,6 +406,9 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> FieldErr
     }
     match (def.group, def.plural) {
         ("", "pods") => validate_pod(obj, old, &mut errs),
+        ("", "configmaps") | ("", "secrets") => {
+            crate::volumekinds::validate(def, obj, old, &mut errs)
+        }
         ("coordination.k8s.io", "leases") => {
             if let Some(d) = get(obj, &["spec", "leaseDurationSeconds"]).and_then(|x| x.as_i64()) {
                 if d <= 0 {

@@ -1,13 +1,16 @@
 //! rkubelet-apiserver-double: a faithful, synchronous kube-apiserver test
 //! double for rkubelet's cluster-mode tests. See README.md.
 
+pub mod admission;
 pub mod certs;
 pub mod control;
 pub mod handlers;
 pub mod http;
 pub mod kinds;
+pub mod nodeauthz;
 pub mod nodeproxy;
 pub mod patch;
+pub mod pvcontroller;
 pub mod resources;
 pub mod reviews;
 pub mod selectors;
@@ -15,7 +18,9 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod tls;
+pub mod tokens;
 pub mod util;
+pub mod volumekinds;
 pub mod watch;
 
 pub use server::{start, Config, Handle};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 const USAGE: &str = "usage: apiserver-double --dir DIR [--port N] [--bind ADDR] [--node-name NAME ...]
     [--bookmark-interval SECONDS] [--min-request-timeout SECONDS] [--watch-history N]
-    [--anonymous-auth] [--node-restriction] [--ephemeral] [--max-connections N] [--idle-timeout SECONDS]
+    [--anonymous-auth] [--node-restriction] [--node-authorizer] [--ephemeral] [--max-connections N] [--idle-timeout SECONDS]
     [--kubelet-client-certificate FILE --kubelet-client-key FILE] [--kubelet-certificate-authority FILE]";
 
 fn main() {
@@ -64,6 +64,7 @@ fn main() {
                 cfg.anonymous_auth = inline.as_deref().map(|v| v != "false").unwrap_or(true)
             }
             "--node-restriction" => cfg.node_restriction = true,
+            "--node-authorizer" => cfg.node_authorizer = true,
             "--kubelet-client-certificate" => {
                 cfg.kubelet_client.client_certificate =
                     Some(val("--kubelet-client-certificate").into())

@@ -1212,6 +1212,8 @@ mod tests {
             ca_pem: String::new(),
             server_url: Mutex::new(String::new()),
             node_restriction: false,
+            node_authorizer: false,
+            token_log: Default::default(),
         };
         for (k, o) in objs {
             api.store.lock().put(k, o.clone());

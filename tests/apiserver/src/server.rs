@@ -32,6 +32,9 @@ pub struct Config {
     pub history: usize,
     pub anonymous_auth: bool,
     pub node_restriction: bool,
+    /// --node-authorizer: the Node authorizer's rules (kubeadm's
+    /// --authorization-mode=Node,RBAC) for volume-related objects.
+    pub node_authorizer: bool,
     pub persist: bool,
     pub max_conns: usize,
     pub idle_timeout: Duration,
@@ -54,6 +57,7 @@ impl Config {
             history: 2000,
             anonymous_auth: false,
             node_restriction: false,
+            node_authorizer: false,
             persist: true,
             max_conns: 256,
             idle_timeout: Duration::from_secs(90),
@@ -112,6 +116,8 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         ca_pem: pki.ca_pem.clone(),
         server_url: Mutex::new(url.clone()),
         node_restriction: cfg.node_restriction,
+        node_authorizer: cfg.node_authorizer,
+        token_log: Default::default(),
     };
     handlers::bootstrap(&api);
     let server = Arc::new(Server {
@@ -138,6 +144,8 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         .spawn(move || loop {
             std::thread::sleep(Duration::from_millis(500));
             handlers::namespace_controller_tick(&s.api);
+            crate::pvcontroller::tick(&s.api);
+            crate::admission::namespace_defaults_tick(&s.api);
         })
         .map_err(|e| e.to_string())?;
     Ok(Handle {
@@ -739,6 +747,11 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
                 Ok(t) => (200, json!({"token": t, "user": user, "groups": groups})),
                 Err(m) => (500, ApiError::internal(&m).to_status()),
             }
+        }
+        ("GET", "/__double/tokenrequests") => (200, srv.api.token_log.to_json()),
+        ("DELETE", "/__double/tokenrequests") => {
+            srv.api.token_log.clear();
+            (200, srv.api.token_log.to_json())
         }
         ("GET", "/__double/authz") => (200, srv.authz.to_json()),
         ("POST", "/__double/authz") => {
