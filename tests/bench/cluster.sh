@@ -6,7 +6,8 @@
 #   time from creating 30 pods bound to the node (as fast as one client can)
 #   until all 30 report Ready=True in the API
 #   RSS and thread count of rkubelet idle with 0 API pods, then with 30
-#   API requests per minute by rkubelet while idle with 30 pods, over 60 s
+#   the same for 30 more pods with a token, a configMap and a secret volume each
+#   API requests per minute by rkubelet while idle with all 60 pods, over 60 s
 #   after things settle, in total and by verb+resource
 set -euo pipefail
 
@@ -103,14 +104,34 @@ if cmd == "node-ready":
     code, n = call("GET", "/api/v1/nodes/" + sys.argv[2])
     sys.exit(0 if code == 200 and ready(n) else 1)
 elif cmd == "start-pods":
-    node, n, limit = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    pods = [{"apiVersion": "v1", "kind": "Pod",
-             "metadata": {"name": f"bench-{i}", "namespace": "default"},
-             "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
-                      "containers": [{"name": "sleep", "image": "docker.io/library/busybox:1.36",
-                                      "imagePullPolicy": "IfNotPresent",
-                                      "command": ["sleep", "100000"]}]}}
-            for i in range(1, n + 1)]
+    # plain: no volumes at all (automountServiceAccountToken false), the
+    # figure comparable with earlier runs; volumes: the admission's projected
+    # token volume plus a configMap and a secret volume each.
+    node, n, limit, kind = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+    def pod(i):
+        spec = {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "sleep", "image": "docker.io/library/busybox:1.36",
+                                "imagePullPolicy": "IfNotPresent",
+                                "command": ["sleep", "100000"]}]}
+        if kind == "plain":
+            spec["automountServiceAccountToken"] = False
+        else:
+            spec["volumes"] = [{"name": "cfg", "configMap": {"name": "bench-config"}},
+                               {"name": "sec", "secret": {"secretName": "bench-secret"}}]
+            spec["containers"][0]["volumeMounts"] = [
+                {"name": "cfg", "mountPath": "/cfg"}, {"name": "sec", "mountPath": "/sec"}]
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"bench-{kind}-{i}", "namespace": "default",
+                             "labels": {"bench": kind}},
+                "spec": spec}
+    if kind != "plain":
+        call("POST", "/api/v1/namespaces/default/configmaps",
+             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bench-config"},
+              "data": {"a": "1"}})
+        call("POST", "/api/v1/namespaces/default/secrets",
+             {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bench-secret"},
+              "data": {"k": "dg=="}})
+    pods = [pod(i) for i in range(1, n + 1)]
     t0 = time.monotonic()
     for p in pods:
         code, body = call("POST", "/api/v1/namespaces/default/pods", p)
@@ -118,7 +139,7 @@ elif cmd == "start-pods":
             sys.exit(f"create {p['metadata']['name']}: {code} {body}")
     created = time.monotonic() - t0
     while True:
-        code, lst = call("GET", "/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName%3D" + node)
+        code, lst = call("GET", "/api/v1/namespaces/default/pods?labelSelector=bench%3D" + kind)
         n_ready = sum(1 for p in lst["items"] if ready(p)) if code == 200 else 0
         if n_ready >= n:
             break
@@ -148,16 +169,26 @@ sleep 5
 echo "cluster_idle_0_pods_rss_kb $(rss_kb) ($(rss_split))"
 echo "cluster_idle_0_pods_threads $(threads)"
 
-read -r took created < <(api start-pods "$node" "$pods" 120) || fail "pods did not become Ready"
+read -r took created < <(api start-pods "$node" "$pods" 120 plain) || fail "pods did not become Ready"
 echo "cluster_${pods}_api_pods_ready_seconds $took (creating them took ${created} s; target <= 6 s)"
 
 sleep 10
-echo "cluster_idle_${pods}_pods_rss_kb $(rss_kb) ($(rss_split))"
+rss_plain=$(rss_kb)
+echo "cluster_idle_${pods}_pods_rss_kb $rss_plain ($(rss_split))"
 echo "cluster_idle_${pods}_pods_threads $(threads)"
+
+# Then as many again, each with the default token volume, a configMap and a
+# secret volume (issue 8's figures): time to Ready, RSS per added pod.
+read -r took created < <(api start-pods "$node" "$pods" 120 volumes) || fail "volume pods did not become Ready"
+echo "cluster_${pods}_volume_pods_ready_seconds $took (token + configMap + secret each; creating them took ${created} s; target <= 6 s)"
+sleep 10
+rss_vol=$(rss_kb)
+echo "cluster_idle_${pods}_plus_${pods}_volume_pods_rss_kb $rss_vol ($(rss_split)); per added volume pod $(( (rss_vol - rss_plain) / pods )) KB (target <= 50)"
+echo "cluster_idle_${pods}_plus_${pods}_volume_pods_threads $(threads)"
 
 sleep "$settle_secs"
 api stats-reset
 sleep "$idle_secs"
-echo "cluster_idle_${pods}_pods_api_requests_per_min $(api stats "system:node:$node" total)"
-echo "cluster_idle_${pods}_pods_api_requests_per_min_by_verb_resource $(api stats "system:node:$node" breakdown)"
+echo "cluster_idle_$((pods * 2))_pods_api_requests_per_min $(api stats "system:node:$node" total)"
+echo "cluster_idle_$((pods * 2))_pods_api_requests_per_min_by_verb_resource $(api stats "system:node:$node" breakdown)"
 kill -0 "$kpid" 2>/dev/null || fail "rkubelet died during the bench"
