@@ -384,9 +384,10 @@ impl KubeRuntimeManager {
 
     fn try_start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
         self.check_crash_backoff(t.pod, c, t.status)?;
+        // TODO(volumes): pull secrets from the secret manager
         let image_ref = self
             .images
-            .ensure_image_exists(t.pod, c, t.sandbox_config)?;
+            .ensure_image_exists(t.pod, c, t.sandbox_config, &[])?;
         let restart_count = t
             .status
             .find_container(&c.name)
