@@ -4,6 +4,7 @@ mod app;
 mod client;
 mod config;
 mod container;
+mod credentialprovider;
 mod cri;
 mod envvars;
 mod events;

@@ -788,3 +788,92 @@ fn image_gc_removes_unused_images() {
     let s = env.snapshot();
     assert!(s.running("keep-node1", "keep").is_some(), "{}", s.summary());
 }
+
+// termination messages ----------------------------------------------------------------
+
+/// GET `path` from the read-only port: the JSON body, or None.
+fn read_only_get(port: u16, path: &str) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, secs(2)).ok()?;
+    s.set_read_timeout(Some(secs(10))).ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (_, body) = text.split_once("\r\n\r\n")?;
+    serde_json::from_str(body).ok()
+}
+
+/// The file's content, then the log tail on failure with
+/// FallbackToLogsOnError, reach state.terminated.message (upstream
+/// getTerminationMessage / readLastStringFromContainerLogs).
+#[test]
+fn termination_messages() {
+    let mut env = Env::new("termination_messages", 19);
+    let ro_port = 23019;
+    env.set_config("address", "127.0.0.1");
+    env.set_config("port", "22019");
+    env.set_config("readOnlyPort", &ro_port.to_string());
+    // Standalone: no API server for webhook authentication/authorization.
+    env.set_config(
+        "authentication",
+        "\n  anonymous:\n    enabled: true\n  webhook:\n    enabled: false",
+    );
+    env.set_config("authorization", "\n  mode: AlwaysAllow");
+    let manifest = pod(
+        "term",
+        vec![
+            ctn("bye", "printf bye > /dev/termination-log; exit 0"),
+            ctn("logs", "for i in 1 2 3; do echo line $i; done; exit 1"),
+            ctn("quiet", "echo printed; exit 0"),
+        ],
+    )
+    .restart_policy("Never");
+    // Ctn has no field for the policy: add it to the rendered YAML.
+    let yaml = manifest.yaml().replace(
+        "  - name: \"logs\"\n",
+        "  - name: \"logs\"\n    terminationMessagePolicy: FallbackToLogsOnError\n",
+    );
+    let yaml = yaml.replace(
+        "  - name: \"quiet\"\n",
+        "  - name: \"quiet\"\n    terminationMessagePolicy: FallbackToLogsOnError\n",
+    );
+    assert_eq!(yaml.matches("FallbackToLogsOnError").count(), 2, "{yaml}");
+    env.write_manifest("term.yaml", &yaml);
+    env.start_kubelet();
+
+    let statuses = eventually(secs(40), "all three containers terminated in /pods", || {
+        let list = read_only_get(ro_port, "/pods")?;
+        let item = list["items"]
+            .as_array()?
+            .iter()
+            .find(|p| p["metadata"]["name"] == "term-node1")?
+            .clone();
+        let cs = item["status"]["containerStatuses"].as_array()?.clone();
+        (cs.len() == 3 && cs.iter().all(|c| c["state"]["terminated"].is_object())).then_some(cs)
+    });
+    let terminated = |name: &str| {
+        statuses
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["state"]["terminated"].clone())
+            .unwrap_or_else(|| panic!("no status for {name}: {statuses:?}"))
+    };
+    let bye = terminated("bye");
+    assert_eq!(bye["exitCode"], 0, "{bye}");
+    assert_eq!(bye["message"], "bye", "{bye}");
+    let logs = terminated("logs");
+    assert_eq!(logs["exitCode"], 1, "{logs}");
+    assert_eq!(logs["message"], "line 1\nline 2\nline 3\n", "{logs}");
+    let quiet = terminated("quiet");
+    assert_eq!(quiet["exitCode"], 0, "{quiet}");
+    assert!(
+        quiet.get("message").is_none_or(|m| m.is_null()),
+        "a successful container with an empty file has no message: {quiet}"
+    );
+    env.assert_kubelet_alive();
+}

@@ -381,14 +381,17 @@ impl RemoteRuntime {
     }
 
     /// Pulls `image` and returns the image reference the runtime resolved.
+    /// `auth` carries registry credentials: never log the request.
     pub fn pull_image(
         &self,
         image: &str,
+        auth: Option<api::AuthConfig>,
         sandbox_config: Option<api::PodSandboxConfig>,
     ) -> Result<String> {
         timed("pull_image", || {
             let req = api::PullImageRequest {
                 image: Some(image_spec(image)).into(),
+                auth: auth.into(),
                 sandbox_config: sandbox_config.into(),
                 ..Default::default()
             };

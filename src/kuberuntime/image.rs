@@ -1,13 +1,16 @@
 //! Image pulls per imagePullPolicy, with back-off (upstream
-//! `pkg/kubelet/images/image_manager.go`).
+//! `pkg/kubelet/images/image_manager.go`), using the pod's
+//! imagePullSecrets as upstream's `PullImage` does: each matching
+//! credential in turn until one works, anonymous only when none matches.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, Secret};
 
 use super::SyncError;
-use crate::cri::{api, RemoteRuntime};
+use crate::credentialprovider::{self, RegistryAuth};
+use crate::cri::{api, CriError, RemoteRuntime};
 use crate::events::{self, EventRecorder, EventType};
 use crate::podutil::PodExt;
 use crate::util::backoff::Backoff;
@@ -86,11 +89,14 @@ impl ImageManager {
     }
 
     /// Makes sure the container's image is present; returns its reference.
+    /// `pull_secrets` are the pod's imagePullSecrets (those that exist);
+    /// they are read only when a pull is needed.
     pub fn ensure_image_exists(
         &self,
         pod: &Pod,
         c: &Container,
         sandbox: &api::PodSandboxConfig,
+        pull_secrets: &[Secret],
     ) -> Result<String, SyncError> {
         let name = Some(c.name.as_str());
         let spec_image = c.image.as_deref().unwrap_or("").trim();
@@ -134,7 +140,7 @@ impl ImageManager {
             }
             _ => {}
         }
-        self.pull(pod, c, &image, spec_image, sandbox)
+        self.pull(pod, c, &image, spec_image, sandbox, pull_secrets)
     }
 
     fn pull(
@@ -144,6 +150,7 @@ impl ImageManager {
         image: &str,
         spec_image: &str,
         sandbox: &api::PodSandboxConfig,
+        pull_secrets: &[Secret],
     ) -> Result<String, SyncError> {
         let name = Some(c.name.as_str());
         let key = format!("{}_{}", pod.uid(), spec_image);
@@ -169,11 +176,19 @@ impl ImageManager {
             &format!("Pulling image {spec_image:?}"),
         );
         let started = std::time::Instant::now();
-        let _serial = self
-            .pull_lock
-            .as_ref()
-            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()));
-        match self.runtime.pull_image(image, Some(sandbox.clone())) {
+        let result = match credentialprovider::lookup(pull_secrets, image) {
+            Ok(creds) => {
+                let _serial = self
+                    .pull_lock
+                    .as_ref()
+                    .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()));
+                pull_with_credentials(&creds, |auth| {
+                    self.runtime.pull_image(image, auth, Some(sandbox.clone()))
+                })
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        match result {
             Ok(image_ref) => {
                 self.backoff.reset(&key);
                 self.recorder.pod_container_event(
@@ -208,9 +223,96 @@ impl ImageManager {
     }
 }
 
+/// Upstream `PullImage`: without credentials one anonymous pull; with
+/// them, each in order until one succeeds (no anonymous attempt after),
+/// the errors aggregated as `utilerrors.NewAggregate` prints them.
+fn pull_with_credentials(
+    creds: &[RegistryAuth],
+    mut pull: impl FnMut(Option<api::AuthConfig>) -> Result<String, CriError>,
+) -> Result<String, String> {
+    if creds.is_empty() {
+        return pull(None).map_err(|e| e.to_string());
+    }
+    let mut errors: Vec<String> = Vec::new();
+    for auth in creds {
+        match pull(Some(auth.to_cri())) {
+            Ok(image_ref) => return Ok(image_ref),
+            Err(e) => {
+                let msg = e.to_string();
+                if !errors.contains(&msg) {
+                    errors.push(msg);
+                }
+            }
+        }
+    }
+    Err(match errors.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cred(user: &str) -> RegistryAuth {
+        RegistryAuth {
+            username: user.into(),
+            password: format!("{user}-pw"),
+            email: String::new(),
+        }
+    }
+
+    fn denied(user: &str) -> CriError {
+        CriError {
+            method: "PullImage",
+            code: None,
+            message: format!("401 for {user}"),
+        }
+    }
+
+    #[test]
+    fn anonymous_without_credentials() {
+        let mut seen = Vec::new();
+        let r = pull_with_credentials(&[], |a| {
+            seen.push(a.is_some());
+            Ok("ref".into())
+        });
+        assert_eq!(r, Ok("ref".into()));
+        assert_eq!(seen, [false]);
+    }
+
+    #[test]
+    fn credentials_in_order_until_one_works() {
+        let mut seen = Vec::new();
+        let r = pull_with_credentials(&[cred("a"), cred("b"), cred("c")], |a| {
+            let a = a.expect("never anonymous when credentials match");
+            seen.push(a.username.clone());
+            assert_eq!(a.password, format!("{}-pw", a.username));
+            if a.username == "b" {
+                Ok("ref".into())
+            } else {
+                Err(denied(&a.username))
+            }
+        });
+        assert_eq!(r, Ok("ref".into()));
+        assert_eq!(seen, ["a", "b"]);
+    }
+
+    #[test]
+    fn all_failing_aggregates_errors() {
+        let r = pull_with_credentials(&[cred("a"), cred("b")], |a| {
+            Err(denied(&a.unwrap().username))
+        });
+        let e = r.unwrap_err();
+        assert!(
+            e.starts_with('[') && e.contains("401 for a") && e.contains("401 for b"),
+            "{e}"
+        );
+        assert!(!e.contains("-pw"), "{e}");
+        let one = pull_with_credentials(&[cred("a")], |_| Err(denied("a"))).unwrap_err();
+        assert!(!one.starts_with('['), "{one}");
+    }
 
     fn c(image: &str, policy: Option<&str>) -> Container {
         Container {

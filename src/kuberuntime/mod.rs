@@ -9,6 +9,7 @@ pub mod labels;
 pub mod lifecycle;
 pub mod qos;
 pub mod sandbox;
+pub mod termination;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -132,6 +133,8 @@ pub struct KubeRuntimeManager {
     /// Why each container of each pod is waiting: (pod uid, container) ->
     /// (reason, message), read by status generation.
     reasons: Mutex<HashMap<(String, String), (String, String)>>,
+    /// Termination messages of exited instances, read once each.
+    term_messages: termination::TerminationMessages,
 }
 
 impl KubeRuntimeManager {
@@ -158,6 +161,7 @@ impl KubeRuntimeManager {
             env_source: std::sync::RwLock::new(None),
             volumes: std::sync::RwLock::new(None),
             reasons: Mutex::new(HashMap::new()),
+            term_messages: termination::TerminationMessages::default(),
         }
     }
 
@@ -257,11 +261,19 @@ impl KubeRuntimeManager {
         let mut containers = Vec::new();
         for c in self.runtime.list_containers(Some(c_filter))? {
             match self.runtime.container_status(&c.id) {
-                Ok(s) => containers.push(to_container_status(&s)),
+                Ok(s) => {
+                    let mut status = to_container_status(&s);
+                    if status.state == ContainerState::Exited {
+                        status.message = self.term_messages.message(uid, &s);
+                    }
+                    containers.push(status);
+                }
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
             }
         }
+        let present: HashSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        self.term_messages.retain(uid, &present);
         sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
         containers.sort_by_key(|x| std::cmp::Reverse(x.created_at));
         Ok(PodStatus {
@@ -401,9 +413,10 @@ impl KubeRuntimeManager {
 
     fn try_start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
         self.check_crash_backoff(t.pod, c, t.status)?;
+        // TODO(volumes): pull secrets from the secret manager
         let image_ref = self
             .images
-            .ensure_image_exists(t.pod, c, t.sandbox_config)?;
+            .ensure_image_exists(t.pod, c, t.sandbox_config, &[])?;
         let restart_count = t
             .status
             .find_container(&c.name)
@@ -857,6 +870,7 @@ impl KubeRuntimeManager {
     pub fn forget_pod(&self, uid: &str) {
         let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
         reasons.retain(|(u, _), _| u != uid);
+        self.term_messages.forget_pod(uid);
     }
 
     /// Drops back-off entries idle for long.

@@ -435,6 +435,24 @@ mod tests {
     }
 
     #[test]
+    fn termination_messages_reach_state_and_last_state() {
+        let p = pod("Always", &["a"]);
+        let mut newest = inst("a", ContainerState::Exited, 1, 1, 1);
+        newest.message = "line 1\nline 2\n".into();
+        let mut older = inst("a", ContainerState::Exited, 0, 0, 5);
+        older.message = "bye".into();
+        let s = gen(&p, &runtime(vec![newest, older]), None);
+        let c = &s.container_statuses.as_ref().unwrap()[0];
+        let term = |st: &Option<api::ContainerState>| {
+            st.as_ref()
+                .and_then(|x| x.terminated.as_ref())
+                .and_then(|t| t.message.clone())
+        };
+        assert_eq!(term(&c.state).as_deref(), Some("line 1\nline 2\n"));
+        assert_eq!(term(&c.last_state).as_deref(), Some("bye"));
+    }
+
+    #[test]
     fn never_policy_phases() {
         let p = pod("Never", &["a", "b"]);
         let ok = runtime(vec![

@@ -75,7 +75,8 @@
 
 mod auth;
 mod containerlogs;
-mod crilog;
+/// Also read by kuberuntime for termination messages from logs.
+pub(crate) mod crilog;
 mod http;
 mod listener;
 mod nodelogs;

@@ -1,0 +1,193 @@
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use super::*;
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("rkubelet-term-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn file(&self, name: &str, content: &[u8]) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn status(msg_file: &Path, log: &Path, policy: &str, exit_code: i32) -> api::ContainerStatus {
+    api::ContainerStatus {
+        id: "c1".into(),
+        exit_code,
+        annotations: [
+            (
+                labels::TERMINATION_MESSAGE_PATH_ANNOTATION.to_string(),
+                "/dev/termination-log".to_string(),
+            ),
+            (
+                labels::TERMINATION_MESSAGE_POLICY_ANNOTATION.to_string(),
+                policy.to_string(),
+            ),
+        ]
+        .into(),
+        mounts: vec![
+            api::Mount {
+                container_path: "/etc/hosts".into(),
+                host_path: "/nonexistent/hosts".into(),
+                ..Default::default()
+            },
+            api::Mount {
+                container_path: "/dev/termination-log".into(),
+                host_path: msg_file.to_string_lossy().into_owned(),
+                ..Default::default()
+            },
+        ],
+        log_path: log.to_string_lossy().into_owned(),
+        ..Default::default()
+    }
+}
+
+fn cri_log(lines: &[&str]) -> Vec<u8> {
+    lines
+        .iter()
+        .map(|l| format!("2024-01-01T00:00:01.000000000Z stdout F {l}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[test]
+fn message_file_is_the_message() {
+    let d = Dir::new("file");
+    let f = d.file("termination-log-0", b"bye");
+    let log = d.file("0.log", &cri_log(&["noise"]));
+    assert_eq!(
+        exited_container_message(&status(&f, &log, "File", 0)),
+        "bye"
+    );
+    // The file wins over the logs even on failure.
+    let s = status(&f, &log, "FallbackToLogsOnError", 1);
+    assert_eq!(exited_container_message(&s), "bye");
+}
+
+#[test]
+fn message_file_keeps_its_last_4096_bytes() {
+    let d = Dir::new("long");
+    let mut content = vec![b'a'; 100];
+    content.extend(vec![b'b'; 4096]);
+    let f = d.file("termination-log-0", &content);
+    let m = exited_container_message(&status(&f, Path::new("/nonexistent"), "File", 0));
+    assert_eq!(m.len(), 4096);
+    assert!(m.bytes().all(|b| b == b'b'), "the tail is kept");
+}
+
+#[test]
+fn fallback_to_logs_on_error() {
+    let d = Dir::new("fallback");
+    let f = d.file("termination-log-0", b"");
+    let lines: Vec<String> = (1..=100).map(|i| format!("line {i}")).collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let log = d.file("0.log", &cri_log(&refs));
+    let m = exited_container_message(&status(&f, &log, "FallbackToLogsOnError", 1));
+    let want: String = (21..=100).map(|i| format!("line {i}\n")).collect();
+    assert_eq!(m, want, "the last 80 lines");
+
+    // At most 2048 bytes, from the end.
+    let long: Vec<String> = (0..80)
+        .map(|i| format!("{i:03}{}", "x".repeat(60)))
+        .collect();
+    let refs: Vec<&str> = long.iter().map(String::as_str).collect();
+    let log = d.file("1.log", &cri_log(&refs));
+    let m = exited_container_message(&status(&f, &log, "FallbackToLogsOnError", 2));
+    assert_eq!(m.len(), MAX_TERMINATION_MESSAGE_LOG_LENGTH);
+    assert!(m.ends_with(&format!("079{}\n", "x".repeat(60))));
+}
+
+#[test]
+fn no_fallback_on_success_or_file_policy() {
+    let d = Dir::new("nofallback");
+    let f = d.file("termination-log-0", b"");
+    let log = d.file("0.log", &cri_log(&["printed"]));
+    assert_eq!(
+        exited_container_message(&status(&f, &log, "FallbackToLogsOnError", 0)),
+        ""
+    );
+    assert_eq!(exited_container_message(&status(&f, &log, "File", 1)), "");
+    // A container that could not run has no logs to fall back to.
+    let mut s = status(&f, &log, "FallbackToLogsOnError", 128);
+    s.reason = "ContainerCannotRun".into();
+    assert_eq!(exited_container_message(&s), "");
+}
+
+#[test]
+fn missing_file_falls_back_and_missing_mount_too() {
+    let d = Dir::new("missing");
+    let log = d.file("0.log", &cri_log(&["boom"]));
+    let gone = d.0.join("gone");
+    let s = status(&gone, &log, "FallbackToLogsOnError", 1);
+    assert_eq!(exited_container_message(&s), "boom\n");
+    let mut s = status(&gone, &log, "FallbackToLogsOnError", 1);
+    s.mounts.clear();
+    assert_eq!(exited_container_message(&s), "boom\n");
+    assert_eq!(
+        exited_container_message(&status(&gone, &log, "File", 1)),
+        ""
+    );
+}
+
+#[test]
+fn unreadable_file_and_log_are_reported() {
+    let d = Dir::new("unreadable");
+    // A directory where the file should be: reading it fails.
+    let s = status(&d.0, Path::new("/nonexistent"), "FallbackToLogsOnError", 1);
+    let m = exited_container_message(&s);
+    assert!(m.starts_with("Error on reading termination log "), "{m}");
+    let f = d.file("termination-log-0", b"");
+    let s = status(&f, &d.0.join("no.log"), "FallbackToLogsOnError", 1);
+    let m = exited_container_message(&s);
+    assert!(
+        m.starts_with("Error on reading termination message from logs: "),
+        "{m}"
+    );
+}
+
+#[test]
+fn runtime_message_comes_first() {
+    let d = Dir::new("runtime");
+    let f = d.file("termination-log-0", b"bye");
+    let mut s = status(&f, Path::new("/nonexistent"), "File", 137);
+    s.message = "OOMKilled".into();
+    assert_eq!(exited_container_message(&s), "OOMKilled: bye");
+    let empty = d.file("empty", b"");
+    let mut s = status(&empty, Path::new("/nonexistent"), "File", 137);
+    s.message = "OOMKilled".into();
+    assert_eq!(exited_container_message(&s), "OOMKilled");
+}
+
+#[test]
+fn cache_reads_each_instance_once() {
+    let d = Dir::new("cache");
+    let f = d.file("termination-log-0", b"first");
+    let s = status(&f, Path::new("/nonexistent"), "File", 0);
+    let cache = TerminationMessages::default();
+    assert_eq!(cache.message("pod", &s), "first");
+    std::fs::write(&f, b"second").unwrap();
+    assert_eq!(cache.message("pod", &s), "first", "cached by container ID");
+    assert_eq!(cache.cached(), 1);
+    cache.retain("pod", &HashSet::from(["c1"]));
+    assert_eq!(cache.cached(), 1);
+    cache.retain("pod", &HashSet::new());
+    assert_eq!(cache.cached(), 0, "gone containers are forgotten");
+    assert_eq!(cache.message("pod", &s), "second");
+    cache.forget_pod("pod");
+    assert_eq!(cache.cached(), 0);
+}
