@@ -2,6 +2,8 @@
 //! `getServiceEnvVarMap`): what lets a container find the API server and,
 //! with enableServiceLinks, the services of its namespace.
 
+use crate::volumemanager::host::ObjectGetter;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Service;
@@ -98,18 +100,25 @@ fn join_host_port(ip: &str, port: i32) -> String {
 }
 
 /// Container environments backed by the API: services from the services
-/// reflector, ConfigMaps and Secrets read when a container is created.
+/// reflector, ConfigMaps and Secrets from their managers (upstream's
+/// configMapManager/secretManager serve env and volumes alike).
 pub struct ApiEnvSource {
-    client: crate::client::Client,
     services: std::sync::Arc<std::sync::RwLock<Vec<Service>>>,
+    config_maps: ObjectGetter<ConfigMap>,
+    secrets: ObjectGetter<Secret>,
 }
 
 impl ApiEnvSource {
     pub fn new(
-        client: crate::client::Client,
         services: std::sync::Arc<std::sync::RwLock<Vec<Service>>>,
+        config_maps: ObjectGetter<ConfigMap>,
+        secrets: ObjectGetter<Secret>,
     ) -> Self {
-        ApiEnvSource { client, services }
+        ApiEnvSource {
+            services,
+            config_maps,
+            secrets,
+        }
     }
 }
 
@@ -127,30 +136,27 @@ impl crate::kuberuntime::container::EnvSource for ApiEnvSource {
         namespace: &str,
         name: &str,
     ) -> Result<Option<BTreeMap<String, String>>, String> {
-        use crate::client::paths;
         use crate::kuberuntime::container::ApiObject;
-        use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-        let found = match kind {
-            ApiObject::ConfigMap => self
-                .client
-                .get::<ConfigMap>(&paths::configmap(namespace, name))
-                .map(|cm| cm.data.unwrap_or_default()),
-            ApiObject::Secret => self
-                .client
-                .get::<Secret>(&paths::secret(namespace, name))
-                .map(|s| {
-                    s.data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                        .collect()
-                }),
-        };
-        match found {
-            Ok(data) => Ok(Some(data)),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
+        Ok(match kind {
+            ApiObject::ConfigMap => {
+                (self.config_maps)(namespace, name)?.map(|cm| cm.data.clone().unwrap_or_default())
+            }
+            ApiObject::Secret => (self.secrets)(namespace, name)?.map(|s| {
+                s.data
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned()))
+                    .collect()
+            }),
+        })
+    }
+
+    fn secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<std::sync::Arc<Secret>>, String> {
+        (self.secrets)(namespace, name)
     }
 }
 

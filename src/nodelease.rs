@@ -13,7 +13,6 @@
 //! owner gets one at its next renewal.
 
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -84,11 +83,12 @@ impl LeaseController {
     }
 
     /// Renews the lease on the "node-lease" thread until `shutdown` receives or closes.
-    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
+    pub fn start(
+        self: &Arc<Self>,
+        shutdown: Receiver<()>,
+    ) -> std::io::Result<crate::util::worker::Worker> {
         let this = self.clone();
-        std::thread::Builder::new()
-            .name("node-lease".into())
-            .spawn(move || this.run(&shutdown))
+        crate::util::worker::spawn_supervised("node-lease", shutdown, move |s| this.run(s))
     }
 
     /// When the lease was last created or renewed.

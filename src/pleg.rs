@@ -89,20 +89,15 @@ impl GenericPleg {
     pub fn start(
         self: &Arc<Self>,
         shutdown: Receiver<()>,
-    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+    ) -> std::io::Result<crate::util::worker::Worker> {
         let pleg = Arc::clone(self);
-        std::thread::Builder::new()
-            .name("pleg".into())
-            .spawn(move || {
-                let ticker = crossbeam_channel::tick(RELIST_PERIOD);
-                loop {
-                    pleg.relist();
-                    crossbeam_channel::select! {
-                        recv(ticker) -> _ => {}
-                        recv(shutdown) -> _ => return,
-                    }
-                }
-            })
+        crate::util::worker::spawn_periodic(
+            "pleg",
+            RELIST_PERIOD,
+            Duration::ZERO,
+            shutdown,
+            move || pleg.relist(),
+        )
     }
 
     /// Healthy while relists keep completing (upstream `Healthy`).

@@ -38,6 +38,7 @@ use crate::server::healthz::{Healthz, NamedCheck};
 use crate::server::host::{self as server_host, ServerHost};
 use crate::server::kubelet::{self as kubelet_server, ServerConfig};
 use crate::types;
+use crate::util::worker::{self, Worker};
 
 mod volumes;
 
@@ -137,7 +138,9 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         );
     }
     let shutdown = shutdown_on_signals()?;
-    let (recorder, _events_thread) = event_recorder(client.as_ref(), &node, config, &shutdown)?;
+    let (recorder, events_thread) = event_recorder(client.as_ref(), &node, config, &shutdown)?;
+    // Every module thread, joined in order at shutdown.
+    let mut owned: Vec<Worker> = events_thread.into_iter().map(Worker::adopt).collect();
     // Upstream's BirthCry.
     recorder.node_event(
         EventType::Normal,
@@ -165,8 +168,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     std::fs::create_dir_all(&settings.root_dir)
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
     let allocatable = volumes::node_allocatable(&settings.root_dir, machine_memory());
-    let (token_manager, volume_manager) =
-        volumes::volume_managers(flags, client.as_ref(), allocatable, &recorder);
+    let volume_deps = volumes::volume_managers(flags, client.as_ref(), allocatable, &recorder);
     let manager = Arc::new(KubeRuntimeManager::new(
         Arc::clone(&runtime),
         RuntimeManagerConfig {
@@ -187,7 +189,11 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     ));
 
     let pod_config = Arc::new(PodConfig::try_new().context("start the pod config merger")?);
-    let _sources = start_sources(config, &node, &pod_config, &shutdown)?;
+    owned.extend(
+        start_sources(config, &node, &pod_config, &shutdown)?
+            .into_iter()
+            .map(Worker::adopt),
+    );
     let cache = Arc::new(Cache::new());
     let (pleg, pleg_rx) = GenericPleg::new(Arc::clone(&manager), Arc::clone(&cache));
     let pc = Arc::clone(&pod_config);
@@ -216,37 +222,37 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         cluster,
         Managers {
             prober: Arc::clone(&prober),
-            volume_manager,
-            token_manager,
+            volume_manager: Arc::clone(&volume_deps.volume_manager),
+            token_manager: volume_deps.tokens.clone(),
         },
     );
-    let _cluster_threads = match &client {
-        Some(c) => start_cluster_modules(
+    let cluster_threads = match (&client, &volume_deps.objects) {
+        (Some(c), Some(objects)) => start_cluster_modules(
             flags,
             config,
             &recorder,
-            c,
+            (c, objects),
             &node,
             &kubelet,
             &pod_config,
             &shutdown,
         )?,
-        None => Vec::new(),
+        _ => Vec::new(),
     };
+    owned.extend(cluster_threads);
 
     // Before runonce too: its pods wait for their volumes like any other.
     let vm = Arc::clone(&kubelet.volume_manager);
-    let stop = shutdown.clone();
-    let _volume_manager = std::thread::Builder::new()
-        .name("volume-manager".into())
-        .spawn(move || vm.run(&stop))
-        .context("spawn volume-manager thread")?;
+    owned.push(
+        worker::spawn_supervised("volume-manager", shutdown.clone(), move |stop| vm.run(stop))
+            .context("spawn volume-manager thread")?,
+    );
     let healthz = healthz_checks(config, &kubelet);
-    let _healthz = start_healthz(config, &healthz, &shutdown)?;
+    owned.extend(start_healthz(config, &healthz, &shutdown)?.map(Worker::adopt));
     metrics::set_node_name(&node);
     // Pods run without the API server on 10250 (logs, exec, metrics):
     // failing to start it is reported, not fatal (upstream exits).
-    let _server = if flags.runonce {
+    let server = if flags.runonce {
         Vec::new()
     } else {
         start_kubelet_server(
@@ -263,6 +269,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             Vec::new()
         })
     };
+    owned.extend(server.into_iter().map(Worker::adopt));
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }
@@ -272,17 +279,77 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         flags.pod_infra_container_image.clone(),
         Arc::clone(&recorder),
     );
-    let _modules = start_modules(&kubelet, image_gc, &shutdown)?;
-    let _probe_threads = prober.start(shutdown.clone()).context("start the prober")?;
-    let _log_manager = start_log_manager(config, &kubelet, &shutdown)?;
+    owned.extend(start_modules(&kubelet, image_gc, &shutdown)?);
+    owned.extend(
+        prober
+            .start(shutdown.clone())
+            .context("start the prober")?
+            .into_iter()
+            .map(Worker::adopt),
+    );
+    owned.push(start_log_manager(config, &kubelet, &shutdown)?);
     kubelet.sync_loop(&LoopChannels {
         config: pod_config.updates(),
         pleg: pleg_rx,
         probes: probe_rx,
         shutdown,
     });
-    log::info!("sync loop stopped; exiting");
+    log::info!("sync loop stopped; stopping the modules");
+    stop_modules(owned);
+    log::info!("exiting");
     Ok(0)
+}
+
+/// How long shutdown waits for the module threads, all stages together.
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The shutdown order, by thread name: sources stop feeding pods, then the
+/// workers drain, then status reaches the API, then the servers go. Every
+/// thread has seen the closed shutdown channel already; this only decides
+/// whose end is waited for first, and names any that does not stop.
+const SHUTDOWN_STAGES: &[(&str, &[&str])] = &[
+    (
+        "sources",
+        &["file-source", "http-source", "pod-config", "api-"],
+    ),
+    (
+        "workers",
+        &[
+            "pleg",
+            "pod-worker",
+            "volume-manager",
+            "object-watches",
+            "prober",
+            "probe-worker",
+            "runtime-status",
+            "gc",
+            "log-manager",
+        ],
+    ),
+    (
+        "status",
+        &["status-manager", "node-status", "node-lease", "events"],
+    ),
+];
+
+fn stop_modules(owned: Vec<Worker>) {
+    let deadline = std::time::Instant::now() + SHUTDOWN_DEADLINE;
+    let mut rest = owned;
+    let mut late = Vec::new();
+    for (stage, prefixes) in SHUTDOWN_STAGES {
+        let (now, later): (Vec<Worker>, Vec<Worker>) = rest
+            .into_iter()
+            .partition(|w| prefixes.iter().any(|p| w.name().starts_with(p)));
+        rest = later;
+        late.extend(worker::join_all(stage, now, deadline));
+    }
+    late.extend(worker::join_all("servers", rest, deadline));
+    if !late.is_empty() {
+        log::warn!(
+            "shutdown: {} did not stop within {SHUTDOWN_DEADLINE:?}",
+            late.join(", ")
+        );
+    }
 }
 
 /// The API client when --kubeconfig is given, with kubeAPIQPS/kubeAPIBurst.
@@ -411,14 +478,14 @@ fn start_cluster_modules(
     flags: &KubeletFlags,
     config: &KubeletConfiguration,
     recorder: &Arc<dyn EventRecorder>,
-    client: &Client,
+    (client, objects): (&Client, &volumes::ApiObjects),
     node: &str,
     kubelet: &Arc<Kubelet>,
     pod_config: &PodConfig,
     shutdown: &Receiver<()>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+) -> anyhow::Result<Vec<Worker>> {
     let mut handles = Vec::new();
-    handles.push(
+    handles.push(Worker::adopt(
         podconfig::start_api_source(
             client.clone(),
             node,
@@ -426,13 +493,13 @@ fn start_cluster_modules(
             shutdown.clone(),
         )
         .context("start the API pod source")?,
-    );
+    ));
     let holder = Arc::clone(&kubelet.node);
     let node_path = paths::with_query(
         &paths::nodes(),
         &[("fieldSelector", &format!("metadata.name={node}"))],
     );
-    handles.push(
+    handles.push(Worker::adopt(
         start_reflector(
             "api-node",
             client.clone(),
@@ -448,7 +515,7 @@ fn start_cluster_modules(
             shutdown.clone(),
         )
         .context("start the Node reflector")?,
-    );
+    ));
     handles.push(
         kubelet
             .status_manager
@@ -458,7 +525,7 @@ fn start_cluster_modules(
     // Services, for the service-link variables of container environments.
     let services: Arc<RwLock<Vec<Service>>> = Arc::new(RwLock::new(Vec::new()));
     let store = Arc::clone(&services);
-    handles.push(
+    handles.push(Worker::adopt(
         start_reflector(
             "api-services",
             client.clone(),
@@ -478,10 +545,12 @@ fn start_cluster_modules(
             shutdown.clone(),
         )
         .context("start the services reflector")?,
-    );
-    kubelet
-        .runtime
-        .set_env_source(Arc::new(ApiEnvSource::new(client.clone(), services)));
+    ));
+    kubelet.runtime.set_env_source(Arc::new(ApiEnvSource::new(
+        services,
+        Arc::clone(&objects.config_maps),
+        Arc::clone(&objects.secrets),
+    )));
     let nsm = NodeStatusManager::new(
         node_status_config(flags, config, node),
         client.clone(),
@@ -569,7 +638,7 @@ fn start_log_manager(
     config: &KubeletConfiguration,
     kubelet: &Arc<Kubelet>,
     shutdown: &Receiver<()>,
-) -> anyhow::Result<JoinHandle<()>> {
+) -> anyhow::Result<Worker> {
     let rt = Arc::clone(kubelet.runtime.runtime());
     let mgr = crate::logs::LogManager::new(
         rt.clone(),
@@ -689,14 +758,16 @@ fn start_modules(
     kubelet: &Arc<Kubelet>,
     image_gc: crate::images::gc::ImageGcManager,
     shutdown: &Receiver<()>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+) -> anyhow::Result<Vec<Worker>> {
     let mut handles = Vec::new();
     handles.push(kubelet.pleg.start(shutdown.clone()).context("start PLEG")?);
     handles.extend(
         kubelet
             .pod_workers
             .start(kubelet.settings.pod_workers, shutdown.clone())
-            .context("start pod workers")?,
+            .context("start pod workers")?
+            .into_iter()
+            .map(Worker::adopt),
     );
     handles.push(periodic(
         "runtime-status",
@@ -726,35 +797,18 @@ fn start_modules(
     Ok(handles)
 }
 
-/// Runs `f` every `period` (first after `delay`) on its own named thread
-/// until `shutdown` closes.
+/// Runs `f` every `period` (first after `delay`) on its own named,
+/// supervised thread until `shutdown` closes.
 fn periodic<F>(
     name: &str,
     period: Duration,
     delay: Duration,
     shutdown: &Receiver<()>,
     f: F,
-) -> anyhow::Result<JoinHandle<()>>
+) -> anyhow::Result<Worker>
 where
-    F: Fn() + Send + 'static,
+    F: FnMut() + Send + 'static,
 {
-    let stop = shutdown.clone();
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            let first = crossbeam_channel::after(delay);
-            crossbeam_channel::select! {
-                recv(first) -> _ => {}
-                recv(stop) -> _ => return,
-            }
-            let ticker = crossbeam_channel::tick(period);
-            loop {
-                f();
-                crossbeam_channel::select! {
-                    recv(ticker) -> _ => {}
-                    recv(stop) -> _ => return,
-                }
-            }
-        })
+    worker::spawn_periodic(name, period, delay, shutdown.clone(), f)
         .with_context(|| format!("spawn {name} thread"))
 }

@@ -9,9 +9,9 @@ use crate::events::EventRecorder;
 use crate::fieldpath::NodeAllocatable;
 use crate::kubeletconfig::KubeletFlags;
 use crate::token::{ApiTokenRequester, TokenManager};
-use crate::volume::VolumeHost;
-use crate::volumemanager::host::{direct_getter, ApiHost, NodeFacts, StandaloneHost};
+use crate::volumemanager::host::{direct_getter, ApiHost, NodeFacts, ObjectGetter, StandaloneHost};
 use crate::volumemanager::VolumeManager;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
 /// What downward API limits fall back to: the node's capacity (no
 /// reservations are subtracted yet, as the node status reports it).
@@ -37,33 +37,62 @@ fn host_ips(flags: &KubeletFlags) -> Vec<String> {
         .collect()
 }
 
-/// The token manager (cluster mode only) and the volume manager.
+/// How ConfigMaps and Secrets are read, for volumes and env alike.
+#[derive(Clone)]
+pub struct ApiObjects {
+    pub config_maps: ObjectGetter<ConfigMap>,
+    pub secrets: ObjectGetter<Secret>,
+}
+
+/// What the volume side gives the kubelet.
+pub struct VolumeDeps {
+    pub tokens: Option<Arc<TokenManager>>,
+    pub volume_manager: Arc<VolumeManager>,
+    /// With an API server.
+    pub objects: Option<ApiObjects>,
+}
+
+/// The token manager and object getters (cluster mode only) and the
+/// volume manager.
 pub fn volume_managers(
     flags: &KubeletFlags,
     client: Option<&Client>,
     allocatable: NodeAllocatable,
     recorder: &Arc<dyn EventRecorder>,
-) -> (Option<Arc<TokenManager>>, Arc<VolumeManager>) {
+) -> VolumeDeps {
     let node = NodeFacts {
         allocatable,
         host_ips: host_ips(flags),
     };
-    let (tokens, host): (Option<Arc<TokenManager>>, Arc<dyn VolumeHost>) = match client {
-        Some(c) => {
-            let tokens = Arc::new(TokenManager::new(Box::new(ApiTokenRequester::new(
-                c.clone(),
-            ))));
-            let host = ApiHost {
-                client: c.clone(),
-                tokens: Arc::clone(&tokens),
-                config_maps: direct_getter(c.clone(), paths::configmap),
-                secrets: direct_getter(c.clone(), paths::secret),
-                node,
-            };
-            (Some(tokens), Arc::new(host))
-        }
-        None => (None, Arc::new(StandaloneHost { node })),
+    let Some(c) = client else {
+        let host = Arc::new(StandaloneHost { node });
+        return VolumeDeps {
+            tokens: None,
+            volume_manager: VolumeManager::new(host, flags.root_dir.clone(), Arc::clone(recorder)),
+            objects: None,
+        };
     };
-    let vm = VolumeManager::new(host, flags.root_dir.clone(), Arc::clone(recorder));
-    (tokens, vm)
+    let tokens = Arc::new(TokenManager::new(Box::new(ApiTokenRequester::new(
+        c.clone(),
+    ))));
+    let objects = ApiObjects {
+        config_maps: direct_getter(c.clone(), paths::configmap),
+        secrets: direct_getter(c.clone(), paths::secret),
+    };
+    let host = ApiHost {
+        client: c.clone(),
+        tokens: Arc::clone(&tokens),
+        config_maps: Arc::clone(&objects.config_maps),
+        secrets: Arc::clone(&objects.secrets),
+        node,
+    };
+    VolumeDeps {
+        tokens: Some(tokens),
+        volume_manager: VolumeManager::new(
+            Arc::new(host),
+            flags.root_dir.clone(),
+            Arc::clone(recorder),
+        ),
+        objects: Some(objects),
+    }
 }

@@ -81,6 +81,13 @@ pub trait EnvSource: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> Result<Option<std::collections::BTreeMap<String, String>>, String>;
+    /// A Secret as the API holds it (pull secrets); `Ok(None)` when it
+    /// does not exist.
+    fn secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<std::sync::Arc<k8s_openapi::api::core::v1::Secret>>, String>;
 }
 
 pub fn generate_container_config(

@@ -108,6 +108,32 @@ impl std::fmt::Display for SyncError {
     }
 }
 
+/// The pod's imagePullSecrets that exist (upstream getPullSecretsForPod:
+/// a missing one is logged and skipped, the pull goes on without it).
+fn pull_secrets(
+    src: &dyn container::EnvSource,
+    pod: &Pod,
+) -> Vec<k8s_openapi::api::core::v1::Secret> {
+    let names = pod.spec_or_default().image_pull_secrets.iter().flatten();
+    let mut out = Vec::new();
+    for r in names {
+        match src.secret(pod.namespace(), &r.name) {
+            Ok(Some(s)) => out.push((*s).clone()),
+            Ok(None) => log::warn!(
+                "pod {}: imagePullSecrets: secret {:?} not found; pulling without it",
+                pod.namespaced_name(),
+                r.name
+            ),
+            Err(e) => log::warn!(
+                "pod {}: imagePullSecrets: secret {:?}: {e}",
+                pod.namespaced_name(),
+                r.name
+            ),
+        }
+    }
+    out
+}
+
 /// The set-up volumes of a pod, by volume name.
 pub trait PodVolumes: Send + Sync {
     fn mounted_volumes(&self, pod_uid: &str) -> HashMap<String, crate::volume::MountedVolume>;
@@ -413,19 +439,22 @@ impl KubeRuntimeManager {
 
     fn try_start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
         self.check_crash_backoff(t.pod, c, t.status)?;
-        // TODO(volumes): pull secrets from the secret manager
-        let image_ref = self
-            .images
-            .ensure_image_exists(t.pod, c, t.sandbox_config, &[])?;
-        let restart_count = t
-            .status
-            .find_container(&c.name)
-            .map_or(0, |s| s.restart_count + 1);
         let env_source = self
             .env_source
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let pull_secrets = match env_source.as_deref() {
+            Some(src) => pull_secrets(src, t.pod),
+            None => Vec::new(),
+        };
+        let image_ref =
+            self.images
+                .ensure_image_exists(t.pod, c, t.sandbox_config, &pull_secrets)?;
+        let restart_count = t
+            .status
+            .find_container(&c.name)
+            .map_or(0, |s| s.restart_count + 1);
         let volumes = self
             .volumes
             .read()

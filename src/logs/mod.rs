@@ -19,14 +19,14 @@
 //! A log file that has gone missing (a crash between rename and reopen) is
 //! recovered by calling ReopenContainerLog, as upstream.
 
+use crate::util::worker::Worker;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::Receiver;
 
 use crate::cri::{api, RemoteRuntime};
 
@@ -160,16 +160,12 @@ impl LogManager {
     }
 
     /// Runs the "log-manager" thread until `shutdown` receives or closes.
-    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> io::Result<JoinHandle<()>> {
+    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> io::Result<Worker> {
         let this = Arc::clone(self);
-        std::thread::Builder::new()
-            .name("log-manager".into())
-            .spawn(move || loop {
-                match shutdown.recv_timeout(this.cfg.monitor_interval) {
-                    Err(RecvTimeoutError::Timeout) => this.rotate_once(),
-                    _ => return,
-                }
-            })
+        let period = this.cfg.monitor_interval;
+        crate::util::worker::spawn_periodic("log-manager", period, period, shutdown, move || {
+            this.rotate_once()
+        })
     }
 
     /// One monitoring pass over every running container.

@@ -80,6 +80,7 @@ struct Metrics {
     http_duration: HistogramVec,
     http_inflight: IntGaugeVec,
     rest_client_requests: IntCounterVec,
+    module_panics: IntCounterVec,
     rest_client_duration: HistogramVec,
 }
 
@@ -212,6 +213,13 @@ impl Metrics {
                 ),
                 &["code", "method", "host"],
             )?,
+            module_panics: IntCounterVec::new(
+                kubelet_opts(
+                    "module_panics_total",
+                    "Panics contained in a module's thread or a pod's sync (rkubelet)",
+                ),
+                &["module"],
+            )?,
             rest_client_duration: HistogramVec::new(
                 HistogramOpts::new(
                     "rest_client_request_duration_seconds",
@@ -243,6 +251,7 @@ impl Metrics {
         r.register(Box::new(m.http_inflight.clone()))?;
         r.register(Box::new(m.rest_client_requests.clone()))?;
         r.register(Box::new(m.rest_client_duration.clone()))?;
+        r.register(Box::new(m.module_panics.clone()))?;
         Ok(m)
     }
 }
@@ -336,6 +345,13 @@ pub fn started_container_error(container_type: &str, code: &str) {
         .started_containers_errors
         .with_label_values(&[container_type, code])
         .inc();
+}
+
+/// A panic contained by a module thread's supervisor:
+/// `kubelet_module_panics_total{module}` (no upstream counterpart: Go's
+/// HandleCrash only logs).
+pub fn module_panicked(module: &str) {
+    metrics().module_panics.with_label_values(&[module]).inc();
 }
 
 /// `kubelet_running_pods` and `kubelet_running_containers{container_state}`

@@ -22,7 +22,6 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -250,11 +249,12 @@ impl NodeStatusManager {
 
     /// Registers, then keeps the status current on the "node-status" thread
     /// until `shutdown` receives or closes.
-    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
+    pub fn start(
+        self: &Arc<Self>,
+        shutdown: Receiver<()>,
+    ) -> std::io::Result<crate::util::worker::Worker> {
         let this = self.clone();
-        std::thread::Builder::new()
-            .name("node-status".into())
-            .spawn(move || this.run(&shutdown))
+        crate::util::worker::spawn_supervised("node-status", shutdown, move |s| this.run(s))
     }
 
     /// Whether the node is registered (or, without registration, was found).

@@ -9,7 +9,6 @@ pub mod generate;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -155,20 +154,18 @@ impl StatusManager {
         self: &Arc<Self>,
         client: Client,
         shutdown: Receiver<()>,
-    ) -> std::io::Result<JoinHandle<()>> {
+    ) -> std::io::Result<crate::util::worker::Worker> {
         let me = Arc::clone(self);
-        std::thread::Builder::new()
-            .name("status-manager".into())
-            .spawn(move || {
-                let ticker = crossbeam_channel::tick(SYNC_PERIOD);
-                loop {
-                    crossbeam_channel::select! {
-                        recv(me.notified) -> uid => if let Ok(uid) = uid { me.sync_pod(&client, &uid) },
-                        recv(ticker) -> _ => me.sync_batch(&client),
-                        recv(shutdown) -> _ => return,
-                    }
+        crate::util::worker::spawn_supervised("status-manager", shutdown, move |shutdown| {
+            let ticker = crossbeam_channel::tick(SYNC_PERIOD);
+            loop {
+                crossbeam_channel::select! {
+                    recv(me.notified) -> uid => if let Ok(uid) = uid { me.sync_pod(&client, &uid) },
+                    recv(ticker) -> _ => me.sync_batch(&client),
+                    recv(shutdown) -> _ => return,
                 }
-            })
+            }
+        })
     }
 
     fn sync_batch(&self, client: &Client) {

@@ -4,4 +4,5 @@ pub mod backoff;
 pub mod logging;
 pub mod quantity;
 pub mod strategicpatch;
+pub mod worker;
 pub mod workqueue;

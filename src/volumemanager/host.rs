@@ -14,7 +14,7 @@ use crate::token::{TokenKey, TokenManager};
 use crate::volume::VolumeHost;
 
 /// Gets a namespaced object by name; `Ok(None)` when it does not exist.
-pub type ObjectGetter<T> = Box<dyn Fn(&str, &str) -> Result<Option<Arc<T>>, String> + Send + Sync>;
+pub type ObjectGetter<T> = Arc<dyn Fn(&str, &str) -> Result<Option<Arc<T>>, String> + Send + Sync>;
 
 /// Node facts every host reports.
 #[derive(Debug, Clone, Default)]
@@ -129,7 +129,7 @@ pub fn direct_getter<T>(client: Client, path: fn(&str, &str) -> String) -> Objec
 where
     T: serde::de::DeserializeOwned + Send + Sync + 'static,
 {
-    Box::new(move |ns, name| {
+    Arc::new(move |ns, name| {
         not_found_is_none(client.get::<T>(&path(ns, name))).map(|o| o.map(Arc::new))
     })
 }
