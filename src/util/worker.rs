@@ -26,6 +26,16 @@ impl Worker {
         &self.name
     }
 
+    pub fn thread(&self) -> &std::thread::Thread {
+        self.handle.thread()
+    }
+
+    /// Waits for the thread without a deadline (tests; shutdown uses
+    /// [`join_all`]).
+    pub fn join(self) -> std::thread::Result<()> {
+        self.handle.join()
+    }
+
     /// Adopts a thread spawned elsewhere (a module's own `start`).
     pub fn adopt(handle: JoinHandle<()>) -> Worker {
         let name = handle.thread().name().unwrap_or("unnamed").to_string();

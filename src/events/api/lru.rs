@@ -1,0 +1,90 @@
+//! A small LRU map, the bounded caches client-go's correlator keeps.
+
+use super::*;
+
+/// A map bounded to `cap` entries, evicting the least recently used.
+pub(super) struct Lru<V> {
+    pub(super) map: HashMap<String, (V, u64)>,
+    /// Last-use tick → key, oldest first.
+    pub(super) order: BTreeMap<u64, String>,
+    pub(super) tick: u64,
+    pub(super) cap: usize,
+}
+
+impl<V> Lru<V> {
+    pub(super) fn new(cap: usize) -> Lru<V> {
+        Lru {
+            map: HashMap::new(),
+            order: BTreeMap::new(),
+            tick: 0,
+            cap: cap.max(1),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub(super) fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// Marks `key` used now; returns whether it is present.
+    pub(super) fn touch(&mut self, key: &str) -> bool {
+        let tick = self.next_tick();
+        let Some((_, used)) = self.map.get_mut(key) else {
+            return false;
+        };
+        self.order.remove(used);
+        *used = tick;
+        self.order.insert(tick, key.to_string());
+        true
+    }
+
+    pub(super) fn get(&mut self, key: &str) -> Option<&V> {
+        if !self.touch(key) {
+            return None;
+        }
+        self.map.get(key).map(|(v, _)| v)
+    }
+
+    pub(super) fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
+        if !self.touch(key) {
+            return self.insert(key.to_string(), make());
+        }
+        // Present (just touched): the closure never runs.
+        let tick = self.tick;
+        &mut self
+            .map
+            .entry(key.to_string())
+            .or_insert_with(|| (make(), tick))
+            .0
+    }
+
+    pub(super) fn insert(&mut self, key: String, value: V) -> &mut V {
+        let tick = self.next_tick();
+        match self.map.get(&key) {
+            Some((_, used)) => {
+                self.order.remove(used);
+            }
+            None => {
+                while self.map.len() >= self.cap {
+                    let Some((_, oldest)) = self.order.pop_first() else {
+                        break;
+                    };
+                    self.map.remove(&oldest);
+                }
+            }
+        }
+        self.order.insert(tick, key.clone());
+        match self.map.entry(key) {
+            Entry::Occupied(o) => {
+                let slot = o.into_mut();
+                *slot = (value, tick);
+                &mut slot.0
+            }
+            Entry::Vacant(v) => &mut v.insert((value, tick)).0,
+        }
+    }
+}
