@@ -18,8 +18,6 @@
 
 mod common;
 
-use std::fs;
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -27,124 +25,9 @@ use serde_json::{json, Value};
 use common::cluster::*;
 use common::*;
 
-// --- the API server double (tests/common/cluster.rs) -----------------------------
-
-fn audit_line(e: &Value) -> String {
-    format!(
-        "{} {} {} {} {}/{} {} -> {} ({})",
-        e["ts"].as_str().unwrap_or(""),
-        e["user"].as_str().unwrap_or(""),
-        e["verb"].as_str().unwrap_or(""),
-        e["resource"].as_str().unwrap_or(""),
-        e["namespace"].as_str().unwrap_or(""),
-        e["name"].as_str().unwrap_or(""),
-        e["subresource"].as_str().unwrap_or(""),
-        e["code"],
-        e["userAgent"].as_str().unwrap_or("")
-    )
-}
-
-/// On failure: the tail of the double's audit log (without admin reads) and of its log.
-fn dump_double(d: &Double) {
-    // The test's own polling (admin reads) would drown the rest.
-    let audit: Vec<Value> = d
-        .audit()
-        .into_iter()
-        .filter(|e| !(e["user"] == "admin" && (e["verb"] == "get" || e["verb"] == "list")))
-        .collect();
-    let from = audit.len().saturating_sub(60);
-    eprintln!("\n===== last lines of the double's audit log (without admin reads) =====");
-    for e in &audit[from..] {
-        eprintln!("{}", audit_line(e));
-    }
-    let log = fs::read_to_string(d.dir.join("double.log")).unwrap_or_default();
-    let lines: Vec<&str> = log.lines().collect();
-    if !lines.is_empty() {
-        eprintln!(
-            "===== last lines of the double's log =====\n{}",
-            lines[lines.len().saturating_sub(20)..].join("\n")
-        );
-    }
-}
-
-// --- one test's cluster -------------------------------------------------------------
-
-/// One test's world: the double (dropped first: it prints the audit tail on
-/// failure), the admin client, and the Env (containerd, rkubelet, dirs).
-struct Cluster {
-    double: Double,
-    api: Api,
-    env: Env,
-    config: PathBuf,
-}
+// --- one test's cluster (tests/common/cluster.rs), and what only these tests need ---
 
 impl Cluster {
-    fn new(name: &str, n: u32) -> Cluster {
-        assert!((20..=40).contains(&n), "cluster tests use N in 20..=40");
-        let env = Env::new(name, n);
-        let double = Double::new(env.dir.join("api"), 21000 + n as u16).with_dump(dump_double);
-        let api = Api::new(&double.dir, double.port);
-        let config = env.dir.join("cluster-config.yaml");
-        fs::write(&config, kubelet_config(&env, "")).unwrap();
-        Cluster {
-            double,
-            api,
-            env,
-            config,
-        }
-    }
-
-    fn kubelet_args(&self) -> Vec<String> {
-        cluster_kubelet_args(&self.double, &self.env, &self.config, &[])
-    }
-
-    fn start_kubelet(&mut self) {
-        let args = self.kubelet_args();
-        self.env.start_kubelet_with_args(&args);
-    }
-
-    /// Polls `f` while checking that rkubelet is alive.
-    fn eventually<T>(
-        &mut self,
-        timeout: Duration,
-        what: &str,
-        mut f: impl FnMut(&Api) -> Option<T>,
-    ) -> T {
-        let (env, api) = (&mut self.env, &self.api);
-        eventually(timeout, what, || {
-            env.assert_kubelet_alive();
-            f(api)
-        })
-    }
-
-    fn wait_node_ready(&mut self, timeout: Duration) -> Value {
-        let mut last = Value::Null;
-        let got = poll(timeout, || {
-            self.env.assert_kubelet_alive();
-            let n = self.api.node()?;
-            last = n.clone();
-            condition_true(&n, "Ready").then_some(n)
-        });
-        got.unwrap_or_else(|| panic!("node {NODE} not Ready within {timeout:?}; last seen: {last}"))
-    }
-
-    /// Waits until the pod runs and is Ready in the API; returns it.
-    fn wait_pod_ready(&mut self, name: &str, timeout: Duration) -> Value {
-        let mut last = Value::Null;
-        let got = poll(timeout, || {
-            self.env.assert_kubelet_alive();
-            let p = self.api.pod(name)?;
-            last = p.clone();
-            running_ready(&p).then_some(p)
-        });
-        got.unwrap_or_else(|| {
-            panic!(
-                "pod {name}: not Running+Ready in the API within {timeout:?}; last status:\n{}",
-                pretty_status(&last)
-            )
-        })
-    }
-
     /// Waits until the double has no pending faults left (rkubelet ran into
     /// them all) and says how long that took.
     fn wait_faults_consumed(&mut self, what: &str, timeout: Duration) -> Option<()> {

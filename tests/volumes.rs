@@ -12,59 +12,20 @@ mod common;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use common::cluster::*;
 use common::*;
 
-struct Cluster {
-    double: Double,
-    api: Api,
-    env: Env,
-    config: PathBuf,
+/// What volume tests add to the shared cluster.
+trait VolumeCluster {
+    fn pod_dir(&self, pod: &Value) -> PathBuf;
+    fn seen(&self, pod: &Value, file: &str) -> Option<String>;
+    fn create(&self, path: &str, obj: Value) -> Value;
 }
 
-impl Cluster {
-    fn new(name: &str, n: u32) -> Cluster {
-        let env = Env::new(name, n);
-        let double = Double::new(env.dir.join("api"), 21000 + n as u16);
-        let api = Api::new(&double.dir, double.port);
-        let config = env.dir.join("cluster-config.yaml");
-        fs::write(&config, kubelet_config(&env, "")).unwrap();
-        Cluster {
-            double,
-            api,
-            env,
-            config,
-        }
-    }
-
-    fn start_kubelet(&mut self) {
-        let args = cluster_kubelet_args(&self.double, &self.env, &self.config, &[]);
-        self.env.start_kubelet_with_args(&args);
-    }
-
-    fn wait<T>(
-        &mut self,
-        timeout: Duration,
-        what: &str,
-        mut f: impl FnMut(&Api) -> Option<T>,
-    ) -> T {
-        let (env, api) = (&mut self.env, &self.api);
-        eventually(timeout, what, || {
-            env.assert_kubelet_alive();
-            f(api)
-        })
-    }
-
-    fn wait_ready(&mut self, name: &str, timeout: Duration) -> Value {
-        self.wait(timeout, &format!("pod {name} Running and Ready"), |api| {
-            api.pod(name).filter(running_ready)
-        })
-    }
-
+impl VolumeCluster for Cluster {
     fn pod_dir(&self, pod: &Value) -> PathBuf {
         self.env.root.join("pods").join(uid(pod))
     }
@@ -162,9 +123,9 @@ fn default_service_account_volume_works() {
             )
         })
         .clone();
-    let p = cl.wait_ready("deploy-like", secs(30));
+    let p = cl.wait_pod_ready("deploy-like", secs(30));
     let root = cl.env.root.clone();
-    let token = cl.wait(secs(10), "the container copied the token files", |_| {
+    let token = cl.eventually(secs(10), "the container copied the token files", |_| {
         seen_in(&root, &p, "ls").and(seen_in(&root, &p, "token").filter(|t| !t.is_empty()))
     });
     let claims = jwt_claims(&token);
@@ -224,7 +185,7 @@ fn default_service_account_volume_works() {
         Some(&json!({"gracePeriodSeconds": 1})),
         &[200],
     );
-    cl.wait(secs(30), "the pod is gone from the API", |api| {
+    cl.eventually(secs(30), "the pod is gone from the API", |api| {
         api.get_or_gone(&pod_path("deploy-like"))
             .ok()?
             .is_none()
@@ -292,9 +253,9 @@ fn content_volumes_items_modes_and_updates() {
         {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
     ]);
     cl.api.create_pod(&p);
-    let p = cl.wait_ready("content", secs(30));
+    let p = cl.wait_pod_ready("content", secs(30));
     let root = cl.env.root.clone();
-    cl.wait(secs(10), "the container copied its files", |_| {
+    cl.eventually(secs(10), "the container copied its files", |_| {
         seen_in(&root, &p, "mem").map(|_| ())
     });
     assert_eq!(cl.seen(&p, "hi").as_deref(), Some("hello"));
@@ -347,7 +308,7 @@ fn content_volumes_items_modes_and_updates() {
         Some(&json!({"data": {"greeting": "bonjour"}})),
         &[200],
     );
-    cl.wait(
+    cl.eventually(
         secs(60),
         "the ConfigMap update reaches the container",
         |_| (seen_in(&root, &p, "hi")? == "bonjour").then_some(()),
@@ -373,7 +334,7 @@ fn missing_objects_wait_and_persistent_volumes() {
         json!([{"name": "cfg", "mountPath": "/cfg"}]),
     );
     cl.api.create_pod(&waiting);
-    let ev = cl.wait(
+    let ev = cl.eventually(
         secs(20),
         "a FailedMount event naming the ConfigMap",
         |api| {
@@ -392,15 +353,15 @@ fn missing_objects_wait_and_persistent_volumes() {
 
     // A plain pod is not held up meanwhile.
     cl.api.create_pod(&api_pod("plain", SLEEPER));
-    cl.wait_ready("plain", secs(20));
+    cl.wait_pod_ready("plain", secs(20));
 
     cl.create(
         "/api/v1/namespaces/default/configmaps",
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "later"}, "data": {"k": "v"}}),
     );
-    let p = cl.wait_ready("waits", secs(30));
+    let p = cl.wait_pod_ready("waits", secs(30));
     let root = cl.env.root.clone();
-    cl.wait(secs(10), "the late ConfigMap's file", |_| {
+    cl.eventually(secs(10), "the late ConfigMap's file", |_| {
         (seen_in(&root, &p, "k")? == "v").then_some(())
     });
 
@@ -444,8 +405,8 @@ fn missing_objects_wait_and_persistent_volumes() {
         json!([{"name": "data", "persistentVolumeClaim": {"claimName": "claim", "readOnly": true}}]),
         json!([{"name": "data", "mountPath": "/data"}]),
     ));
-    let p = cl.wait_ready("pvc", secs(30));
-    cl.wait(secs(10), "the PV's file", |_| {
+    let p = cl.wait_pod_ready("pvc", secs(30));
+    cl.eventually(secs(10), "the PV's file", |_| {
         (seen_in(&root, &p, "rw")? == "ro\n").then_some(())
     });
     assert_eq!(cl.seen(&p, "f").as_deref(), Some("persisted"));
@@ -455,7 +416,7 @@ fn missing_objects_wait_and_persistent_volumes() {
         json!([{"name": "data", "persistentVolumeClaim": {"claimName": "csi-claim"}}]),
         json!([{"name": "data", "mountPath": "/data"}]),
     ));
-    let ev = cl.wait(
+    let ev = cl.eventually(
         secs(20),
         "a FailedMount event naming the CSI source",
         |api| {
@@ -487,8 +448,8 @@ fn teardown_after_kill_and_restart() {
             json!([{"name": "sec", "mountPath": "/sec"}, {"name": "mem", "mountPath": "/mem"}]),
         ));
     }
-    let keep = cl.wait_ready("keep", secs(30));
-    let gone = cl.wait_ready("gone", secs(30));
+    let keep = cl.wait_pod_ready("keep", secs(30));
+    let gone = cl.wait_pod_ready("gone", secs(30));
     // secret, memory emptyDir and the admission's kube-api-access: tmpfs each.
     assert_eq!(mounts_under(&cl.pod_dir(&gone)).len(), 3);
     let keep_mounts = mounts_under(&cl.pod_dir(&keep));
@@ -502,7 +463,7 @@ fn teardown_after_kill_and_restart() {
     );
     cl.start_kubelet();
     let gone_dir = cl.pod_dir(&gone);
-    cl.wait(
+    cl.eventually(
         secs(30),
         "the deleted pod's mounts and directory are gone",
         |_| (mounts_under(&gone_dir).is_empty() && !gone_dir.exists()).then_some(()),
@@ -512,6 +473,6 @@ fn teardown_after_kill_and_restart() {
         keep_mounts,
         "the running pod keeps its volumes"
     );
-    let keep = cl.wait_ready("keep", secs(20));
+    let keep = cl.wait_pod_ready("keep", secs(20));
     assert_eq!(keep["status"]["containerStatuses"][0]["restartCount"], 0);
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, KeyToPath, Volume};
 
 use super::content::{write_volume, Medium};
 use super::util::atomic_writer::Payload;
-use super::util::payload::make_payload;
+use super::util::payload::object_payload;
 use super::{PluginKind, SetUpContext, VolumeError};
 use crate::podutil::PodExt;
 
@@ -38,27 +38,11 @@ pub fn payload(
     default_mode: Option<i32>,
     optional: bool,
 ) -> Result<Payload, VolumeError> {
-    let ns = ctx.pod.namespace();
-    let cm = ctx
+    let found = ctx
         .host
-        .config_map(ns, name)
-        .map_err(|e| VolumeError::Failed(format!("get configmap {ns}/{name}: {e}")))?;
-    let Some(cm) = cm else {
-        if optional {
-            return Ok(Payload::new());
-        }
-        return Err(VolumeError::NotFound(format!(
-            "configmap {name:?} not found"
-        )));
-    };
-    let data = config_map_data(&cm);
-    make_payload(
-        items,
-        &data,
-        default_mode,
-        optional,
-        &format!("configmap {name:?}"),
-    )
+        .config_map(ctx.pod.namespace(), name)
+        .map(|cm| cm.map(|cm| config_map_data(&cm)));
+    object_payload(found, "configmap", name, items, default_mode, optional)
 }
 
 /// `data` and `binaryData` together, as upstream's payload does.

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{KeyToPath, Secret, Volume};
 
 use super::content::{write_volume, Medium};
 use super::util::atomic_writer::Payload;
-use super::util::payload::make_payload;
+use super::util::payload::object_payload;
 use super::{PluginKind, SetUpContext, VolumeError};
 use crate::podutil::PodExt;
 
@@ -38,24 +38,11 @@ pub fn payload(
     default_mode: Option<i32>,
     optional: bool,
 ) -> Result<Payload, VolumeError> {
-    let ns = ctx.pod.namespace();
-    let secret = ctx
+    let found = ctx
         .host
-        .secret(ns, name)
-        .map_err(|e| VolumeError::Failed(format!("get secret {ns}/{name}: {e}")))?;
-    let Some(secret) = secret else {
-        if optional {
-            return Ok(Payload::new());
-        }
-        return Err(VolumeError::NotFound(format!("secret {name:?} not found")));
-    };
-    make_payload(
-        items,
-        &secret_data(&secret),
-        default_mode,
-        optional,
-        &format!("secret {name:?}"),
-    )
+        .secret(ctx.pod.namespace(), name)
+        .map(|s| s.map(|s| secret_data(&s)));
+    object_payload(found, "secret", name, items, default_mode, optional)
 }
 
 fn secret_data(s: &Secret) -> BTreeMap<String, Vec<u8>> {

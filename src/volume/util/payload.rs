@@ -59,6 +59,31 @@ fn add(out: &mut Payload, path: &str, value: &[u8], mode: u32) -> Result<(), Vol
     Ok(())
 }
 
+/// The payload of one ConfigMap or Secret as a volume source: `found` is
+/// the object's data (`Ok(None)` when it does not exist), `kind` names it in
+/// errors as upstream does (`configmap "x" not found`).
+pub fn object_payload(
+    found: Result<Option<BTreeMap<String, Vec<u8>>>, String>,
+    kind: &str,
+    name: &str,
+    items: Option<&[KeyToPath]>,
+    default_mode: Option<i32>,
+    optional: bool,
+) -> Result<Payload, VolumeError> {
+    let data = found.map_err(|e| VolumeError::Failed(format!("get {kind} {name}: {e}")))?;
+    match data {
+        Some(data) => make_payload(
+            items,
+            &data,
+            default_mode,
+            optional,
+            &format!("{kind} {name:?}"),
+        ),
+        None if optional => Ok(Payload::new()),
+        None => Err(VolumeError::NotFound(format!("{kind} {name:?} not found"))),
+    }
+}
+
 /// Merges `from` into `into` (projected sources); a later source wins a
 /// path clash, as upstream's map assignment does.
 pub fn merge(into: &mut Payload, from: Payload) {
