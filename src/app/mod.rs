@@ -556,15 +556,7 @@ fn start_cluster_modules(
         client.clone(),
         kubelet_health(kubelet),
     );
-    let rec = Arc::clone(recorder);
-    nsm.set_event_sink(Box::new(move |kind, reason, message| {
-        let kind = if kind == "Warning" {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        rec.node_event(kind, reason, message);
-    }));
+    nsm.set_event_sink(Arc::clone(recorder));
     handles.push(nsm.start(shutdown.clone()).context("start node status")?);
     let lease_nsm = Arc::clone(&nsm);
     let lease = LeaseController::new(

@@ -17,6 +17,7 @@ mod tests;
 #[cfg(test)]
 pub(crate) mod testserver;
 
+use crate::events::EventRecorder;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -166,7 +167,6 @@ pub struct KubeletHealth {
 
 pub type HealthFn = Box<dyn Fn() -> KubeletHealth + Send + Sync>;
 /// Receives node events: `(type "Normal"|"Warning", reason, message)`.
-pub type EventSink = Box<dyn Fn(&str, &str, &str) + Send + Sync>;
 
 /// State of the status thread.
 #[derive(Default)]
@@ -200,7 +200,7 @@ pub struct NodeStatusManager {
     paths: HostPaths,
     registered: AtomicBool,
     node: Mutex<Option<Node>>,
-    sink: RwLock<Option<EventSink>>,
+    sink: RwLock<Option<Arc<dyn EventRecorder>>>,
     state: Mutex<SyncState>,
 }
 
@@ -268,8 +268,8 @@ impl NodeStatusManager {
     }
 
     /// Where node events go (the kubelet's recorder); without one they are logged.
-    pub fn set_event_sink(&self, f: EventSink) {
-        *self.sink.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    pub fn set_event_sink(&self, recorder: Arc<dyn EventRecorder>) {
+        *self.sink.write().unwrap_or_else(|e| e.into_inner()) = Some(recorder);
     }
 
     fn store_node(&self, node: Node) {
@@ -285,8 +285,8 @@ impl NodeStatusManager {
                 self.cfg.node_name,
                 e.message
             );
-            if let Some(f) = sink.as_ref() {
-                f(e.event_type, &e.reason, &e.message);
+            if let Some(r) = sink.as_ref() {
+                r.node_event(e.event_type, &e.reason, &e.message);
             }
         }
     }

@@ -19,14 +19,12 @@ use crate::util::quantity::parse_quantity;
 /// Images report at most this many names each (MaxNamesPerImageInNodeStatus).
 pub const MAX_NAMES_PER_IMAGE: usize = 5;
 
-pub const EVENT_NORMAL: &str = "Normal";
-pub const EVENT_WARNING: &str = "Warning";
+use crate::events::EventType;
 
 /// An event about the node, for the kubelet's recorder.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeEvent {
-    /// "Normal" or "Warning".
-    pub event_type: &'static str,
+    pub event_type: EventType,
     pub reason: String,
     pub message: String,
 }
@@ -35,7 +33,7 @@ impl NodeEvent {
     /// recordNodeStatusEvent: `Node <name> status is now: <reason>`.
     pub fn status(node_name: &str, reason: &str) -> NodeEvent {
         NodeEvent {
-            event_type: EVENT_NORMAL,
+            event_type: EventType::Normal,
             reason: reason.to_string(),
             message: format!("Node {node_name} status is now: {reason}"),
         }
@@ -245,7 +243,7 @@ pub fn set_machine_info(
             }
             if !old_boot_id.is_empty() && old_boot_id != info.boot_id {
                 events.push(NodeEvent {
-                    event_type: EVENT_WARNING,
+                    event_type: EventType::Warning,
                     reason: "Rebooted".into(),
                     message: format!("Node {name} has been rebooted, boot id: {}", info.boot_id),
                 });

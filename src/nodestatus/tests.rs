@@ -275,7 +275,7 @@ fn capacity_and_allocatable_math() {
     assert_eq!(
         events,
         vec![NodeEvent {
-            event_type: "Warning",
+            event_type: crate::events::EventType::Warning,
             reason: "Rebooted".into(),
             message: "Node n has been rebooted, boot id: boot-2".into()
         }]
@@ -1157,11 +1157,7 @@ fn status_loop_registers_then_patches_and_stops() {
     let mgr = NodeStatusManager::new(test_config("node-b"), server.client(), health);
     let seen = Arc::new(Mutex::new(Vec::<(String, String, String)>::new()));
     let s = seen.clone();
-    mgr.set_event_sink(Box::new(move |ty, reason, msg| {
-        s.lock()
-            .unwrap()
-            .push((ty.into(), reason.into(), msg.into()))
-    }));
+    mgr.set_event_sink(Arc::new(SeenEvents(s)));
     let (tx, rx) = crossbeam_channel::bounded::<()>(0);
     let handle = mgr.start(rx).unwrap();
     assert_eq!(handle.thread().name(), Some("node-status"));
@@ -1271,4 +1267,25 @@ fn shutdown_interrupts_registration() {
     handle.join().unwrap();
     assert!(start.elapsed() < Duration::from_secs(8));
     assert!(!mgr.registered());
+}
+
+/// Records node events as (type, reason, message).
+struct SeenEvents(Arc<Mutex<Vec<(String, String, String)>>>);
+
+impl crate::events::EventRecorder for SeenEvents {
+    fn pod_event(
+        &self,
+        _: &k8s_openapi::api::core::v1::Pod,
+        _: crate::events::EventType,
+        _: &str,
+        _: &str,
+    ) {
+    }
+
+    fn node_event(&self, kind: crate::events::EventType, reason: &str, message: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((kind.as_str().into(), reason.into(), message.into()));
+    }
 }
