@@ -3,6 +3,7 @@
 mod app;
 mod client;
 mod config;
+mod configmap;
 mod container;
 mod cri;
 mod envvars;
@@ -22,6 +23,7 @@ mod podutil;
 mod podworkers;
 mod prober;
 mod runonce;
+mod secret;
 mod server;
 mod status;
 mod types;
