@@ -169,7 +169,9 @@ impl Client {
     /// Takes a rate-limiter token without sleeping; the request may start
     /// after the returned delay (zero when unlimited).
     pub(crate) fn reserve_token(&self) -> Duration {
-        self.limiter.as_ref().map_or(Duration::ZERO, |l| l.reserve())
+        self.limiter
+            .as_ref()
+            .map_or(Duration::ZERO, |l| l.reserve())
     }
 
     /// `host[:port]` of the server, client-go's `host` metric label.

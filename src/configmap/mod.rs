@@ -17,8 +17,7 @@ use crate::client::Client;
 use crate::util::manager::cache_based::{CacheBasedStore, ClientFetch};
 use crate::util::manager::watch_based::WatchBasedStore;
 use crate::util::manager::{
-    CacheBasedManager, GetManager, Kind, Manager, ManagerError, NoClientManager, OnChange,
-    Strategy,
+    CacheBasedManager, GetManager, Kind, Manager, ManagerError, NoClientManager, OnChange, Strategy,
 };
 
 pub const KIND: Kind = Kind {
@@ -28,8 +27,7 @@ pub const KIND: Kind = Kind {
 };
 
 pub trait ConfigMapManager: Send + Sync {
-    fn get_config_map(&self, namespace: &str, name: &str)
-        -> Result<Arc<ConfigMap>, ManagerError>;
+    fn get_config_map(&self, namespace: &str, name: &str) -> Result<Arc<ConfigMap>, ManagerError>;
     fn register_pod(&self, pod: &Pod);
     fn unregister_pod(&self, pod: &Pod);
 }
@@ -37,11 +35,7 @@ pub trait ConfigMapManager: Send + Sync {
 struct ConfigMaps(Box<dyn Manager<ConfigMap>>);
 
 impl ConfigMapManager for ConfigMaps {
-    fn get_config_map(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Arc<ConfigMap>, ManagerError> {
+    fn get_config_map(&self, namespace: &str, name: &str) -> Result<Arc<ConfigMap>, ManagerError> {
         self.0.get_object(namespace, name)
     }
 
@@ -101,7 +95,11 @@ pub fn referenced_config_map_names(pod: &Pod) -> BTreeSet<String> {
     let Some(spec) = pod.spec.as_ref() else {
         return names;
     };
-    let containers = spec.init_containers.iter().flatten().chain(&spec.containers);
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
     for c in containers {
         env_names(c.env.as_deref(), c.env_from.as_deref(), &mut add);
     }
@@ -122,14 +120,22 @@ pub fn referenced_config_map_names(pod: &Pod) -> BTreeSet<String> {
     names
 }
 
-fn env_names(env: Option<&[EnvVar]>, env_from: Option<&[EnvFromSource]>, add: &mut impl FnMut(&str)) {
+fn env_names(
+    env: Option<&[EnvVar]>,
+    env_from: Option<&[EnvFromSource]>,
+    add: &mut impl FnMut(&str),
+) {
     for e in env_from.into_iter().flatten() {
         if let Some(r) = &e.config_map_ref {
             add(&r.name);
         }
     }
     for e in env.into_iter().flatten() {
-        if let Some(r) = e.value_from.as_ref().and_then(|v| v.config_map_key_ref.as_ref()) {
+        if let Some(r) = e
+            .value_from
+            .as_ref()
+            .and_then(|v| v.config_map_key_ref.as_ref())
+        {
             add(&r.name);
         }
     }

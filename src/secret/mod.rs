@@ -18,8 +18,7 @@ use crate::client::Client;
 use crate::util::manager::cache_based::{CacheBasedStore, ClientFetch};
 use crate::util::manager::watch_based::WatchBasedStore;
 use crate::util::manager::{
-    CacheBasedManager, GetManager, Kind, Manager, ManagerError, NoClientManager, OnChange,
-    Strategy,
+    CacheBasedManager, GetManager, Kind, Manager, ManagerError, NoClientManager, OnChange, Strategy,
 };
 
 pub const KIND: Kind = Kind {
@@ -102,7 +101,11 @@ pub fn referenced_secret_names(pod: &Pod) -> BTreeSet<String> {
     for r in spec.image_pull_secrets.iter().flatten() {
         add(&r.name);
     }
-    let containers = spec.init_containers.iter().flatten().chain(&spec.containers);
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
     for c in containers {
         env_names(c.env.as_deref(), c.env_from.as_deref(), &mut add);
     }
@@ -121,7 +124,9 @@ pub fn referenced_secret_names(pod: &Pod) -> BTreeSet<String> {
             v.scale_io.as_ref().map(|s| &s.secret_ref),
             v.iscsi.as_ref().and_then(|s| s.secret_ref.as_ref()),
             v.storageos.as_ref().and_then(|s| s.secret_ref.as_ref()),
-            v.csi.as_ref().and_then(|s| s.node_publish_secret_ref.as_ref()),
+            v.csi
+                .as_ref()
+                .and_then(|s| s.node_publish_secret_ref.as_ref()),
         ];
         for r in refs.into_iter().flatten() {
             add(&r.name);
@@ -139,14 +144,22 @@ pub fn referenced_secret_names(pod: &Pod) -> BTreeSet<String> {
     names
 }
 
-fn env_names(env: Option<&[EnvVar]>, env_from: Option<&[EnvFromSource]>, add: &mut impl FnMut(&str)) {
+fn env_names(
+    env: Option<&[EnvVar]>,
+    env_from: Option<&[EnvFromSource]>,
+    add: &mut impl FnMut(&str),
+) {
     for e in env_from.into_iter().flatten() {
         if let Some(r) = &e.secret_ref {
             add(&r.name);
         }
     }
     for e in env.into_iter().flatten() {
-        if let Some(r) = e.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()) {
+        if let Some(r) = e
+            .value_from
+            .as_ref()
+            .and_then(|v| v.secret_key_ref.as_ref())
+        {
             add(&r.name);
         }
     }
@@ -181,7 +194,16 @@ mod tests {
         let got: Vec<_> = referenced_secret_names(&pod).into_iter().collect();
         assert_eq!(
             got,
-            ["csi", "env-key", "eph", "init-envfrom", "proj", "pull", "rbd", "vol"]
+            [
+                "csi",
+                "env-key",
+                "eph",
+                "init-envfrom",
+                "proj",
+                "pull",
+                "rbd",
+                "vol"
+            ]
         );
     }
 }

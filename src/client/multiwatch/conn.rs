@@ -357,10 +357,16 @@ mod tests {
     #[test]
     fn parses_endpoints() {
         let e = ep("https://10.0.0.1:6443/prefix/");
-        assert_eq!((e.addr.as_str(), e.prefix.as_str()), ("10.0.0.1:6443", "/prefix"));
+        assert_eq!(
+            (e.addr.as_str(), e.prefix.as_str()),
+            ("10.0.0.1:6443", "/prefix")
+        );
         assert!(e.tls.is_some());
         let e = ep("http://[::1]:8080");
-        assert_eq!((e.addr.as_str(), e.host.as_str()), ("[::1]:8080", "[::1]:8080"));
+        assert_eq!(
+            (e.addr.as_str(), e.host.as_str()),
+            ("[::1]:8080", "[::1]:8080")
+        );
         assert!(e.tls.is_none());
         assert_eq!(ep("https://api.example").addr, "api.example:443");
         let tls = crate::client::tls::default_config();

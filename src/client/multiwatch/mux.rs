@@ -49,7 +49,8 @@ enum Phase {
     },
     Request {
         action: Action,
-        conn: Conn,
+        /// Boxed: a TLS connection's state is large.
+        conn: Box<Conn>,
         status: Option<u16>,
         body: Vec<u8>,
         lines: LineSplitter,
@@ -94,8 +95,8 @@ pub(crate) fn run(shared: &Shared) {
         apply_changes(shared, &mut watches);
         let now = Instant::now();
         let mut next = now + MAX_POLL;
-        watches.retain(|id, w| {
-            let keep = matches!(w.on_timer(*id, shared, &ep, now), End::Continue);
+        watches.retain(|_, w| {
+            let keep = matches!(w.on_timer(shared, &ep, now), End::Continue);
             next = next.min(w.due());
             keep
         });
@@ -196,7 +197,7 @@ impl Watch {
         };
     }
 
-    fn on_timer(&mut self, id: WatchId, shared: &Shared, ep: &Endpoint, now: Instant) -> End {
+    fn on_timer(&mut self, shared: &Shared, ep: &Endpoint, now: Instant) -> End {
         if self.sink.strong_count() == 0 {
             return End::Remove;
         }
@@ -214,7 +215,7 @@ impl Watch {
                     *at = now + delay;
                 }
                 if delay.is_zero() {
-                    return self.on_timer(id, shared, ep, now);
+                    return self.on_timer(shared, ep, now);
                 }
             }
             Phase::Pending { action, .. } => {
@@ -245,7 +246,10 @@ impl Watch {
         let client = &shared.client;
         let selector = ("fieldSelector", self.target.field_selector.as_str());
         let (path, idle) = match action {
-            Action::List => (with_query(&self.target.collection, &[selector]), client.timeout()),
+            Action::List => (
+                with_query(&self.target.collection, &[selector]),
+                client.timeout(),
+            ),
             Action::Watch => {
                 let timeout = MIN_WATCH_TIMEOUT.mul_f64(1.0 + random_unit());
                 let secs = timeout.as_secs().to_string();
@@ -268,7 +272,7 @@ impl Watch {
                 let deadline = now + idle.min(client.timeout());
                 self.phase = Phase::Request {
                     action,
-                    conn,
+                    conn: Box::new(conn),
                     status: None,
                     body: Vec::new(),
                     lines: LineSplitter::new(MAX_EVENT_LINE),

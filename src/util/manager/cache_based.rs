@@ -130,7 +130,13 @@ impl<T: Send + Sync + 'static> ObjectStore<T> for CacheBasedStore<T> {
         let fetched = self.fetch.fetch(namespace, name).map(Arc::new);
         // A failed refresh (other than NotFound) keeps serving the last good
         // object, as upstream does.
-        if let (Err(e), Some(Data { result: Ok(old), .. })) = (&fetched, data.as_ref()) {
+        if let (
+            Err(e),
+            Some(Data {
+                result: Ok(old), ..
+            }),
+        ) = (&fetched, data.as_ref())
+        {
             if !e.is_not_found() {
                 log::info!("refreshing {namespace}/{name}: {e}; serving the cached copy");
                 return Ok(old.clone());

@@ -88,12 +88,12 @@ impl Kind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ManagerError {
     /// No registered pod references the object (upstream: `object "ns"/"name" not registered`).
-    NotRegistered {
-        namespace: String,
+    NotRegistered { namespace: String, name: String },
+    /// The object does not exist (`secrets "name" not found`).
+    NotFound {
+        resource: &'static str,
         name: String,
     },
-    /// The object does not exist (`secrets "name" not found`).
-    NotFound { resource: &'static str, name: String },
     /// The first list did not complete in time.
     NotSynced { singular: &'static str },
     /// The API request failed.

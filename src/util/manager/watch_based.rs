@@ -88,8 +88,8 @@ impl<T: DeserializeOwned + Send + Sync + 'static> WatchBasedStore<T> {
         }
     }
 
-    /// Applies the object's new state; returns whether to keep watching and
-    /// whether anything changed.
+    /// Applies the object's new state (None: it does not exist); tells the
+    /// callback when it changed; Stop once the object is immutable.
     fn apply(&self, id: WatchId, object: Option<serde_json::Value>) -> Flow {
         let mut state = self.lock();
         let Some(key) = state.by_watch.get(&id).cloned() else {
@@ -101,7 +101,9 @@ impl<T: DeserializeOwned + Send + Sync + 'static> WatchBasedStore<T> {
         let (rv, immutable, typed) = match object {
             None => (None, false, None),
             Some(v) => {
-                let rv = v["metadata"]["resourceVersion"].as_str().map(str::to_string);
+                let rv = v["metadata"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string);
                 let immutable = v["immutable"].as_bool() == Some(true);
                 match serde_json::from_value::<T>(v) {
                     Ok(t) => (rv, immutable, Some(Arc::new(t))),

@@ -1,1 +1,0 @@
-//! Tests for the object managers against a fake API server on 127.0.0.1.
