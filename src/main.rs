@@ -3,6 +3,7 @@
 mod app;
 mod client;
 mod config;
+mod configmap;
 mod container;
 mod credentialprovider;
 mod cri;
@@ -24,6 +25,7 @@ mod podutil;
 mod podworkers;
 mod prober;
 mod runonce;
+mod secret;
 mod server;
 mod status;
 mod token;

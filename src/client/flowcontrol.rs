@@ -51,7 +51,7 @@ impl TokenBucket {
 
     /// Takes a token (the count may go negative: a queue of reservations) and
     /// returns how long until it is due.
-    fn reserve(&self) -> Duration {
+    pub(crate) fn reserve(&self) -> Duration {
         let mut b = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let elapsed = now.saturating_duration_since(b.last).as_secs_f64();

@@ -11,6 +11,7 @@ mod auth;
 mod error;
 pub mod flowcontrol;
 pub mod kubeconfig;
+pub mod multiwatch;
 pub mod paths;
 pub mod reflector;
 mod rest;

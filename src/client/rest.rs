@@ -147,6 +147,33 @@ impl Client {
         &self.inner.base
     }
 
+    /// The pieces [`super::multiwatch`] needs to speak HTTP itself: TLS
+    /// config (with any client certificate), user agent and request timeout.
+    pub(crate) fn tls_config(&self) -> Arc<rustls::ClientConfig> {
+        self.inner.tls.clone()
+    }
+
+    pub(crate) fn user_agent(&self) -> &str {
+        &self.inner.user_agent
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// The `Authorization` header value, if any (token files re-read as for every request).
+    pub(crate) fn auth_header(&self) -> Result<Option<String>, String> {
+        self.inner.token.header()
+    }
+
+    /// Takes a rate-limiter token without sleeping; the request may start
+    /// after the returned delay (zero when unlimited).
+    pub(crate) fn reserve_token(&self) -> Duration {
+        self.limiter
+            .as_ref()
+            .map_or(Duration::ZERO, |l| l.reserve())
+    }
+
     /// `host[:port]` of the server, client-go's `host` metric label.
     fn host(&self) -> &str {
         let base = &self.inner.base;

@@ -212,7 +212,7 @@ pub(crate) fn parse_event(line: &[u8], request: &str) -> Result<WatchEvent, ApiE
 }
 
 /// ERROR events become the ApiError their Status describes.
-fn into_result(ev: WatchEvent, request: &str) -> Result<WatchEvent, ApiError> {
+pub(crate) fn into_result(ev: WatchEvent, request: &str) -> Result<WatchEvent, ApiError> {
     if ev.kind != WatchEventType::Error {
         return Ok(ev);
     }

@@ -2,6 +2,7 @@
 
 pub mod backoff;
 pub mod logging;
+pub mod manager;
 pub mod quantity;
 pub mod strategicpatch;
 pub mod worker;

@@ -1,0 +1,66 @@
+//! The object managers against a fake apiserver on 127.0.0.1.
+
+mod fakeapi;
+mod strategies;
+mod watch;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+
+use crate::client::{Client, RestConfig};
+
+/// Tests that start `object-watches` threads run one at a time, so thread
+/// counts are exact.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A client without rate limit and with short timeouts.
+pub fn client(url: &str) -> Client {
+    let mut cfg = RestConfig::new(url);
+    cfg.qps = -1.0;
+    cfg.timeout = Duration::from_secs(5);
+    Client::new(cfg).expect("client")
+}
+
+/// A pod in `ns` whose secret volumes name `secrets`.
+pub fn pod(ns: &str, name: &str, uid: &str, secrets: &[&str]) -> Pod {
+    let volumes: Vec<_> = secrets
+        .iter()
+        .map(|s| json!({"name": format!("v-{s}"), "secret": {"secretName": s}}))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "uid": uid},
+        "spec": {"containers": [{"name": "c", "image": "i"}], "volumes": volumes},
+    }))
+    .expect("pod")
+}
+
+/// Threads of this process named `name`.
+pub fn threads_named(name: &str) -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| t.ok())
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .count()
+}
+
+/// Waits up to 5 s for `cond`.
+pub fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub type Shared<T> = Arc<Mutex<T>>;
