@@ -168,7 +168,8 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     std::fs::create_dir_all(&settings.root_dir)
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
     let allocatable = volumes::node_allocatable(&settings.root_dir, machine_memory());
-    let volume_deps = volumes::volume_managers(flags, client.as_ref(), allocatable, &recorder);
+    let volume_deps =
+        volumes::volume_managers(flags, config, client.as_ref(), allocatable, &recorder)?;
     let manager = Arc::new(KubeRuntimeManager::new(
         Arc::clone(&runtime),
         RuntimeManagerConfig {
@@ -226,6 +227,9 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             token_manager: volume_deps.tokens.clone(),
         },
     );
+    for r in &volume_deps.registrars {
+        kubelet.pod_manager.add_registrar(Arc::clone(r));
+    }
     let cluster_threads = match (&client, &volume_deps.objects) {
         (Some(c), Some(objects)) => start_cluster_modules(
             flags,

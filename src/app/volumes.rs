@@ -2,14 +2,25 @@
 //! secretManager, configMapManager and volumeManager): which VolumeHost the
 //! plugins get, and the node facts they report.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
-use crate::client::{paths, Client};
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::client::multiwatch::MultiWatch;
+use crate::kubeletconfig::KubeletConfiguration;
+use crate::pod::PodRegistrar;
+use crate::podutil::PodExt;
+use crate::util::manager::cache_based::DEFAULT_TTL;
+use crate::util::manager::{ManagerError, ObjectRef, OnChange, Strategy};
+use crate::{configmap, secret};
+
+use crate::client::Client;
 use crate::events::EventRecorder;
 use crate::fieldpath::NodeAllocatable;
 use crate::kubeletconfig::KubeletFlags;
 use crate::token::{ApiTokenRequester, TokenManager};
-use crate::volumemanager::host::{direct_getter, ApiHost, NodeFacts, ObjectGetter, StandaloneHost};
+use crate::volumemanager::host::{ApiHost, NodeFacts, ObjectGetter, StandaloneHost};
 use crate::volumemanager::VolumeManager;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
@@ -50,34 +61,57 @@ pub struct VolumeDeps {
     pub volume_manager: Arc<VolumeManager>,
     /// With an API server.
     pub objects: Option<ApiObjects>,
+    /// For the pod manager: the secret and configMap managers.
+    pub registrars: Vec<Arc<dyn PodRegistrar>>,
 }
 
-/// The token manager and object getters (cluster mode only) and the
-/// volume manager.
+/// The token manager, the secret and configMap managers (cluster mode
+/// only) and the volume manager. The managers learn of pods through the
+/// pod manager's registrars (the caller adds [`VolumeDeps::registrars`]).
 pub fn volume_managers(
     flags: &KubeletFlags,
+    config: &KubeletConfiguration,
     client: Option<&Client>,
     allocatable: NodeAllocatable,
     recorder: &Arc<dyn EventRecorder>,
-) -> VolumeDeps {
+) -> anyhow::Result<VolumeDeps> {
     let node = NodeFacts {
         allocatable,
         host_ips: host_ips(flags),
     };
     let Some(c) = client else {
         let host = Arc::new(StandaloneHost { node });
-        return VolumeDeps {
+        return Ok(VolumeDeps {
             tokens: None,
             volume_manager: VolumeManager::new(host, flags.root_dir.clone(), Arc::clone(recorder)),
             objects: None,
-        };
+            registrars: Vec::new(),
+        });
     };
     let tokens = Arc::new(TokenManager::new(Box::new(ApiTokenRequester::new(
         c.clone(),
     ))));
+    let strategy = Strategy::parse(&config.config_map_and_secret_change_detection_strategy)
+        .with_context(|| {
+            format!(
+                "configMapAndSecretChangeDetectionStrategy {:?}: must be Watch, Cache or Get",
+                config.config_map_and_secret_change_detection_strategy
+            )
+        })?;
+    let watches = MultiWatch::new(c).context("start the object watches")?;
+    // The volume manager exists only after the managers; a change reaches
+    // it through this slot.
+    let slot: Arc<OnceLock<Weak<VolumeManager>>> = Arc::new(OnceLock::new());
+    let on_change = remount_on_change(&slot);
+    let secrets = secret::new_manager(strategy, c, &watches, DEFAULT_TTL, Some(on_change.clone()));
+    let config_maps = configmap::new_manager(strategy, c, &watches, DEFAULT_TTL, Some(on_change));
+    let registrars: Vec<Arc<dyn PodRegistrar>> = vec![
+        Arc::new(SecretRegistrar(Arc::clone(&secrets))),
+        Arc::new(ConfigMapRegistrar(Arc::clone(&config_maps))),
+    ];
     let objects = ApiObjects {
-        config_maps: direct_getter(c.clone(), paths::configmap),
-        secrets: direct_getter(c.clone(), paths::secret),
+        config_maps: Arc::new(move |ns, name| found(config_maps.get_config_map(ns, name))),
+        secrets: Arc::new(move |ns, name| found(secrets.get_secret(ns, name))),
     };
     let host = ApiHost {
         client: c.clone(),
@@ -86,13 +120,63 @@ pub fn volume_managers(
         secrets: Arc::clone(&objects.secrets),
         node,
     };
-    VolumeDeps {
+    let volume_manager =
+        VolumeManager::new(Arc::new(host), flags.root_dir.clone(), Arc::clone(recorder));
+    let _ = slot.set(Arc::downgrade(&volume_manager));
+    Ok(VolumeDeps {
         tokens: Some(tokens),
-        volume_manager: VolumeManager::new(
-            Arc::new(host),
-            flags.root_dir.clone(),
-            Arc::clone(recorder),
-        ),
+        volume_manager,
         objects: Some(objects),
+        registrars,
+    })
+}
+
+/// A manager's answer as the plugins and env want it: NotFound is `None`.
+fn found<T>(r: Result<Arc<T>, ManagerError>) -> Result<Option<Arc<T>>, String> {
+    match r {
+        Ok(o) => Ok(Some(o)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A watched object changed: the pods that use it get their volumes
+/// rewritten now rather than at their next sync. Runs on the watch thread:
+/// it only marks and wakes the volume manager.
+fn remount_on_change(slot: &Arc<OnceLock<Weak<VolumeManager>>>) -> OnChange {
+    let slot = Arc::clone(slot);
+    Arc::new(move |obj: ObjectRef| {
+        let Some(vm) = slot.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        vm.mark_remount_if(&|pod| {
+            pod.namespace() == obj.namespace
+                && match obj.kind {
+                    "Secret" => secret::referenced_secret_names(pod).contains(&obj.name),
+                    _ => configmap::referenced_config_map_names(pod).contains(&obj.name),
+                }
+        });
+    })
+}
+
+struct SecretRegistrar(Arc<dyn secret::SecretManager>);
+
+impl PodRegistrar for SecretRegistrar {
+    fn register_pod(&self, pod: &Pod) {
+        self.0.register_pod(pod)
+    }
+    fn unregister_pod(&self, pod: &Pod) {
+        self.0.unregister_pod(pod)
+    }
+}
+
+struct ConfigMapRegistrar(Arc<dyn configmap::ConfigMapManager>);
+
+impl PodRegistrar for ConfigMapRegistrar {
+    fn register_pod(&self, pod: &Pod) {
+        self.0.register_pod(pod)
+    }
+    fn unregister_pod(&self, pod: &Pod) {
+        self.0.unregister_pod(pod)
     }
 }

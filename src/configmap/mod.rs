@@ -3,9 +3,6 @@
 //! picking how objects are kept fresh (see [`crate::util::manager`]).
 //! Referenced names follow upstream `podutil.VisitPodConfigmapNames`.
 
-// Wired into the kubelet separately; until then parts are unused.
-#![allow(dead_code)]
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +14,7 @@ use crate::client::Client;
 use crate::util::manager::cache_based::{CacheBasedStore, ClientFetch};
 use crate::util::manager::watch_based::WatchBasedStore;
 use crate::util::manager::{
-    CacheBasedManager, GetManager, Kind, Manager, ManagerError, NoClientManager, OnChange, Strategy,
+    CacheBasedManager, GetManager, Kind, Manager, ManagerError, OnChange, Strategy,
 };
 
 pub const KIND: Kind = Kind {
@@ -72,11 +69,6 @@ pub fn new_manager(
         Strategy::Get => Box::new(GetManager::<ConfigMap>::new(client, KIND)),
     };
     Arc::new(ConfigMaps(inner))
-}
-
-/// For standalone mode: every lookup fails.
-pub fn new_disabled() -> Arc<dyn ConfigMapManager> {
-    Arc::new(ConfigMaps(Box::new(NoClientManager { kind: KIND })))
 }
 
 fn is_immutable(c: &ConfigMap) -> bool {

@@ -17,19 +17,53 @@ use crate::types::{CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION};
 pub struct PodManager {
     pods: RwLock<HashMap<String, Arc<Pod>>>,
     mirrors: RwLock<HashMap<String, Arc<Pod>>>,
+    /// The secret and configMap managers: told which objects the pods
+    /// reference, as upstream's pod manager tells them.
+    registrars: RwLock<Vec<Arc<dyn PodRegistrar>>>,
+}
+
+/// What learns about every pod the kubelet runs (upstream's
+/// secretManager/configMapManager RegisterPod/UnregisterPod).
+pub trait PodRegistrar: Send + Sync {
+    /// A new pod, or a new version of one (references may have changed).
+    fn register_pod(&self, pod: &Pod);
+    fn unregister_pod(&self, pod: &Pod);
 }
 
 impl PodManager {
+    pub fn add_registrar(&self, r: Arc<dyn PodRegistrar>) {
+        self.registrars
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r);
+    }
+
+    fn registrars(&self) -> Vec<Arc<dyn PodRegistrar>> {
+        self.registrars
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub fn add_or_update(&self, pod: Arc<Pod>) {
+        for r in self.registrars() {
+            r.register_pod(&pod);
+        }
         let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
         pods.insert(pod.uid().to_string(), pod);
     }
 
     pub fn remove(&self, uid: &str) {
-        self.pods
+        let removed = self
+            .pods
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
+        if let Some(pod) = removed {
+            for r in self.registrars() {
+                r.unregister_pod(&pod);
+            }
+        }
     }
 
     pub fn get(&self, uid: &str) -> Option<Arc<Pod>> {

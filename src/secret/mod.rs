@@ -4,9 +4,6 @@
 //! fresh (see [`crate::util::manager`]). Referenced names follow upstream
 //! `podutil.VisitPodSecretNames`.
 
-// Wired into the kubelet separately; until then parts are unused.
-#![allow(dead_code)]
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +15,7 @@ use crate::client::Client;
 use crate::util::manager::cache_based::{CacheBasedStore, ClientFetch};
 use crate::util::manager::watch_based::WatchBasedStore;
 use crate::util::manager::{
-    CacheBasedManager, GetManager, Kind, Manager, ManagerError, NoClientManager, OnChange, Strategy,
+    CacheBasedManager, GetManager, Kind, Manager, ManagerError, OnChange, Strategy,
 };
 
 pub const KIND: Kind = Kind {
@@ -75,11 +72,6 @@ pub fn new_manager(
         Strategy::Get => Box::new(GetManager::<Secret>::new(client, KIND)),
     };
     Arc::new(Secrets(inner))
-}
-
-/// For standalone mode: every lookup fails (upstream has no client either).
-pub fn new_disabled() -> Arc<dyn SecretManager> {
-    Arc::new(Secrets(Box::new(NoClientManager { kind: KIND })))
 }
 
 fn is_immutable(s: &Secret) -> bool {

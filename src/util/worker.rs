@@ -26,12 +26,14 @@ impl Worker {
         &self.name
     }
 
+    #[cfg(test)]
     pub fn thread(&self) -> &std::thread::Thread {
         self.handle.thread()
     }
 
     /// Waits for the thread without a deadline (tests; shutdown uses
     /// [`join_all`]).
+    #[cfg(test)]
     pub fn join(self) -> std::thread::Result<()> {
         self.handle.join()
     }

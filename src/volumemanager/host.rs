@@ -122,14 +122,3 @@ pub fn not_found_is_none<T>(r: Result<T, crate::client::ApiError>) -> Result<Opt
         Err(e) => Err(e.to_string()),
     }
 }
-
-/// A getter that GETs the object each time (the `Get` strategy, and the
-/// stand-in until a manager is wired).
-pub fn direct_getter<T>(client: Client, path: fn(&str, &str) -> String) -> ObjectGetter<T>
-where
-    T: serde::de::DeserializeOwned + Send + Sync + 'static,
-{
-    Arc::new(move |ns, name| {
-        not_found_is_none(client.get::<T>(&path(ns, name))).map(|o| o.map(Arc::new))
-    })
-}

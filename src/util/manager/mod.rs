@@ -6,7 +6,6 @@
 //! [`GetManager`] is upstream's "Get" strategy: a GET per lookup.
 
 // Wired into the kubelet separately; until then parts are unused.
-#![allow(dead_code)]
 
 pub mod cache_based;
 pub mod watch_based;
@@ -98,8 +97,6 @@ pub enum ManagerError {
     NotSynced { singular: &'static str },
     /// The API request failed.
     Api(ApiError),
-    /// No API client (standalone mode).
-    Unavailable { resource: &'static str },
 }
 
 impl ManagerError {
@@ -120,9 +117,6 @@ impl fmt::Display for ManagerError {
                 "failed to sync {singular} cache: timed out waiting for the condition"
             ),
             ManagerError::Api(e) => write!(f, "{e}"),
-            ManagerError::Unavailable { resource } => {
-                write!(f, "cannot get {resource}: no API server client")
-            }
         }
     }
 }
@@ -245,23 +239,6 @@ impl<T: DeserializeOwned + Send + Sync> Manager<T> for GetManager<T> {
             .get::<T>(&self.kind.object_path(namespace, name))
             .map(Arc::new)
             .map_err(|e| from_api(self.kind, name, e))
-    }
-
-    fn register_pod(&self, _pod: &Pod) {}
-
-    fn unregister_pod(&self, _pod: &Pod) {}
-}
-
-/// Standalone mode (no API server): every lookup fails.
-pub struct NoClientManager {
-    pub kind: Kind,
-}
-
-impl<T> Manager<T> for NoClientManager {
-    fn get_object(&self, _namespace: &str, _name: &str) -> Result<Arc<T>, ManagerError> {
-        Err(ManagerError::Unavailable {
-            resource: self.kind.resource,
-        })
     }
 
     fn register_pod(&self, _pod: &Pod) {}
