@@ -142,8 +142,21 @@ pub fn generate_api_pod_status(
         ctx.host_ip
             .map(|ip| vec![ip.to_string()])
             .unwrap_or_default()
-    } else {
+    } else if status.sandboxes.iter().any(|sb| sb.ready) {
         status.ips()
+    } else {
+        // A dead pod keeps the IPs it had (upstream's PLEG keeps them in
+        // its cache when no sandbox is ready any more).
+        let ips = status.ips();
+        if ips.is_empty() {
+            old.pod_ips
+                .iter()
+                .flatten()
+                .map(|ip| ip.ip.clone())
+                .collect()
+        } else {
+            ips
+        }
     };
     s.host_ip = ctx.host_ip.map(str::to_string);
     s.host_ips = ctx
@@ -226,6 +239,11 @@ fn container_statuses(
                 }
                 s.last_state = previous.map(|p| to_state(p, false));
             }
+            s.volume_mounts = volume_mount_statuses(spec);
+            // Go encodes the empty struct: the API always shows `lastState: {}`.
+            if s.last_state.is_none() {
+                s.last_state = Some(api::ContainerState::default());
+            }
             let running = newest.is_some_and(|c| c.state == ContainerState::Running);
             // Upstream prober UpdatePodStatus: started once running (and past
             // its startup probe); an app container is ready when started and
@@ -254,6 +272,33 @@ fn container_statuses(
             s
         })
         .collect()
+}
+
+/// The container's mounts as status reports them (RecursiveReadOnlyMounts,
+/// on by default since 1.31): recursive read-only is never in effect, as
+/// containerd 1.6 announces no runtime handler supporting it.
+fn volume_mount_statuses(spec: &api::Container) -> Option<Vec<api::VolumeMountStatus>> {
+    let mounts = spec.volume_mounts.as_deref()?;
+    Some(
+        mounts
+            .iter()
+            .map(|m| {
+                let ro = m.read_only == Some(true);
+                if ro && m.recursive_read_only.as_deref() == Some("Enabled") {
+                    log::warn!(
+                        "volume {:?} requested recursive read-only mode, but it is not supported by the runtime",
+                        m.name
+                    );
+                }
+                api::VolumeMountStatus {
+                    name: m.name.clone(),
+                    mount_path: m.mount_path.clone(),
+                    read_only: ro.then_some(true),
+                    recursive_read_only: ro.then(|| "Disabled".to_string()),
+                }
+            })
+            .collect(),
+    )
 }
 
 /// Upstream `ShouldContainerBeRestarted`.

@@ -476,3 +476,56 @@ fn finished_container_gone_from_runtime_keeps_old_status() {
     assert_eq!(later.container_statuses, first.container_statuses);
     assert_eq!(later.phase.as_deref(), Some("Succeeded"));
 }
+
+#[test]
+fn volume_mounts_reported_with_recursive_read_only_disabled() {
+    let mut p = pod("Always", &["a"]);
+    p.spec.as_mut().unwrap().containers[0].volume_mounts = Some(vec![
+        api::VolumeMount {
+            name: "token".into(),
+            mount_path: "/var/run/secrets".into(),
+            read_only: Some(true),
+            ..Default::default()
+        },
+        api::VolumeMount {
+            name: "data".into(),
+            mount_path: "/data".into(),
+            ..Default::default()
+        },
+    ]);
+    let s = gen(&p, &runtime(vec![]), None);
+    let c = &s.container_statuses.as_ref().unwrap()[0];
+    assert_eq!(
+        c.volume_mounts,
+        Some(vec![
+            api::VolumeMountStatus {
+                name: "token".into(),
+                mount_path: "/var/run/secrets".into(),
+                read_only: Some(true),
+                recursive_read_only: Some("Disabled".into()),
+            },
+            api::VolumeMountStatus {
+                name: "data".into(),
+                mount_path: "/data".into(),
+                read_only: None,
+                recursive_read_only: None,
+            },
+        ])
+    );
+}
+
+#[test]
+fn dead_pod_keeps_its_ips() {
+    let p = pod("Never", &["a"]);
+    let first = gen(
+        &p,
+        &runtime(vec![inst("a", ContainerState::Running, 0, 0, 1)]),
+        None,
+    );
+    let mut dead = runtime(vec![inst("a", ContainerState::Exited, 0, 0, 1)]);
+    dead.sandboxes[0].ready = false;
+    dead.sandboxes[0].ip = None;
+    let later = gen_ctx(&p, &dead, Some(&first), false);
+    assert_eq!(later.pod_ip.as_deref(), Some("10.88.77.5"));
+    assert_eq!(later.pod_ips, first.pod_ips);
+}
