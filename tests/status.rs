@@ -11,7 +11,7 @@
 mod common;
 
 use std::fs;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 
