@@ -1,11 +1,13 @@
 //! The kubelet: the pod manager, the pod syncer the workers call, and the
 //! sync loop on the main thread (upstream `pkg/kubelet/kubelet.go`).
 
+mod active_deadline;
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{select, tick, Receiver};
 use k8s_openapi::api::core::v1::Pod;
@@ -22,7 +24,10 @@ use crate::podworkers::{
     PodSyncer, PodWorkers, SyncFailure, UpdatePodOptions, UpdateType, WORKER_BACKOFF,
 };
 use crate::prober::{ContainerInfo, ProbeKind, ProbeResult, ProberManager, ResultUpdate};
-use crate::status::generate::{generate_api_pod_status, StatusContext};
+use crate::status::conditions::need_to_reconcile_readiness;
+use crate::status::generate::{
+    generate_api_pod_status, StatusContext, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE,
+};
 use crate::status::StatusManager;
 use crate::token::TokenManager;
 use crate::types::{is_mirror_pod, is_static_pod, PodOperation, PodUpdate};
@@ -192,6 +197,10 @@ impl Syncer {
         );
         let is_ready = move |c: &str| prober.is_ready(&puid, c);
         let is_started = move |c: &str| prober2.is_started(&puid2, c);
+        let old = self.status_manager.get(pod.uid());
+        // Upstream activeDeadlineHandler.ShouldEvict, for a pod not yet final.
+        let deadline_exceeded = !active_deadline::is_terminal(old.as_ref())
+            && active_deadline::past_active_deadline(pod, old.as_ref(), SystemTime::now());
         let ctx = StatusContext {
             runtime_name: &runtime_name,
             host_ip: host_ip.as_deref(),
@@ -199,16 +208,20 @@ impl Syncer {
             is_ready: &is_ready,
             is_started: &is_started,
             pod_is_terminal: terminal,
+            old: old.as_ref(),
+            deadline_exceeded,
         };
-        let mut api_status = generate_api_pod_status(pod, status, &ctx);
-        // A terminal phase is final (upstream: never transition back).
-        let known = self.status_manager.get(pod.uid()).and_then(|s| s.phase);
-        let previous = known
-            .clone()
-            .or_else(|| pod.status.as_ref().and_then(|s| s.phase.clone()));
-        if let Some(prev) = previous.filter(|p| p == "Failed" || p == "Succeeded") {
-            api_status.phase = Some(prev);
+        let api_status = generate_api_pod_status(pod, status, &ctx);
+        if deadline_exceeded {
+            log::info!("pod {}: {DEADLINE_EXCEEDED_MESSAGE}", pod.full_name());
+            self.runtime.recorder().pod_event(
+                pod,
+                crate::events::EventType::Normal,
+                DEADLINE_EXCEEDED,
+                DEADLINE_EXCEEDED_MESSAGE,
+            );
         }
+        let known = old.and_then(|s| s.phase);
         let phase = api_status.phase.clone().unwrap_or_default();
         if phase == "Running" && known.as_deref().is_none_or(|p| p == "Pending") {
             // Upstream SyncPod: kubelet_pod_start_duration_seconds runs from
@@ -692,12 +705,7 @@ impl Kubelet {
                 }
             },
             recv(sync) -> _ => {
-                let pods: Vec<Arc<Pod>> = self
-                    .work_queue
-                    .get_work()
-                    .iter()
-                    .filter_map(|uid| self.pod_manager.get(uid))
-                    .collect();
+                let pods = self.pods_to_sync();
                 if !pods.is_empty() {
                     log::debug!("SyncLoop (SYNC) pods: {}", pods.len());
                     self.handle_pod_syncs(pods, UpdateType::Sync);
@@ -718,6 +726,25 @@ impl Kubelet {
             recv(ch.shutdown) -> _ => return false,
         }
         true
+    }
+
+    /// Upstream getPodsToSync: pods whose work-queue time came, and pods
+    /// past their active deadline (which must be failed and stopped).
+    fn pods_to_sync(&self) -> Vec<Arc<Pod>> {
+        let due: HashSet<String> = self.work_queue.get_work().into_iter().collect();
+        let now = SystemTime::now();
+        self.pod_manager
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                if due.contains(p.uid()) {
+                    return true;
+                }
+                let st = self.status_manager.get(p.uid());
+                !active_deadline::is_terminal(st.as_ref())
+                    && active_deadline::past_active_deadline(p, st.as_ref(), now)
+            })
+            .collect()
     }
 
     fn handle_config_update(&self, update: PodUpdate) {
@@ -764,7 +791,12 @@ impl Kubelet {
                     if is_mirror_pod(&p) {
                         self.pod_manager.add_or_update_mirror(p);
                     } else {
-                        self.pod_manager.add_or_update(p);
+                        self.pod_manager.add_or_update(Arc::clone(&p));
+                        // Another writer changed a readiness gate: sync so
+                        // Ready follows (upstream HandlePodReconcile).
+                        if need_to_reconcile_readiness(&p) {
+                            self.dispatch(p, UpdateType::Sync);
+                        }
                     }
                 }
             }

@@ -125,7 +125,7 @@ fn kill_reason(
 
 /// Whether the sandbox must be (re)created, with the attempt number and the
 /// current sandbox to use otherwise (upstream `podSandboxChanged`).
-fn sandbox_changed(pod: &Pod, status: &PodStatus) -> (bool, u32, Option<String>) {
+pub(crate) fn sandbox_changed(pod: &Pod, status: &PodStatus) -> (bool, u32, Option<String>) {
     let Some(newest) = status.sandboxes.first() else {
         return (true, 0, None);
     };

@@ -29,32 +29,63 @@ impl QosClass {
 /// Guaranteed: every container sets cpu and memory limits equal to its
 /// requests. BestEffort: nobody sets any. Burstable otherwise.
 pub fn qos_class(pod: &Pod) -> QosClass {
-    let mut any = false;
+    // Upstream ComputePodQOS: requests and limits summed over all
+    // containers (zero and unparsable values ignored); Guaranteed when
+    // every container limits both cpu and memory and the sums match.
+    let mut requests: [Option<i128>; 2] = [None; 2];
+    let mut limits: [Option<i128>; 2] = [None; 2];
     let mut guaranteed = true;
+    let positive = |list: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+                    name: &str| {
+        list.and_then(|l| l.get(name))
+            .and_then(|q| quantity::parse_quantity(&q.0).ok())
+            .filter(|v| *v > 0)
+    };
     for c in pod.containers().iter().chain(pod.init_containers()) {
         let res = c.resources.as_ref();
-        let limits = res.and_then(|r| r.limits.as_ref());
-        let requests = res.and_then(|r| r.requests.as_ref());
-        for name in ["cpu", "memory"] {
-            let limit = limits
-                .and_then(|l| l.get(name))
-                .and_then(|q| quantity::parse_quantity(&q.0).ok());
-            let request = requests
-                .and_then(|r| r.get(name))
-                .and_then(|q| quantity::parse_quantity(&q.0).ok())
-                .or(limit);
-            if limit.is_some_and(|v| v != 0) || request.is_some_and(|v| v != 0) {
-                any = true;
+        let (lim, req) = (
+            res.and_then(|r| r.limits.as_ref()),
+            res.and_then(|r| r.requests.as_ref()),
+        );
+        let mut limited = 0;
+        for (i, name) in ["cpu", "memory"].into_iter().enumerate() {
+            let limit = positive(lim, name);
+            // The API server defaults a missing request to the limit; a
+            // static pod is not defaulted, so do it here.
+            let request = if req.and_then(|r| r.get(name)).is_some() {
+                positive(req, name)
+            } else {
+                limit
+            };
+            if let Some(v) = request {
+                requests[i] = Some(requests[i].unwrap_or(0) + v);
             }
-            if limit.is_none() || limit != request {
-                guaranteed = false;
+            if let Some(v) = limit {
+                limits[i] = Some(limits[i].unwrap_or(0) + v);
+                limited += 1;
             }
         }
+        if limited < 2 {
+            guaranteed = false;
+        }
     }
-    match (any, guaranteed) {
-        (false, _) => QosClass::BestEffort,
-        (true, true) => QosClass::Guaranteed,
-        (true, false) => QosClass::Burstable,
+    if requests.iter().chain(&limits).all(Option::is_none) {
+        return QosClass::BestEffort;
+    }
+    let same = requests
+        .iter()
+        .zip(&limits)
+        .all(|(r, l)| r.is_none() || r == l);
+    let count = |v: &[Option<i128>; 2]| v.iter().filter(|x| x.is_some()).count();
+    if guaranteed && same && count(&requests) == count(&limits) {
+        QosClass::Guaranteed
+    } else {
+        QosClass::Burstable
     }
 }
 
@@ -130,5 +161,47 @@ mod tests {
         assert_eq!(oom_score_adj(&be, &be.containers()[0], 8 * gib), 1000);
         let b = pod_with(&[], &[("memory", "4Gi")]);
         assert_eq!(oom_score_adj(&b, &b.containers()[0], 8 * gib), 500);
+    }
+
+    fn two(a: Pod, b: Pod) -> Pod {
+        let mut p = a;
+        let c = b.spec.unwrap().containers.remove(0);
+        p.spec.as_mut().unwrap().containers.push(c);
+        p
+    }
+
+    /// Upstream TestComputePodQOS's shapes: sums over containers, limits
+    /// defaulting requests, zero quantities ignored.
+    #[test]
+    fn upstream_cases() {
+        let full = || pod_with(&[("cpu", "100m"), ("memory", "100Mi")], &[]);
+        let cases = [
+            (two(full(), full()), QosClass::Guaranteed),
+            (
+                two(full(), pod_with(&[("cpu", "100m")], &[("cpu", "100m")])),
+                QosClass::Burstable,
+            ),
+            (
+                pod_with(&[("cpu", "100m"), ("memory", "100Mi")], &[("cpu", "50m")]),
+                QosClass::Burstable,
+            ),
+            (
+                pod_with(&[], &[("cpu", "0"), ("memory", "0")]),
+                QosClass::BestEffort,
+            ),
+            (
+                pod_with(&[("cpu", "1"), ("memory", "1Gi")], &[("cpu", "0")]),
+                QosClass::Burstable,
+            ),
+            (pod_with(&[], &[("memory", "1Gi")]), QosClass::Burstable),
+            // Extended resources do not count.
+            (
+                pod_with(&[("nvidia.com/gpu", "1")], &[]),
+                QosClass::BestEffort,
+            ),
+        ];
+        for (i, (p, want)) in cases.into_iter().enumerate() {
+            assert_eq!(qos_class(&p), want, "case {i}");
+        }
     }
 }

@@ -1,15 +1,22 @@
 //! The API PodStatus computed from the runtime's view (upstream
 //! `generateAPIPodStatus`, `getPhase` and `convertToAPIContainerStatuses`
-//! in `kubelet_pods.go`).
+//! in `kubelet_pods.go`); the conditions come from `conditions`
+//! (upstream `status/generate.go`).
 
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1 as api;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::conditions;
 use crate::container::{ContainerState, ContainerStatus, PodStatus};
-use crate::kuberuntime::qos;
+use crate::kuberuntime::{actions, qos};
 use crate::podutil::{PodExt, RestartPolicy};
+
+/// Upstream activeDeadlineHandler's eviction reason and message.
+pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+pub const DEADLINE_EXCEEDED_MESSAGE: &str =
+    "Pod was active on the node longer than the specified deadline";
 
 /// What status generation needs besides the pod and its runtime status.
 pub struct StatusContext<'a> {
@@ -24,6 +31,12 @@ pub struct StatusContext<'a> {
     pub is_started: &'a dyn Fn(&str) -> bool,
     /// The kubelet stopped the pod for good: its phase is final.
     pub pod_is_terminal: bool,
+    /// The status the kubelet generated last (the status manager's), if any;
+    /// upstream's oldPodStatus falls back to the API's.
+    pub old: Option<&'a api::PodStatus>,
+    /// The pod ran longer than `activeDeadlineSeconds` (upstream's
+    /// activeDeadlineHandler asks for its eviction).
+    pub deadline_exceeded: bool,
 }
 
 pub fn generate_api_pod_status(
@@ -31,78 +44,226 @@ pub fn generate_api_pod_status(
     status: &PodStatus,
     ctx: &StatusContext<'_>,
 ) -> api::PodStatus {
-    let init_statuses = container_statuses(pod, pod.init_containers(), status, ctx);
-    let statuses = container_statuses(pod, pod.containers(), status, ctx);
-    let phase = phase(pod, &init_statuses, &statuses, ctx.pod_is_terminal);
+    let api_status = pod.status.clone().unwrap_or_default();
+    let old = ctx.old.unwrap_or(&api_status);
+    let has_inits = !pod.init_containers().is_empty();
+    let old_inits = old.init_container_statuses.as_deref().unwrap_or_default();
+    let old_apps = old.container_statuses.as_deref().unwrap_or_default();
+    let init_statuses = container_statuses(
+        pod,
+        pod.init_containers(),
+        true,
+        has_inits,
+        old_inits,
+        status,
+        ctx,
+    );
+    let statuses = container_statuses(
+        pod,
+        pod.containers(),
+        false,
+        has_inits,
+        old_apps,
+        status,
+        ctx,
+    );
+    let mut phase = phase(pod, &init_statuses, &statuses, ctx.pod_is_terminal);
+    let terminal = |p: Option<&str>| matches!(p, Some("Failed" | "Succeeded"));
+    // A terminal phase is final: the kubelet's own first, then the API's.
+    if !terminal(Some(phase)) {
+        if terminal(old.phase.as_deref()) {
+            phase = old.phase.as_deref().unwrap_or(phase);
+        } else if terminal(api_status.phase.as_deref()) {
+            phase = api_status.phase.as_deref().unwrap_or(phase);
+        }
+    }
+    let mut s = api::PodStatus {
+        phase: Some(phase.to_string()),
+        ..Default::default()
+    };
+    // The reason and message belong to the phase: kept while it lasts.
+    if old.phase.as_deref() == Some(phase) {
+        s.reason = old.reason.clone().or_else(|| api_status.reason.clone());
+        s.message = old.message.clone().or_else(|| api_status.message.clone());
+    }
+    if ctx.deadline_exceeded {
+        s.phase = Some("Failed".into());
+        s.reason = Some(DEADLINE_EXCEEDED.into());
+        s.message = Some(DEADLINE_EXCEEDED_MESSAGE.into());
+    }
+    if terminal(api_status.phase.as_deref()) && s.phase != api_status.phase {
+        log::error!(
+            "pod {}: illegal phase transition from {:?} to {:?}; keeping the API's",
+            pod.full_name(),
+            api_status.phase,
+            s.phase
+        );
+        s.phase = api_status.phase.clone();
+    }
+    let phase = s.phase.clone().unwrap_or_default();
+
+    // Conditions other writers own come first, as the API has them.
+    let mut conds: Vec<api::PodCondition> = api_status
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| !super::is_kubelet_condition(&c.type_))
+        .cloned()
+        .collect();
+    if let Some(dt) = old
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget")
+    {
+        match conds.iter_mut().find(|c| c.type_ == dt.type_) {
+            Some(c) => *c = dt.clone(),
+            None => conds.push(dt.clone()),
+        }
+    }
+    let sandbox_ok = !actions::sandbox_changed(pod, status).0;
+    conds.push(conditions::ready_to_start_containers(pod, sandbox_ok));
+    let all: Vec<api::ContainerStatus> = init_statuses.iter().chain(&statuses).cloned().collect();
+    conds.push(conditions::initialized(pod, &all, &phase));
+    let ready = conditions::pod_ready(pod, &conds, &all, &phase);
+    conds.push(ready);
+    conds.push(conditions::containers_ready(pod, &all, &phase));
+    conds.push(conditions::scheduled(pod));
+    let now = to_time(SystemTime::now());
+    for c in conds
+        .iter_mut()
+        .filter(|c| super::is_kubelet_condition(&c.type_))
+    {
+        c.last_transition_time = now.clone();
+    }
+    s.conditions = Some(conds);
+
     let pod_ips = if pod.is_host_network() {
         ctx.host_ip
             .map(|ip| vec![ip.to_string()])
             .unwrap_or_default()
-    } else {
+    } else if status.sandboxes.iter().any(|sb| sb.ready) {
         status.ips()
-    };
-    let conditions = conditions(pod, status, &init_statuses, &statuses, phase);
-    api::PodStatus {
-        phase: Some(phase.to_string()),
-        conditions: Some(conditions),
-        host_ip: ctx.host_ip.map(str::to_string),
-        host_ips: ctx
-            .host_ip
-            .map(|ip| vec![api::HostIP { ip: ip.to_string() }]),
-        pod_ip: pod_ips.first().cloned(),
-        pod_ips: (!pod_ips.is_empty()).then(|| {
-            pod_ips
+    } else {
+        // A dead pod keeps the IPs it had (upstream's PLEG keeps them in
+        // its cache when no sandbox is ready any more).
+        let ips = status.ips();
+        if ips.is_empty() {
+            old.pod_ips
                 .iter()
-                .map(|ip| api::PodIP { ip: ip.clone() })
+                .flatten()
+                .map(|ip| ip.ip.clone())
                 .collect()
-        }),
-        init_container_statuses: (!pod.init_containers().is_empty()).then_some(init_statuses),
-        container_statuses: Some(statuses),
-        qos_class: Some(qos::qos_class(pod).as_str().to_string()),
-        ..Default::default()
-    }
+        } else {
+            ips
+        }
+    };
+    s.host_ip = ctx.host_ip.map(str::to_string);
+    s.host_ips = ctx
+        .host_ip
+        .map(|ip| vec![api::HostIP { ip: ip.to_string() }]);
+    s.pod_ip = pod_ips.first().cloned();
+    s.pod_ips = (!pod_ips.is_empty()).then(|| {
+        pod_ips
+            .iter()
+            .map(|ip| api::PodIP { ip: ip.clone() })
+            .collect()
+    });
+    s.init_container_statuses = has_inits.then_some(init_statuses);
+    s.container_statuses = Some(statuses);
+    // Set by the API server at creation and immutable; computed for pods
+    // that have none (static pods).
+    s.qos_class = api_status
+        .qos_class
+        .clone()
+        .or_else(|| Some(qos::qos_class(pod).as_str().to_string()));
+    s.observed_generation = pod.metadata.generation;
+    s
 }
 
 pub fn to_time(t: SystemTime) -> Option<Time> {
     k8s_openapi::jiff::Timestamp::try_from(t).ok().map(Time)
 }
 
+/// Upstream `convertToAPIContainerStatuses` for one list (`init`: the
+/// init containers). `old` is the previous status of that list.
 fn container_statuses(
     pod: &api::Pod,
     specs: &[api::Container],
+    init: bool,
+    has_inits: bool,
+    old: &[api::ContainerStatus],
     status: &PodStatus,
     ctx: &StatusContext<'_>,
 ) -> Vec<api::ContainerStatus> {
+    // Until a container has an instance it waits for the init containers,
+    // or to be created.
+    let default_reason = if has_inits {
+        "PodInitializing"
+    } else {
+        "ContainerCreating"
+    };
     specs
         .iter()
         .map(|spec| {
+            let prev = old.iter().find(|o| o.name == spec.name);
             let mut instances = status.containers.iter().filter(|c| c.name == spec.name);
             let newest = instances.next();
             let previous = instances.next();
-            let mut s = api::ContainerStatus {
-                name: spec.name.clone(),
-                image: spec.image.clone().unwrap_or_default(),
-                image_id: newest.map(|c| c.image_ref.clone()).unwrap_or_default(),
-                container_id: newest.map(|c| format!("{}://{}", ctx.runtime_name, c.id)),
-                restart_count: newest.map_or(0, |c| c.restart_count as i32),
-                state: Some(newest.map_or_else(|| waiting("ContainerCreating", ""), to_state)),
-                last_state: previous
-                    .filter(|c| c.state == ContainerState::Exited)
-                    .map(to_state),
-                ready: false,
-                started: Some(false),
-                ..Default::default()
+            let mut s = match (newest, prev) {
+                // A finished container the runtime no longer has keeps its
+                // last known status.
+                (None, Some(p)) if is_terminated(p) => p.clone(),
+                _ => api::ContainerStatus {
+                    name: spec.name.clone(),
+                    image: spec.image.clone().unwrap_or_default(),
+                    state: Some(waiting(default_reason, "")),
+                    restart_count: prev.map_or(0, |p| p.restart_count),
+                    last_state: prev.and_then(|p| p.last_state.clone()),
+                    ..Default::default()
+                },
             };
-            let running = newest.is_some_and(|c| c.state == ContainerState::Running);
-            if running {
-                s.started = Some((ctx.is_started)(&spec.name));
-                s.ready = (ctx.is_ready)(&spec.name);
+            if let Some(c) = newest {
+                let was_running = prev.is_some_and(is_running);
+                s.state = Some(to_state(c, was_running));
+                s.container_id = Some(format!("{}://{}", ctx.runtime_name, c.id));
+                // What the runtime resolved the image to (upstream's cs.Image
+                // and, historically, ImageRef as imageID).
+                if !c.image.is_empty() {
+                    s.image = c.image.clone();
+                }
+                s.image_id = c.image_ref.clone();
+                s.restart_count = c.restart_count as i32;
+                if c.state == ContainerState::Unknown && was_running {
+                    s.restart_count = prev.map_or(0, |p| p.restart_count) + 1;
+                }
+                s.last_state = previous.map(|p| to_state(p, false));
             }
+            s.volume_mounts = volume_mount_statuses(spec);
+            // Go encodes the empty struct: the API always shows `lastState: {}`.
+            if s.last_state.is_none() {
+                s.last_state = Some(api::ContainerState::default());
+            }
+            let running = newest.is_some_and(|c| c.state == ContainerState::Running);
+            // Upstream prober UpdatePodStatus: started once running (and past
+            // its startup probe); an app container is ready when started and
+            // its readiness probe passes; an init container is ready once it
+            // exited 0.
+            if init {
+                s.started = Some(running);
+                s.ready = is_terminated(&s) && terminated_exit(&s) == Some(0);
+            } else {
+                let started = running && (ctx.is_started)(&spec.name);
+                s.started = Some(started);
+                s.ready = started && (ctx.is_ready)(&spec.name);
+            }
+            let done_init = init
+                && newest.is_some_and(|c| c.state == ContainerState::Exited && c.exit_code == 0);
             // A container the last sync could not (re)start shows why it
             // waits; its finished instance becomes the last state.
-            if !running && will_restart(pod, newest) {
+            if !done_init && will_restart(pod, newest) {
                 if let Some((reason, message)) = (ctx.waiting_reason)(&spec.name) {
-                    if newest.is_some_and(|c| c.state == ContainerState::Exited) {
+                    if is_terminated(&s) {
                         s.last_state = s.state.take();
                     }
                     s.state = Some(waiting(&reason, &message));
@@ -113,6 +274,34 @@ fn container_statuses(
         .collect()
 }
 
+/// The container's mounts as status reports them (RecursiveReadOnlyMounts,
+/// on by default since 1.31): recursive read-only is never in effect, as
+/// containerd 1.6 announces no runtime handler supporting it.
+fn volume_mount_statuses(spec: &api::Container) -> Option<Vec<api::VolumeMountStatus>> {
+    let mounts = spec.volume_mounts.as_deref()?;
+    Some(
+        mounts
+            .iter()
+            .map(|m| {
+                let ro = m.read_only == Some(true);
+                if ro && m.recursive_read_only.as_deref() == Some("Enabled") {
+                    log::warn!(
+                        "volume {:?} requested recursive read-only mode, but it is not supported by the runtime",
+                        m.name
+                    );
+                }
+                api::VolumeMountStatus {
+                    name: m.name.clone(),
+                    mount_path: m.mount_path.clone(),
+                    read_only: ro.then_some(true),
+                    recursive_read_only: ro.then(|| "Disabled".to_string()),
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Upstream `ShouldContainerBeRestarted`.
 fn will_restart(pod: &api::Pod, newest: Option<&ContainerStatus>) -> bool {
     if pod.is_being_deleted() {
         return false;
@@ -120,6 +309,7 @@ fn will_restart(pod: &api::Pod, newest: Option<&ContainerStatus>) -> bool {
     match newest {
         None => true,
         Some(c) => match (c.state, pod.restart_policy()) {
+            (ContainerState::Running, _) => false,
             (ContainerState::Exited, RestartPolicy::Never) => false,
             (ContainerState::Exited, RestartPolicy::OnFailure) => c.exit_code != 0,
             _ => true,
@@ -130,14 +320,16 @@ fn will_restart(pod: &api::Pod, newest: Option<&ContainerStatus>) -> bool {
 fn waiting(reason: &str, message: &str) -> api::ContainerState {
     api::ContainerState {
         waiting: Some(api::ContainerStateWaiting {
-            reason: Some(reason.to_string()),
+            reason: (!reason.is_empty()).then(|| reason.to_string()),
             message: (!message.is_empty()).then(|| message.to_string()),
         }),
         ..Default::default()
     }
 }
 
-fn to_state(c: &ContainerStatus) -> api::ContainerState {
+/// One runtime instance as an API state (upstream convertContainerStatus).
+/// `was_running`: the previous status had it running.
+fn to_state(c: &ContainerStatus, was_running: bool) -> api::ContainerState {
     match c.state {
         ContainerState::Running => api::ContainerState {
             running: Some(api::ContainerStateRunning {
@@ -166,8 +358,25 @@ fn to_state(c: &ContainerStatus) -> api::ContainerState {
             }),
             ..Default::default()
         },
-        ContainerState::Created | ContainerState::Unknown => waiting("ContainerCreating", ""),
+        // It ran, and the runtime lost it: not "never ran".
+        ContainerState::Unknown if was_running => api::ContainerState {
+            terminated: Some(api::ContainerStateTerminated {
+                exit_code: 137,
+                reason: Some("ContainerStatusUnknown".into()),
+                message: Some(
+                    "The container could not be located when the pod was terminated".into(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        // Created but not running: waiting to run.
+        ContainerState::Created | ContainerState::Unknown => waiting("", ""),
     }
+}
+
+fn is_terminated(s: &api::ContainerStatus) -> bool {
+    s.state.as_ref().is_some_and(|st| st.terminated.is_some())
 }
 
 fn is_running(s: &api::ContainerStatus) -> bool {
@@ -250,222 +459,6 @@ fn phase(
     "Pending"
 }
 
-fn condition(kind: &str, ok: bool, reason: Option<&str>) -> api::PodCondition {
-    api::PodCondition {
-        type_: kind.to_string(),
-        status: if ok { "True" } else { "False" }.to_string(),
-        reason: if ok { None } else { reason.map(str::to_string) },
-        last_transition_time: to_time(SystemTime::now()),
-        ..Default::default()
-    }
-}
-
-fn conditions(
-    pod: &api::Pod,
-    status: &PodStatus,
-    inits: &[api::ContainerStatus],
-    apps: &[api::ContainerStatus],
-    phase: &str,
-) -> Vec<api::PodCondition> {
-    let sandbox_ready = status.sandboxes.first().is_some_and(|s| s.ready);
-    let initialized = inits.iter().all(|s| terminated_exit(s) == Some(0))
-        || apps
-            .iter()
-            .any(|s| is_running(s) || terminated_exit(s).is_some());
-    let terminal = phase == "Succeeded" || phase == "Failed";
-    let containers_ready = !terminal && apps.iter().all(|s| s.ready);
-    let not_ready_reason = if terminal {
-        "PodCompleted"
-    } else {
-        "ContainersNotReady"
-    };
-    vec![
-        condition("PodReadyToStartContainers", sandbox_ready, None),
-        condition(
-            "Initialized",
-            initialized,
-            Some(if terminal {
-                "PodCompleted"
-            } else {
-                "ContainersNotInitialized"
-            }),
-        ),
-        condition("Ready", containers_ready, Some(not_ready_reason)),
-        condition("ContainersReady", containers_ready, Some(not_ready_reason)),
-        condition("PodScheduled", true, None),
-    ]
-    .into_iter()
-    .filter(|_| !pod.containers().is_empty())
-    .collect()
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::container::SandboxStatus;
-    use std::time::{Duration, UNIX_EPOCH};
-
-    fn pod(policy: &str, names: &[&str]) -> api::Pod {
-        api::Pod {
-            spec: Some(api::PodSpec {
-                restart_policy: Some(policy.into()),
-                containers: names
-                    .iter()
-                    .map(|n| api::Container {
-                        name: n.to_string(),
-                        image: Some("busybox:1.36".into()),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn inst(
-        name: &str,
-        state: ContainerState,
-        exit: i32,
-        restarts: u32,
-        age: u64,
-    ) -> ContainerStatus {
-        ContainerStatus {
-            id: format!("{name}{age}"),
-            name: name.into(),
-            state,
-            created_at: UNIX_EPOCH + Duration::from_secs(1000 - age),
-            started_at: Some(UNIX_EPOCH + Duration::from_secs(1000 - age)),
-            finished_at: (state == ContainerState::Exited)
-                .then(|| UNIX_EPOCH + Duration::from_secs(1001 - age)),
-            exit_code: exit,
-            image: String::new(),
-            image_ref: "sha256:abc".into(),
-            hash: String::new(),
-            restart_count: restarts,
-            reason: String::new(),
-            message: String::new(),
-        }
-    }
-
-    fn runtime(containers: Vec<ContainerStatus>) -> PodStatus {
-        PodStatus {
-            sandboxes: vec![SandboxStatus {
-                id: "sb".into(),
-                ready: true,
-                attempt: 0,
-                created_at: UNIX_EPOCH,
-                ip: Some("10.88.77.5".into()),
-                additional_ips: vec![],
-                host_network: false,
-            }],
-            containers,
-            ..Default::default()
-        }
-    }
-
-    fn gen(p: &api::Pod, st: &PodStatus, reason: Option<(&str, &str)>) -> api::PodStatus {
-        let r = reason.map(|(a, b)| (a.to_string(), b.to_string()));
-        let waiting = move |_: &str| r.clone();
-        let ctx = StatusContext {
-            runtime_name: "containerd",
-            host_ip: Some("192.0.2.1"),
-            waiting_reason: &waiting,
-            is_ready: &|_| true,
-            is_started: &|_| true,
-            pod_is_terminal: false,
-        };
-        generate_api_pod_status(p, st, &ctx)
-    }
-
-    fn cond(s: &api::PodStatus, kind: &str) -> String {
-        s.conditions
-            .as_ref()
-            .unwrap()
-            .iter()
-            .find(|c| c.type_ == kind)
-            .unwrap()
-            .status
-            .clone()
-    }
-
-    #[test]
-    fn running_pod_is_ready_with_ips() {
-        let p = pod("Always", &["a"]);
-        let s = gen(
-            &p,
-            &runtime(vec![inst("a", ContainerState::Running, 0, 2, 1)]),
-            None,
-        );
-        assert_eq!(s.phase.as_deref(), Some("Running"));
-        assert_eq!(s.pod_ip.as_deref(), Some("10.88.77.5"));
-        assert_eq!(s.host_ip.as_deref(), Some("192.0.2.1"));
-        let c = &s.container_statuses.as_ref().unwrap()[0];
-        assert_eq!(c.restart_count, 2);
-        assert!(c.ready);
-        assert_eq!(c.container_id.as_deref(), Some("containerd://a1"));
-        assert_eq!(cond(&s, "Ready"), "True");
-        assert_eq!(s.qos_class.as_deref(), Some("BestEffort"));
-    }
-
-    #[test]
-    fn crash_loop_shows_waiting_with_last_state() {
-        let p = pod("Always", &["a"]);
-        let st = runtime(vec![
-            inst("a", ContainerState::Exited, 1, 3, 1),
-            inst("a", ContainerState::Exited, 1, 2, 5),
-        ]);
-        let s = gen(&p, &st, Some(("CrashLoopBackOff", "back-off 40s")));
-        let c = &s.container_statuses.as_ref().unwrap()[0];
-        let w = c.state.as_ref().unwrap().waiting.as_ref().unwrap();
-        assert_eq!(w.reason.as_deref(), Some("CrashLoopBackOff"));
-        assert_eq!(
-            c.last_state
-                .as_ref()
-                .unwrap()
-                .terminated
-                .as_ref()
-                .unwrap()
-                .exit_code,
-            1
-        );
-        assert_eq!(c.restart_count, 3);
-        assert_eq!(s.phase.as_deref(), Some("Running"));
-        assert_eq!(cond(&s, "Ready"), "False");
-    }
-
-    #[test]
-    fn termination_messages_reach_state_and_last_state() {
-        let p = pod("Always", &["a"]);
-        let mut newest = inst("a", ContainerState::Exited, 1, 1, 1);
-        newest.message = "line 1\nline 2\n".into();
-        let mut older = inst("a", ContainerState::Exited, 0, 0, 5);
-        older.message = "bye".into();
-        let s = gen(&p, &runtime(vec![newest, older]), None);
-        let c = &s.container_statuses.as_ref().unwrap()[0];
-        let term = |st: &Option<api::ContainerState>| {
-            st.as_ref()
-                .and_then(|x| x.terminated.as_ref())
-                .and_then(|t| t.message.clone())
-        };
-        assert_eq!(term(&c.state).as_deref(), Some("line 1\nline 2\n"));
-        assert_eq!(term(&c.last_state).as_deref(), Some("bye"));
-    }
-
-    #[test]
-    fn never_policy_phases() {
-        let p = pod("Never", &["a", "b"]);
-        let ok = runtime(vec![
-            inst("a", ContainerState::Exited, 0, 0, 1),
-            inst("b", ContainerState::Exited, 0, 0, 2),
-        ]);
-        assert_eq!(gen(&p, &ok, None).phase.as_deref(), Some("Succeeded"));
-        let bad = runtime(vec![
-            inst("a", ContainerState::Exited, 0, 0, 1),
-            inst("b", ContainerState::Exited, 2, 0, 2),
-        ]);
-        assert_eq!(gen(&p, &bad, None).phase.as_deref(), Some("Failed"));
-        let new = runtime(vec![]);
-        assert_eq!(gen(&p, &new, None).phase.as_deref(), Some("Pending"));
-    }
-}
+#[path = "generate_tests.rs"]
+mod tests;

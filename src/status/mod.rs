@@ -5,6 +5,7 @@
 //! subresource when its status changed and deletes pods whose graceful
 //! deletion the kubelet has finished.
 
+pub mod conditions;
 pub mod generate;
 
 use std::collections::HashMap;
@@ -25,14 +26,23 @@ use crate::util::strategicpatch;
 const SYNC_PERIOD: Duration = Duration::from_secs(10);
 /// Upstream's podStatusChannel capacity.
 const CHANNEL_CAPACITY: usize = 1000;
-/// The conditions the kubelet owns; the others (PodScheduled, ...) belong
-/// to other writers and are kept from the API's copy.
+/// The conditions the kubelet owns (upstream PodConditionsByKubelet); the
+/// others (readiness gates, DisruptionTarget, ...) belong to other writers
+/// and are kept from the API's copy.
 const KUBELET_CONDITIONS: &[&str] = &[
-    "PodReadyToStartContainers",
-    "Initialized",
+    "PodScheduled",
     "Ready",
+    "Initialized",
     "ContainersReady",
+    "PodResizeInProgress",
+    "PodResizePending",
+    "PodReadyToStartContainers",
 ];
+
+/// Whether the kubelet owns a condition type (upstream PodConditionByKubelet).
+pub fn is_kubelet_condition(t: &str) -> bool {
+    KUBELET_CONDITIONS.contains(&t)
+}
 
 struct Entry {
     status: PodStatus,
@@ -84,12 +94,16 @@ impl StatusManager {
     pub fn set_pod_status(&self, pod: &Pod, mut status: PodStatus) -> bool {
         let uid = pod.uid().to_string();
         let mut inner = self.lock();
-        let old = inner.pods.get(&uid).map(|e| &e.status);
+        let cached = inner.pods.get(&uid).map(|e| &e.status);
+        // Upstream updateStatusInternal: the old status is the cached one,
+        // else the API's (a restarted kubelet keeps startTime and the
+        // conditions' transition times).
+        let old = cached.or(pod.status.as_ref());
         status.start_time = old
             .and_then(|o| o.start_time.clone())
             .or_else(|| generate::to_time(SystemTime::now()));
         keep_transition_times(old, &mut status);
-        if old == Some(&status) {
+        if cached == Some(&status) {
             return false;
         }
         let version = inner.pods.get(&uid).map_or(1, |e| e.version + 1);
@@ -270,23 +284,34 @@ fn same_pod(api_pod: &Pod, uid: &str, is_static: bool) -> bool {
     }
 }
 
-/// Keeps the conditions other writers own (upstream mergePodStatus).
+/// Keeps what other writers own (upstream mergePodStatus): their
+/// conditions as the API has them now, first, then the kubelet's; and the
+/// fields the kubelet never writes (resize, nominatedNodeName, resource
+/// claim statuses).
 fn merge_pod_status(old: Option<&PodStatus>, mut new: PodStatus) -> PodStatus {
-    let owned = |t: &str| KUBELET_CONDITIONS.contains(&t);
+    let owned = |t: &str| is_kubelet_condition(t);
     let mut conditions: Vec<_> = old
         .and_then(|o| o.conditions.clone())
         .unwrap_or_default()
         .into_iter()
         .filter(|c| !owned(&c.type_))
         .collect();
-    conditions.extend(
-        new.conditions
-            .take()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| owned(&c.type_)),
-    );
+    let mine = new.conditions.take().unwrap_or_default();
+    // DisruptionTarget is shared: the kubelet's, when it set one, wins.
+    for c in mine.iter().filter(|c| c.type_ == "DisruptionTarget") {
+        match conditions.iter_mut().find(|o| o.type_ == c.type_) {
+            Some(o) => *o = c.clone(),
+            None => conditions.push(c.clone()),
+        }
+    }
+    conditions.extend(mine.into_iter().filter(|c| owned(&c.type_)));
     new.conditions = Some(conditions);
+    if let Some(old) = old {
+        new.resize = old.resize.clone();
+        new.nominated_node_name = old.nominated_node_name.clone();
+        new.resource_claim_statuses = old.resource_claim_statuses.clone();
+        new.extended_resource_claim_status = old.extended_resource_claim_status.clone();
+    }
     new
 }
 
@@ -299,12 +324,20 @@ fn status_patch(api_pod: &Pod, merged: &PodStatus) -> Value {
     strategicpatch::two_way(&old, &new, strategicpatch::kubelet_merge_keys)
 }
 
-/// A condition whose status did not change keeps its old transition time.
+/// A kubelet condition whose status did not change keeps its old
+/// transition time (upstream updateLastTransitionTime); other writers'
+/// conditions keep their own.
 fn keep_transition_times(old: Option<&PodStatus>, new: &mut PodStatus) {
     let Some(old_conds) = old.and_then(|o| o.conditions.as_ref()) else {
         return;
     };
-    for c in new.conditions.iter_mut().flatten() {
+    let mine = |t: &str| is_kubelet_condition(t) || t == "DisruptionTarget";
+    for c in new
+        .conditions
+        .iter_mut()
+        .flatten()
+        .filter(|c| mine(&c.type_))
+    {
         if let Some(prev) = old_conds
             .iter()
             .find(|p| p.type_ == c.type_ && p.status == c.status)
@@ -330,11 +363,22 @@ mod tests {
     #[test]
     fn merge_keeps_foreign_conditions() {
         let old = PodStatus {
-            conditions: Some(vec![cond("PodScheduled", "True"), cond("Ready", "False")]),
+            conditions: Some(vec![
+                cond("PodScheduled", "True"),
+                cond("example.com/gate", "True"),
+                cond("Ready", "False"),
+            ]),
+            resize: Some("InProgress".into()),
+            nominated_node_name: Some("n2".into()),
             ..Default::default()
         };
+        // The kubelet's copy of the gate is stale: the API's wins.
         let new = PodStatus {
-            conditions: Some(vec![cond("Ready", "True"), cond("PodScheduled", "False")]),
+            conditions: Some(vec![
+                cond("example.com/gate", "False"),
+                cond("Ready", "True"),
+                cond("PodScheduled", "True"),
+            ]),
             ..Default::default()
         };
         let merged = merge_pod_status(Some(&old), new);
@@ -347,10 +391,71 @@ mod tests {
         assert_eq!(
             got,
             vec![
+                ("example.com/gate".into(), "True".into()),
+                ("Ready".into(), "True".into()),
                 ("PodScheduled".into(), "True".into()),
-                ("Ready".into(), "True".into())
             ]
         );
+        assert_eq!(merged.resize.as_deref(), Some("InProgress"));
+        assert_eq!(merged.nominated_node_name.as_deref(), Some("n2"));
+    }
+
+    /// The patch built on the API's status leaves the gate alone.
+    #[test]
+    fn patch_never_touches_foreign_conditions() {
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some("u1".into());
+        pod.status = Some(PodStatus {
+            conditions: Some(vec![
+                cond("example.com/gate", "True"),
+                cond("Ready", "False"),
+            ]),
+            ..Default::default()
+        });
+        let mine = PodStatus {
+            conditions: Some(vec![cond("Ready", "True")]),
+            ..Default::default()
+        };
+        let merged = merge_pod_status(pod.status.as_ref(), mine);
+        let patch = status_patch(&pod, &merged);
+        let text = patch.to_string();
+        assert!(!text.contains("\"$patch\":\"delete\""), "{text}");
+        assert!(
+            text.contains("\"status\":\"True\",\"type\":\"Ready\""),
+            "{text}"
+        );
+        assert!(
+            !text.contains("\"type\":\"example.com/gate\",\"status\""),
+            "{text}"
+        );
+    }
+
+    /// Without a cached status the API's transition times count (a
+    /// restarted kubelet), for the kubelet's conditions only.
+    #[test]
+    fn transition_times_fall_back_to_the_api() {
+        let sm = StatusManager::new();
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some("u1".into());
+        let then = generate::to_time(SystemTime::UNIX_EPOCH);
+        let mut api_ready = cond("Ready", "True");
+        api_ready.last_transition_time = then.clone();
+        pod.status = Some(PodStatus {
+            conditions: Some(vec![api_ready]),
+            ..Default::default()
+        });
+        let mut mine = cond("Ready", "True");
+        mine.last_transition_time = generate::to_time(SystemTime::now());
+        let mut gate = cond("example.com/gate", "True");
+        gate.last_transition_time = generate::to_time(SystemTime::now());
+        let s = PodStatus {
+            conditions: Some(vec![gate.clone(), mine]),
+            ..Default::default()
+        };
+        assert!(sm.set_pod_status(&pod, s));
+        let got = sm.get("u1").unwrap().conditions.unwrap();
+        assert_eq!(got[0], gate);
+        assert_eq!(got[1].last_transition_time, then);
     }
 
     #[test]
