@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::fs;
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -18,32 +17,21 @@ use serde_json::{json, Value};
 use common::cluster::*;
 use common::*;
 
-struct Cluster {
-    #[allow(dead_code)]
-    double: Double,
-    api: Api,
-    env: Env,
-    args: Vec<String>,
+/// The shared cluster, with rkubelet started.
+fn started(name: &str, n: u32) -> Cluster {
+    let mut cl = Cluster::new(name, n);
+    cl.start_kubelet();
+    cl
 }
 
-impl Cluster {
-    fn new(name: &str, n: u32) -> Cluster {
-        let env = Env::new(name, n);
-        let double = Double::new(env.dir.join("api"), 21000 + n as u16);
-        let api = Api::new(&double.dir, double.port);
-        let config = env.dir.join("cluster-config.yaml");
-        fs::write(&config, kubelet_config(&env, "")).unwrap();
-        let args = cluster_kubelet_args(&double, &env, &config, &[]);
-        let mut cl = Cluster {
-            double,
-            api,
-            env,
-            args,
-        };
-        cl.env.start_kubelet_with_args(&cl.args);
-        cl
-    }
+/// What status tests add to the shared cluster.
+trait StatusCluster {
+    fn wait_pod(&mut self, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value;
+    fn patch(&self, path: &str, body: Value) -> Value;
+    fn set_condition(&self, name: &str, ty: &str, status: &str, at: &str) -> Value;
+}
 
+impl StatusCluster for Cluster {
     /// Waits until `pred` holds for the pod; returns it.
     fn wait_pod(&mut self, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let what = format!("pod {name}: {what}");
@@ -297,7 +285,7 @@ fn assert_status(pod: &Value, want: Value) {
 /// ready and not started, as upstream.
 #[test]
 fn init_containers_succeed() {
-    let mut cl = Cluster::new("init_containers_succeed", 51);
+    let mut cl = started("init_containers_succeed", 51);
     let pod = with_spec(
         api_pod("init-ok", SLEEPER),
         json!({"initContainers": [
@@ -387,7 +375,7 @@ fn init_containers_succeed() {
 /// container is ever created, and Initialized says which one.
 #[test]
 fn init_container_fails_under_restart_never() {
-    let mut cl = Cluster::new("init_container_fails_under_restart_never", 52);
+    let mut cl = started("init_container_fails_under_restart_never", 52);
     let pod = with_spec(
         api_pod("init-fail", SLEEPER),
         json!({"restartPolicy": "Never", "initContainers": [busybox("init1", "exit 3")]}),
@@ -432,7 +420,7 @@ fn init_container_fails_under_restart_never() {
 /// kubelet's own status updates never drop the gate's condition.
 #[test]
 fn readiness_gate_flipped_by_another_writer() {
-    let mut cl = Cluster::new("readiness_gate_flipped_by_another_writer", 53);
+    let mut cl = started("readiness_gate_flipped_by_another_writer", 53);
     const GATE: &str = "example.com/ready";
     let pod = with_spec(
         api_pod("gated", SLEEPER),
@@ -520,7 +508,7 @@ fn readiness_gate_flipped_by_another_writer() {
         &format!("{}/status", pod_path("gated")),
         json!({"status": {"conditions": [gate("True"), cond_now("Ready", "False")]}}),
     );
-    cl.env.start_kubelet_with_args(&cl.args);
+    cl.start_kubelet();
     let p = cl.wait_pod("gated", "Ready again", |p| condition_true(p, "Ready"));
     assert_eq!(
         condition(&p, GATE),
@@ -535,7 +523,7 @@ fn readiness_gate_flipped_by_another_writer() {
 /// DeadlineExceeded and its container is stopped.
 #[test]
 fn active_deadline_fails_the_pod() {
-    let mut cl = Cluster::new("active_deadline_fails_the_pod", 54);
+    let mut cl = started("active_deadline_fails_the_pod", 54);
     let pod = with_spec(
         api_pod("deadline", SLEEPER),
         json!({"activeDeadlineSeconds": 5}),
@@ -605,7 +593,7 @@ fn active_deadline_fails_the_pod() {
 /// its age it fails at once.
 #[test]
 fn active_deadline_update_takes_effect() {
-    let mut cl = Cluster::new("active_deadline_update_takes_effect", 55);
+    let mut cl = started("active_deadline_update_takes_effect", 55);
     let pod = with_spec(
         api_pod("deadline-upd", SLEEPER),
         json!({"activeDeadlineSeconds": 8}),
