@@ -221,6 +221,11 @@ fn body(r: &Reply) -> String {
 fn tcp_pair() -> (TcpStream, TcpStream) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    // A stuck relay fails the test instead of hanging the suite (seen once
+    // under heavy load: the test sat in a read for minutes).
+    client
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
     let (server, _) = l.accept().unwrap();
     (server, client)
 }
