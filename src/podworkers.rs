@@ -376,10 +376,13 @@ impl PodWorkers {
         };
         // A panic in one pod's sync is contained here: logged with the
         // pod, counted, retried after a back-off; the worker lives on.
-        let result = catch_unwind(AssertUnwindSafe(|| self.run_step(&job)))
-            .unwrap_or_else(|payload| {
+        let result =
+            catch_unwind(AssertUnwindSafe(|| self.run_step(&job))).unwrap_or_else(|payload| {
                 let what = panic_message(payload.as_ref());
-                let pod = job.pod.as_ref().map_or_else(|| job.uid.clone(), |p| p.full_name());
+                let pod = job
+                    .pod
+                    .as_ref()
+                    .map_or_else(|| job.uid.clone(), |p| p.full_name());
                 log::error!("pod {pod} ({}): {op} step panicked: {what}", job.uid);
                 crate::metrics::module_panicked("pod-worker");
                 Err(SyncFailure {

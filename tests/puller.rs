@@ -98,8 +98,15 @@ fn hanging_registry_does_not_delay_a_pod_with_a_present_image() {
         );
     }
     wait_until(secs(10), "the Pulling events in the log", || {
-        env.log().matches(&format!("Pulling image \\\"127.0.0.1:{registry}/")).count() >= 4
-            || env.log().matches(&format!("Pulling image \"127.0.0.1:{registry}/")).count() >= 4
+        env.log()
+            .matches(&format!("Pulling image \\\"127.0.0.1:{registry}/"))
+            .count()
+            >= 4
+            || env
+                .log()
+                .matches(&format!("Pulling image \"127.0.0.1:{registry}/"))
+                .count()
+                >= 4
     });
 
     // A fifth pod with a present image starts at once.

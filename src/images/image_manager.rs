@@ -93,11 +93,16 @@ pub enum PullError {
     /// The pull is queued or running on the puller: not a failure, the
     /// container waits as `ContainerCreating` (as upstream's while its
     /// EnsureImageExists blocks).
-    InProgress { retry_after: Duration },
+    InProgress {
+        retry_after: Duration,
+    },
     InvalidImageName(String),
     ImageInspect(String),
     NeverPull(String),
-    BackOff { message: String, remaining: Duration },
+    BackOff {
+        message: String,
+        remaining: Duration,
+    },
     Pull(String),
     RegistryUnavailable(String),
     SignatureValidationFailed(String),
@@ -243,7 +248,13 @@ impl ImageManager {
             .image_status(&image)
             .map_err(|e| {
                 let msg = format!("Failed to inspect image {spec_image:?}: {e}");
-                self.event(pod, c, EventType::Warning, events::FAILED_TO_INSPECT_IMAGE, &msg);
+                self.event(
+                    pod,
+                    c,
+                    EventType::Warning,
+                    events::FAILED_TO_INSPECT_IMAGE,
+                    &msg,
+                );
                 PullError::ImageInspect(msg)
             })?
             .map(|i| i.id);
@@ -257,7 +268,13 @@ impl ImageManager {
                 let msg = format!(
                     "Container image {spec_image:?} is not present with pull policy of Never"
                 );
-                self.event(pod, c, EventType::Warning, events::ERR_IMAGE_NEVER_PULL, &msg);
+                self.event(
+                    pod,
+                    c,
+                    EventType::Warning,
+                    events::ERR_IMAGE_NEVER_PULL,
+                    &msg,
+                );
                 return Err(PullError::NeverPull(msg));
             }
             _ => {}
@@ -281,9 +298,18 @@ impl ImageManager {
             return Err(in_progress);
         }
         let backoff_key = backoff_key(pod.uid(), spec_image);
-        if let Some(remaining) = self.backoff.remaining_since_update(&backoff_key, SystemTime::now()) {
+        if let Some(remaining) = self
+            .backoff
+            .remaining_since_update(&backoff_key, SystemTime::now())
+        {
             let message = format!("Back-off pulling image {spec_image:?}");
-            self.event(pod, c, EventType::Normal, events::BACK_OFF_PULL_IMAGE, &message);
+            self.event(
+                pod,
+                c,
+                EventType::Normal,
+                events::BACK_OFF_PULL_IMAGE,
+                &message,
+            );
             return Err(PullError::BackOff { message, remaining });
         }
         let creds = match credentialprovider::lookup(pull_secrets, image) {
@@ -291,7 +317,13 @@ impl ImageManager {
             Err(e) => {
                 self.backoff.next(&backoff_key, SystemTime::now());
                 let msg = format!("Failed to pull image {spec_image:?}: {e}");
-                self.event(pod, c, EventType::Warning, events::FAILED_TO_PULL_IMAGE, &msg);
+                self.event(
+                    pod,
+                    c,
+                    EventType::Warning,
+                    events::FAILED_TO_PULL_IMAGE,
+                    &msg,
+                );
                 return Err(PullError::Pull(e.to_string()));
             }
         };
@@ -349,7 +381,8 @@ impl ImageManager {
                     Ok(r) => Ok(r.clone()),
                     Err(f) => Err(to_pull_error(&w.spec_image, f)),
                 };
-                st.done.insert((w.uid.clone(), w.container.clone()), outcome);
+                st.done
+                    .insert((w.uid.clone(), w.container.clone()), outcome);
             }
             waiters
         };
@@ -368,8 +401,13 @@ impl ImageManager {
                         go_millis(w.since.elapsed()),
                         result.size
                     );
-                    self.recorder
-                        .pod_container_event(&w.pod, c, EventType::Normal, events::PULLED_IMAGE, &msg);
+                    self.recorder.pod_container_event(
+                        &w.pod,
+                        c,
+                        EventType::Normal,
+                        events::PULLED_IMAGE,
+                        &msg,
+                    );
                 }
                 Err(f) => {
                     if backed_off.insert(bkey.clone()) {

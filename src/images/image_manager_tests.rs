@@ -159,7 +159,10 @@ fn a_present_image_never_reaches_the_puller() {
     assert!(s.images.pulls.lock().unwrap().is_empty());
     assert_eq!(s.events.reasons("a"), ["Pulled"]);
     let never = container("absent:1", "Never");
-    assert_eq!(ensure(&s, "a", &never).unwrap_err().reason(), "ErrImageNeverPull");
+    assert_eq!(
+        ensure(&s, "a", &never).unwrap_err().reason(),
+        "ErrImageNeverPull"
+    );
 }
 
 #[test]
@@ -179,7 +182,10 @@ fn pulls_do_not_block_and_same_image_pulls_are_deduplicated() {
         assert_eq!(e.retry_after(), Some(PULL_WAIT_RETRY));
     }
     // Asking again while it pulls neither waits nor pulls again.
-    assert_eq!(ensure(&s, "a", &c).unwrap_err().reason(), "ContainerCreating");
+    assert_eq!(
+        ensure(&s, "a", &c).unwrap_err().reason(),
+        "ContainerCreating"
+    );
     assert!(started.elapsed() < Duration::from_millis(150), "no waiting");
     wait_requeued(&s, 3);
     assert_eq!(*s.images.pulls.lock().unwrap(), ["reg/x:1"]);
@@ -209,7 +215,10 @@ fn a_failed_pull_is_err_image_pull_then_back_off() {
         no_qps(),
     );
     let c = container("reg/y:1", "IfNotPresent");
-    assert_eq!(ensure(&s, "a", &c).unwrap_err().reason(), "ContainerCreating");
+    assert_eq!(
+        ensure(&s, "a", &c).unwrap_err().reason(),
+        "ContainerCreating"
+    );
     wait_requeued(&s, 1);
     let e = ensure(&s, "a", &c).unwrap_err();
     assert_eq!(e.reason(), "ErrImagePull");
@@ -231,7 +240,10 @@ fn max_parallel(cfg: PullerConfig) -> usize {
     );
     for i in 0..4 {
         let c = container(&format!("reg/img{i}:1"), "Always");
-        assert_eq!(ensure(&s, &format!("p{i}"), &c).unwrap_err().reason(), "ContainerCreating");
+        assert_eq!(
+            ensure(&s, &format!("p{i}"), &c).unwrap_err().reason(),
+            "ContainerCreating"
+        );
     }
     wait_requeued(&s, 4);
     assert_eq!(s.images.pulls.lock().unwrap().len(), 4);
@@ -266,13 +278,19 @@ fn registry_qps_limits_pulls_as_upstream() {
             ..PullerConfig::default()
         },
     );
-    let (a, b) = (container("reg/a:1", "Always"), container("reg/b:1", "Always"));
+    let (a, b) = (
+        container("reg/a:1", "Always"),
+        container("reg/b:1", "Always"),
+    );
     assert!(ensure(&s, "a", &a).is_err());
     assert!(ensure(&s, "b", &b).is_err());
     wait_requeued(&s, 2);
     assert_eq!(ensure(&s, "a", &a), Ok("sha256:reg/a:1".into()));
     let e = ensure(&s, "b", &b).unwrap_err();
-    assert_eq!((e.reason(), e.message()), ("ErrImagePull", "pull QPS exceeded"));
+    assert_eq!(
+        (e.reason(), e.message()),
+        ("ErrImagePull", "pull QPS exceeded")
+    );
     assert_eq!(*s.images.pulls.lock().unwrap(), ["reg/a:1"]);
 }
 
@@ -286,8 +304,14 @@ fn pull_keys_include_credentials_without_showing_them() {
     let anon = PullKey::new("reg/x:1", &[]);
     assert_eq!(anon, PullKey::new("reg/x:1", &[]));
     assert_ne!(anon, PullKey::new("reg/x:1", &[auth("u")]));
-    assert_eq!(PullKey::new("reg/x:1", &[auth("u")]), PullKey::new("reg/x:1", &[auth("u")]));
-    assert_ne!(PullKey::new("reg/x:1", &[auth("u")]), PullKey::new("reg/x:1", &[auth("v")]));
+    assert_eq!(
+        PullKey::new("reg/x:1", &[auth("u")]),
+        PullKey::new("reg/x:1", &[auth("u")])
+    );
+    assert_ne!(
+        PullKey::new("reg/x:1", &[auth("u")]),
+        PullKey::new("reg/x:1", &[auth("v")])
+    );
     let shown = format!("{:?}", PullKey::new("reg/x:1", &[auth("u")]));
     assert!(!shown.contains("s3cret"), "{shown}");
 }

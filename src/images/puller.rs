@@ -127,7 +127,11 @@ impl PullKey {
 
 impl std::fmt::Debug for PullKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let auth = if self.creds == 0 { "anonymous" } else { "with credentials" };
+        let auth = if self.creds == 0 {
+            "anonymous"
+        } else {
+            "with credentials"
+        };
         write!(f, "{:?} ({auth})", self.image)
     }
 }
@@ -237,9 +241,8 @@ impl Puller {
     /// pods waiting on it are never left waiting forever.
     pub fn pull(&self, req: &PullRequest) -> PullResult {
         let started = Instant::now();
-        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.pull_unguarded(req)
-        }));
+        let attempt =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.pull_unguarded(req)));
         let (image_ref, size) = attempt.unwrap_or_else(|_| {
             crate::metrics::module_panicked("image-puller");
             log::error!("image puller: pull of {:?} panicked", req.key);
