@@ -345,7 +345,7 @@ impl ImageManager {
                     creds,
                     sandbox: sandbox.clone(),
                 };
-                if self.puller.submit(req).is_err() {
+                if !self.puller.submit(req) {
                     log::warn!(
                         "pod {}: image pull queue is full; {spec_image:?} is requested again later",
                         pod.full_name()

@@ -20,7 +20,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, select, Receiver, Sender, TrySendError};
+use crossbeam_channel::{bounded, select, Receiver, Sender};
 
 use crate::client::flowcontrol::TokenBucket;
 use crate::credentialprovider::RegistryAuth;
@@ -195,12 +195,9 @@ impl Puller {
         }
     }
 
-    /// Queues a pull without waiting; gives the request back when the
-    /// queue is full.
-    pub fn submit(&self, req: PullRequest) -> Result<(), PullRequest> {
-        self.tx.try_send(req).map_err(|e| match e {
-            TrySendError::Full(r) | TrySendError::Disconnected(r) => r,
-        })
+    /// Queues a pull without waiting; false when the queue is full.
+    pub fn submit(&self, req: PullRequest) -> bool {
+        self.tx.try_send(req).is_ok()
     }
 
     /// Starts the puller threads (`image-puller-N`); each runs until
