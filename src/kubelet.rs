@@ -568,6 +568,8 @@ impl Kubelet {
         runtime.set_pod_volumes(Arc::clone(&volume_manager) as _);
         let queue = Arc::clone(&work_queue);
         volume_manager.set_on_pod_ready(Box::new(move |uid| queue.enqueue(uid, Duration::ZERO)));
+        let queue = Arc::clone(&work_queue);
+        runtime.set_on_image_pulled(Box::new(move |uid| queue.enqueue(uid, Duration::ZERO)));
         let pod_workers = PodWorkers::new(
             Arc::clone(&cache),
             Arc::clone(&syncer) as Arc<dyn PodSyncer>,

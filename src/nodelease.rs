@@ -9,8 +9,10 @@
 //! a fresh copy and retries, at most five times per renewal.
 //!
 //! The lease is owned by the Node (ownerReference v1/Node/<name>/<uid>), so
-//! it is created only once the node's UID is known; a lease found without an
-//! owner gets one at its next renewal.
+//! it is created only once the node's UID is known, and then at once: until
+//! the lease exists the thread looks every 100 ms (in memory) whether the
+//! node has registered. A lease found without an owner gets one at its
+//! next renewal.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +34,9 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// (nodeLeaseRenewIntervalFraction).
 const RENEW_INTERVAL_FRACTION: f64 = 0.25;
 const JITTER: f64 = 0.04;
+/// How often a controller without a lease looks whether the node has
+/// registered (in memory, no API call).
+const NODE_POLL: Duration = Duration::from_millis(100);
 
 /// The node's UID, once the node is registered.
 pub type NodeUidFn = Box<dyn Fn() -> Option<String> + Send + Sync>;
@@ -104,11 +109,23 @@ impl LeaseController {
     }
 
     fn run(&self, shutdown: &Receiver<()>) {
+        let mut next_sync = Instant::now();
         loop {
-            self.sync(shutdown);
-            let wait = self
-                .renew_interval
-                .mul_f64(1.0 + JITTER * crate::client::flowcontrol::random_unit());
+            // Until the lease exists, a node that just registered gets its
+            // lease at once, not at the next renewal (upstream's kubelet
+            // has the node by then); looking costs no API call.
+            let no_lease = lock(&self.latest).is_none();
+            if Instant::now() >= next_sync || (no_lease && (self.node_uid)().is_some()) {
+                self.sync(shutdown);
+                next_sync = Instant::now()
+                    + self
+                        .renew_interval
+                        .mul_f64(1.0 + JITTER * crate::client::flowcontrol::random_unit());
+            }
+            let mut wait = next_sync.saturating_duration_since(Instant::now());
+            if lock(&self.latest).is_none() {
+                wait = wait.min(NODE_POLL);
+            }
             if wait_for_shutdown(shutdown, wait) {
                 return;
             }
@@ -467,6 +484,31 @@ mod tests {
             server.requests()[2].json()["metadata"]["ownerReferences"][0]["uid"],
             "uid-7"
         );
+    }
+
+    #[test]
+    fn the_lease_is_created_as_soon_as_the_node_registers() {
+        let (server, _) = lease_server(None, 0);
+        let uid = Arc::new(Mutex::new(None));
+        // leaseDurationSeconds 40: renewals 10 s apart.
+        let ctl = controller(&server, uid.clone());
+        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+        let handle = ctl.start(rx).unwrap();
+        assert!(server.wait_for(Duration::from_secs(5), |r| !r.is_empty()));
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            server.calls(),
+            vec![format!("GET {PATH}")],
+            "no polling of the API"
+        );
+        let registered = Instant::now();
+        *uid.lock().unwrap() = Some("uid-9".into());
+        assert!(server.wait_for(Duration::from_secs(2), |r| r
+            .iter()
+            .any(|r| r.method == "POST")));
+        assert!(registered.elapsed() < Duration::from_secs(1));
+        drop(tx);
+        handle.join().unwrap();
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! sync acts on a view older than its own last action.
 
 use std::collections::{HashMap, HashSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -225,6 +226,14 @@ impl PodWorkers {
         }
         if st.phase == Phase::Syncing {
             st.update_type = opts.update_type;
+            // A resync request (the work queue, PLEG, probes) is work to
+            // do now: the back-off of a failed step only delays the
+            // worker's own retry, as upstream keeps back-off in the work
+            // queue alone. This is how a pod whose image pull or volumes
+            // just became ready is synced at once.
+            if opts.update_type == UpdateType::Sync {
+                st.not_before = None;
+            }
         }
         if st.phase == Phase::Terminated && st.finished {
             // A terminated pod does not run again under the same UID; only
@@ -365,7 +374,28 @@ impl PodWorkers {
             (Phase::Terminating, _) => "terminating",
             (Phase::Terminated, _) => "terminated",
         };
-        let result = match job.phase {
+        // A panic in one pod's sync is contained here: logged with the
+        // pod, counted, retried after a back-off; the worker lives on.
+        let result =
+            catch_unwind(AssertUnwindSafe(|| self.run_step(&job))).unwrap_or_else(|payload| {
+                let what = panic_message(payload.as_ref());
+                let pod = job
+                    .pod
+                    .as_ref()
+                    .map_or_else(|| job.uid.clone(), |p| p.full_name());
+                log::error!("pod {pod} ({}): {op} step panicked: {what}", job.uid);
+                crate::metrics::module_panicked("pod-worker");
+                Err(SyncFailure {
+                    message: format!("sync panicked: {what}"),
+                    retry_after: WORKER_BACKOFF,
+                })
+            });
+        crate::metrics::pod_worker(op, started.elapsed());
+        self.complete(&job, result);
+    }
+
+    fn run_step(&self, job: &Job) -> Result<Option<Phase>, SyncFailure> {
+        match job.phase {
             Phase::Syncing => match &job.pod {
                 Some(pod) => {
                     self.syncer
@@ -393,9 +423,7 @@ impl PodWorkers {
                 .syncer
                 .sync_terminated_pod(job.pod.as_deref(), &job.status, job.removed)
                 .map(|()| None),
-        };
-        crate::metrics::pod_worker(op, started.elapsed());
-        self.complete(&job, result);
+        }
     }
 
     fn complete(&self, job: &Job, result: Result<Option<Phase>, SyncFailure>) {
@@ -477,3 +505,16 @@ fn phase_rank(p: Phase) -> u8 {
         Phase::Terminated => 2,
     }
 }
+
+/// What a caught panic said.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+#[cfg(test)]
+#[path = "podworkers_tests.rs"]
+mod tests;

@@ -182,7 +182,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             cpu_cfs_quota: config.cpu_cfs_quota,
             cpu_cfs_quota_period_us: config.cpu_cfs_quota_period.0.as_micros() as i64,
             machine_memory: machine_memory(),
-            serialize_image_pulls: config.serialize_image_pulls,
+            image_pulls: crate::images::PullerConfig::from_kubelet_config(config),
             container_logs_dir: container_logs_dir(&config.pod_logs_dir),
             node_allocatable: allocatable,
         },
@@ -250,6 +250,12 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     owned.push(
         worker::spawn_supervised("volume-manager", shutdown.clone(), move |stop| vm.run(stop))
             .context("spawn volume-manager thread")?,
+    );
+    owned.extend(
+        kubelet
+            .runtime
+            .start_image_puller(&shutdown)
+            .context("start the image puller")?,
     );
     let healthz = healthz_checks(config, &kubelet);
     owned.extend(start_healthz(config, &healthz, &shutdown)?.map(Worker::adopt));

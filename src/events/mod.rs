@@ -21,6 +21,7 @@ pub const PULLED_IMAGE: &str = "Pulled";
 pub const FAILED_TO_PULL_IMAGE: &str = "Failed";
 pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
 pub const BACK_OFF_PULL_IMAGE: &str = "BackOff";
+pub const FAILED_TO_INSPECT_IMAGE: &str = "InspectFailed";
 pub const CREATED_CONTAINER: &str = "Created";
 pub const STARTED_CONTAINER: &str = "Started";
 pub const FAILED_TO_CREATE_CONTAINER: &str = "Failed";

@@ -228,7 +228,7 @@ fn split_frac(v: u128, prec: u32) -> (u128, String) {
 }
 
 /// Formats like Go's `time.Duration.String()`.
-fn format_go_duration(nanos: u128) -> String {
+pub(crate) fn format_go_duration(nanos: u128) -> String {
     if nanos == 0 {
         return "0s".to_string();
     }

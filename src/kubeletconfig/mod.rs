@@ -16,6 +16,7 @@ mod flags;
 mod types;
 mod validation;
 
+pub(crate) use duration::format_go_duration;
 pub use flags::KubeletFlags;
 pub use types::*;
 pub use validation::FieldError;

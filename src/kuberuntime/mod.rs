@@ -4,7 +4,6 @@
 pub mod actions;
 pub mod container;
 pub mod gc;
-pub mod image;
 pub mod labels;
 pub mod lifecycle;
 pub mod qos;
@@ -23,6 +22,7 @@ use crate::container::{
 };
 use crate::cri::{api, CriError, RemoteRuntime};
 use crate::events::{self, EventRecorder, EventType};
+use crate::images::{ImageManager, PullError};
 use crate::podutil::PodExt;
 use crate::util::backoff::Backoff;
 
@@ -45,7 +45,8 @@ pub struct RuntimeManagerConfig {
     pub cpu_cfs_quota: bool,
     pub cpu_cfs_quota_period_us: i64,
     pub machine_memory: u64,
-    pub serialize_image_pulls: bool,
+    /// serializeImagePulls, maxParallelImagePulls, registryPullQPS/Burst.
+    pub image_pulls: crate::images::PullerConfig,
     /// Where the `<pod>_<ns>_<container>-<id>.log` symlinks go
     /// (/var/log/containers beside the default /var/log/pods).
     pub container_logs_dir: PathBuf,
@@ -66,7 +67,7 @@ impl RuntimeManagerConfig {
             cpu_cfs_quota: true,
             cpu_cfs_quota_period_us: 100_000,
             machine_memory: 8 << 30,
-            serialize_image_pulls: true,
+            image_pulls: crate::images::PullerConfig::default(),
             container_logs_dir: std::env::temp_dir().join("rkubelet-test-containers"),
             node_allocatable: crate::fieldpath::NodeAllocatable::default(),
         }
@@ -96,6 +97,14 @@ impl SyncError {
 
     fn runtime(container: Option<&str>, reason: &'static str, err: &CriError) -> Self {
         SyncError::new(container, reason, err.to_string())
+    }
+
+    /// The image is not there (yet): the container waits with the image
+    /// manager's reason (ContainerCreating while its pull runs).
+    fn from_image(container: &str, e: &PullError) -> Self {
+        let mut err = SyncError::new(Some(container), e.reason(), e.message());
+        err.retry_after = e.retry_after();
+        err
     }
 }
 
@@ -150,7 +159,7 @@ pub struct KubeRuntimeManager {
     runtime: Arc<RemoteRuntime>,
     cfg: RuntimeManagerConfig,
     crash_backoff: Backoff,
-    images: image::ImageManager,
+    images: Arc<ImageManager>,
     recorder: Arc<dyn EventRecorder>,
     /// Services, ConfigMaps and Secrets for container environments.
     env_source: std::sync::RwLock<Option<Arc<dyn container::EnvSource>>>,
@@ -169,10 +178,10 @@ impl KubeRuntimeManager {
         cfg: RuntimeManagerConfig,
         recorder: Arc<dyn EventRecorder>,
     ) -> Self {
-        let images = image::ImageManager::new(
-            Arc::clone(&runtime),
+        let images = ImageManager::new(
+            Arc::clone(&runtime) as Arc<dyn crate::images::puller::ImageService>,
             Arc::clone(&recorder),
-            cfg.serialize_image_pulls,
+            cfg.image_pulls,
         );
         KubeRuntimeManager {
             runtime,
@@ -448,9 +457,10 @@ impl KubeRuntimeManager {
             Some(src) => pull_secrets(src, t.pod),
             None => Vec::new(),
         };
-        let image_ref =
-            self.images
-                .ensure_image_exists(t.pod, c, t.sandbox_config, &pull_secrets)?;
+        let image_ref = self
+            .images
+            .ensure_image_exists(t.pod, c, t.sandbox_config, &pull_secrets)
+            .map_err(|e| SyncError::from_image(&c.name, &e))?;
         let restart_count = t
             .status
             .find_container(&c.name)
@@ -888,6 +898,19 @@ impl KubeRuntimeManager {
         }
     }
 
+    /// Starts the image puller's threads.
+    pub fn start_image_puller(
+        &self,
+        shutdown: &crossbeam_channel::Receiver<()>,
+    ) -> std::io::Result<Vec<crate::util::worker::Worker>> {
+        self.images.start(shutdown)
+    }
+
+    /// Where pods whose image pull finished are re-queued.
+    pub fn set_on_image_pulled(&self, f: crate::images::image_manager::OnPodPulled) {
+        self.images.set_on_pulled(f);
+    }
+
     /// Why the named container is waiting, if a sync recorded a reason.
     pub fn waiting_reason(&self, uid: &str, container: &str) -> Option<(String, String)> {
         let reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
@@ -899,7 +922,9 @@ impl KubeRuntimeManager {
     pub fn forget_pod(&self, uid: &str) {
         let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
         reasons.retain(|(u, _), _| u != uid);
+        drop(reasons);
         self.term_messages.forget_pod(uid);
+        self.images.forget_pod(uid);
     }
 
     /// Drops back-off entries idle for long.

@@ -1,0 +1,200 @@
+//! Pod workers against a fake syncer and a fake PLEG that keeps the cache
+//! fresh: one sync per pod at a time, and a panicking sync contained.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::*;
+
+#[derive(Default)]
+struct FakeSyncer {
+    /// Syncs running now, by pod UID.
+    running: Mutex<HashMap<String, usize>>,
+    /// The most syncs of one pod seen at once, and of all pods.
+    max_per_pod: AtomicUsize,
+    max_total: AtomicUsize,
+    /// Syncs begun, by pod UID.
+    calls: Mutex<HashMap<String, usize>>,
+    /// Pods whose first sync panics.
+    panic_once: Mutex<HashSet<String>>,
+    delay: Duration,
+}
+
+impl FakeSyncer {
+    fn calls(&self, uid: &str) -> usize {
+        *self.calls.lock().unwrap().get(uid).unwrap_or(&0)
+    }
+}
+
+impl PodSyncer for FakeSyncer {
+    fn sync_pod(
+        &self,
+        _update: UpdateType,
+        pod: &Arc<Pod>,
+        _status: &PodStatus,
+    ) -> Result<bool, SyncFailure> {
+        let uid = pod.uid().to_string();
+        *self.calls.lock().unwrap().entry(uid.clone()).or_default() += 1;
+        if self.panic_once.lock().unwrap().remove(&uid) {
+            panic!("injected panic in the sync of {uid}");
+        }
+        {
+            let mut r = self.running.lock().unwrap();
+            let n = r.entry(uid.clone()).or_default();
+            *n += 1;
+            self.max_per_pod.fetch_max(*n, Ordering::SeqCst);
+            let total = r.values().sum();
+            self.max_total.fetch_max(total, Ordering::SeqCst);
+        }
+        std::thread::sleep(self.delay);
+        *self.running.lock().unwrap().get_mut(&uid).unwrap() -= 1;
+        Ok(false)
+    }
+
+    fn sync_terminating_pod(
+        &self,
+        _pod: Option<&Pod>,
+        _running: Option<&RuntimePod>,
+        _status: &PodStatus,
+        _grace: Option<i64>,
+    ) -> Result<(), SyncFailure> {
+        Ok(())
+    }
+
+    fn sync_terminated_pod(
+        &self,
+        _pod: Option<&Pod>,
+        _status: &PodStatus,
+        _removed: bool,
+    ) -> Result<(), SyncFailure> {
+        Ok(())
+    }
+}
+
+fn pod(uid: &str) -> Arc<Pod> {
+    Arc::new(Pod {
+        metadata: ObjectMeta {
+            uid: Some(uid.into()),
+            name: Some(uid.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+}
+
+struct Harness {
+    workers: Arc<PodWorkers>,
+    stop: Option<crossbeam_channel::Sender<()>>,
+    fresh: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Harness {
+    fn new(syncer: Arc<FakeSyncer>, n: usize) -> Self {
+        let cache = Arc::new(Cache::new());
+        let workers = PodWorkers::new(
+            Arc::clone(&cache),
+            syncer as Arc<dyn PodSyncer>,
+            Arc::new(WorkQueue::new()),
+            Duration::from_secs(60),
+        );
+        let (stop, rx) = crossbeam_channel::bounded::<()>(0);
+        let mut threads = workers.start(n, rx).unwrap();
+        // A fake PLEG: a relist every 5 ms keeps the cache fresh.
+        let fresh = Arc::new(AtomicBool::new(true));
+        let f = Arc::clone(&fresh);
+        threads.push(std::thread::spawn(move || {
+            while f.load(Ordering::SeqCst) {
+                cache.update_time(Instant::now());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }));
+        Harness {
+            workers,
+            stop: Some(stop),
+            fresh,
+            threads,
+        }
+    }
+
+    fn update(&self, p: &Arc<Pod>, t: UpdateType) {
+        self.workers.update_pod(UpdatePodOptions {
+            update_type: t,
+            pod: Some(Arc::clone(p)),
+            running_pod: None,
+            grace_override: None,
+            removed: false,
+        });
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.fresh.store(false, Ordering::SeqCst);
+        drop(self.stop.take());
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn one_sync_per_pod_at_a_time_but_pods_in_parallel() {
+    let syncer = Arc::new(FakeSyncer {
+        delay: Duration::from_millis(30),
+        ..Default::default()
+    });
+    let h = Harness::new(Arc::clone(&syncer), 4);
+    let pods: Vec<_> = (0..4).map(|i| pod(&format!("p{i}"))).collect();
+    for round in 0..10 {
+        for p in &pods {
+            let t = if round == 0 {
+                UpdateType::Create
+            } else {
+                UpdateType::Sync
+            };
+            h.update(p, t);
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    wait_until("every pod synced twice", || {
+        pods.iter().all(|p| syncer.calls(p.uid()) >= 2)
+    });
+    assert_eq!(syncer.max_per_pod.load(Ordering::SeqCst), 1);
+    assert!(
+        syncer.max_total.load(Ordering::SeqCst) > 1,
+        "different pods sync concurrently"
+    );
+}
+
+#[test]
+fn a_panicking_sync_does_not_kill_the_worker_and_is_retried() {
+    let syncer = Arc::new(FakeSyncer::default());
+    syncer.panic_once.lock().unwrap().insert("boom".into());
+    // One worker: if the panic killed it, nothing else would ever sync.
+    let h = Harness::new(Arc::clone(&syncer), 1);
+    let boom = pod("boom");
+    h.update(&boom, UpdateType::Create);
+    wait_until("the panicking sync ran", || syncer.calls("boom") == 1);
+    let other = pod("other");
+    h.update(&other, UpdateType::Create);
+    wait_until("the same worker syncs another pod", || {
+        syncer.calls("other") == 1
+    });
+    // The panicked pod backs off (WORKER_BACKOFF); a resync request, as
+    // the work queue sends, runs it again at once.
+    assert_eq!(syncer.calls("boom"), 1, "backing off");
+    h.update(&boom, UpdateType::Sync);
+    wait_until("the panicked pod is retried", || syncer.calls("boom") == 2);
+    assert!(h.workers.is_known("boom"));
+}

@@ -1,0 +1,139 @@
+//! End-to-end: image pulls run on the puller's threads, so pods whose
+//! registry never answers hold no pod worker (issue 9). The real rkubelet
+//! against a real, private containerd, as tests/e2e.rs.
+//!
+//!     cargo test --release --test puller
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A registry that accepts connections and never answers: every accepted
+/// connection is kept open and silent until the test ends.
+fn hanging_registry() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback listener");
+    let port = l.local_addr().expect("listener address").port();
+    std::thread::spawn(move || {
+        let mut held: Vec<TcpStream> = Vec::new();
+        for s in l.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    port
+}
+
+fn read_only_get(port: u16, path: &str) -> Option<serde_json::Value> {
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    let mut s = TcpStream::connect_timeout(&addr, secs(2)).ok()?;
+    s.set_read_timeout(Some(secs(10))).ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (_, body) = text.split_once("\r\n\r\n")?;
+    serde_json::from_str(body).ok()
+}
+
+/// The Waiting reason of the pod's first container, from /pods.
+fn waiting_reason(ro_port: u16, pod: &str) -> Option<String> {
+    let list = read_only_get(ro_port, "/pods")?;
+    let item = list["items"]
+        .as_array()?
+        .iter()
+        .find(|p| p["metadata"]["name"] == pod)?
+        .clone();
+    let reason = &item["status"]["containerStatuses"][0]["state"]["waiting"]["reason"];
+    reason.as_str().map(str::to_string)
+}
+
+fn threads_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn hanging_registry_does_not_delay_a_pod_with_a_present_image() {
+    let mut env = Env::new("puller_hanging_registry", 61);
+    let ro_port = 23061;
+    env.set_config("address", "127.0.0.1");
+    env.set_config("port", "22061");
+    env.set_config("readOnlyPort", &ro_port.to_string());
+    env.set_config(
+        "authentication",
+        "\n  anonymous:\n    enabled: true\n  webhook:\n    enabled: false",
+    );
+    env.set_config("authorization", "\n  mode: AlwaysAllow");
+    let registry = hanging_registry();
+    env.start_kubelet_healthy();
+    let pid = env.kubelet_pid().expect("rkubelet runs");
+    // Let the start-up threads settle (gRPC sizes its pools on first use).
+    env.put_pod(&pod("warmup", vec![ctn("warmup", SLEEPER)]));
+    env.wait_running("warmup-node1", &["warmup"], secs(30));
+    std::thread::sleep(secs(2));
+    let before = threads_of(pid);
+
+    // Four pods, more than there are pod workers, each pulling from the
+    // registry that never answers.
+    let stuck: Vec<String> = (1..=4).map(|i| format!("stuck{i}")).collect();
+    for (i, name) in stuck.iter().enumerate() {
+        let image = format!("127.0.0.1:{registry}/x{i}:1");
+        env.put_pod(&pod(name, vec![ctn("c", SLEEPER).image(&image, "Always")]));
+    }
+    for name in &stuck {
+        let full = format!("{name}-node1");
+        let reason = eventually(secs(20), &format!("{full} waits on its image"), || {
+            waiting_reason(ro_port, &full)
+        });
+        assert!(
+            ["ContainerCreating", "ErrImagePull", "ImagePullBackOff"].contains(&reason.as_str()),
+            "{full}: {reason}"
+        );
+    }
+    wait_until(secs(10), "the Pulling events in the log", || {
+        env.log()
+            .matches(&format!("Pulling image \\\"127.0.0.1:{registry}/"))
+            .count()
+            >= 4
+            || env
+                .log()
+                .matches(&format!("Pulling image \"127.0.0.1:{registry}/"))
+                .count()
+                >= 4
+    });
+
+    // A fifth pod with a present image starts at once.
+    let started = Instant::now();
+    env.put_pod(&pod("fifth", vec![ctn("fifth", SLEEPER)]));
+    env.wait_running("fifth-node1", &["fifth"], secs(10));
+    let took = started.elapsed();
+    eprintln!("the fifth pod ran {took:?} after its manifest");
+    assert!(took < Duration::from_secs(10));
+
+    // The four still wait; none of them is running.
+    let s = env.snapshot();
+    for name in &stuck {
+        let full = format!("{name}-node1");
+        assert!(s.running(&full, "c").is_none(), "{full} cannot run");
+        let reason = waiting_reason(ro_port, &full).unwrap_or_default();
+        assert!(
+            ["ContainerCreating", "ErrImagePull", "ImagePullBackOff"].contains(&reason.as_str()),
+            "{full}: {reason}"
+        );
+    }
+    // No thread per pull or per pod: the count settles where it was.
+    let after = poll(secs(5), || {
+        let n = threads_of(pid);
+        (n == before).then_some(n)
+    })
+    .unwrap_or_else(|| threads_of(pid));
+    eprintln!("threads: {before} before the hanging pulls, {after} after");
+    assert_eq!(before, after, "thread count changed with the hanging pulls");
+}
