@@ -78,6 +78,56 @@ impl PodUpdate {
     }
 }
 
+/// A pod's phase (core/v1 PodPhase), parsed from the API's string once so
+/// the kubelet compares variants, not strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    /// A missing phase is Pending, as the API server defaults it; an
+    /// unrecognised one is Unknown.
+    pub fn parse(phase: Option<&str>) -> PodPhase {
+        match phase {
+            None | Some("") | Some("Pending") => PodPhase::Pending,
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            Some(_) => PodPhase::Unknown,
+        }
+    }
+
+    pub fn of(status: Option<&k8s_openapi::api::core::v1::PodStatus>) -> PodPhase {
+        PodPhase::parse(status.and_then(|s| s.phase.as_deref()))
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+        }
+    }
+
+    /// Succeeded or Failed: final, never left (upstream IsPodPhaseTerminal).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+impl std::fmt::Display for PodPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The source a pod came from, from its config.source annotation.
 pub fn get_pod_source(pod: &Pod) -> Result<String> {
     pod.annotation(CONFIG_SOURCE_ANNOTATION)

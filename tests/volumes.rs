@@ -84,7 +84,7 @@ fn copier(cmds: &str) -> String {
 fn jwt_claims(token: &str) -> Value {
     let part = token.split('.').nth(1).unwrap_or("");
     let mut b64 = part.replace('-', "+").replace('_', "/");
-    while b64.len() % 4 != 0 {
+    while !b64.len().is_multiple_of(4) {
         b64.push('=');
     }
     let bytes = base64_decode(&b64).unwrap_or_default();

@@ -30,9 +30,7 @@ pub fn past_active_deadline(pod: &Pod, status: Option<&PodStatus>, now: SystemTi
 /// Whether a status is final (Succeeded or Failed): nothing is left to
 /// enforce on such a pod.
 pub fn is_terminal(status: Option<&PodStatus>) -> bool {
-    status
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Succeeded" || p == "Failed")
+    crate::types::PodPhase::of(status).is_terminal()
 }
 
 #[cfg(test)]

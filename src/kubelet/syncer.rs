@@ -1,0 +1,332 @@
+//! The pod syncer the workers call (upstream kubelet.go SyncPod,
+//! SyncTerminatingPod, SyncTerminatedPod): a pod and its runtime status in,
+//! CRI actions and an API status out.
+
+use super::*;
+use crate::types::PodPhase;
+
+/// What the pod workers call: turns a pod and its runtime status into CRI
+/// actions and an API status.
+pub struct Syncer {
+    pub runtime: Arc<KubeRuntimeManager>,
+    /// This node's Node object (for hostIP), when there is an API server.
+    pub node: Arc<RwLock<Option<Node>>>,
+    pub status_manager: Arc<StatusManager>,
+    pub pod_manager: Arc<PodManager>,
+    /// With an API server: keeps each static pod's mirror pod in place.
+    pub mirror_client: Option<Arc<MirrorClient>>,
+    pub runtime_state: Arc<RuntimeState>,
+    pub settings: Settings,
+    /// Containers whose liveness probe failed, by container ID.
+    pub liveness_failed: Mutex<HashSet<String>>,
+    /// Probe results: readiness and startup feed the status.
+    pub prober: Arc<ProberManager>,
+    /// Sets up and tears down the pods' volumes.
+    pub volume_manager: Arc<VolumeManager>,
+    /// With an API server: service-account tokens, forgotten with their pod.
+    pub token_manager: Option<Arc<TokenManager>>,
+}
+
+impl Syncer {
+    /// Regenerates the pod's API status from a runtime status.
+    pub fn refresh_status(&self, pod: &Pod, status: &PodStatus) {
+        self.update_status(pod, status, false);
+    }
+
+    /// `terminal`: the kubelet has stopped the pod for good, so its phase
+    /// is final (Succeeded or Failed), as upstream's podIsTerminal.
+    fn update_status(&self, pod: &Pod, status: &PodStatus, terminal: bool) -> PodPhase {
+        let uid = pod.uid().to_string();
+        let runtime = Arc::clone(&self.runtime);
+        let waiting = move |c: &str| runtime.waiting_reason(&uid, c);
+        let runtime_name = self.runtime_state.runtime_name();
+        let host_ip = self.host_ip();
+        let (prober, prober2, puid, puid2) = (
+            Arc::clone(&self.prober),
+            Arc::clone(&self.prober),
+            pod.uid().to_string(),
+            pod.uid().to_string(),
+        );
+        let is_ready = move |c: &str| prober.is_ready(&puid, c);
+        let is_started = move |c: &str| prober2.is_started(&puid2, c);
+        let old = self.status_manager.get(pod.uid());
+        // Upstream activeDeadlineHandler.ShouldEvict, for a pod not yet final.
+        let deadline_exceeded = !active_deadline::is_terminal(old.as_ref())
+            && active_deadline::past_active_deadline(pod, old.as_ref(), SystemTime::now());
+        let ctx = StatusContext {
+            runtime_name: &runtime_name,
+            host_ip: host_ip.as_deref(),
+            waiting_reason: &waiting,
+            is_ready: &is_ready,
+            is_started: &is_started,
+            pod_is_terminal: terminal,
+            old: old.as_ref(),
+            deadline_exceeded,
+        };
+        let api_status = generate_api_pod_status(pod, status, &ctx);
+        if deadline_exceeded {
+            log::info!("pod {}: {DEADLINE_EXCEEDED_MESSAGE}", pod.full_name());
+            self.runtime.recorder().pod_event(
+                pod,
+                crate::events::EventType::Normal,
+                DEADLINE_EXCEEDED,
+                DEADLINE_EXCEEDED_MESSAGE,
+            );
+        }
+        let known = PodPhase::of(old.as_ref());
+        let phase = PodPhase::of(Some(&api_status));
+        if phase == PodPhase::Running && known == PodPhase::Pending {
+            // Upstream SyncPod: kubelet_pod_start_duration_seconds runs from
+            // the config.seen annotation to the first Running status.
+            if let Some(d) = crate::types::since_first_seen(pod) {
+                crate::metrics::pod_started(d);
+            }
+        }
+        if self.status_manager.set_pod_status(pod, api_status) {
+            log::debug!("pod {}: status updated, phase {phase}", pod.full_name());
+        }
+        phase
+    }
+
+    /// The node's IP for hostIP: --node-ip, else the Node's first
+    /// InternalIP as node status reported it (upstream takes it from the
+    /// Node object too).
+    fn host_ip(&self) -> Option<String> {
+        if let Some(ip) = self.settings.node_ip.as_deref() {
+            return ip.split(',').next().map(|s| s.trim().to_string());
+        }
+        let node = self.node.read().unwrap_or_else(|e| e.into_inner());
+        let addrs = node.as_ref()?.status.as_ref()?.addresses.as_ref()?;
+        addrs
+            .iter()
+            .find(|a| a.type_ == "InternalIP")
+            .map(|a| a.address.clone())
+    }
+
+    /// Upstream syncPod's mirror pod step: a stale or deleted mirror pod is
+    /// removed, and a missing one created. Failures are retried by the next
+    /// sync; they never stop the static pod from running.
+    fn ensure_mirror_pod(&self, pod: &Pod) {
+        let Some(mc) = &self.mirror_client else {
+            return;
+        };
+        let mut missing = true;
+        if let Some(mirror) = self.pod_manager.mirror_of(pod) {
+            missing = false;
+            if mirror.is_being_deleted() || !is_mirror_pod_of(&mirror, pod) {
+                log::info!(
+                    "mirror pod of {} is stale; deleting it",
+                    pod.namespaced_name()
+                );
+                match mc.delete_mirror_pod(&mirror) {
+                    Ok(deleted) => missing = deleted,
+                    Err(e) => log::warn!("delete mirror pod: {e}"),
+                }
+            }
+        }
+        if missing {
+            match mc.create_mirror_pod(pod) {
+                // A new mirror pod has no status yet: send it ours again.
+                Ok(()) => self.status_manager.resync(pod.uid()),
+                Err(e) => log::warn!("create mirror pod for {}: {e}", pod.namespaced_name()),
+            }
+        }
+    }
+
+    fn make_pod_dirs(&self, pod: &Pod) -> std::io::Result<()> {
+        let dir = self.settings.root_dir.join("pods").join(pod.uid());
+        for sub in ["volumes", "plugins", "containers"] {
+            std::fs::create_dir_all(dir.join(sub))?;
+        }
+        Ok(())
+    }
+
+    /// The prober learns which container instances run, and since when
+    /// (upstream UpdatePodStatus): probes start and stop with them.
+    fn tell_prober(&self, pod: &Pod, status: &PodStatus) {
+        let containers: Vec<ContainerInfo> = pod
+            .containers()
+            .iter()
+            .map(|c| {
+                let newest = status.find_container(&c.name);
+                ContainerInfo {
+                    name: c.name.clone(),
+                    id: newest.map(|s| s.id.clone()).unwrap_or_default(),
+                    running: newest.is_some_and(|s| s.state == ContainerState::Running),
+                    started_at: newest.and_then(|s| s.started_at),
+                }
+            })
+            .collect();
+        // Probes aim at status.podIP, which for a host-network pod is the
+        // node's IP (the sandbox has none of its own).
+        let ip = if pod.is_host_network() {
+            self.host_ip()
+        } else {
+            status.ips().into_iter().next()
+        };
+        self.prober
+            .update_pod_status(pod.uid(), ip.as_deref(), &containers);
+    }
+
+    fn liveness_failures(&self, status: &PodStatus) -> HashSet<String> {
+        let mut failed = self
+            .liveness_failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let ids: HashSet<&str> = status.containers.iter().map(|c| c.id.as_str()).collect();
+        let mine: HashSet<String> = failed
+            .iter()
+            .filter(|id| ids.contains(id.as_str()))
+            .cloned()
+            .collect();
+        // Forget failures of containers that are no longer running.
+        failed.retain(|id| {
+            !ids.contains(id.as_str())
+                || status
+                    .containers
+                    .iter()
+                    .any(|c| &c.id == id && c.state == ContainerState::Running)
+        });
+        mine
+    }
+}
+
+fn failure(errors: &[SyncError]) -> SyncFailure {
+    let retry_after = errors
+        .iter()
+        .map(|e| e.retry_after.unwrap_or(WORKER_BACKOFF))
+        .min()
+        .unwrap_or(WORKER_BACKOFF);
+    SyncFailure {
+        message: errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+        retry_after,
+    }
+}
+
+impl PodSyncer for Syncer {
+    fn sync_pod(
+        &self,
+        update: UpdateType,
+        pod: &Arc<Pod>,
+        status: &PodStatus,
+    ) -> Result<bool, SyncFailure> {
+        log::debug!("pod {}: sync ({update:?})", pod.full_name());
+        let phase = self.update_status(pod, status, false);
+        if phase.is_terminal() {
+            log::info!("pod {} reached phase {phase}", pod.full_name());
+            return Ok(true);
+        }
+        self.make_pod_dirs(pod).map_err(|e| SyncFailure {
+            message: format!("create pod directories: {e}"),
+            retry_after: WORKER_BACKOFF,
+        })?;
+        if is_static_pod(pod) {
+            self.ensure_mirror_pod(pod);
+        }
+        // Upstream WaitForAttachAndMount, but bounded short: a pod whose
+        // volumes are not ready gives its worker back and is re-queued by
+        // the volume manager when they are.
+        if let Err(e) = self
+            .volume_manager
+            .wait_for_attach_and_mount(pod, VOLUME_WAIT)
+        {
+            let message = format!("Unable to attach or mount volumes: {e}");
+            self.runtime.recorder().pod_event(
+                pod,
+                crate::events::EventType::Warning,
+                FAILED_MOUNT,
+                &message,
+            );
+            return Err(SyncFailure {
+                message,
+                retry_after: VOLUME_RETRY,
+            });
+        }
+        self.tell_prober(pod, status);
+        let liveness = self.liveness_failures(status);
+        let errors = self.runtime.sync_pod(pod, status, &liveness);
+        // Record the reasons the sync found (CrashLoopBackOff, ...) now.
+        self.update_status(pod, status, false);
+        if errors.is_empty() {
+            Ok(false)
+        } else {
+            Err(failure(&errors))
+        }
+    }
+
+    fn sync_terminating_pod(
+        &self,
+        pod: Option<&Pod>,
+        running: Option<&RuntimePod>,
+        status: &PodStatus,
+        grace: Option<i64>,
+    ) -> Result<(), SyncFailure> {
+        let name = pod.map_or_else(|| status.uid.clone(), |p| p.full_name());
+        log::info!("pod {name}: terminating");
+        let result = match running {
+            Some(rp) => self.runtime.kill_pod(pod, rp, grace),
+            None => self.runtime.kill_pod_status(pod, status, grace),
+        };
+        result.map_err(|e| failure(&[e]))?;
+        if let Some(pod) = pod {
+            if let Ok(fresh) = self
+                .runtime
+                .get_pod_status(pod.uid(), pod.name(), pod.namespace())
+            {
+                self.update_status(pod, &fresh, pod.is_being_deleted());
+            }
+        }
+        Ok(())
+    }
+
+    fn sync_terminated_pod(
+        &self,
+        pod: Option<&Pod>,
+        status: &PodStatus,
+        removed: bool,
+    ) -> Result<(), SyncFailure> {
+        if let Some(p) = pod.filter(|p| p.is_being_deleted()) {
+            // Everything is stopped: the status manager may now remove the
+            // API object (grace period 0, UID precondition).
+            self.status_manager.mark_for_deletion(p.uid());
+        }
+        if !removed {
+            return Ok(());
+        }
+        let uid = pod.map_or(status.uid.as_str(), |p| p.uid());
+        log::info!("pod {uid}: removing its containers, sandboxes and directories");
+        self.runtime.remove_pod(uid).map_err(|e| SyncFailure {
+            message: e.to_string(),
+            retry_after: WORKER_BACKOFF,
+        })?;
+        if let Some(tokens) = &self.token_manager {
+            tokens.delete_service_account_tokens(uid);
+        }
+        // Volumes first; the directory goes only when nothing is mounted in
+        // it, else housekeeping's orphan cleanup retries.
+        let pod_dir = self.settings.root_dir.join("pods").join(uid);
+        if self.volume_manager.remove_pod(uid, VOLUME_WAIT) {
+            if let Err(e) = volumemanager::remove_pod_dir(&pod_dir) {
+                log::warn!("remove {}: {e}", pod_dir.display());
+            }
+        }
+        if let Some(pod) = pod {
+            let logs = sandbox::pod_log_dir(&self.settings.pod_logs_dir, pod);
+            if let Err(e) = remove_dir_if_exists(&logs) {
+                log::warn!("remove {}: {e}", logs.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn remove_dir_if_exists(dir: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
