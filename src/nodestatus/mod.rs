@@ -166,7 +166,6 @@ pub struct KubeletHealth {
 }
 
 pub type HealthFn = Box<dyn Fn() -> KubeletHealth + Send + Sync>;
-/// Receives node events: `(type "Normal"|"Warning", reason, message)`.
 
 /// State of the status thread.
 #[derive(Default)]
