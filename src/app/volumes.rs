@@ -99,6 +99,9 @@ pub fn volume_managers(
             )
         })?;
     let watches = MultiWatch::new(c).context("start the object watches")?;
+    if strategy == Strategy::Watch {
+        watches.start().context("start the object-watches thread")?;
+    }
     // The volume manager exists only after the managers; a change reaches
     // it through this slot.
     let slot: Arc<OnceLock<Weak<VolumeManager>>> = Arc::new(OnceLock::new());

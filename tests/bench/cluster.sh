@@ -33,6 +33,7 @@ cleanup() {
     [ -n "$kpid" ] && { kill -9 "$kpid" && wait "$kpid"; } 2>/dev/null || true
     [ -n "$dpid" ] && { kill -9 "$dpid" && wait "$dpid"; } 2>/dev/null || true
     bash "$harness" stop "$work/ctrd" >/dev/null 2>&1 || true
+    unmount_under "$work"
     rm -rf "$work"
 }
 trap cleanup EXIT INT TERM

@@ -19,3 +19,9 @@ rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$kpid/status"; }
 rss_split() { awk '/^Rss:/ {r=$2} /^Anonymous:/ {a=$2} END {printf "anon=%s file=%s", a, r-a}' "/proc/$kpid/smaps_rollup"; }
 threads() { awk '/^Threads/ {print $2}' "/proc/$kpid/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$kpid/stat"; }
+# unmount_under DIR: detach every mount below DIR, deepest first (volumes a
+# killed rkubelet left), so that removing DIR neither fails nor leaks mounts.
+unmount_under() {
+    awk -v d="$1/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r |
+        while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}

@@ -41,6 +41,7 @@ cleanup() {
         [ -n "${sock:-}" ] && ctr_ containers ls >"$BENCH_KEEP_LOGS/containers.txt" 2>&1 || true
     fi
     bash "$harness" stop "$work/ctrd" >/dev/null 2>&1 || true
+    unmount_under "$work"
     rm -rf "$work"
 }
 trap cleanup EXIT INT TERM

@@ -25,6 +25,7 @@ kpid=""
 cleanup() {
     [ -n "$kpid" ] && kill -9 "$kpid" 2>/dev/null || true
     bash "$harness" stop "$work/ctrd" >/dev/null 2>&1 || true
+    unmount_under "$work"
     rm -rf "$work"
 }
 trap cleanup EXIT INT TERM

@@ -133,6 +133,12 @@ impl MultiWatch {
         Ok(id)
     }
 
+    /// Starts the thread now rather than at the first watch, so the
+    /// kubelet's thread count does not change when pods arrive.
+    pub fn start(&self) -> Result<(), ApiError> {
+        self.ensure_thread()
+    }
+
     /// Stops a watch (a no-op for an unknown or already stopped one).
     pub fn unwatch(&self, id: WatchId) {
         self.change(id, None);
