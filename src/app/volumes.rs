@@ -5,7 +5,6 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::Pod;
 
 use crate::client::multiwatch::MultiWatch;
 use crate::kubeletconfig::KubeletConfiguration;
@@ -108,10 +107,7 @@ pub fn volume_managers(
     let on_change = remount_on_change(&slot);
     let secrets = secret::new_manager(strategy, c, &watches, DEFAULT_TTL, Some(on_change.clone()));
     let config_maps = configmap::new_manager(strategy, c, &watches, DEFAULT_TTL, Some(on_change));
-    let registrars: Vec<Arc<dyn PodRegistrar>> = vec![
-        Arc::new(SecretRegistrar(Arc::clone(&secrets))),
-        Arc::new(ConfigMapRegistrar(Arc::clone(&config_maps))),
-    ];
+    let registrars: Vec<Arc<dyn PodRegistrar>> = vec![secrets.clone(), config_maps.clone()];
     let objects = ApiObjects {
         config_maps: Arc::new(move |ns, name| found(config_maps.get_config_map(ns, name))),
         secrets: Arc::new(move |ns, name| found(secrets.get_secret(ns, name))),
@@ -160,26 +156,4 @@ fn remount_on_change(slot: &Arc<OnceLock<Weak<VolumeManager>>>) -> OnChange {
                 }
         });
     })
-}
-
-struct SecretRegistrar(Arc<dyn secret::SecretManager>);
-
-impl PodRegistrar for SecretRegistrar {
-    fn register_pod(&self, pod: &Pod) {
-        self.0.register_pod(pod)
-    }
-    fn unregister_pod(&self, pod: &Pod) {
-        self.0.unregister_pod(pod)
-    }
-}
-
-struct ConfigMapRegistrar(Arc<dyn configmap::ConfigMapManager>);
-
-impl PodRegistrar for ConfigMapRegistrar {
-    fn register_pod(&self, pod: &Pod) {
-        self.0.register_pod(pod)
-    }
-    fn unregister_pod(&self, pod: &Pod) {
-        self.0.unregister_pod(pod)
-    }
 }

@@ -11,11 +11,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, EnvFromSource, EnvVar, Pod};
 
 use crate::client::multiwatch::MultiWatch;
 use crate::client::Client;
-use crate::util::manager::cache_based::{CacheBasedStore, ClientFetch};
-use crate::util::manager::watch_based::WatchBasedStore;
-use crate::util::manager::{
-    CacheBasedManager, GetManager, Kind, Manager, ManagerError, OnChange, Strategy,
-};
+use crate::pod::PodRegistrar;
+use crate::util::manager::{self, Kind, KindSpec, Manager, ManagerError, OnChange, Strategy};
 
 pub const KIND: Kind = Kind {
     kind: "ConfigMap",
@@ -23,10 +20,10 @@ pub const KIND: Kind = Kind {
     singular: "configmap",
 };
 
-pub trait ConfigMapManager: Send + Sync {
+/// Registration (which objects pods reference) comes through the pod
+/// manager, as upstream's RegisterPod/UnregisterPod.
+pub trait ConfigMapManager: PodRegistrar {
     fn get_config_map(&self, namespace: &str, name: &str) -> Result<Arc<ConfigMap>, ManagerError>;
-    fn register_pod(&self, pod: &Pod);
-    fn unregister_pod(&self, pod: &Pod);
 }
 
 struct ConfigMaps(Box<dyn Manager<ConfigMap>>);
@@ -35,7 +32,9 @@ impl ConfigMapManager for ConfigMaps {
     fn get_config_map(&self, namespace: &str, name: &str) -> Result<Arc<ConfigMap>, ManagerError> {
         self.0.get_object(namespace, name)
     }
+}
 
+impl PodRegistrar for ConfigMaps {
     fn register_pod(&self, pod: &Pod) {
         self.0.register_pod(pod)
     }
@@ -53,21 +52,18 @@ pub fn new_manager(
     ttl: Duration,
     on_change: Option<OnChange>,
 ) -> Arc<dyn ConfigMapManager> {
-    let inner: Box<dyn Manager<ConfigMap>> = match strategy {
-        Strategy::Watch => {
-            let store = WatchBasedStore::<ConfigMap>::new(KIND, watches.clone());
-            if let Some(f) = on_change {
-                store.set_on_change(f);
-            }
-            Box::new(CacheBasedManager::new(store, referenced_config_map_names))
-        }
-        Strategy::Cache => {
-            let fetch = Box::new(ClientFetch::<ConfigMap>::new(client, KIND));
-            let store = Arc::new(CacheBasedStore::new(fetch, ttl, is_immutable));
-            Box::new(CacheBasedManager::new(store, referenced_config_map_names))
-        }
-        Strategy::Get => Box::new(GetManager::<ConfigMap>::new(client, KIND)),
-    };
+    let inner = manager::new_manager(
+        strategy,
+        client,
+        watches,
+        ttl,
+        on_change,
+        KindSpec {
+            kind: KIND,
+            referenced: referenced_config_map_names,
+            is_immutable,
+        },
+    );
     Arc::new(ConfigMaps(inner))
 }
 

@@ -12,11 +12,8 @@ use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, Pod, Secret};
 
 use crate::client::multiwatch::MultiWatch;
 use crate::client::Client;
-use crate::util::manager::cache_based::{CacheBasedStore, ClientFetch};
-use crate::util::manager::watch_based::WatchBasedStore;
-use crate::util::manager::{
-    CacheBasedManager, GetManager, Kind, Manager, ManagerError, OnChange, Strategy,
-};
+use crate::pod::PodRegistrar;
+use crate::util::manager::{self, Kind, KindSpec, Manager, ManagerError, OnChange, Strategy};
 
 pub const KIND: Kind = Kind {
     kind: "Secret",
@@ -24,10 +21,10 @@ pub const KIND: Kind = Kind {
     singular: "secret",
 };
 
-pub trait SecretManager: Send + Sync {
+/// Registration (which objects pods reference) comes through the pod
+/// manager, as upstream's RegisterPod/UnregisterPod.
+pub trait SecretManager: PodRegistrar {
     fn get_secret(&self, namespace: &str, name: &str) -> Result<Arc<Secret>, ManagerError>;
-    fn register_pod(&self, pod: &Pod);
-    fn unregister_pod(&self, pod: &Pod);
 }
 
 struct Secrets(Box<dyn Manager<Secret>>);
@@ -36,7 +33,9 @@ impl SecretManager for Secrets {
     fn get_secret(&self, namespace: &str, name: &str) -> Result<Arc<Secret>, ManagerError> {
         self.0.get_object(namespace, name)
     }
+}
 
+impl PodRegistrar for Secrets {
     fn register_pod(&self, pod: &Pod) {
         self.0.register_pod(pod)
     }
@@ -56,21 +55,18 @@ pub fn new_manager(
     ttl: Duration,
     on_change: Option<OnChange>,
 ) -> Arc<dyn SecretManager> {
-    let inner: Box<dyn Manager<Secret>> = match strategy {
-        Strategy::Watch => {
-            let store = WatchBasedStore::<Secret>::new(KIND, watches.clone());
-            if let Some(f) = on_change {
-                store.set_on_change(f);
-            }
-            Box::new(CacheBasedManager::new(store, referenced_secret_names))
-        }
-        Strategy::Cache => {
-            let fetch = Box::new(ClientFetch::<Secret>::new(client, KIND));
-            let store = Arc::new(CacheBasedStore::new(fetch, ttl, is_immutable));
-            Box::new(CacheBasedManager::new(store, referenced_secret_names))
-        }
-        Strategy::Get => Box::new(GetManager::<Secret>::new(client, KIND)),
-    };
+    let inner = manager::new_manager(
+        strategy,
+        client,
+        watches,
+        ttl,
+        on_change,
+        KindSpec {
+            kind: KIND,
+            referenced: referenced_secret_names,
+            is_immutable,
+        },
+    );
     Arc::new(Secrets(inner))
 }
 

@@ -245,3 +245,48 @@ impl<T: DeserializeOwned + Send + Sync> Manager<T> for GetManager<T> {
 
     fn unregister_pod(&self, _pod: &Pod) {}
 }
+
+/// What a manager needs to know about its kind.
+pub struct KindSpec<T> {
+    pub kind: Kind,
+    /// Which objects of the kind a pod references.
+    pub referenced: ReferencedNames,
+    pub is_immutable: fn(&T) -> bool,
+}
+
+/// The manager of one kind for `strategy` (upstream NewWatchingSecretManager,
+/// NewCachingSecretManager, NewSimpleSecretManager and their ConfigMap
+/// twins): Watch shares `watches` (one thread for every kind) and calls
+/// `on_change` when a watched object changes; Cache keeps objects for `ttl`.
+pub fn new_manager<T>(
+    strategy: Strategy,
+    client: &Client,
+    watches: &Arc<crate::client::multiwatch::MultiWatch>,
+    ttl: std::time::Duration,
+    on_change: Option<OnChange>,
+    spec: KindSpec<T>,
+) -> Box<dyn Manager<T>>
+where
+    T: serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    let KindSpec {
+        kind,
+        referenced,
+        is_immutable,
+    } = spec;
+    match strategy {
+        Strategy::Watch => {
+            let store = watch_based::WatchBasedStore::<T>::new(kind, watches.clone());
+            if let Some(f) = on_change {
+                store.set_on_change(f);
+            }
+            Box::new(CacheBasedManager::new(store, referenced))
+        }
+        Strategy::Cache => {
+            let fetch = Box::new(cache_based::ClientFetch::<T>::new(client, kind));
+            let store = Arc::new(cache_based::CacheBasedStore::new(fetch, ttl, is_immutable));
+            Box::new(CacheBasedManager::new(store, referenced))
+        }
+        Strategy::Get => Box::new(GetManager::<T>::new(client, kind)),
+    }
+}
