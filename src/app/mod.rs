@@ -40,7 +40,12 @@ use crate::server::kubelet::{self as kubelet_server, ServerConfig};
 use crate::types;
 use crate::util::worker::{self, Worker};
 
+mod servers;
+mod shutdown;
 mod volumes;
+
+use servers::*;
+use shutdown::*;
 
 /// Threads that run pod syncs; fixed, whatever the number of pods.
 pub const POD_WORKER_THREADS: usize = 4;
@@ -310,58 +315,6 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     Ok(0)
 }
 
-/// How long shutdown waits for the module threads, all stages together.
-const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
-
-/// The shutdown order, by thread name: sources stop feeding pods, then the
-/// workers drain, then status reaches the API, then the servers go. Every
-/// thread has seen the closed shutdown channel already; this only decides
-/// whose end is waited for first, and names any that does not stop.
-const SHUTDOWN_STAGES: &[(&str, &[&str])] = &[
-    (
-        "sources",
-        &["file-source", "http-source", "pod-config", "api-"],
-    ),
-    (
-        "workers",
-        &[
-            "pleg",
-            "pod-worker",
-            "volume-manager",
-            "object-watches",
-            "prober",
-            "probe-worker",
-            "runtime-status",
-            "gc",
-            "log-manager",
-        ],
-    ),
-    (
-        "status",
-        &["status-manager", "node-status", "node-lease", "events"],
-    ),
-];
-
-fn stop_modules(owned: Vec<Worker>) {
-    let deadline = std::time::Instant::now() + SHUTDOWN_DEADLINE;
-    let mut rest = owned;
-    let mut late = Vec::new();
-    for (stage, prefixes) in SHUTDOWN_STAGES {
-        let (now, later): (Vec<Worker>, Vec<Worker>) = rest
-            .into_iter()
-            .partition(|w| prefixes.iter().any(|p| w.name().starts_with(p)));
-        rest = later;
-        late.extend(worker::join_all(stage, now, deadline));
-    }
-    late.extend(worker::join_all("servers", rest, deadline));
-    if !late.is_empty() {
-        log::warn!(
-            "shutdown: {} did not stop within {SHUTDOWN_DEADLINE:?}",
-            late.join(", ")
-        );
-    }
-}
-
 /// The API client when --kubeconfig is given, with kubeAPIQPS/kubeAPIBurst.
 fn api_client(
     flags: &KubeletFlags,
@@ -438,38 +391,6 @@ fn node_status_config(
     cfg.provider_id = config.provider_id.clone();
     cfg.enable_controller_attach_detach = config.enable_controller_attach_detach;
     cfg
-}
-
-/// What node status reports about the kubelet's own health (the Ready
-/// condition, runtime version, images), read fresh at every update.
-fn kubelet_health(kubelet: &Arc<Kubelet>) -> Box<dyn Fn() -> KubeletHealth + Send + Sync> {
-    let k = Arc::clone(kubelet);
-    Box::new(move || {
-        let images = match k.runtime.runtime().list_images() {
-            Ok(list) => list
-                .into_iter()
-                .map(|i| ImageInfo {
-                    names: i.repo_tags.into_iter().chain(i.repo_digests).collect(),
-                    size_bytes: i.size,
-                })
-                .collect(),
-            Err(e) => {
-                log::debug!("node status: list images: {e}");
-                Vec::new()
-            }
-        };
-        KubeletHealth {
-            runtime_errors: k.runtime_state.runtime_errors(),
-            network_error: k.runtime_state.network_error(),
-            pleg_error: k
-                .pleg
-                .healthy()
-                .err()
-                .map(|e| format!("PLEG is not healthy: {e}")),
-            runtime_version: k.runtime_state.runtime_version(),
-            images,
-        }
-    })
 }
 
 /// The node's UID, once its Node object has been seen.
@@ -649,109 +570,6 @@ fn start_log_manager(
     );
     mgr.start(shutdown.clone())
         .context("start the container log manager")
-}
-
-/// The health checks /healthz runs, on the healthz port and on 10250.
-fn healthz_checks(config: &KubeletConfiguration, kubelet: &Arc<Kubelet>) -> Arc<Healthz> {
-    let limit = (config.sync_frequency.0 * 2).max(MIN_SYNC_LOOP_HEALTH);
-    let (k1, k2, k3) = (
-        Arc::clone(kubelet),
-        Arc::clone(kubelet),
-        Arc::clone(kubelet),
-    );
-    let healthz = Healthz::new(vec![
-        NamedCheck {
-            name: "ping",
-            check: Box::new(|| Ok(())),
-        },
-        NamedCheck {
-            name: "log",
-            check: Box::new(|| Ok(())),
-        },
-        NamedCheck {
-            name: "syncloop",
-            check: Box::new(move || {
-                match *k1
-                    .sync_loop_monitor
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                {
-                    None => Err("sync loop did not start".into()),
-                    Some(t) if t.elapsed() > limit => {
-                        Err("sync loop took longer than expected".into())
-                    }
-                    Some(_) => Ok(()),
-                }
-            }),
-        },
-        NamedCheck {
-            name: "pleg",
-            check: Box::new(move || k2.pleg.healthy()),
-        },
-        NamedCheck {
-            name: "runtime",
-            check: Box::new(move || {
-                let errs = k3.runtime_state.runtime_errors();
-                if errs.is_empty() {
-                    Ok(())
-                } else {
-                    Err(errs.join("; "))
-                }
-            }),
-        },
-    ]);
-    healthz
-}
-
-fn start_healthz(
-    config: &KubeletConfiguration,
-    healthz: &Arc<Healthz>,
-    shutdown: &Receiver<()>,
-) -> anyhow::Result<Option<JoinHandle<()>>> {
-    if config.healthz_port <= 0 {
-        return Ok(None);
-    }
-    let addr: SocketAddr = format!("{}:{}", config.healthz_bind_address, config.healthz_port)
-        .parse()
-        .with_context(|| format!("healthzBindAddress {:?}", config.healthz_bind_address))?;
-    healthz.serve(addr, shutdown.clone()).map(Some)
-}
-
-/// The kubelet API server (10250, TLS) and the read-only port, when
-/// enableServer is on (upstream's default).
-fn start_kubelet_server(
-    flags: &KubeletFlags,
-    config: &KubeletConfiguration,
-    kubelet: &Arc<Kubelet>,
-    node: &str,
-    healthz: &Arc<Healthz>,
-    client: Option<&Client>,
-    shutdown: &Receiver<()>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
-    if !config.enable_server {
-        return Ok(Vec::new());
-    }
-    let server_cfg = ServerConfig::from_kubelet_config(config, &flags.cert_dir)?;
-    let host = Arc::new(ServerHost {
-        kubelet: Arc::clone(kubelet),
-        node_name: node.to_string(),
-        config_json: serde_json::to_value(config).unwrap_or_default(),
-    });
-    let routes = server_host::routes(kubelet, node, config.streaming_connection_idle_timeout.0);
-    log::info!(
-        "starting the kubelet API server on {}:{}",
-        config.address,
-        config.port
-    );
-    kubelet_server::start(
-        server_cfg,
-        host,
-        Arc::clone(healthz),
-        client.cloned(),
-        routes,
-        shutdown.clone(),
-    )
-    .context("start the kubelet API server")
 }
 
 /// Starts every module that runs beside the sync loop, each on its own

@@ -1,0 +1,144 @@
+//! The servers startup brings up: healthz (with the kubelet's own health
+//! checks) and the kubelet API server on 10250 and the read-only port.
+
+use super::*;
+
+/// What node status reports about the kubelet's own health (the Ready
+/// condition, runtime version, images), read fresh at every update.
+pub(super) fn kubelet_health(
+    kubelet: &Arc<Kubelet>,
+) -> Box<dyn Fn() -> KubeletHealth + Send + Sync> {
+    let k = Arc::clone(kubelet);
+    Box::new(move || {
+        let images = match k.runtime.runtime().list_images() {
+            Ok(list) => list
+                .into_iter()
+                .map(|i| ImageInfo {
+                    names: i.repo_tags.into_iter().chain(i.repo_digests).collect(),
+                    size_bytes: i.size,
+                })
+                .collect(),
+            Err(e) => {
+                log::debug!("node status: list images: {e}");
+                Vec::new()
+            }
+        };
+        KubeletHealth {
+            runtime_errors: k.runtime_state.runtime_errors(),
+            network_error: k.runtime_state.network_error(),
+            pleg_error: k
+                .pleg
+                .healthy()
+                .err()
+                .map(|e| format!("PLEG is not healthy: {e}")),
+            runtime_version: k.runtime_state.runtime_version(),
+            images,
+        }
+    })
+}
+
+/// The health checks /healthz runs, on the healthz port and on 10250.
+pub(super) fn healthz_checks(
+    config: &KubeletConfiguration,
+    kubelet: &Arc<Kubelet>,
+) -> Arc<Healthz> {
+    let limit = (config.sync_frequency.0 * 2).max(MIN_SYNC_LOOP_HEALTH);
+    let (k1, k2, k3) = (
+        Arc::clone(kubelet),
+        Arc::clone(kubelet),
+        Arc::clone(kubelet),
+    );
+    let healthz = Healthz::new(vec![
+        NamedCheck {
+            name: "ping",
+            check: Box::new(|| Ok(())),
+        },
+        NamedCheck {
+            name: "log",
+            check: Box::new(|| Ok(())),
+        },
+        NamedCheck {
+            name: "syncloop",
+            check: Box::new(move || {
+                match *k1
+                    .sync_loop_monitor
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                {
+                    None => Err("sync loop did not start".into()),
+                    Some(t) if t.elapsed() > limit => {
+                        Err("sync loop took longer than expected".into())
+                    }
+                    Some(_) => Ok(()),
+                }
+            }),
+        },
+        NamedCheck {
+            name: "pleg",
+            check: Box::new(move || k2.pleg.healthy()),
+        },
+        NamedCheck {
+            name: "runtime",
+            check: Box::new(move || {
+                let errs = k3.runtime_state.runtime_errors();
+                if errs.is_empty() {
+                    Ok(())
+                } else {
+                    Err(errs.join("; "))
+                }
+            }),
+        },
+    ]);
+    healthz
+}
+
+pub(super) fn start_healthz(
+    config: &KubeletConfiguration,
+    healthz: &Arc<Healthz>,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Option<JoinHandle<()>>> {
+    if config.healthz_port <= 0 {
+        return Ok(None);
+    }
+    let addr: SocketAddr = format!("{}:{}", config.healthz_bind_address, config.healthz_port)
+        .parse()
+        .with_context(|| format!("healthzBindAddress {:?}", config.healthz_bind_address))?;
+    healthz.serve(addr, shutdown.clone()).map(Some)
+}
+
+/// The kubelet API server (10250, TLS) and the read-only port, when
+/// enableServer is on (upstream's default).
+pub(super) fn start_kubelet_server(
+    flags: &KubeletFlags,
+    config: &KubeletConfiguration,
+    kubelet: &Arc<Kubelet>,
+    node: &str,
+    healthz: &Arc<Healthz>,
+    client: Option<&Client>,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    if !config.enable_server {
+        return Ok(Vec::new());
+    }
+    let server_cfg = ServerConfig::from_kubelet_config(config, &flags.cert_dir)?;
+    let host = Arc::new(ServerHost {
+        kubelet: Arc::clone(kubelet),
+        node_name: node.to_string(),
+        config_json: serde_json::to_value(config).unwrap_or_default(),
+    });
+    let routes = server_host::routes(kubelet, node, config.streaming_connection_idle_timeout.0);
+    log::info!(
+        "starting the kubelet API server on {}:{}",
+        config.address,
+        config.port
+    );
+    kubelet_server::start(
+        server_cfg,
+        host,
+        Arc::clone(healthz),
+        client.cloned(),
+        routes,
+        shutdown.clone(),
+    )
+    .context("start the kubelet API server")
+}
