@@ -1,7 +1,7 @@
 //! Read-only accessors over the API's `Pod`, whose fields are mostly
 //! `Option`s: one place decides what an absent field means.
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
 
 const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
 const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
@@ -13,6 +13,9 @@ pub trait PodExt {
     fn spec_or_default(&self) -> &PodSpec;
     fn containers(&self) -> &[Container];
     fn init_containers(&self) -> &[Container];
+    /// `spec.ephemeralContainers` (added through the `ephemeralcontainers`
+    /// subresource, e.g. by `kubectl debug`).
+    fn ephemeral_containers(&self) -> &[EphemeralContainer];
     fn restart_policy(&self) -> RestartPolicy;
     fn is_host_network(&self) -> bool;
     fn is_being_deleted(&self) -> bool;
@@ -64,6 +67,13 @@ impl PodExt for Pod {
             .unwrap_or(&[])
     }
 
+    fn ephemeral_containers(&self) -> &[EphemeralContainer] {
+        self.spec_or_default()
+            .ephemeral_containers
+            .as_deref()
+            .unwrap_or(&[])
+    }
+
     fn restart_policy(&self) -> RestartPolicy {
         match self.spec_or_default().restart_policy.as_deref() {
             Some("Never") => RestartPolicy::Never,
@@ -104,4 +114,48 @@ impl PodExt for Pod {
             .and_then(|a| a.get(key))
             .map(String::as_str)
     }
+}
+
+/// An ephemeral container as the `Container` it shares its fields with
+/// (upstream converts `EphemeralContainerCommon` to `v1.Container` the same
+/// way); `targetContainerName` is the only field left behind.
+pub fn ephemeral_as_container(ec: &EphemeralContainer) -> Container {
+    let ec = ec.clone();
+    Container {
+        args: ec.args,
+        command: ec.command,
+        env: ec.env,
+        env_from: ec.env_from,
+        image: ec.image,
+        image_pull_policy: ec.image_pull_policy,
+        lifecycle: ec.lifecycle,
+        liveness_probe: ec.liveness_probe,
+        name: ec.name,
+        ports: ec.ports,
+        readiness_probe: ec.readiness_probe,
+        resize_policy: ec.resize_policy,
+        resources: ec.resources,
+        restart_policy: ec.restart_policy,
+        restart_policy_rules: ec.restart_policy_rules,
+        security_context: ec.security_context,
+        startup_probe: ec.startup_probe,
+        stdin: ec.stdin,
+        stdin_once: ec.stdin_once,
+        termination_message_path: ec.termination_message_path,
+        termination_message_policy: ec.termination_message_policy,
+        tty: ec.tty,
+        volume_devices: ec.volume_devices,
+        volume_mounts: ec.volume_mounts,
+        working_dir: ec.working_dir,
+    }
+}
+
+/// Every container name of the pod that status and logs can refer to:
+/// init, regular and ephemeral containers.
+pub fn has_container_named(pod: &Pod, name: &str) -> bool {
+    pod.containers()
+        .iter()
+        .chain(pod.init_containers())
+        .any(|c| c.name == name)
+        || pod.ephemeral_containers().iter().any(|c| c.name == name)
 }

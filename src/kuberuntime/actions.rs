@@ -32,6 +32,9 @@ pub struct PodActions {
     /// Indices into `spec.containers` of those to start.
     pub containers_to_start: Vec<usize>,
     pub containers_to_kill: Vec<ContainerToKill>,
+    /// Indices into `spec.ephemeralContainers` of those to start: each one
+    /// that has never run (upstream `EphemeralContainersToStart`).
+    pub ephemeral_to_start: Vec<usize>,
 }
 
 /// `liveness_failed` holds the IDs of containers whose liveness probe failed.
@@ -53,6 +56,16 @@ pub fn compute_pod_actions(
         plan_fresh_sandbox(pod, status, &mut actions);
         return actions;
     }
+
+    // Ephemeral containers may start before initialization completes, and
+    // never restart: one with any instance, whatever its exit, is done.
+    actions.ephemeral_to_start = pod
+        .ephemeral_containers()
+        .iter()
+        .enumerate()
+        .filter(|(_, ec)| status.find_container(&ec.name).is_none())
+        .map(|(i, _)| i)
+        .collect();
 
     match next_init_container(pod, status) {
         InitProgress::Done => {}
@@ -304,12 +317,14 @@ mod tests {
         exit: i32,
         age: u64,
     ) -> ContainerStatus {
-        let spec = pod
+        // Ephemeral containers are never compared by hash.
+        let hash = pod
             .containers()
             .iter()
             .chain(pod.init_containers())
             .find(|c| c.name == name)
-            .unwrap();
+            .map(container_hash)
+            .unwrap_or_default();
         ContainerStatus {
             id: format!("{name}-{age}"),
             name: name.into(),
@@ -320,7 +335,7 @@ mod tests {
             exit_code: exit,
             image: String::new(),
             image_ref: String::new(),
-            hash: container_hash(spec),
+            hash,
             restart_count: 0,
             reason: String::new(),
             message: String::new(),
@@ -496,5 +511,84 @@ mod tests {
         let a = compute_pod_actions(&p, &st, &none());
         assert!(a.containers_to_start.is_empty());
         assert!(a.kill_pod);
+    }
+
+    fn with_debugger(mut p: Pod, target: Option<&str>) -> Pod {
+        if let Some(spec) = p.spec.as_mut() {
+            spec.ephemeral_containers =
+                Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                    name: "debugger".into(),
+                    image: Some("busybox:1.36".into()),
+                    target_container_name: target.map(str::to_string),
+                    ..Default::default()
+                }]);
+        }
+        p
+    }
+
+    #[test]
+    fn ephemeral_container_starts_once_beside_running_pod() {
+        let p = with_debugger(pod("Always", &[], &["a"]), Some("a"));
+        let st = status(true, vec![cstatus(&p, "a", ContainerState::Running, 0, 1)]);
+        let a = compute_pod_actions(&p, &st, &none());
+        assert_eq!(a.ephemeral_to_start, vec![0]);
+        assert!(!a.kill_pod && a.containers_to_start.is_empty());
+        // Running, exited ok or failed: never started again, never killed.
+        for (state, exit) in [
+            (ContainerState::Running, 0),
+            (ContainerState::Exited, 0),
+            (ContainerState::Exited, 1),
+            (ContainerState::Created, 0),
+            (ContainerState::Unknown, 0),
+        ] {
+            let st = status(
+                true,
+                vec![
+                    cstatus(&p, "debugger", state, exit, 1),
+                    cstatus(&p, "a", ContainerState::Running, 0, 2),
+                ],
+            );
+            assert_eq!(
+                compute_pod_actions(&p, &st, &none()),
+                PodActions {
+                    sandbox_id: Some("sb1".into()),
+                    ..Default::default()
+                },
+                "{state:?} {exit}"
+            );
+        }
+    }
+
+    #[test]
+    fn ephemeral_container_may_start_during_init() {
+        let p = with_debugger(pod("Always", &["i1"], &["a"]), None);
+        let st = status(true, vec![cstatus(&p, "i1", ContainerState::Running, 0, 1)]);
+        let a = compute_pod_actions(&p, &st, &none());
+        assert_eq!(a.ephemeral_to_start, vec![0]);
+        assert_eq!(a.next_init_container, None);
+    }
+
+    #[test]
+    fn new_sandbox_starts_no_ephemeral_container() {
+        let p = with_debugger(pod("Always", &[], &["a"]), None);
+        let a = compute_pod_actions(&p, &status(false, vec![]), &none());
+        assert!(a.create_sandbox);
+        assert!(a.ephemeral_to_start.is_empty());
+    }
+
+    #[test]
+    fn running_ephemeral_container_does_not_keep_a_finished_pod() {
+        // The pod's own containers are done: the pod is killed, debugger and all.
+        let p = with_debugger(pod("Never", &[], &["a"]), Some("a"));
+        let st = status(
+            true,
+            vec![
+                cstatus(&p, "debugger", ContainerState::Running, 0, 1),
+                cstatus(&p, "a", ContainerState::Exited, 0, 2),
+            ],
+        );
+        let a = compute_pod_actions(&p, &st, &none());
+        assert!(a.kill_pod);
+        assert!(a.ephemeral_to_start.is_empty());
     }
 }

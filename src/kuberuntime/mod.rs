@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod container;
+pub mod ephemeral;
 pub mod gc;
 pub mod labels;
 pub mod lifecycle;
@@ -384,6 +385,18 @@ impl KubeRuntimeManager {
             status,
         };
 
+        // Before init containers, as upstream: a debugger must start even
+        // when an init container cannot.
+        for ec in plan
+            .ephemeral_to_start
+            .iter()
+            .filter_map(|&i| pod.ephemeral_containers().get(i))
+        {
+            let c = crate::podutil::ephemeral_as_container(ec);
+            if let Err(e) = self.start_container(&target, &c) {
+                errors.push(e);
+            }
+        }
         if let Some(i) = plan.next_init_container {
             if let Err(e) = self.start_container(&target, &pod.init_containers()[i]) {
                 errors.push(e);
@@ -482,17 +495,22 @@ impl KubeRuntimeManager {
             cfg: &self.cfg,
             env_source: env_source.as_deref(),
         };
-        let config = container::generate_container_config(&ctx).map_err(|e| {
-            let msg = format!("Error: {e:#}");
-            self.recorder.pod_container_event(
-                t.pod,
-                &c.name,
-                EventType::Warning,
-                events::FAILED_TO_CREATE_CONTAINER,
-                &msg,
-            );
-            SyncError::new(Some(&c.name), "CreateContainerConfigError", msg)
-        })?;
+        let config = container::generate_container_config(&ctx)
+            .and_then(|mut config| {
+                ephemeral::set_pid_target(t.pod, &c.name, t.status, &mut config)?;
+                Ok(config)
+            })
+            .map_err(|e| {
+                let msg = format!("Error: {e:#}");
+                self.recorder.pod_container_event(
+                    t.pod,
+                    &c.name,
+                    EventType::Warning,
+                    events::FAILED_TO_CREATE_CONTAINER,
+                    &msg,
+                );
+                SyncError::new(Some(&c.name), "CreateContainerConfigError", msg)
+            })?;
         let kind = container_metric_label(t.pod, c);
         crate::metrics::started_container(kind);
         let id = self
@@ -1023,6 +1041,8 @@ fn to_container_status(s: &api::ContainerStatus) -> ContainerStatus {
 fn container_metric_label(pod: &Pod, c: &Container) -> &'static str {
     if pod.init_containers().iter().any(|i| i.name == c.name) {
         "init_container"
+    } else if pod.ephemeral_containers().iter().any(|e| e.name == c.name) {
+        "ephemeral_container"
     } else {
         "container"
     }

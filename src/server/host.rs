@@ -94,12 +94,9 @@ impl KubeletHost for ServerHost {
             .pod_manager
             .get_by_full_name(&full)
             .ok_or_else(|| HostError::NotFound(format!("pod {namespace}/{pod} not found")))?;
-        let known = p
-            .containers()
-            .iter()
-            .chain(p.init_containers())
-            .any(|c| c.name == container);
-        if !known {
+        // Init, regular and ephemeral containers alike (kubectl logs of a
+        // `kubectl debug` container).
+        if !crate::podutil::has_container_named(&p, container) {
             return Err(HostError::NotFound(format!(
                 "container {container:?} is not valid for pod {pod}"
             )));

@@ -52,7 +52,7 @@ pub fn generate_api_pod_status(
     let init_statuses = container_statuses(
         pod,
         pod.init_containers(),
-        true,
+        Kind::Init,
         has_inits,
         old_inits,
         status,
@@ -61,9 +61,26 @@ pub fn generate_api_pod_status(
     let statuses = container_statuses(
         pod,
         pod.containers(),
-        false,
+        Kind::App,
         has_inits,
         old_apps,
+        status,
+        ctx,
+    );
+    // Ephemeral containers count for neither phase nor conditions.
+    let ephemeral_specs: Vec<api::Container> = pod
+        .ephemeral_containers()
+        .iter()
+        .map(crate::podutil::ephemeral_as_container)
+        .collect();
+    let ephemeral_statuses = container_statuses(
+        pod,
+        &ephemeral_specs,
+        Kind::Ephemeral,
+        has_inits,
+        old.ephemeral_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
         status,
         ctx,
     );
@@ -171,6 +188,7 @@ pub fn generate_api_pod_status(
     });
     s.init_container_statuses = has_inits.then_some(init_statuses);
     s.container_statuses = Some(statuses);
+    s.ephemeral_container_statuses = (!ephemeral_statuses.is_empty()).then_some(ephemeral_statuses);
     // Set by the API server at creation and immutable; computed for pods
     // that have none (static pods).
     s.qos_class = api_status
@@ -185,12 +203,20 @@ pub fn to_time(t: SystemTime) -> Option<Time> {
     k8s_openapi::jiff::Timestamp::try_from(t).ok().map(Time)
 }
 
-/// Upstream `convertToAPIContainerStatuses` for one list (`init`: the
-/// init containers). `old` is the previous status of that list.
+/// Which of the pod's container lists a status list is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Init,
+    App,
+    Ephemeral,
+}
+
+/// Upstream `convertToAPIContainerStatuses` for one list. `old` is the
+/// previous status of that list.
 fn container_statuses(
     pod: &api::Pod,
     specs: &[api::Container],
-    init: bool,
+    kind: Kind,
     has_inits: bool,
     old: &[api::ContainerStatus],
     status: &PodStatus,
@@ -248,16 +274,24 @@ fn container_statuses(
             // Upstream prober UpdatePodStatus: started once running (and past
             // its startup probe); an app container is ready when started and
             // its readiness probe passes; an init container is ready once it
-            // exited 0.
-            if init {
-                s.started = Some(running);
-                s.ready = is_terminated(&s) && terminated_exit(&s) == Some(0);
-            } else {
-                let started = running && (ctx.is_started)(&spec.name);
-                s.started = Some(started);
-                s.ready = started && (ctx.is_ready)(&spec.name);
+            // exited 0. It leaves ephemeral containers alone: never ready,
+            // `started` unset.
+            match kind {
+                Kind::Init => {
+                    s.started = Some(running);
+                    s.ready = is_terminated(&s) && terminated_exit(&s) == Some(0);
+                }
+                Kind::App => {
+                    let started = running && (ctx.is_started)(&spec.name);
+                    s.started = Some(started);
+                    s.ready = started && (ctx.is_ready)(&spec.name);
+                }
+                Kind::Ephemeral => {
+                    s.started = None;
+                    s.ready = false;
+                }
             }
-            let done_init = init
+            let done_init = kind == Kind::Init
                 && newest.is_some_and(|c| c.state == ContainerState::Exited && c.exit_code == 0);
             // A container the last sync could not (re)start shows why it
             // waits; its finished instance becomes the last state.

@@ -547,3 +547,70 @@ fn termination_messages_reach_state_and_last_state() {
     assert_eq!(term(&c.state).as_deref(), Some("line 1\nline 2\n"));
     assert_eq!(term(&c.last_state).as_deref(), Some("bye"));
 }
+
+fn with_debugger(mut p: api::Pod) -> api::Pod {
+    if let Some(spec) = p.spec.as_mut() {
+        spec.ephemeral_containers = Some(vec![api::EphemeralContainer {
+            name: "debugger".into(),
+            image: Some("busybox:1.36".into()),
+            target_container_name: Some("a".into()),
+            ..Default::default()
+        }]);
+    }
+    p
+}
+
+#[test]
+fn ephemeral_container_statuses_as_upstream() {
+    let p = with_debugger(pod("Always", &["a"]));
+    // Not started yet: waiting to be created, with the spec's image.
+    let s = gen(
+        &p,
+        &runtime(vec![inst("a", ContainerState::Running, 0, 0, 1)]),
+        None,
+    );
+    let e = &s.ephemeral_container_statuses.as_ref().unwrap()[0];
+    assert_eq!(e.name, "debugger");
+    assert_eq!(e.image, "busybox:1.36");
+    assert_eq!(waiting_reason(e).as_deref(), Some("ContainerCreating"));
+    assert!(!e.ready && e.started.is_none() && e.restart_count == 0);
+
+    // Running: its instance, never ready, `started` unset (the prober leaves
+    // ephemeral containers alone); phase and Ready follow the app only.
+    let mut dbg = inst("debugger", ContainerState::Running, 0, 0, 0);
+    dbg.image = "docker.io/library/busybox:1.36".into();
+    let st = runtime(vec![dbg, inst("a", ContainerState::Running, 0, 0, 1)]);
+    let s = gen(&p, &st, None);
+    let e = &s.ephemeral_container_statuses.as_ref().unwrap()[0];
+    assert_eq!(e.container_id.as_deref(), Some("containerd://debugger0"));
+    assert_eq!(e.image, "docker.io/library/busybox:1.36");
+    assert_eq!(e.image_id, "sha256:abc");
+    assert!(e.state.as_ref().unwrap().running.is_some());
+    assert_eq!(e.last_state, Some(api::ContainerState::default()));
+    assert!(!e.ready && e.started.is_none() && e.restart_count == 0);
+    assert_eq!(s.phase.as_deref(), Some("Running"));
+    assert_eq!(cond(&s, "Ready"), "True");
+    assert_eq!(s.container_statuses.as_ref().unwrap().len(), 1);
+
+    // Exited with an error: terminated, and the pod is still Running.
+    let st = runtime(vec![
+        inst("debugger", ContainerState::Exited, 1, 0, 0),
+        inst("a", ContainerState::Running, 0, 0, 1),
+    ]);
+    let s = gen(&p, &st, None);
+    let e = &s.ephemeral_container_statuses.as_ref().unwrap()[0];
+    let t = e.state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!((t.exit_code, t.reason.as_deref()), (1, Some("Error")));
+    assert_eq!(s.phase.as_deref(), Some("Running"));
+}
+
+#[test]
+fn no_ephemeral_containers_no_ephemeral_statuses() {
+    let p = pod("Always", &["a"]);
+    let s = gen(
+        &p,
+        &runtime(vec![inst("a", ContainerState::Running, 0, 0, 1)]),
+        None,
+    );
+    assert_eq!(s.ephemeral_container_statuses, None);
+}

@@ -151,7 +151,13 @@ fn pod() -> Pod {
             ..Default::default()
         },
         spec: Some(PodSpec {
-            containers: vec![c("app", false), c("shell", true)],
+            containers: vec![c("app", false)],
+            // A `kubectl debug` container: attach finds it and its tty.
+            ephemeral_containers: Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                name: "shell".into(),
+                tty: Some(true),
+                ..Default::default()
+            }]),
             ..Default::default()
         }),
         ..Default::default()

@@ -270,6 +270,15 @@ pub fn handle(
                     crate::nodeproxy::pod_call(api, &route, req, s).map(Reply::Kubelet)
                 }
                 ("GET", true, None) | ("GET", true, Some("status")) => get_obj(api, &route),
+                ("GET" | "PUT" | "PATCH", true, Some("ephemeralcontainers"))
+                    if route.def.is("", "pods") =>
+                {
+                    match req.method.as_str() {
+                        "GET" => get_obj(api, &route),
+                        "PUT" => update(api, &route, req, dry_run),
+                        _ => patch_obj(api, &route, req, dry_run),
+                    }
+                }
                 ("GET", false, None) => list(api, &route, req),
                 ("POST", false, None) => create(api, &route, req, dry_run),
                 ("POST", true, Some("binding")) if route.def.is("", "pods") => {
@@ -866,6 +875,7 @@ fn prepare_update(
             }
             crate::volumekinds::prepare_status_update(def, old, &mut new);
         }
+        Some("ephemeralcontainers") => new = crate::ephemeral::prepare(old, &new),
         Some("finalize") => {
             // namespaces/finalize: only spec.finalizers changes.
             let fin = get(&new, &["spec", "finalizers"]).cloned();
@@ -926,7 +936,26 @@ fn prepare_update(
             .unwrap_or(0);
         meta_mut(&mut new).insert("generation".into(), json!(g + 1));
     }
-    invalid(def, &name, kinds::validate(def, &new, Some(old)))?;
+    let errs = if sub == Some("ephemeralcontainers") {
+        // The pod's own rules, judged as if its ephemeral containers were
+        // already there, then the subresource's.
+        let mut base = old.clone();
+        match get(&new, &["spec", "ephemeralContainers"]) {
+            Some(v) => {
+                util::obj_field_mut(&mut base, "spec")
+                    .insert("ephemeralContainers".into(), v.clone());
+            }
+            None => {
+                util::obj_field_mut(&mut base, "spec").remove("ephemeralContainers");
+            }
+        }
+        let mut errs = kinds::validate(def, &new, Some(&base));
+        errs.extend(crate::ephemeral::validate_update(&new, old));
+        errs
+    } else {
+        kinds::validate(def, &new, Some(old))
+    };
+    invalid(def, &name, errs)?;
     Ok(new)
 }
 

@@ -4,6 +4,7 @@
 pub mod admission;
 pub mod certs;
 pub mod control;
+pub mod ephemeral;
 pub mod handlers;
 pub mod http;
 pub mod kinds;
