@@ -381,10 +381,15 @@ fn init_container_fails_under_restart_never() {
         json!({"restartPolicy": "Never", "initContainers": [busybox("init1", "exit 3")]}),
     );
     let created = cl.api.create_pod(&pod);
-    let p = cl.wait_pod("init-fail", "Failed", |p| phase(p) == "Failed");
-    // Nothing changes afterwards: give the kubelet a few syncs.
-    std::thread::sleep(secs(4));
-    let p2 = cl.api.pod("init-fail").unwrap_or(p);
+    cl.wait_pod("init-fail", "Failed", |p| phase(p) == "Failed");
+    // The first Failed status can be written before the sandbox is stopped
+    // (PodReadyToStartContainers still True), as upstream's can: wait for
+    // the status after termination, then give the kubelet a few more syncs.
+    cl.wait_pod("init-fail", "sandbox stopped", |p| {
+        condition(p, "PodReadyToStartContainers").is_some_and(|c| c["status"] == "False")
+    });
+    std::thread::sleep(secs(3));
+    let p2 = cl.api.pod("init-fail").expect("the pod stays");
     let mut want = base("Failed");
     want["conditions"] = json!([
         cond("PodReadyToStartContainers", "False", None, None),
