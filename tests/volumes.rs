@@ -476,3 +476,27 @@ fn teardown_after_kill_and_restart() {
     let keep = cl.wait_pod_ready("keep", secs(20));
     assert_eq!(keep["status"]["containerStatuses"][0]["restartCount"], 0);
 }
+
+/// emptyDir directories are 0777 on disk and on tmpfs, so a container
+/// running as a non-root user can write to both (upstream's mode).
+#[test]
+fn empty_dirs_are_writable_by_non_root() {
+    let mut cl = Cluster::new("empty_dirs_are_writable_by_non_root", 45);
+    cl.start_kubelet();
+    let mut p = pod_with(
+        "nonroot",
+        &copier("id -u > /out/uid; (touch /disk/f && touch /mem/f && echo ok || echo denied) > /out/w"),
+        json!([{"name": "disk", "emptyDir": {}},
+               {"name": "mem", "emptyDir": {"medium": "Memory"}}]),
+        json!([{"name": "disk", "mountPath": "/disk"}, {"name": "mem", "mountPath": "/mem"}]),
+    );
+    p["spec"]["securityContext"] = json!({"runAsUser": 1000, "runAsGroup": 1000});
+    cl.api.create_pod(&p);
+    let p = cl.wait_pod_ready("nonroot", secs(30));
+    let root = cl.env.root.clone();
+    let w = cl.eventually(secs(10), "the non-root container wrote its result", |_| {
+        seen_in(&root, &p, "w")
+    });
+    assert_eq!(cl.seen(&p, "uid").as_deref(), Some("1000\n"));
+    assert_eq!(w, "ok\n", "a non-root container could not write to its emptyDirs");
+}
