@@ -539,6 +539,15 @@ fn prestop_hook_runs_before_sigterm() {
     });
     let t0 = Instant::now();
     env.remove_manifest("stop.yaml");
+    // The container's own end is what preStop and TERM decide; the sandbox
+    // teardown after it can be retried (a CNI error under parallel tests
+    // costs a 10 s worker back-off), so it is only bounded loosely below.
+    wait_until(secs(15), "the container wrote 'term'", || {
+        fs::read_to_string(&out)
+            .unwrap_or_default()
+            .contains("term")
+    });
+    let took = t0.elapsed();
     let mut last = String::new();
     let gone = poll(secs(25), || {
         let s = env.try_snapshot().ok()?;
@@ -547,7 +556,6 @@ fn prestop_hook_runs_before_sigterm() {
             .then_some(())
     });
     assert!(gone.is_some(), "pod not removed within 25 s:\n{last}");
-    let took = t0.elapsed();
     let text = fs::read_to_string(&out).unwrap_or_default();
     eprintln!("pod gone after {took:?}; file: {text:?}");
     let lines: Vec<&str> = text.lines().collect();

@@ -221,7 +221,8 @@ fn content_volumes_items_modes_and_updates() {
     let script = copier(
         "cat /cfg/hi > /out/hi; cat /sub/greeting > /out/sub; cat /sec/password > /out/pw; \
          cat /info/labels > /out/labels; cat /info/cpu > /out/cpu; \
-         echo $MEM_MI $POD_NS $NODE > /out/env; touch /mem/ok && echo ok > /out/mem",
+         echo $MEM_MI $POD_NS $NODE > /out/env; echo $HOST_IP > /out/hostip; \
+         touch /mem/ok && echo ok > /out/mem",
     );
     let mut p = pod_with(
         "content",
@@ -250,7 +251,8 @@ fn content_volumes_items_modes_and_updates() {
     p["spec"]["containers"][0]["env"] = json!([
         {"name": "MEM_MI", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}}},
         {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}
     ]);
     cl.api.create_pod(&p);
     let p = cl.wait_pod_ready("content", secs(30));
@@ -264,6 +266,10 @@ fn content_volumes_items_modes_and_updates() {
     assert_eq!(cl.seen(&p, "labels").as_deref(), Some("app=\"content\""));
     assert_eq!(cl.seen(&p, "cpu").as_deref(), Some("250"));
     assert_eq!(cl.seen(&p, "env").as_deref(), Some("64 default node1\n"));
+    // Without --node-ip, status.hostIP is the Node's InternalIP, as upstream.
+    let node_ip = p["status"]["hostIP"].as_str().unwrap_or("").to_string();
+    assert!(!node_ip.is_empty(), "{}", pretty_status(&p));
+    assert_eq!(cl.seen(&p, "hostip"), Some(format!("{node_ip}\n")));
 
     // Modes and fsGroup on the node side, where the container's mounts come from.
     let vols = cl.pod_dir(&p).join("volumes");
@@ -485,7 +491,9 @@ fn empty_dirs_are_writable_by_non_root() {
     cl.start_kubelet();
     let mut p = pod_with(
         "nonroot",
-        &copier("id -u > /out/uid; (touch /disk/f && touch /mem/f && echo ok || echo denied) > /out/w"),
+        &copier(
+            "id -u > /out/uid; (touch /disk/f && touch /mem/f && echo ok || echo denied) > /out/w",
+        ),
         json!([{"name": "disk", "emptyDir": {}},
                {"name": "mem", "emptyDir": {"medium": "Memory"}}]),
         json!([{"name": "disk", "mountPath": "/disk"}, {"name": "mem", "mountPath": "/mem"}]),
@@ -498,5 +506,8 @@ fn empty_dirs_are_writable_by_non_root() {
         seen_in(&root, &p, "w")
     });
     assert_eq!(cl.seen(&p, "uid").as_deref(), Some("1000\n"));
-    assert_eq!(w, "ok\n", "a non-root container could not write to its emptyDirs");
+    assert_eq!(
+        w, "ok\n",
+        "a non-root container could not write to its emptyDirs"
+    );
 }

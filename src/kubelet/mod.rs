@@ -160,6 +160,10 @@ impl Kubelet {
             token_manager,
         });
         runtime.set_pod_volumes(Arc::clone(&volume_manager) as _);
+        let (node_ip, holder) = (settings.node_ip.clone(), Arc::clone(&node));
+        runtime.set_host_ips(Box::new(move || {
+            syncer::host_ips(node_ip.as_deref(), &holder)
+        }));
         let queue = Arc::clone(&work_queue);
         volume_manager.set_on_pod_ready(Box::new(move |uid| queue.enqueue(uid, Duration::ZERO)));
         let queue = Arc::clone(&work_queue);

@@ -92,15 +92,9 @@ impl Syncer {
     /// InternalIP as node status reported it (upstream takes it from the
     /// Node object too).
     fn host_ip(&self) -> Option<String> {
-        if let Some(ip) = self.settings.node_ip.as_deref() {
-            return ip.split(',').next().map(|s| s.trim().to_string());
-        }
-        let node = self.node.read().unwrap_or_else(|e| e.into_inner());
-        let addrs = node.as_ref()?.status.as_ref()?.addresses.as_ref()?;
-        addrs
-            .iter()
-            .find(|a| a.type_ == "InternalIP")
-            .map(|a| a.address.clone())
+        host_ips(self.settings.node_ip.as_deref(), &self.node)
+            .into_iter()
+            .next()
     }
 
     /// Upstream syncPod's mirror pod step: a stale or deleted mirror pod is
@@ -329,4 +323,26 @@ fn remove_dir_if_exists(dir: &std::path::Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// The node's IPs: `--node-ip` (comma-separated), else the Node's
+/// InternalIP addresses as node status reported them (upstream takes
+/// hostIPs from the Node object).
+pub fn host_ips(node_ip: Option<&str>, node: &RwLock<Option<Node>>) -> Vec<String> {
+    if let Some(ips) = node_ip {
+        return ips
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+    }
+    let node = node.read().unwrap_or_else(|e| e.into_inner());
+    node.as_ref()
+        .and_then(|n| n.status.as_ref())
+        .and_then(|s| s.addresses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+        .collect()
 }

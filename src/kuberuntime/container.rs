@@ -51,6 +51,8 @@ pub struct ContainerContext<'a> {
     pub env_source: Option<&'a dyn EnvSource>,
     /// The pod's set-up volumes by name (upstream GetMountedVolumesForPod).
     pub volumes: &'a HashMap<String, MountedVolume>,
+    /// The node's IPs for `status.hostIP(s)` (upstream: from the Node).
+    pub host_ips: &'a [String],
 }
 
 /// The API objects container environments can refer to.
@@ -326,17 +328,9 @@ fn env_from_values(
 }
 
 fn field_value(ctx: &ContainerContext<'_>, path: &str) -> anyhow::Result<String> {
-    let host_ips: Vec<String> = ctx
-        .cfg
-        .node_ip
-        .iter()
-        .flat_map(|ips| ips.split(','))
-        .map(|ip| ip.trim().to_string())
-        .filter(|ip| !ip.is_empty())
-        .collect();
     let facts = PodFacts {
         pod_ips: ctx.pod_ips,
-        host_ips: &host_ips,
+        host_ips: ctx.host_ips,
     };
     Ok(fieldpath::field_value(ctx.pod, path, &facts)?)
 }

@@ -144,6 +144,9 @@ fn pull_secrets(
     out
 }
 
+/// The node's IPs, asked at each container start.
+pub type HostIps = Box<dyn Fn() -> Vec<String> + Send + Sync>;
+
 /// The set-up volumes of a pod, by volume name.
 pub trait PodVolumes: Send + Sync {
     fn mounted_volumes(&self, pod_uid: &str) -> HashMap<String, crate::volume::MountedVolume>;
@@ -166,6 +169,8 @@ pub struct KubeRuntimeManager {
     env_source: std::sync::RwLock<Option<Arc<dyn container::EnvSource>>>,
     /// The volume manager's set-up volumes, for container mounts.
     volumes: std::sync::RwLock<Option<Arc<dyn PodVolumes>>>,
+    /// The node's IPs as the kubelet knows them (--node-ip, else the Node).
+    host_ips: std::sync::RwLock<Option<HostIps>>,
     /// Why each container of each pod is waiting: (pod uid, container) ->
     /// (reason, message), read by status generation.
     reasons: Mutex<HashMap<(String, String), (String, String)>>,
@@ -196,6 +201,7 @@ impl KubeRuntimeManager {
             recorder,
             env_source: std::sync::RwLock::new(None),
             volumes: std::sync::RwLock::new(None),
+            host_ips: std::sync::RwLock::new(None),
             reasons: Mutex::new(HashMap::new()),
             term_messages: termination::TerminationMessages::default(),
         }
@@ -211,6 +217,29 @@ impl KubeRuntimeManager {
     /// helper asks the volume manager the same way).
     pub fn set_pod_volumes(&self, v: Arc<dyn PodVolumes>) {
         *self.volumes.write().unwrap_or_else(|e| e.into_inner()) = Some(v);
+    }
+
+    /// Where `status.hostIP(s)` env values come from.
+    pub fn set_host_ips(&self, f: HostIps) {
+        *self.host_ips.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    fn host_ips(&self) -> Vec<String> {
+        let from_node = self
+            .host_ips
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|f| f());
+        from_node.unwrap_or_else(|| {
+            self.cfg
+                .node_ip
+                .iter()
+                .flat_map(|ips| ips.split(','))
+                .map(|ip| ip.trim().to_string())
+                .filter(|ip| !ip.is_empty())
+                .collect()
+        })
     }
 
     /// Where pod and container events go.
@@ -485,8 +514,10 @@ impl KubeRuntimeManager {
             .as_ref()
             .map(|v| v.mounted_volumes(t.pod.uid()))
             .unwrap_or_default();
+        let host_ips = self.host_ips();
         let ctx = container::ContainerContext {
             volumes: &volumes,
+            host_ips: &host_ips,
             pod: t.pod,
             container: c,
             image_ref: &image_ref,
