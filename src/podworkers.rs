@@ -4,8 +4,15 @@
 //! Upstream runs a goroutine per pod; here a fixed pool of threads takes
 //! pods that have work, so the thread count does not grow with pods. A pod
 //! is worked on by at most one thread at a time, and only once the status
-//! cache holds a runtime status newer than its previous sync started, so no
-//! sync acts on a view older than its own last action.
+//! cache holds a runtime status newer than the *end* of its previous sync
+//! (upstream's lastSyncTime), so no sync acts on a view older than its own
+//! last action.
+//!
+//! Lock order: the workers' `states` lock is taken first and the status
+//! cache's lock inside it (`next_job` asks the cache while choosing a pod);
+//! the cache never calls back into the workers, so the nesting cannot
+//! deadlock. A worker waiting for a fresher cache rechecks every
+//! [`CACHE_POLL`] (the cache has no notification to wake it).
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
