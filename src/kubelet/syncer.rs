@@ -330,11 +330,7 @@ fn remove_dir_if_exists(dir: &std::path::Path) -> std::io::Result<()> {
 /// hostIPs from the Node object).
 pub fn host_ips(node_ip: Option<&str>, node: &RwLock<Option<Node>>) -> Vec<String> {
     if let Some(ips) = node_ip {
-        return ips
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect();
+        return crate::kubeletconfig::node_ips(ips);
     }
     let node = node.read().unwrap_or_else(|e| e.into_inner());
     node.as_ref()

@@ -19,7 +19,7 @@ mod validation;
 pub(crate) use duration::format_go_duration;
 pub use flags::KubeletFlags;
 pub use types::*;
-pub use validation::FieldError;
+pub use validation::{node_ips, FieldError};
 
 use clap::Parser;
 use std::collections::BTreeSet;

@@ -801,6 +801,17 @@ pub fn validate_node_labels(labels: &BTreeMap<String, String>) -> Vec<String> {
     errs
 }
 
+/// The addresses of a `--node-ip` value (one, or a dual-stack pair), in
+/// order, blanks dropped.
+pub fn node_ips(node_ip: &str) -> Vec<String> {
+    node_ip
+        .split(',')
+        .map(str::trim)
+        .filter(|ip| !ip.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// `--node-ip`: one address or a comma-separated dual-stack pair.
 pub fn validate_node_ip(node_ip: &str) -> Result<(), String> {
     let ips: Vec<&str> = node_ip.split(',').map(str::trim).collect();

@@ -234,11 +234,9 @@ impl KubeRuntimeManager {
         from_node.unwrap_or_else(|| {
             self.cfg
                 .node_ip
-                .iter()
-                .flat_map(|ips| ips.split(','))
-                .map(|ip| ip.trim().to_string())
-                .filter(|ip| !ip.is_empty())
-                .collect()
+                .as_deref()
+                .map(crate::kubeletconfig::node_ips)
+                .unwrap_or_default()
         })
     }
 
