@@ -27,24 +27,20 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 /// reservations are subtracted yet, as the node status reports it).
 pub fn node_allocatable(root_dir: &std::path::Path, memory: u64) -> NodeAllocatable {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let storage = nix::sys::statvfs::statvfs(root_dir)
-        .map(|s| u128::from(s.blocks()) * u128::from(s.fragment_size()))
-        .unwrap_or(0);
+    let storage = crate::nodestatus::machine::fs_stats(root_dir).map_or(0, |fs| fs.capacity);
     NodeAllocatable {
         cpu_milli: cores as i128 * 1000,
         memory: i128::from(memory),
-        ephemeral_storage: i128::try_from(storage).unwrap_or(i128::MAX),
+        ephemeral_storage: i128::from(storage),
     }
 }
 
 fn host_ips(flags: &KubeletFlags) -> Vec<String> {
     flags
         .node_ip
-        .iter()
-        .flat_map(|ips| ips.split(','))
-        .map(|ip| ip.trim().to_string())
-        .filter(|ip| !ip.is_empty())
-        .collect()
+        .as_deref()
+        .map(crate::kubeletconfig::node_ips)
+        .unwrap_or_default()
 }
 
 /// How ConfigMaps and Secrets are read, for volumes and env alike.
@@ -109,8 +105,8 @@ pub fn volume_managers(
     let config_maps = configmap::new_manager(strategy, c, &watches, DEFAULT_TTL, Some(on_change));
     let registrars: Vec<Arc<dyn PodRegistrar>> = vec![secrets.clone(), config_maps.clone()];
     let objects = ApiObjects {
-        config_maps: Arc::new(move |ns, name| found(config_maps.get_config_map(ns, name))),
-        secrets: Arc::new(move |ns, name| found(secrets.get_secret(ns, name))),
+        config_maps: Arc::new(move |ns, name| found(config_maps.get(ns, name))),
+        secrets: Arc::new(move |ns, name| found(secrets.get(ns, name))),
     };
     let host = ApiHost {
         client: c.clone(),

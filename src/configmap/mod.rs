@@ -11,8 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, EnvFromSource, EnvVar, Pod};
 
 use crate::client::multiwatch::MultiWatch;
 use crate::client::Client;
-use crate::pod::PodRegistrar;
-use crate::util::manager::{self, Kind, KindSpec, Manager, ManagerError, OnChange, Strategy};
+use crate::util::manager::{self, Kind, KindSpec, ObjectManager, OnChange, Strategy};
 
 pub const KIND: Kind = Kind {
     kind: "ConfigMap",
@@ -20,29 +19,7 @@ pub const KIND: Kind = Kind {
     singular: "configmap",
 };
 
-/// Registration (which objects pods reference) comes through the pod
-/// manager, as upstream's RegisterPod/UnregisterPod.
-pub trait ConfigMapManager: PodRegistrar {
-    fn get_config_map(&self, namespace: &str, name: &str) -> Result<Arc<ConfigMap>, ManagerError>;
-}
-
-struct ConfigMaps(Box<dyn Manager<ConfigMap>>);
-
-impl ConfigMapManager for ConfigMaps {
-    fn get_config_map(&self, namespace: &str, name: &str) -> Result<Arc<ConfigMap>, ManagerError> {
-        self.0.get_object(namespace, name)
-    }
-}
-
-impl PodRegistrar for ConfigMaps {
-    fn register_pod(&self, pod: &Pod) {
-        self.0.register_pod(pod)
-    }
-
-    fn unregister_pod(&self, pod: &Pod) {
-        self.0.unregister_pod(pod)
-    }
-}
+pub type ConfigMapManager = ObjectManager<ConfigMap>;
 
 /// The manager for `strategy`; see [`crate::secret::new_manager`].
 pub fn new_manager(
@@ -51,8 +28,8 @@ pub fn new_manager(
     watches: &Arc<MultiWatch>,
     ttl: Duration,
     on_change: Option<OnChange>,
-) -> Arc<dyn ConfigMapManager> {
-    let inner = manager::new_manager(
+) -> Arc<ConfigMapManager> {
+    manager::new_manager(
         strategy,
         client,
         watches,
@@ -63,8 +40,7 @@ pub fn new_manager(
             referenced: referenced_config_map_names,
             is_immutable,
         },
-    );
-    Arc::new(ConfigMaps(inner))
+    )
 }
 
 fn is_immutable(c: &ConfigMap) -> bool {

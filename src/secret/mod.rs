@@ -12,8 +12,7 @@ use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, Pod, Secret};
 
 use crate::client::multiwatch::MultiWatch;
 use crate::client::Client;
-use crate::pod::PodRegistrar;
-use crate::util::manager::{self, Kind, KindSpec, Manager, ManagerError, OnChange, Strategy};
+use crate::util::manager::{self, Kind, KindSpec, ObjectManager, OnChange, Strategy};
 
 pub const KIND: Kind = Kind {
     kind: "Secret",
@@ -21,29 +20,7 @@ pub const KIND: Kind = Kind {
     singular: "secret",
 };
 
-/// Registration (which objects pods reference) comes through the pod
-/// manager, as upstream's RegisterPod/UnregisterPod.
-pub trait SecretManager: PodRegistrar {
-    fn get_secret(&self, namespace: &str, name: &str) -> Result<Arc<Secret>, ManagerError>;
-}
-
-struct Secrets(Box<dyn Manager<Secret>>);
-
-impl SecretManager for Secrets {
-    fn get_secret(&self, namespace: &str, name: &str) -> Result<Arc<Secret>, ManagerError> {
-        self.0.get_object(namespace, name)
-    }
-}
-
-impl PodRegistrar for Secrets {
-    fn register_pod(&self, pod: &Pod) {
-        self.0.register_pod(pod)
-    }
-
-    fn unregister_pod(&self, pod: &Pod) {
-        self.0.unregister_pod(pod)
-    }
-}
+pub type SecretManager = ObjectManager<Secret>;
 
 /// The manager for `strategy`. Watch uses `watches` (shared with the
 /// ConfigMap manager: one thread for both) and calls `on_change` when a
@@ -54,8 +31,8 @@ pub fn new_manager(
     watches: &Arc<MultiWatch>,
     ttl: Duration,
     on_change: Option<OnChange>,
-) -> Arc<dyn SecretManager> {
-    let inner = manager::new_manager(
+) -> Arc<SecretManager> {
+    manager::new_manager(
         strategy,
         client,
         watches,
@@ -66,8 +43,7 @@ pub fn new_manager(
             referenced: referenced_secret_names,
             is_immutable,
         },
-    );
-    Arc::new(Secrets(inner))
+    )
 }
 
 fn is_immutable(s: &Secret) -> bool {

@@ -265,7 +265,7 @@ pub fn new_manager<T>(
     ttl: std::time::Duration,
     on_change: Option<OnChange>,
     spec: KindSpec<T>,
-) -> Box<dyn Manager<T>>
+) -> Arc<ObjectManager<T>>
 where
     T: serde::de::DeserializeOwned + Send + Sync + 'static,
 {
@@ -274,7 +274,7 @@ where
         referenced,
         is_immutable,
     } = spec;
-    match strategy {
+    let inner: Box<dyn Manager<T>> = match strategy {
         Strategy::Watch => {
             let store = watch_based::WatchBasedStore::<T>::new(kind, watches.clone());
             if let Some(f) = on_change {
@@ -288,5 +288,27 @@ where
             Box::new(CacheBasedManager::new(store, referenced))
         }
         Strategy::Get => Box::new(GetManager::<T>::new(client, kind)),
+    };
+    Arc::new(ObjectManager(inner))
+}
+
+/// One kind's manager as the kubelet holds it: lookups, and pod
+/// registration through the pod manager (upstream's RegisterPod and
+/// UnregisterPod), the same for Secrets and ConfigMaps.
+pub struct ObjectManager<T>(Box<dyn Manager<T>>);
+
+impl<T> ObjectManager<T> {
+    pub fn get(&self, namespace: &str, name: &str) -> Result<Arc<T>, ManagerError> {
+        self.0.get_object(namespace, name)
+    }
+}
+
+impl<T> crate::pod::PodRegistrar for ObjectManager<T> {
+    fn register_pod(&self, pod: &Pod) {
+        self.0.register_pod(pod)
+    }
+
+    fn unregister_pod(&self, pod: &Pod) {
+        self.0.unregister_pod(pod)
     }
 }

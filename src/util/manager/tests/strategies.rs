@@ -1,5 +1,6 @@
 //! The Cache and Get strategies, and the public constructors.
 
+use crate::pod::PodRegistrar;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,8 +30,8 @@ fn cache_strategy_fetches_when_stale_or_newly_referenced() {
     let mux = MultiWatch::new(&c).expect("mux");
     let ttl = Duration::from_millis(300);
     let m = secret::new_manager(Strategy::Cache, &c, &mux, ttl, None);
-    let k = |m: &Arc<dyn secret::SecretManager>| {
-        m.get_secret("ns", "s1").map(|s| {
+    let k = |m: &Arc<secret::SecretManager>| {
+        m.get("ns", "s1").map(|s| {
             s.data
                 .as_ref()
                 .and_then(|d| d.get("k"))
@@ -65,11 +66,11 @@ fn cache_strategy_fetches_when_stale_or_newly_referenced() {
     assert_eq!(k(&m), Ok(Some(b"v3".to_vec())));
     assert_eq!(gets(&api, "s1"), 3, "an immutable object is not refetched");
 
-    let err = m.get_secret("ns", "missing").expect_err("missing");
+    let err = m.get("ns", "missing").expect_err("missing");
     assert!(err.is_not_found(), "{err}");
     m.unregister_pod(&pod("ns", "a", "ua", &["s1", "missing"]));
     assert!(matches!(
-        m.get_secret("ns", "missing"),
+        m.get("ns", "missing"),
         Err(ManagerError::NotRegistered { .. })
     ));
     assert!(k(&m).is_ok(), "still referenced by b");
@@ -83,7 +84,7 @@ fn get_strategy_gets_every_time() {
     let mux = MultiWatch::new(&c).expect("mux");
     let m = configmap::new_manager(Strategy::Get, &c, &mux, Duration::ZERO, None);
     for _ in 0..2 {
-        let cm = m.get_config_map("ns", "cm").expect("get");
+        let cm = m.get("ns", "cm").expect("get");
         assert_eq!(
             cm.data
                 .as_ref()
@@ -93,7 +94,7 @@ fn get_strategy_gets_every_time() {
         );
     }
     assert_eq!(api.count(&["/configmaps/cm"]), 2);
-    let err = m.get_config_map("ns", "gone").expect_err("missing");
+    let err = m.get("ns", "gone").expect_err("missing");
     assert!(err.is_not_found(), "{err}");
     assert_eq!(err.to_string(), "configmaps \"gone\" not found");
 }
@@ -125,8 +126,8 @@ fn secret_and_config_map_watches_share_one_thread() {
     .expect("pod");
     secrets.register_pod(&p);
     cms.register_pod(&p);
-    assert!(secrets.get_secret("ns", "s").is_ok());
-    assert!(cms.get_config_map("ns", "cm").is_ok());
+    assert!(secrets.get("ns", "s").is_ok());
+    assert!(cms.get("ns", "cm").is_ok());
     api.wait("both watches", |a| a.open_watches(None) == 2);
     assert_eq!(threads_named(THREAD_NAME), 1);
     api.put("configmaps", "ns", "cm", json!({"data": {"a": "2"}}));
