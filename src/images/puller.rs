@@ -183,6 +183,14 @@ pub struct Puller {
 
 impl Puller {
     pub fn new(service: Arc<dyn ImageService>, cfg: PullerConfig) -> Self {
+        let asked = cfg.max_parallel.and_then(|n| usize::try_from(n).ok());
+        if !cfg.serialize && asked.is_some_and(|n| n > MAX_PULL_THREADS) {
+            log::warn!(
+                "maxParallelImagePulls {}: only {MAX_PULL_THREADS} puller threads are started \
+                 (a fixed thread budget)",
+                cfg.max_parallel.unwrap_or_default()
+            );
+        }
         let (tx, rx) = bounded(MAX_QUEUED_PULLS);
         let limiter = (cfg.qps > 0)
             .then(|| TokenBucket::new(cfg.qps as f32, u32::try_from(cfg.burst).unwrap_or(1)));
