@@ -600,14 +600,17 @@ impl Kubelet {
             self.runtime.forget_pod(&uid);
         }
         self.delete_orphaned_mirror_pods();
+        // One relist snapshot for both: a pod that still runs keeps its
+        // directory, and is killed below if no source wants it.
+        let running = self.pleg.running_pods();
         let active: HashSet<String> = desired
             .iter()
             .cloned()
             .chain(self.pod_workers.known_uids())
-            .chain(self.pleg.running_pods().iter().map(|rp| rp.uid.clone()))
+            .chain(running.iter().map(|rp| rp.uid.clone()))
             .collect();
         self.volume_manager.cleanup_orphaned_pod_dirs(&active);
-        for rp in self.pleg.running_pods().iter() {
+        for rp in running.iter() {
             if desired.contains(&rp.uid) || self.pod_workers.is_known(&rp.uid) {
                 continue;
             }
