@@ -791,39 +791,13 @@ fn image_gc_removes_unused_images() {
 
 // termination messages ----------------------------------------------------------------
 
-/// GET `path` from the read-only port: the JSON body, or None.
-fn read_only_get(port: u16, path: &str) -> Option<serde_json::Value> {
-    use std::io::{Read, Write};
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    let mut s = std::net::TcpStream::connect_timeout(&addr, secs(2)).ok()?;
-    s.set_read_timeout(Some(secs(10))).ok()?;
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (_, body) = text.split_once("\r\n\r\n")?;
-    serde_json::from_str(body).ok()
-}
-
 /// The file's content, then the log tail on failure with
 /// FallbackToLogsOnError, reach state.terminated.message (upstream
 /// getTerminationMessage / readLastStringFromContainerLogs).
 #[test]
 fn termination_messages() {
     let mut env = Env::new("termination_messages", 19);
-    let ro_port = 23019;
-    env.set_config("address", "127.0.0.1");
-    env.set_config("port", "22019");
-    env.set_config("readOnlyPort", &ro_port.to_string());
-    // Standalone: no API server for webhook authentication/authorization.
-    env.set_config(
-        "authentication",
-        "\n  anonymous:\n    enabled: true\n  webhook:\n    enabled: false",
-    );
-    env.set_config("authorization", "\n  mode: AlwaysAllow");
+    let ro_port = env.open_read_only_port();
     let manifest = pod(
         "term",
         vec![

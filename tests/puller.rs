@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -24,21 +23,6 @@ fn hanging_registry() -> u16 {
         }
     });
     port
-}
-
-fn read_only_get(port: u16, path: &str) -> Option<serde_json::Value> {
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    let mut s = TcpStream::connect_timeout(&addr, secs(2)).ok()?;
-    s.set_read_timeout(Some(secs(10))).ok()?;
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (_, body) = text.split_once("\r\n\r\n")?;
-    serde_json::from_str(body).ok()
 }
 
 /// The Waiting reason of the pod's first container, from /pods.
@@ -62,15 +46,7 @@ fn threads_of(pid: u32) -> usize {
 #[test]
 fn hanging_registry_does_not_delay_a_pod_with_a_present_image() {
     let mut env = Env::new("puller_hanging_registry", 61);
-    let ro_port = 23061;
-    env.set_config("address", "127.0.0.1");
-    env.set_config("port", "22061");
-    env.set_config("readOnlyPort", &ro_port.to_string());
-    env.set_config(
-        "authentication",
-        "\n  anonymous:\n    enabled: true\n  webhook:\n    enabled: false",
-    );
-    env.set_config("authorization", "\n  mode: AlwaysAllow");
+    let ro_port = env.open_read_only_port();
     let registry = hanging_registry();
     env.start_kubelet_healthy();
     let pid = env.kubelet_pid().expect("rkubelet runs");

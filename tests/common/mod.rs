@@ -940,3 +940,38 @@ impl Env {
         self.kubelet = Some(child);
     }
 }
+
+/// GET `path` from a kubelet's read-only port: the JSON body, or None.
+pub fn read_only_get(port: u16, path: &str) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, secs(2)).ok()?;
+    s.set_read_timeout(Some(secs(10))).ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (_, body) = text.split_once("\r\n\r\n")?;
+    serde_json::from_str(body).ok()
+}
+
+impl Env {
+    /// Opens the kubelet API on 127.0.0.1 (port 22000+n) and the read-only
+    /// port (23000+n, returned) with anonymous access: standalone there is
+    /// no API server for webhook authentication or authorization.
+    pub fn open_read_only_port(&self) -> u16 {
+        let ro_port = 23000 + self.n as u16;
+        self.set_config("address", "127.0.0.1");
+        self.set_config("port", &(22000 + self.n).to_string());
+        self.set_config("readOnlyPort", &ro_port.to_string());
+        self.set_config(
+            "authentication",
+            "\n  anonymous:\n    enabled: true\n  webhook:\n    enabled: false",
+        );
+        self.set_config("authorization", "\n  mode: AlwaysAllow");
+        ro_port
+    }
+}
