@@ -239,7 +239,8 @@ fn watch_order_resume_bookmarks_and_gone() {
     let t = std::thread::spawn(move || {
         c2.watch(
             "/api/v1/pods?watch=1&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=3",
-            4,
+            // Bookmarks every 0.3 s: room for a few before "late" under load.
+            6,
         )
     });
     std::thread::sleep(Duration::from_millis(500));
