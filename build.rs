@@ -3,7 +3,8 @@
 //! Messages come from protobuf-codegen 3 with its pure-Rust parser, so the
 //! build host needs no `protoc`. grpcio-compiler only targets protobuf 2, so
 //! the grpcio client stubs are generated here from the same parsed
-//! descriptors: one `grpcio::Method` constant and one blocking call per RPC.
+//! descriptors: one `grpcio::Method` constant, one blocking call and one
+//! async call per RPC.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -101,12 +102,25 @@ fn render_service(out: &mut String, package: &str, stem: &str, service: &Service
              self.client.unary_call(&{konst}, req, opt)\n    }}\n",
             fname = snake(method.name())
         );
+        // The async form completes on gRPC's own completion-queue thread
+        // (see `spawn`); used where a call must not hold the caller.
+        let _ = writeln!(
+            calls,
+            "    #[allow(dead_code)]\n    pub fn {fname}_async(&self, req: &{req}, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<{resp}>> {{\n        \
+             self.client.unary_call_async(&{konst}, req, opt)\n    }}\n",
+            fname = snake(method.name())
+        );
     }
     let _ = writeln!(
         out,
         "#[derive(Clone)]\npub struct {client} {{\n    client: ::grpcio::Client,\n}}\n\n\
          impl {client} {{\n    pub fn new(channel: ::grpcio::Channel) -> Self {{\n        \
-         Self {{ client: ::grpcio::Client::new(channel) }}\n    }}\n\n{calls}}}\n"
+         Self {{ client: ::grpcio::Client::new(channel) }}\n    }}\n\n\
+         /// Runs `f` on the channel's completion-queue thread: grpcio's own\n    \
+         /// executor, so the crate needs no async runtime.\n    \
+         #[allow(dead_code)]\n    \
+         pub fn spawn<F: ::std::future::Future<Output = ()> + Send + 'static>(&self, f: F) {{\n        \
+         self.client.spawn(f)\n    }}\n\n{calls}}}\n"
     );
 }
 

@@ -33,6 +33,19 @@ pub const WORKER_BACKOFF: Duration = Duration::from_secs(10);
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// How often a worker rechecks pods waiting for a fresher cache.
 const CACHE_POLL: Duration = Duration::from_millis(50);
+/// A terminating pod whose stops are under way is looked at again after
+/// this even if no completion wakes it.
+pub const STOP_RECHECK: Duration = Duration::from_secs(5);
+
+/// What a finished step asks for next.
+enum Next {
+    /// Stay in the phase; resync after the resync interval.
+    Resync,
+    /// Move on to this phase.
+    Phase(Phase),
+    /// Stops are under way: wait for a wake-up (or the recheck).
+    WaitForStops,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpdateType {
@@ -48,6 +61,17 @@ pub enum Phase {
     Syncing,
     Terminating,
     Terminated,
+}
+
+/// How far a terminating step got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    /// Everything is stopped: the pod moves on to terminated.
+    Done,
+    /// Container stops are under way off the worker; the pod is woken
+    /// (`wake_pod`) when one finishes, and looked at again after
+    /// [`STOP_RECHECK`] in any case.
+    Stopping,
 }
 
 /// A failed step: retry no sooner than `retry_after`.
@@ -67,15 +91,15 @@ pub trait PodSyncer: Send + Sync {
         pod: &Arc<Pod>,
         status: &PodStatus,
     ) -> Result<bool, SyncFailure>;
-    /// Stops everything of the pod. `pod` is `None` for orphans found only
-    /// in the runtime.
+    /// Stops everything of the pod, without waiting for grace periods.
+    /// `pod` is `None` for orphans found only in the runtime.
     fn sync_terminating_pod(
         &self,
         pod: Option<&Pod>,
         running: Option<&RuntimePod>,
         status: &PodStatus,
         grace: Option<i64>,
-    ) -> Result<(), SyncFailure>;
+    ) -> Result<Termination, SyncFailure>;
     /// Cleans up after a stopped pod; `removed` when no source wants it.
     fn sync_terminated_pod(
         &self,
@@ -230,6 +254,16 @@ impl PodWorkers {
             st.phase = Phase::Terminating;
             st.grace_override = opts.grace_override;
             st.not_before = None;
+        } else if kill && st.phase == Phase::Terminating {
+            // A shorter grace (a forced delete) takes effect at once, as
+            // upstream restarts termination with it.
+            if let Some(g) = opts
+                .grace_override
+                .filter(|g| st.grace_override.is_none_or(|cur| g < &cur))
+            {
+                st.grace_override = Some(g);
+                st.not_before = None;
+            }
         }
         if st.phase == Phase::Syncing {
             st.update_type = opts.update_type;
@@ -285,6 +319,19 @@ impl PodWorkers {
         drop(states);
         self.wake.notify_all();
         forgotten
+    }
+
+    /// Work for a pod now, e.g. when one of its container stops finished.
+    /// Unknown or finished pods are left alone.
+    pub fn wake_pod(&self, uid: &str) {
+        let mut states = self.lock();
+        let Some(st) = states.get_mut(uid).filter(|st| !st.finished) else {
+            return;
+        };
+        st.not_before = None;
+        st.mark_dirty(Instant::now());
+        drop(states);
+        self.wake.notify_one();
     }
 
     /// Whether the workers know the pod (running, stopping or stopped).
@@ -401,7 +448,7 @@ impl PodWorkers {
         self.complete(&job, result);
     }
 
-    fn run_step(&self, job: &Job) -> Result<Option<Phase>, SyncFailure> {
+    fn run_step(&self, job: &Job) -> Result<Next, SyncFailure> {
         match job.phase {
             Phase::Syncing => match &job.pod {
                 Some(pod) => {
@@ -409,13 +456,13 @@ impl PodWorkers {
                         .sync_pod(job.update_type, pod, &job.status)
                         .map(|terminal| {
                             if terminal {
-                                Some(Phase::Terminating)
+                                Next::Phase(Phase::Terminating)
                             } else {
-                                None
+                                Next::Resync
                             }
                         })
                 }
-                None => Ok(Some(Phase::Terminating)),
+                None => Ok(Next::Phase(Phase::Terminating)),
             },
             Phase::Terminating => self
                 .syncer
@@ -425,15 +472,18 @@ impl PodWorkers {
                     &job.status,
                     job.grace,
                 )
-                .map(|()| Some(Phase::Terminated)),
+                .map(|t| match t {
+                    Termination::Done => Next::Phase(Phase::Terminated),
+                    Termination::Stopping => Next::WaitForStops,
+                }),
             Phase::Terminated => self
                 .syncer
                 .sync_terminated_pod(job.pod.as_deref(), &job.status, job.removed)
-                .map(|()| None),
+                .map(|()| Next::Resync),
         }
     }
 
-    fn complete(&self, job: &Job, result: Result<Option<Phase>, SyncFailure>) {
+    fn complete(&self, job: &Job, result: Result<Next, SyncFailure>) {
         let now = Instant::now();
         let mut states = self.lock();
         let Some(st) = states.get_mut(&job.uid) else {
@@ -447,12 +497,20 @@ impl PodWorkers {
                 match next {
                     // Moving on: the next phase runs as soon as possible,
                     // unless an update already moved the pod further.
-                    Some(p) if phase_rank(p) > phase_rank(st.phase) => {
+                    Next::Phase(p) if phase_rank(p) > phase_rank(st.phase) => {
                         st.phase = p;
                         st.mark_dirty(now);
                     }
-                    Some(_) => st.mark_dirty(now),
-                    None if job.phase == Phase::Terminated => {
+                    Next::Phase(_) => st.mark_dirty(now),
+                    // A wake-up (or an update) may already have asked for
+                    // more; otherwise look again later regardless.
+                    Next::WaitForStops => {
+                        if !st.dirty {
+                            st.not_before = Some(now + STOP_RECHECK);
+                            st.mark_dirty(now);
+                        }
+                    }
+                    Next::Resync if job.phase == Phase::Terminated => {
                         // Removed while cleaning up a merely finished pod:
                         // clean up again, this time removing everything.
                         if st.removed && !job.removed {
@@ -461,7 +519,7 @@ impl PodWorkers {
                             st.finished = true;
                         }
                     }
-                    None => {
+                    Next::Resync => {
                         self.work_queue.enqueue(&job.uid, self.resync_interval);
                     }
                 }

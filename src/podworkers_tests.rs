@@ -18,12 +18,20 @@ struct FakeSyncer {
     calls: Mutex<HashMap<String, usize>>,
     /// Pods whose first sync panics.
     panic_once: Mutex<HashSet<String>>,
+    /// Pods whose container stops are still under way.
+    stopping: Mutex<HashSet<String>>,
+    /// Terminating and terminated steps begun, by pod UID.
+    terminating: Mutex<HashMap<String, usize>>,
+    terminated: Mutex<HashMap<String, usize>>,
     delay: Duration,
 }
 
 impl FakeSyncer {
     fn calls(&self, uid: &str) -> usize {
         *self.calls.lock().unwrap().get(uid).unwrap_or(&0)
+    }
+    fn count(map: &Mutex<HashMap<String, usize>>, uid: &str) -> usize {
+        *map.lock().unwrap().get(uid).unwrap_or(&0)
     }
 }
 
@@ -54,20 +62,27 @@ impl PodSyncer for FakeSyncer {
 
     fn sync_terminating_pod(
         &self,
-        _pod: Option<&Pod>,
+        pod: Option<&Pod>,
         _running: Option<&RuntimePod>,
         _status: &PodStatus,
         _grace: Option<i64>,
-    ) -> Result<(), SyncFailure> {
-        Ok(())
+    ) -> Result<Termination, SyncFailure> {
+        let uid = pod.map(|p| p.uid().to_string()).unwrap_or_default();
+        *self.terminating.lock().unwrap().entry(uid.clone()).or_default() += 1;
+        if self.stopping.lock().unwrap().contains(&uid) {
+            return Ok(Termination::Stopping);
+        }
+        Ok(Termination::Done)
     }
 
     fn sync_terminated_pod(
         &self,
-        _pod: Option<&Pod>,
+        pod: Option<&Pod>,
         _status: &PodStatus,
         _removed: bool,
     ) -> Result<(), SyncFailure> {
+        let uid = pod.map(|p| p.uid().to_string()).unwrap_or_default();
+        *self.terminated.lock().unwrap().entry(uid).or_default() += 1;
         Ok(())
     }
 }
@@ -197,4 +212,72 @@ fn a_panicking_sync_does_not_kill_the_worker_and_is_retried() {
     h.update(&boom, UpdateType::Sync);
     wait_until("the panicked pod is retried", || syncer.calls("boom") == 2);
     assert!(h.workers.is_known("boom"));
+}
+
+#[test]
+fn stopping_pods_do_not_hold_the_worker_and_finish_when_woken() {
+    let syncer = Arc::new(FakeSyncer::default());
+    let pods: Vec<_> = (0..10).map(|i| pod(&format!("s{i}"))).collect();
+    syncer
+        .stopping
+        .lock()
+        .unwrap()
+        .extend(pods.iter().map(|p| p.uid().to_string()));
+    // One worker: a held worker would serialise the ten grace periods.
+    let h = Harness::new(Arc::clone(&syncer), 1);
+    for p in &pods {
+        h.update(p, UpdateType::Kill);
+    }
+    wait_until("every pod started stopping", || {
+        pods.iter()
+            .all(|p| FakeSyncer::count(&syncer.terminating, p.uid()) >= 1)
+    });
+    assert!(pods
+        .iter()
+        .all(|p| FakeSyncer::count(&syncer.terminated, p.uid()) == 0));
+    // Not re-run in a loop while waiting: the next look is a wake-up or
+    // the recheck, seconds away.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(pods
+        .iter()
+        .all(|p| FakeSyncer::count(&syncer.terminating, p.uid()) == 1));
+    // The stops finish: each completion wakes its pod, which terminates.
+    for p in &pods {
+        syncer.stopping.lock().unwrap().remove(p.uid());
+        h.workers.wake_pod(p.uid());
+    }
+    wait_until("every pod terminated", || {
+        pods.iter()
+            .all(|p| FakeSyncer::count(&syncer.terminated, p.uid()) == 1)
+    });
+}
+
+#[test]
+fn a_shorter_grace_while_terminating_is_taken() {
+    let syncer = Arc::new(FakeSyncer::default());
+    let p = pod("g");
+    syncer.stopping.lock().unwrap().insert("g".into());
+    let h = Harness::new(Arc::clone(&syncer), 1);
+    let kill = |grace| {
+        h.workers.update_pod(UpdatePodOptions {
+            update_type: UpdateType::Kill,
+            pod: Some(Arc::clone(&p)),
+            running_pod: None,
+            grace_override: grace,
+            removed: false,
+        })
+    };
+    kill(Some(30));
+    wait_until("terminating", || FakeSyncer::count(&syncer.terminating, "g") == 1);
+    // The same grace again changes nothing: the pod waits for its stops.
+    kill(Some(30));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(FakeSyncer::count(&syncer.terminating, "g"), 1);
+    assert_eq!(h.workers.lock()["g"].grace_override, Some(30));
+    // A forced delete is looked at at once, with the shorter grace.
+    kill(Some(0));
+    wait_until("the forced delete is looked at", || {
+        FakeSyncer::count(&syncer.terminating, "g") == 2
+    });
+    assert_eq!(h.workers.lock()["g"].grace_override, Some(0));
 }

@@ -12,4 +12,4 @@ pub use generated::api;
 pub use generated::{health, health_grpc};
 pub mod remote;
 
-pub use remote::{CriError, RemoteRuntime};
+pub use remote::{AsyncStop, CriError, RemoteRuntime};

@@ -1,5 +1,7 @@
 //! A blocking CRI client over a gRPC unix socket. Every call carries a
 //! deadline: a runtime that hangs costs us a bounded wait, never a thread.
+//! Container stops alone are async (`stop_container_async`): a grace
+//! period must cost its own pod, not a shared worker.
 
 use std::fmt;
 use std::sync::Arc;
@@ -93,6 +95,14 @@ impl fmt::Display for CriError {
 impl std::error::Error for CriError {}
 
 pub type Result<T> = std::result::Result<T, CriError>;
+
+/// How an async container stop went: the preStop exec hook's reply (when
+/// one ran) and how long it took, and StopContainer's result.
+pub struct AsyncStop {
+    pub hook: Option<Result<api::ExecSyncResponse>>,
+    pub hook_took: Duration,
+    pub stopped: Result<()>,
+}
 
 /// The runtime service and the image service (the same endpoint unless
 /// `imageServiceEndpoint` names another).
@@ -287,20 +297,61 @@ impl RemoteRuntime {
         })
     }
 
-    /// Stops a container, giving it `grace` before SIGKILL. The deadline
-    /// covers the grace period plus the usual request timeout, as upstream.
-    pub fn stop_container(&self, id: &str, grace: Duration) -> Result<()> {
-        timed("stop_container", || {
+    /// Stops a container without holding the caller (upstream runs each
+    /// stop in its own goroutine): an exec preStop hook first, when given,
+    /// bounded by `grace`; then StopContainer with what is left of the
+    /// grace period, at least `min_grace`. Both calls are async and complete
+    /// on gRPC's completion-queue thread, so any number of stops overlap on
+    /// a fixed thread count. `done` runs on that thread: keep it short.
+    pub fn stop_container_async(
+        &self,
+        id: &str,
+        pre_stop: Option<Vec<String>>,
+        grace: Duration,
+        min_grace: Duration,
+        done: impl FnOnce(AsyncStop) + Send + 'static,
+    ) {
+        let client = self.runtime.clone();
+        let timeout = self.timeout;
+        let id = id.to_string();
+        let fut = async move {
+            let started = std::time::Instant::now();
+            let mut hook = None;
+            if let Some(cmd) = pre_stop {
+                let req = api::ExecSyncRequest {
+                    container_id: id.clone(),
+                    cmd,
+                    timeout: grace.as_secs() as i64,
+                    ..Default::default()
+                };
+                let opt = CallOption::default().timeout(timeout + grace);
+                let r = match client.exec_sync_async(&req, opt) {
+                    Ok(rx) => rx.await,
+                    Err(e) => Err(e),
+                };
+                crate::metrics::runtime_op("exec_sync", started.elapsed(), r.is_ok());
+                hook = Some(r.map_err(|e| CriError::from_grpc("ExecSync", e)));
+            }
+            let left = grace.saturating_sub(started.elapsed()).max(min_grace);
             let req = api::StopContainerRequest {
-                container_id: id.to_string(),
-                timeout: grace.as_secs() as i64,
+                container_id: id,
+                timeout: left.as_secs() as i64,
                 ..Default::default()
             };
-            self.runtime
-                .stop_container(&req, self.opt(self.timeout + grace))
-                .map(drop)
-                .map_err(|e| CriError::from_grpc("StopContainer", e))
-        })
+            let stop_started = std::time::Instant::now();
+            let opt = CallOption::default().timeout(timeout + left);
+            let r = match client.stop_container_async(&req, opt) {
+                Ok(rx) => rx.await.map(drop),
+                Err(e) => Err(e),
+            };
+            crate::metrics::runtime_op("stop_container", stop_started.elapsed(), r.is_ok());
+            done(AsyncStop {
+                hook,
+                hook_took: started.elapsed().saturating_sub(stop_started.elapsed()),
+                stopped: r.map_err(|e| CriError::from_grpc("StopContainer", e)),
+            });
+        };
+        self.runtime.spawn(fut);
     }
 
     pub fn remove_container(&self, id: &str) -> Result<()> {

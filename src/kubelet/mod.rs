@@ -174,6 +174,14 @@ impl Kubelet {
             Arc::clone(&work_queue),
             settings.sync_frequency,
         );
+        // A finished container stop wakes its pod at once (the pod worker
+        // did not wait for it). Weak: the workers own the runtime's users.
+        let workers = Arc::downgrade(&pod_workers);
+        runtime.set_on_container_stopped(Box::new(move |uid| {
+            if let Some(w) = workers.upgrade() {
+                w.wake_pod(uid);
+            }
+        }));
         Arc::new(Kubelet {
             settings,
             runtime,

@@ -3,6 +3,8 @@
 //! CRI actions and an API status out.
 
 use super::*;
+use crate::kuberuntime::KillProgress;
+use crate::podworkers::Termination;
 use crate::types::PodPhase;
 
 /// What the pod workers call: turns a pod and its runtime status into CRI
@@ -258,14 +260,17 @@ impl PodSyncer for Syncer {
         running: Option<&RuntimePod>,
         status: &PodStatus,
         grace: Option<i64>,
-    ) -> Result<(), SyncFailure> {
+    ) -> Result<Termination, SyncFailure> {
         let name = pod.map_or_else(|| status.uid.clone(), |p| p.full_name());
-        log::info!("pod {name}: terminating");
+        log::debug!("pod {name}: terminating");
         let result = match running {
             Some(rp) => self.runtime.kill_pod(pod, rp, grace),
             None => self.runtime.kill_pod_status(pod, status, grace),
         };
-        result.map_err(|e| failure(&[e]))?;
+        if result.map_err(|e| failure(&[e]))? == KillProgress::Stopping {
+            return Ok(Termination::Stopping);
+        }
+        log::info!("pod {name}: terminated");
         if let Some(pod) = pod {
             if let Ok(fresh) = self
                 .runtime
@@ -274,7 +279,7 @@ impl PodSyncer for Syncer {
                 self.update_status(pod, &fresh, pod.is_being_deleted());
             }
         }
-        Ok(())
+        Ok(Termination::Done)
     }
 
     fn sync_terminated_pod(

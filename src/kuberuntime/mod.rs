@@ -5,6 +5,8 @@ pub mod actions;
 pub mod container;
 pub mod ephemeral;
 pub mod gc;
+pub mod kill;
+pub mod killer;
 pub mod labels;
 pub mod lifecycle;
 pub mod qos;
@@ -26,6 +28,7 @@ use crate::events::{self, EventRecorder, EventType};
 use crate::images::{ImageManager, PullError};
 use crate::podutil::PodExt;
 use crate::util::backoff::Backoff;
+pub use kill::KillProgress;
 
 /// The least grace a container gets after its preStop hook (upstream).
 const MINIMUM_GRACE_PERIOD_SECONDS: u64 = 2;
@@ -152,13 +155,6 @@ pub trait PodVolumes: Send + Sync {
     fn mounted_volumes(&self, pod_uid: &str) -> HashMap<String, crate::volume::MountedVolume>;
 }
 
-/// A container of a pod to stop.
-struct Victim {
-    id: String,
-    name: String,
-    grace: Option<i64>,
-}
-
 pub struct KubeRuntimeManager {
     runtime: Arc<RemoteRuntime>,
     cfg: RuntimeManagerConfig,
@@ -176,6 +172,8 @@ pub struct KubeRuntimeManager {
     reasons: Mutex<HashMap<(String, String), (String, String)>>,
     /// Termination messages of exited instances, read once each.
     term_messages: termination::TerminationMessages,
+    /// Container stops under way, off the pod workers.
+    killer: killer::Killer,
 }
 
 impl KubeRuntimeManager {
@@ -190,7 +188,7 @@ impl KubeRuntimeManager {
             cfg.image_pulls,
         );
         KubeRuntimeManager {
-            runtime,
+            runtime: Arc::clone(&runtime),
             cfg,
             crash_backoff: Backoff::new(
                 CRASH_BACKOFF_INITIAL,
@@ -204,6 +202,7 @@ impl KubeRuntimeManager {
             host_ips: std::sync::RwLock::new(None),
             reasons: Mutex::new(HashMap::new()),
             term_messages: termination::TerminationMessages::default(),
+            killer: killer::Killer::new(Arc::clone(&runtime) as Arc<dyn killer::StopContainer>),
         }
     }
 
@@ -369,23 +368,35 @@ impl KubeRuntimeManager {
                     "Pod sandbox changed, it will be killed and re-created.",
                 );
             }
-            if let Err(e) = self.kill_pod_status(Some(pod), status, None) {
-                errors.push(e);
-                return errors;
+            match self.kill_pod_status(Some(pod), status, None) {
+                Ok(KillProgress::Done) => {}
+                // Resumed when the stops finish (the pod is woken).
+                Ok(KillProgress::Stopping) => return errors,
+                Err(e) => {
+                    errors.push(e);
+                    return errors;
+                }
             }
             if plan.create_sandbox {
                 self.purge_init_containers(pod, status);
             }
         } else {
+            let mut stopping = false;
             for k in &plan.containers_to_kill {
                 log::info!("pod {}: {}", pod.full_name(), k.reason);
                 let grace = Some(pod.kill_grace_seconds());
-                if let Err(e) =
-                    self.kill_container(Some(pod), &k.id, &k.name, grace, Some(&k.reason))
-                {
-                    errors.push(e);
-                    return errors;
+                match self.kill_container(pod, &k.id, &k.name, grace, Some(&k.reason)) {
+                    Ok(p) => stopping |= p == KillProgress::Stopping,
+                    Err(e) => {
+                        errors.push(e);
+                        return errors;
+                    }
                 }
+            }
+            // Restarts wait for the stops: the next sync (woken by their
+            // completion) sees the containers exited and starts them.
+            if stopping {
+                return errors;
             }
         }
 
@@ -637,7 +648,7 @@ impl KubeRuntimeManager {
             &msg,
         );
         if let Err(e) = self.kill_container(
-            Some(t.pod),
+            t.pod,
             id,
             &c.name,
             Some(t.pod.kill_grace_seconds()),
@@ -698,172 +709,6 @@ impl KubeRuntimeManager {
             return Err(err);
         }
         self.crash_backoff.next(&key, finished);
-        Ok(())
-    }
-
-    /// Stops one container, honouring the grace period.
-    /// `reason` is the Killing event's message (a failed liveness probe, a
-    /// changed spec); by default "Stopping container <name>", as upstream.
-    /// The event comes before the preStop hook, as upstream records it.
-    pub fn kill_container(
-        &self,
-        pod: Option<&Pod>,
-        id: &str,
-        name: &str,
-        grace: Option<i64>,
-        reason: Option<&str>,
-    ) -> Result<(), SyncError> {
-        let mut grace = Duration::from_secs(grace.unwrap_or(30).max(0) as u64);
-        if let Some(pod) = pod {
-            let default = format!("Stopping container {name}");
-            self.recorder.pod_container_event(
-                pod,
-                name,
-                EventType::Normal,
-                events::KILLING_CONTAINER,
-                reason.unwrap_or(&default),
-            );
-            grace = self.run_pre_stop(pod, id, name, grace);
-        }
-        match self.runtime.stop_container(id, grace) {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(SyncError::runtime(Some(name), "KillContainerError", &e)),
-        }
-    }
-
-    /// Runs the container's preStop hook within the grace period and
-    /// returns what is left of it for SIGTERM, at least upstream's 2 s.
-    fn run_pre_stop(&self, pod: &Pod, id: &str, name: &str, grace: Duration) -> Duration {
-        let Some(container) = pod
-            .containers()
-            .iter()
-            .chain(pod.init_containers())
-            .find(|c| c.name == name)
-        else {
-            return grace;
-        };
-        let Some(hook) = container
-            .lifecycle
-            .as_ref()
-            .and_then(|l| l.pre_stop.as_ref())
-        else {
-            return grace;
-        };
-        let started = std::time::Instant::now();
-        let ip = self
-            .get_pod_status(pod.uid(), pod.name(), pod.namespace())
-            .ok()
-            .and_then(|s| s.ips().into_iter().next());
-        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
-        if let Err(msg) = lifecycle::run_hook(&exec, hook, container, id, ip.as_deref(), grace) {
-            let msg = format!("PreStopHook failed: {msg}");
-            self.recorder.pod_container_event(
-                pod,
-                name,
-                EventType::Warning,
-                events::FAILED_PRE_STOP_HOOK,
-                &msg,
-            );
-        }
-        grace
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_secs(MINIMUM_GRACE_PERIOD_SECONDS))
-    }
-
-    /// Stops the running containers and ready sandboxes in `status`.
-    pub fn kill_pod_status(
-        &self,
-        pod: Option<&Pod>,
-        status: &PodStatus,
-        grace: Option<i64>,
-    ) -> Result<(), SyncError> {
-        let victims = status
-            .running_containers()
-            .map(|c| Victim {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                grace: None,
-            })
-            .collect();
-        let sandboxes = status
-            .sandboxes
-            .iter()
-            .filter(|s| s.ready)
-            .map(|s| s.id.clone())
-            .collect();
-        self.kill(pod, victims, sandboxes, grace)
-    }
-
-    /// Stops a pod found in the runtime: its running containers, then its
-    /// sandboxes. `pod` is the spec when the kubelet still has it.
-    pub fn kill_pod(
-        &self,
-        pod: Option<&Pod>,
-        running: &RuntimePod,
-        grace: Option<i64>,
-    ) -> Result<(), SyncError> {
-        let victims = running
-            .containers
-            .iter()
-            .filter(|c| c.state == ContainerState::Running)
-            .map(|c| Victim {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                grace: c.grace_seconds,
-            })
-            .collect();
-        let sandboxes = running
-            .sandboxes
-            .iter()
-            .filter(|s| s.ready)
-            .map(|s| s.id.clone())
-            .collect();
-        self.kill(pod, victims, sandboxes, grace)
-    }
-
-    /// Containers stop concurrently so each gets the whole grace period, as
-    /// upstream's per-container goroutines do; the threads are scoped to
-    /// this call and bounded by the pod's container count.
-    fn kill(
-        &self,
-        pod: Option<&Pod>,
-        victims: Vec<Victim>,
-        sandboxes: Vec<String>,
-        grace: Option<i64>,
-    ) -> Result<(), SyncError> {
-        let pod_grace = pod.map(|p| p.kill_grace_seconds());
-        let results: Vec<Result<(), SyncError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = victims
-                .iter()
-                .map(|v| {
-                    let g = grace.or(pod_grace).or(v.grace);
-                    s.spawn(move || self.kill_container(pod, &v.id, &v.name, g, None))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(SyncError::new(
-                            None,
-                            "KillContainerError",
-                            "container stop panicked",
-                        ))
-                    })
-                })
-                .collect()
-        });
-        if let Some(err) = results.into_iter().find_map(Result::err) {
-            return Err(err);
-        }
-        for id in sandboxes {
-            match self.runtime.stop_pod_sandbox(&id) {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(SyncError::runtime(None, "KillPodSandboxError", &e)),
-            }
-        }
         Ok(())
     }
 
@@ -972,6 +817,12 @@ impl KubeRuntimeManager {
         drop(reasons);
         self.term_messages.forget_pod(uid);
         self.images.forget_pod(uid);
+        self.killer.forget_pod(uid);
+    }
+
+    /// Who is told (by pod UID) when a container stop finishes.
+    pub fn set_on_container_stopped(&self, f: killer::OnStopped) {
+        self.killer.set_on_stopped(f);
     }
 
     /// Drops back-off entries idle for long.
@@ -979,6 +830,7 @@ impl KubeRuntimeManager {
         let now = SystemTime::now();
         self.crash_backoff.gc(now);
         self.images.gc_backoffs(now);
+        self.killer.gc(std::time::Instant::now());
     }
 }
 

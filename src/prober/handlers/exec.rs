@@ -16,7 +16,19 @@ pub fn run_exec(
     timeout: Duration,
 ) -> (ProbeResult, String) {
     let start = Instant::now();
-    match exec.exec_sync(container_id, cmd, timeout) {
+    let reply = exec.exec_sync(container_id, cmd, timeout);
+    exec_verdict(reply, cmd, start.elapsed(), timeout)
+}
+
+/// What an ExecSync reply means for a probe or hook that ran `cmd` for
+/// `took`: exit 0 passes, a time-out fails, any other error is unknown.
+pub fn exec_verdict(
+    reply: Result<(i32, Vec<u8>, Vec<u8>), String>,
+    cmd: &[String],
+    took: Duration,
+    timeout: Duration,
+) -> (ProbeResult, String) {
+    match reply {
         Ok((code, stdout, stderr)) => {
             let result = if code == 0 {
                 ProbeResult::Success
@@ -25,7 +37,7 @@ pub fn run_exec(
             };
             (result, combined_output(stdout, stderr))
         }
-        Err(e) if is_timeout(&e, start.elapsed(), timeout) => (
+        Err(e) if is_timeout(&e, took, timeout) => (
             ProbeResult::Failure,
             format!("command {:?} timed out", cmd.join(" ")),
         ),

@@ -15,7 +15,7 @@ mod tests;
 
 use super::ProbeResult;
 
-pub use exec::run_exec;
+pub use exec::{exec_verdict, run_exec};
 pub use grpc::run_grpc;
 pub(crate) use http::http_get;
 pub use http::{http_target, run_http_get, HttpTarget};

@@ -1,0 +1,272 @@
+//! Stopping containers and pods (upstream `killContainer`,
+//! `killContainersWithSyncResult` and `KillPod`). Every stop goes through
+//! the [`Killer`](super::killer::Killer), so a kill never holds the pod
+//! worker for a grace period: it reports `Stopping`, and the pod is synced
+//! again when its stops finish.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{LifecycleHandler, Pod};
+
+use super::killer::{Progress, StopRequest};
+use super::{lifecycle, KubeRuntimeManager, SyncError, MINIMUM_GRACE_PERIOD_SECONDS};
+use crate::container::{ContainerState, PodStatus, RuntimePod};
+use crate::cri::AsyncStop;
+use crate::events::{self, EventRecorder, EventType};
+use crate::podutil::PodExt;
+use crate::prober::handlers::exec_verdict;
+use crate::prober::ProbeResult;
+
+/// How far a kill got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillProgress {
+    /// Everything asked for is stopped.
+    Done,
+    /// Stops are under way; the pod is woken when they finish.
+    Stopping,
+}
+
+/// A container of a pod to stop.
+pub(super) struct Victim {
+    id: String,
+    name: String,
+    grace: Option<i64>,
+}
+
+impl KubeRuntimeManager {
+    /// Stops one container of a known pod, honouring the grace period.
+    /// `reason` is the Killing event's message (a failed liveness probe, a
+    /// changed spec); by default "Stopping container <name>", as upstream.
+    pub fn kill_container(
+        &self,
+        pod: &Pod,
+        id: &str,
+        name: &str,
+        grace: Option<i64>,
+        reason: Option<&str>,
+    ) -> Result<KillProgress, SyncError> {
+        self.stop_one(pod.uid(), Some(pod), id, name, grace, reason)
+    }
+
+    /// The event comes before the preStop hook, as upstream records it, and
+    /// both only for the request that starts the stop.
+    fn stop_one(
+        &self,
+        uid: &str,
+        pod: Option<&Pod>,
+        id: &str,
+        name: &str,
+        grace: Option<i64>,
+        reason: Option<&str>,
+    ) -> Result<KillProgress, SyncError> {
+        let mut grace = Duration::from_secs(grace.unwrap_or(30).max(0) as u64);
+        let mut pre_stop = None;
+        let mut on_done = None;
+        if let Some(pod) = pod.filter(|_| !self.killer.knows(id)) {
+            let default = format!("Stopping container {name}");
+            self.recorder.pod_container_event(
+                pod,
+                name,
+                EventType::Normal,
+                events::KILLING_CONTAINER,
+                reason.unwrap_or(&default),
+            );
+            match pre_stop_hook(pod, name) {
+                Some(hook) => match hook.exec.as_ref() {
+                    Some(exec) => {
+                        let cmd = exec.command.clone().unwrap_or_default();
+                        on_done = Some(hook_failure_event(
+                            Arc::clone(&self.recorder),
+                            pod,
+                            name,
+                            cmd.clone(),
+                            grace,
+                        ));
+                        pre_stop = Some(cmd);
+                    }
+                    None => grace = self.run_pre_stop(pod, id, name, hook, grace),
+                },
+                None => {}
+            }
+        }
+        let req = StopRequest {
+            pod_uid: uid.to_string(),
+            id: id.to_string(),
+            grace,
+            min_grace: Duration::from_secs(MINIMUM_GRACE_PERIOD_SECONDS),
+            pre_stop,
+            on_done,
+        };
+        match self.killer.stop(req) {
+            Ok(Progress::Stopped) => Ok(KillProgress::Done),
+            Ok(Progress::Issued | Progress::InFlight) => Ok(KillProgress::Stopping),
+            Err(e) => Err(SyncError::runtime(Some(name), "KillContainerError", &e)),
+        }
+    }
+
+    /// Runs an httpGet or sleep preStop hook here, within the grace period,
+    /// and returns what is left of it for SIGTERM, at least upstream's 2 s.
+    /// (Exec hooks run async with the stop; these two have no async form,
+    /// so a slow one costs its pod's worker up to the grace period.)
+    fn run_pre_stop(
+        &self,
+        pod: &Pod,
+        id: &str,
+        name: &str,
+        hook: &LifecycleHandler,
+        grace: Duration,
+    ) -> Duration {
+        let Some(container) = pod.containers().iter().chain(pod.init_containers()).find(|c| c.name == name)
+        else {
+            return grace;
+        };
+        let started = std::time::Instant::now();
+        let ip = self
+            .get_pod_status(pod.uid(), pod.name(), pod.namespace())
+            .ok()
+            .and_then(|s| s.ips().into_iter().next());
+        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
+        if let Err(msg) = lifecycle::run_hook(&exec, hook, container, id, ip.as_deref(), grace) {
+            self.recorder.pod_container_event(
+                pod,
+                name,
+                EventType::Warning,
+                events::FAILED_PRE_STOP_HOOK,
+                &format!("PreStopHook failed: {msg}"),
+            );
+        }
+        grace
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(MINIMUM_GRACE_PERIOD_SECONDS))
+    }
+
+    /// Stops the running containers and ready sandboxes in `status`.
+    pub fn kill_pod_status(
+        &self,
+        pod: Option<&Pod>,
+        status: &PodStatus,
+        grace: Option<i64>,
+    ) -> Result<KillProgress, SyncError> {
+        let victims = status
+            .running_containers()
+            .map(|c| Victim {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                grace: None,
+            })
+            .collect();
+        let sandboxes = status
+            .sandboxes
+            .iter()
+            .filter(|s| s.ready)
+            .map(|s| s.id.clone())
+            .collect();
+        self.kill(pod, &status.uid, victims, sandboxes, grace)
+    }
+
+    /// Stops a pod found in the runtime: its running containers, then its
+    /// sandboxes. `pod` is the spec when the kubelet still has it.
+    pub fn kill_pod(
+        &self,
+        pod: Option<&Pod>,
+        running: &RuntimePod,
+        grace: Option<i64>,
+    ) -> Result<KillProgress, SyncError> {
+        let victims = running
+            .containers
+            .iter()
+            .filter(|c| c.state == ContainerState::Running)
+            .map(|c| Victim {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                grace: c.grace_seconds,
+            })
+            .collect();
+        let sandboxes = running
+            .sandboxes
+            .iter()
+            .filter(|s| s.ready)
+            .map(|s| s.id.clone())
+            .collect();
+        self.kill(pod, &running.uid, victims, sandboxes, grace)
+    }
+
+    /// Starts every container's stop at once, so each gets the whole grace
+    /// period as with upstream's per-container goroutines; the sandboxes
+    /// stop only once no container stop is under way.
+    fn kill(
+        &self,
+        pod: Option<&Pod>,
+        uid: &str,
+        victims: Vec<Victim>,
+        sandboxes: Vec<String>,
+        grace: Option<i64>,
+    ) -> Result<KillProgress, SyncError> {
+        let pod_grace = pod.map(|p| p.kill_grace_seconds());
+        let mut first_err = None;
+        for v in &victims {
+            let g = grace.or(pod_grace).or(v.grace);
+            if let Err(e) = self.stop_one(uid, pod, &v.id, &v.name, g, None) {
+                first_err.get_or_insert(e);
+            }
+        }
+        if let Some(err) = first_err {
+            return Err(err);
+        }
+        if self.killer.stopping(uid) {
+            return Ok(KillProgress::Stopping);
+        }
+        for id in sandboxes {
+            match self.runtime.stop_pod_sandbox(&id) {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(SyncError::runtime(None, "KillPodSandboxError", &e)),
+            }
+        }
+        Ok(KillProgress::Done)
+    }
+}
+
+/// The preStop hook of the pod's container (or init container) `name`.
+fn pre_stop_hook<'a>(pod: &'a Pod, name: &str) -> Option<&'a LifecycleHandler> {
+    pod.containers()
+        .iter()
+        .chain(pod.init_containers())
+        .find(|c| c.name == name)?
+        .lifecycle
+        .as_ref()?
+        .pre_stop
+        .as_ref()
+}
+
+/// Records FailedPreStopHook when an async exec hook did not pass. Runs on
+/// the completion thread; recording an event only queues it.
+fn hook_failure_event(
+    recorder: Arc<dyn EventRecorder>,
+    pod: &Pod,
+    name: &str,
+    cmd: Vec<String>,
+    timeout: Duration,
+) -> Box<dyn FnOnce(&AsyncStop) + Send> {
+    let (pod, name) = (pod.clone(), name.to_string());
+    Box::new(move |outcome| {
+        let Some(reply) = &outcome.hook else {
+            return;
+        };
+        let reply = reply
+            .as_ref()
+            .map(|r| (r.exit_code, r.stdout.clone(), r.stderr.clone()))
+            .map_err(ToString::to_string);
+        let (result, msg) = exec_verdict(reply, &cmd, outcome.hook_took, timeout);
+        if result != ProbeResult::Success {
+            recorder.pod_container_event(
+                &pod,
+                &name,
+                EventType::Warning,
+                events::FAILED_PRE_STOP_HOOK,
+                &format!("PreStopHook failed: {msg}"),
+            );
+        }
+    })
+}

@@ -1,0 +1,399 @@
+//! Container stops that never hold a pod worker.
+//!
+//! Upstream stops each container in its own goroutine
+//! (`killContainersWithSyncResult`) and the pod's goroutine waits for them.
+//! Here a stop (preStop exec hook, then StopContainer with the grace
+//! period) is an async CRI call that completes on gRPC's completion-queue
+//! thread; the pod worker that asked is free at once. So 30 pods with a
+//! 30 s grace stop in one grace period on a fixed thread count, not
+//! ⌈30/4⌉ of them.
+//!
+//! The killer remembers each container's stop by container ID (an ID is
+//! one instance, never reused): in flight, stopped, or failed. A worker
+//! asking again while a stop is in flight gets `InFlight` and moves on; the
+//! completion wakes the pod (and PLEG reports the death), and the next sync
+//! finds the container `Stopped`. A shorter grace asked during a stop (a
+//! forced delete) issues a second, shorter stop, as upstream's pod workers
+//! restart termination with the smaller grace.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::cri::{AsyncStop, CriError, RemoteRuntime};
+
+/// A newer request must end the stop at least this much sooner to issue a
+/// second StopContainer; grace is counted in whole seconds.
+const SHORTEN_SLACK: Duration = Duration::from_secs(1);
+/// How long a finished stop is remembered when its pod is not forgotten
+/// first (status may lag a completion by a relist or two).
+const STOPPED_TTL: Duration = Duration::from_secs(600);
+
+/// Where stops are sent: the CRI client, or a fake in tests.
+pub trait StopContainer: Send + Sync {
+    fn stop_async(
+        &self,
+        id: &str,
+        pre_stop: Option<Vec<String>>,
+        grace: Duration,
+        min_grace: Duration,
+        done: Box<dyn FnOnce(AsyncStop) + Send>,
+    );
+}
+
+impl StopContainer for RemoteRuntime {
+    fn stop_async(
+        &self,
+        id: &str,
+        pre_stop: Option<Vec<String>>,
+        grace: Duration,
+        min_grace: Duration,
+        done: Box<dyn FnOnce(AsyncStop) + Send>,
+    ) {
+        self.stop_container_async(id, pre_stop, grace, min_grace, done);
+    }
+}
+
+/// Where one container's stop stands after a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// This request started the stop: record the Killing event.
+    Issued,
+    /// A stop is already under way.
+    InFlight,
+    /// The container is stopped.
+    Stopped,
+}
+
+/// One container to stop.
+pub struct StopRequest {
+    pub pod_uid: String,
+    pub id: String,
+    pub grace: Duration,
+    /// The least grace left after the preStop hook (upstream's 2 s).
+    pub min_grace: Duration,
+    /// An exec preStop hook's command, run first within the grace period.
+    pub pre_stop: Option<Vec<String>>,
+    /// Runs with the outcome on the completion thread (hook events).
+    pub on_done: Option<Box<dyn FnOnce(&AsyncStop) + Send>>,
+}
+
+enum State {
+    InFlight { ends: Instant, outstanding: u32 },
+    Stopped { at: Instant },
+    Failed(CriError),
+}
+
+struct Entry {
+    pod_uid: String,
+    state: State,
+}
+
+type Entries = Arc<Mutex<HashMap<String, Entry>>>;
+/// Told the pod UID when one of its stops finishes.
+pub type OnStopped = Box<dyn Fn(&str) + Send + Sync>;
+
+pub struct Killer {
+    stopper: Arc<dyn StopContainer>,
+    entries: Entries,
+    on_stopped: Arc<OnceLock<OnStopped>>,
+}
+
+impl Killer {
+    pub fn new(stopper: Arc<dyn StopContainer>) -> Self {
+        Killer {
+            stopper,
+            entries: Arc::new(Mutex::new(HashMap::new())),
+            on_stopped: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Who is told when a pod's stop finishes (the pod workers). Set once.
+    pub fn set_on_stopped(&self, f: OnStopped) {
+        if self.on_stopped.set(f).is_err() {
+            log::warn!("killer: completion callback set twice; keeping the first");
+        }
+    }
+
+    /// Whether a stop of this container is remembered (in flight, done or
+    /// failed): a caller then neither records Killing nor runs hooks again.
+    pub fn knows(&self, id: &str) -> bool {
+        lock(&self.entries).contains_key(id)
+    }
+
+    /// Stops a container, or reports the stop already under way. A failed
+    /// stop is reported once and forgotten, so the next request retries.
+    pub fn stop(&self, req: StopRequest) -> Result<Progress, CriError> {
+        let ends = Instant::now() + req.grace;
+        let mut pre_stop = req.pre_stop;
+        let progress = {
+            let mut entries = lock(&self.entries);
+            match entries.get_mut(&req.id).map(|e| &mut e.state) {
+                Some(State::Stopped { .. }) => return Ok(Progress::Stopped),
+                Some(State::Failed(_)) => {
+                    let failed = entries.remove(&req.id).map(|e| e.state);
+                    if let Some(State::Failed(err)) = failed {
+                        return Err(err);
+                    }
+                    return Ok(Progress::Stopped);
+                }
+                Some(State::InFlight {
+                    ends: current,
+                    outstanding,
+                }) => {
+                    if ends + SHORTEN_SLACK > *current {
+                        return Ok(Progress::InFlight);
+                    }
+                    // A shorter grace: stop again; the hook already ran.
+                    *current = ends;
+                    *outstanding += 1;
+                    pre_stop = None;
+                    Progress::InFlight
+                }
+                None => {
+                    entries.insert(
+                        req.id.clone(),
+                        Entry {
+                            pod_uid: req.pod_uid.clone(),
+                            state: State::InFlight {
+                                ends,
+                                outstanding: 1,
+                            },
+                        },
+                    );
+                    Progress::Issued
+                }
+            }
+        };
+        let entries = Arc::clone(&self.entries);
+        let on_stopped = Arc::clone(&self.on_stopped);
+        let (id, uid, on_done) = (req.id.clone(), req.pod_uid, req.on_done);
+        self.stopper.stop_async(
+            &req.id,
+            pre_stop,
+            req.grace,
+            req.min_grace,
+            Box::new(move |outcome| {
+                if let Some(f) = on_done {
+                    f(&outcome);
+                }
+                complete(&entries, &id, outcome.stopped);
+                if let Some(f) = on_stopped.get() {
+                    f(&uid);
+                }
+            }),
+        );
+        Ok(progress)
+    }
+
+    /// Whether any stop of the pod is still under way.
+    pub fn stopping(&self, pod_uid: &str) -> bool {
+        lock(&self.entries)
+            .values()
+            .any(|e| e.pod_uid == pod_uid && matches!(e.state, State::InFlight { .. }))
+    }
+
+    /// Forgets a pod's finished stops (the pod is gone).
+    pub fn forget_pod(&self, pod_uid: &str) {
+        lock(&self.entries)
+            .retain(|_, e| e.pod_uid != pod_uid || matches!(e.state, State::InFlight { .. }));
+    }
+
+    /// Drops stops finished long ago (pods never forgotten explicitly).
+    pub fn gc(&self, now: Instant) {
+        lock(&self.entries).retain(|_, e| match e.state {
+            State::Stopped { at } => now.saturating_duration_since(at) < STOPPED_TTL,
+            _ => true,
+        });
+    }
+}
+
+/// Records a finished StopContainer. Success (or the container already
+/// gone) means stopped; a failure counts only when no other stop of the
+/// container is still out.
+fn complete(entries: &Entries, id: &str, result: Result<(), CriError>) {
+    let mut entries = lock(entries);
+    let Some(entry) = entries.get_mut(id) else {
+        return;
+    };
+    let State::InFlight { outstanding, .. } = &mut entry.state else {
+        return; // an earlier completion already settled it
+    };
+    *outstanding = outstanding.saturating_sub(1);
+    match result {
+        Ok(()) => {
+            entry.state = State::Stopped { at: Instant::now() };
+        }
+        Err(e) if e.is_not_found() => {
+            entry.state = State::Stopped { at: Instant::now() };
+        }
+        Err(e) => {
+            if *outstanding == 0 {
+                log::warn!("stop container {id}: {e}");
+                entry.state = State::Failed(e);
+            }
+        }
+    }
+}
+
+fn lock(entries: &Entries) -> MutexGuard<'_, HashMap<String, Entry>> {
+    entries.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Done = Box<dyn FnOnce(AsyncStop) + Send>;
+
+    /// Records stops; the test completes them.
+    #[derive(Default)]
+    struct FakeStopper {
+        calls: Mutex<Vec<(String, Option<Vec<String>>, Duration, Done)>>,
+    }
+
+    impl StopContainer for FakeStopper {
+        fn stop_async(
+            &self,
+            id: &str,
+            pre_stop: Option<Vec<String>>,
+            grace: Duration,
+            _min: Duration,
+            done: Done,
+        ) {
+            self.calls
+                .lock()
+                .unwrap()
+                .push((id.to_string(), pre_stop, grace, done));
+        }
+    }
+
+    impl FakeStopper {
+        fn finish(&self, i: usize, result: Result<(), CriError>) {
+            let (_, _, _, done) = self.calls.lock().unwrap().remove(i);
+            done(AsyncStop {
+                hook: None,
+                hook_took: Duration::ZERO,
+                stopped: result,
+            });
+        }
+        fn count(&self) -> usize {
+            self.calls.lock().unwrap().len()
+        }
+    }
+
+    fn req(id: &str, grace: u64) -> StopRequest {
+        StopRequest {
+            pod_uid: "uid-1".into(),
+            id: id.into(),
+            grace: Duration::from_secs(grace),
+            min_grace: Duration::from_secs(2),
+            pre_stop: Some(vec!["sh".into()]),
+            on_done: None,
+        }
+    }
+
+    fn killer() -> (Arc<FakeStopper>, Killer, Arc<Mutex<Vec<String>>>) {
+        let fake = Arc::new(FakeStopper::default());
+        let k = Killer::new(Arc::clone(&fake) as Arc<dyn StopContainer>);
+        let woken = Arc::new(Mutex::new(vec![]));
+        let w = Arc::clone(&woken);
+        k.set_on_stopped(Box::new(move |uid| w.lock().unwrap().push(uid.into())));
+        (fake, k, woken)
+    }
+
+    fn grpc_err(code: grpcio::RpcStatusCode) -> CriError {
+        CriError {
+            method: "StopContainer",
+            code: Some(code),
+            message: "boom".into(),
+        }
+    }
+
+    #[test]
+    fn a_stop_is_issued_once_and_never_waited_for() {
+        let (fake, k, woken) = killer();
+        assert_eq!(k.stop(req("c1", 30)).unwrap(), Progress::Issued);
+        assert_eq!(k.stop(req("c1", 30)).unwrap(), Progress::InFlight);
+        assert_eq!(fake.count(), 1, "a second request does not stop again");
+        assert!(k.stopping("uid-1") && k.knows("c1"));
+        fake.finish(0, Ok(()));
+        assert_eq!(*woken.lock().unwrap(), ["uid-1"]);
+        assert!(!k.stopping("uid-1"));
+        assert_eq!(k.stop(req("c1", 30)).unwrap(), Progress::Stopped);
+        assert_eq!(fake.count(), 0);
+    }
+
+    #[test]
+    fn many_containers_stop_concurrently() {
+        let (fake, k, _) = killer();
+        for i in 0..30 {
+            assert_eq!(k.stop(req(&format!("c{i}"), 10)).unwrap(), Progress::Issued);
+        }
+        assert_eq!(fake.count(), 30, "all 30 stops are out at once");
+    }
+
+    #[test]
+    fn a_failed_stop_is_reported_once_then_retried() {
+        let (fake, k, woken) = killer();
+        k.stop(req("c1", 5)).unwrap();
+        fake.finish(0, Err(grpc_err(grpcio::RpcStatusCode::UNAVAILABLE)));
+        assert_eq!(woken.lock().unwrap().len(), 1, "the pod is woken to retry");
+        let err = k.stop(req("c1", 5)).unwrap_err();
+        assert_eq!(err.code, Some(grpcio::RpcStatusCode::UNAVAILABLE));
+        assert_eq!(k.stop(req("c1", 5)).unwrap(), Progress::Issued);
+        assert_eq!(fake.count(), 1);
+    }
+
+    #[test]
+    fn not_found_counts_as_stopped() {
+        let (fake, k, _) = killer();
+        k.stop(req("c1", 5)).unwrap();
+        fake.finish(0, Err(grpc_err(grpcio::RpcStatusCode::NOT_FOUND)));
+        assert_eq!(k.stop(req("c1", 5)).unwrap(), Progress::Stopped);
+    }
+
+    #[test]
+    fn a_shorter_grace_stops_again_without_the_hook() {
+        let (fake, k, _) = killer();
+        k.stop(req("c1", 30)).unwrap();
+        // Same or nearly the same end: nothing new.
+        assert_eq!(k.stop(req("c1", 29)).unwrap(), Progress::InFlight);
+        assert_eq!(fake.count(), 1);
+        // A forced delete: grace 0.
+        assert_eq!(k.stop(req("c1", 0)).unwrap(), Progress::InFlight);
+        let calls = fake.calls.lock().unwrap();
+        assert_eq!(calls.len(), 2);
+        assert!(calls[0].1.is_some() && calls[1].1.is_none(), "hook runs once");
+        assert_eq!(calls[1].2, Duration::ZERO);
+        drop(calls);
+        // The short stop succeeds; the long one's late failure changes nothing.
+        fake.finish(1, Ok(()));
+        fake.finish(0, Err(grpc_err(grpcio::RpcStatusCode::DEADLINE_EXCEEDED)));
+        assert_eq!(k.stop(req("c1", 30)).unwrap(), Progress::Stopped);
+    }
+
+    #[test]
+    fn a_failure_with_another_stop_out_waits_for_that_one() {
+        let (fake, k, _) = killer();
+        k.stop(req("c1", 30)).unwrap();
+        k.stop(req("c1", 0)).unwrap();
+        fake.finish(0, Err(grpc_err(grpcio::RpcStatusCode::DEADLINE_EXCEEDED)));
+        assert_eq!(k.stop(req("c1", 0)).unwrap(), Progress::InFlight);
+        fake.finish(0, Ok(()));
+        assert_eq!(k.stop(req("c1", 0)).unwrap(), Progress::Stopped);
+    }
+
+    #[test]
+    fn forgetting_a_pod_keeps_its_stops_in_flight() {
+        let (fake, k, _) = killer();
+        k.stop(req("c1", 5)).unwrap();
+        k.stop(req("c2", 5)).unwrap();
+        fake.finish(0, Ok(()));
+        k.forget_pod("uid-1");
+        assert!(!k.knows("c1"), "finished stop forgotten");
+        assert!(k.knows("c2"), "in-flight stop kept");
+        k.gc(Instant::now() + STOPPED_TTL * 2);
+        assert!(k.knows("c2"));
+    }
+}

@@ -1,0 +1,127 @@
+//! End-to-end: container stops run off the pod workers (issue 9), so
+//! deleting many pods whose containers ignore SIGTERM takes one grace
+//! period, not one per four pods; preStop exec hooks still run first. The
+//! real rkubelet against a real containerd and the API server double.
+//!
+//!     cargo test --release --test deletion
+
+mod common;
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use common::cluster::*;
+use common::*;
+use serde_json::{json, Value};
+
+const GRACE: u64 = 6;
+const PODS: usize = 14;
+
+fn threads(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
+}
+
+/// The text of the pod's container log (CRI format, any uid).
+fn container_log(env: &Env, pod: &str) -> String {
+    let prefix = format!("default_{pod}_");
+    fs::read_dir(&env.pod_logs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| fs::read_to_string(e.path().join("c").join("0.log")).ok())
+        .collect()
+}
+
+fn with_pre_stop(mut p: Value, cmd: &str) -> Value {
+    p["spec"]["containers"][0]["lifecycle"] =
+        json!({"preStop": {"exec": {"command": ["sh", "-c", cmd]}}});
+    p
+}
+
+#[test]
+fn graceful_deletes_overlap() {
+    let mut cl = Cluster::new("graceful_deletes_overlap", 62);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    // PID 1 ignores TERM: only the KILL at the end of the grace period stops it.
+    let script = "trap '' TERM; while true; do sleep 1; done";
+    let mut names = vec![];
+    for i in 0..PODS {
+        let name = format!("slow{i}");
+        let mut p = api_pod(&name, script);
+        p["spec"]["terminationGracePeriodSeconds"] = json!(GRACE);
+        // Two pods have preStop exec hooks: one writes to the container's
+        // stdout (so its log shows it ran), one fails.
+        if i == 0 {
+            p = with_pre_stop(p, "echo prestop-ran > /proc/1/fd/1");
+        } else if i == 1 {
+            p = with_pre_stop(p, "exit 3");
+        }
+        cl.api.create_pod(&p);
+        names.push(name);
+    }
+    for n in &names {
+        cl.wait_pod_ready(n, secs(60));
+    }
+    let pid = cl.env.kubelet_pid().expect("rkubelet runs");
+    let threads_before = threads(pid);
+
+    let t0 = Instant::now();
+    for n in &names {
+        cl.api.must("DELETE", &pod_path(n), None, &[200]);
+    }
+    let mut threads_max = threads_before;
+    let mut left = names.clone();
+    let deadline = Duration::from_secs(GRACE + 20);
+    // The log goes with the pod: look for the hook's line while it stops.
+    let mut hook_ran = false;
+    while !left.is_empty() && t0.elapsed() < deadline {
+        cl.env.assert_kubelet_alive();
+        hook_ran = hook_ran || container_log(&cl.env, "slow0").contains("prestop-ran");
+        threads_max = threads_max.max(threads(pid));
+        left.retain(|n| !matches!(cl.api.get_or_gone(&pod_path(n)), Ok(None)));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = t0.elapsed();
+    eprintln!("{PODS} pods (grace {GRACE} s) gone from the API {took:?} after DELETE; threads {threads_before} -> max {threads_max}");
+    assert!(left.is_empty(), "still in the API after {took:?}: {left:?}");
+    assert!(
+        took >= Duration::from_secs(GRACE) - Duration::from_millis(500),
+        "gone after {took:?}: the {GRACE} s grace of containers that ignore TERM was not honoured"
+    );
+    // Four workers holding each stop would take ⌈14/4⌉ × 6 s = 24 s.
+    assert!(
+        took <= Duration::from_secs(GRACE + 5),
+        "{PODS} deletions took {took:?}: stops did not overlap"
+    );
+    assert!(
+        threads_max <= threads_before + 3,
+        "threads grew with the stops: {threads_before} -> {threads_max}"
+    );
+    wait_until(secs(10), "every sandbox to stop", || {
+        cl.env.try_snapshot().is_ok_and(|s| {
+            s.objs
+                .iter()
+                .all(|o| !o.running || !names.iter().any(|n| o.pod_name() == n.as_str()))
+        })
+    });
+
+    assert!(hook_ran, "the preStop hook of slow0 did not run");
+    let events = cl.api.events_for("default", "slow1");
+    assert!(
+        events.iter().any(|e| e["reason"] == "FailedPreStopHook"),
+        "no FailedPreStopHook for slow1: {:?}",
+        events.iter().map(|e| &e["reason"]).collect::<Vec<_>>()
+    );
+    for n in &names {
+        let events = cl.api.events_for("default", n);
+        // One Killing per container, however often the pod was looked at.
+        let killing: u64 = events
+            .iter()
+            .filter(|e| e["reason"] == "Killing")
+            .map(|e| e["count"].as_u64().unwrap_or(1))
+            .sum();
+        assert_eq!(killing, 1, "{n}: Killing events {events:?}");
+    }
+}
