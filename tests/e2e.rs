@@ -141,9 +141,14 @@ fn crash_loop_backs_off() {
     let mut max_restart = 0u32;
     let mut seen_exit_3 = false;
     let mut at_25s = None;
+    // Instances seen in the last 5 s, long after the last restart (~31 s).
+    let mut late_instances = 0;
     while t0.elapsed() < secs(40) {
         env.assert_kubelet_alive();
         if let Ok(s) = env.try_snapshot() {
+            if t0.elapsed() >= secs(35) {
+                late_instances = late_instances.max(s.instances(p, "crash").len());
+            }
             for o in s.instances(p, "crash") {
                 if let Some(st) = &o.status {
                     created.entry(o.id.clone()).or_insert(st.created_at);
@@ -167,6 +172,12 @@ fn crash_loop_backs_off() {
     let offsets: Vec<f64> = times.iter().map(|t| (t - times[0]) as f64 / 1e9).collect();
     eprintln!("instances in the first 25 s: {created_25}; restartCount {max_restart} after 40 s; starts at {offsets:.1?} s");
     assert!(seen_exit_3, "an instance exited with code 3");
+    // Upstream cleanUpContainersInPod: each death removes the older dead
+    // instances at once (the minute's container GC has not run yet).
+    assert!(
+        (1..=2).contains(&late_instances),
+        "{late_instances} instances left 4 s after the last restart: older dead ones not removed on ContainerDied"
+    );
     assert!(
         (2..=5).contains(&created_25),
         "crash loop: expected 2..=5 instances created in 25 s (back-off 10 s, 20 s, ...), saw {created_25}"
@@ -202,13 +213,20 @@ fn crash_loop_backs_off() {
     dead_instances_go_with_their_logs(&env, p);
 }
 
-/// Container GC (every 60 s) keeps the newest dead instance and removes the
-/// older ones together with their log files and /var/log/containers links.
+/// Dead instances beyond the newest go (on ContainerDied, else by the
+/// container GC every 60 s) together with their log files and
+/// /var/log/containers links.
 fn dead_instances_go_with_their_logs(env: &Env, pod_full: &str) {
     let links_dir = env.dir.join("containers");
-    let log_dir = pod_log_file(env, pod_full, "crash", 0)
-        .and_then(|p| p.parent().map(|d| d.to_path_buf()))
-        .expect("the first instance's log file, 0.log");
+    let prefix = format!("default_{pod_full}_");
+    let log_dir = fs::read_dir(&env.pod_logs)
+        .ok()
+        .and_then(|rd| {
+            rd.flatten()
+                .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        })
+        .map(|e| e.path().join("crash"))
+        .expect("the container's log directory");
     let names = |dir: &std::path::Path| -> BTreeSet<String> {
         fs::read_dir(dir)
             .map(|rd| {

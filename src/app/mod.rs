@@ -599,22 +599,42 @@ fn start_modules(
             move || k.update_runtime_up()
         },
     )?);
-    handles.push(periodic("gc", GC_PERIOD, GC_PERIOD, shutdown, {
+    let gc = worker::spawn_supervised("gc", shutdown.clone(), {
         let k = Arc::clone(kubelet);
-        move || {
-            let desired = k.pod_manager.uids();
-            if let Err(e) = k.runtime.garbage_collect(&desired, k.sources_ready()) {
-                log::warn!("container garbage collection failed: {e}");
-            }
-            // After the container GC, so the images of containers it just
-            // removed can go in the same round (every 5 min).
-            image_gc.maybe_garbage_collect();
-            if let Some(tokens) = &k.syncer.token_manager {
-                tokens.cleanup();
+        let deletions = kubelet.container_deletor.queue();
+        move |shutdown| {
+            let ticker = crossbeam_channel::tick(GC_PERIOD);
+            loop {
+                crossbeam_channel::select! {
+                    recv(ticker) -> _ => garbage_collect(&k, &image_gc),
+                    // Dead instances a ContainerDied event named.
+                    recv(deletions) -> id => if let Ok(id) = id {
+                        if let Err(e) = k.runtime.remove_container(&id) {
+                            log::warn!("remove dead container {id}: {e}");
+                        }
+                    },
+                    recv(shutdown) -> _ => return,
+                }
             }
         }
-    })?);
+    });
+    handles.push(gc.context("spawn gc thread")?);
     Ok(handles)
+}
+
+/// One round of the `gc` thread: containers and sandboxes every minute,
+/// images every 5 min, expired tokens.
+fn garbage_collect(k: &Kubelet, image_gc: &crate::images::gc::ImageGcManager) {
+    let desired = k.pod_manager.uids();
+    if let Err(e) = k.runtime.garbage_collect(&desired, k.sources_ready()) {
+        log::warn!("container garbage collection failed: {e}");
+    }
+    // After the container GC, so the images of containers it just
+    // removed can go in the same round (every 5 min).
+    image_gc.maybe_garbage_collect();
+    if let Some(tokens) = &k.syncer.token_manager {
+        tokens.cleanup();
+    }
 }
 
 /// Runs `f` every `period` (first after `delay`) on its own named,

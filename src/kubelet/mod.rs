@@ -2,6 +2,7 @@
 //! sync loop on the main thread (upstream `pkg/kubelet/kubelet.go`).
 
 mod active_deadline;
+pub mod pod_container_deletor;
 mod runtime_state;
 mod syncer;
 
@@ -103,6 +104,8 @@ pub struct Kubelet {
     /// checks labels and allocatable against it).
     pub node: Arc<RwLock<Option<Node>>>,
     pub volume_manager: Arc<VolumeManager>,
+    /// Dead containers to remove now, for the `gc` thread.
+    pub container_deletor: pod_container_deletor::PodContainerDeletor,
 }
 
 /// The managers the kubelet is built from besides the runtime (upstream
@@ -198,6 +201,7 @@ impl Kubelet {
             sources_ready,
             node,
             volume_manager,
+            container_deletor: Default::default(),
         })
     }
 
@@ -515,6 +519,15 @@ impl Kubelet {
         // A removed container needs no sync (upstream isSyncPodWorthy).
         if e.kind == PlegEvent::ContainerRemoved {
             return;
+        }
+        if e.kind == PlegEvent::ContainerDied {
+            // Upstream cleanUpContainersInPod: older dead instances go now.
+            let (status, _) = self.cache.get(&e.pod_uid);
+            self.container_deletor.delete_containers_in_pod(
+                &e.container_id,
+                &status,
+                pod_container_deletor::CONTAINERS_TO_KEEP,
+            );
         }
         match self.pod_manager.get(&e.pod_uid) {
             Some(pod) => {

@@ -9,6 +9,9 @@
 #   the same for 30 more pods with a token, a configMap and a secret volume each
 #   API requests per minute by rkubelet while idle with all 60 pods, over 60 s
 #   after things settle, in total and by verb+resource
+#   the 30 plain pods deleted at once with grace 2 s, then the 30 volume pods
+#   with grace 10 s (containers ignore SIGTERM): seconds until gone from the
+#   API, and the most threads seen meanwhile
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -148,6 +151,28 @@ elif cmd == "start-pods":
             sys.exit(f"only {n_ready}/{n} pods Ready after {limit} s")
         time.sleep(0.05)
     print(f"{time.monotonic() - t0:.2f} {created:.2f}")
+elif cmd == "delete-pods":
+    # DELETE every pod of a kind at once with the given grace (busybox sleep
+    # as PID 1 ignores SIGTERM, so each one takes the whole grace period);
+    # seconds until none is left in the API.
+    kind, grace, limit = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    sel = "/api/v1/namespaces/default/pods?labelSelector=bench%3D" + kind
+    code, lst = call("GET", sel)
+    names = [p["metadata"]["name"] for p in lst["items"]]
+    t0 = time.monotonic()
+    for n in names:
+        code, body = call("DELETE", "/api/v1/namespaces/default/pods/" + n,
+                          {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": grace})
+        if code not in (200, 202):
+            sys.exit(f"delete {n}: {code} {body}")
+    while True:
+        code, lst = call("GET", sel)
+        if code == 200 and not lst["items"]:
+            break
+        if time.monotonic() - t0 > limit:
+            sys.exit(f"{len(lst['items'])} pods still in the API after {limit} s")
+        time.sleep(0.05)
+    print(f"{time.monotonic() - t0:.2f} {len(names)}")
 elif cmd == "stats-reset":
     call("POST", "/__double/stats/reset", {})
 elif cmd == "stats":
@@ -192,4 +217,20 @@ api stats-reset
 sleep "$idle_secs"
 echo "cluster_idle_$((pods * 2))_pods_api_requests_per_min $(api stats "system:node:$node" total)"
 echo "cluster_idle_$((pods * 2))_pods_api_requests_per_min_by_verb_resource $(api stats "system:node:$node" breakdown)"
+
+# Issue 9's deletion figures: stops overlap, no worker waits a grace period.
+# Thread count sampled throughout (max).
+max_threads() {
+    local m=0 t
+    while kill -0 "$kpid" 2>/dev/null && [ ! -e "$work/stop-sampling" ]; do
+        t=$(threads); [ "$t" -gt "$m" ] && m=$t; echo "$m" >"$work/threads-max"; sleep 0.1
+    done
+}
+rm -f "$work/stop-sampling"; max_threads & sampler=$!
+read -r took n < <(api delete-pods plain 2 60) || fail "plain pods were not deleted"
+echo "cluster_delete_${n}_pods_grace_2s_gone_from_api_seconds $took (target <= 5)"
+read -r took n < <(api delete-pods volumes 10 60) || fail "volume pods were not deleted"
+echo "cluster_delete_${n}_pods_grace_10s_gone_from_api_seconds $took (gone from the runtime before that; target <= 12)"
+touch "$work/stop-sampling"; wait "$sampler" || true
+echo "cluster_delete_threads_max $(cat "$work/threads-max") (after: $(threads))"
 kill -0 "$kpid" 2>/dev/null || fail "rkubelet died during the bench"
