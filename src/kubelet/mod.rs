@@ -547,13 +547,26 @@ impl Kubelet {
     }
 
     /// A probe's verdict changed (upstream's liveness/readiness/startup
-    /// cases of syncLoopIteration): a failed liveness or startup probe
-    /// restarts the container; every change syncs the pod, which refreshes
-    /// its Ready conditions.
+    /// cases of syncLoopIteration): readiness and startup go into the
+    /// status at once (SetContainerReadiness/SetContainerStartup); a failed
+    /// liveness or startup probe restarts the container; every change syncs
+    /// the pod (handleProbeSync).
     fn handle_probe_update(&self, r: ResultUpdate) {
         let Some(pod) = self.pod_manager.get(&r.pod_uid) else {
             return;
         };
+        let success = r.result == ProbeResult::Success;
+        match r.kind {
+            ProbeKind::Readiness => {
+                self.status_manager
+                    .set_container_readiness(&pod, &r.container_id, success)
+            }
+            ProbeKind::Startup => {
+                self.status_manager
+                    .set_container_startup(&pod, &r.container_id, success)
+            }
+            ProbeKind::Liveness => {}
+        }
         let restart = r.result == ProbeResult::Failure
             && matches!(r.kind, ProbeKind::Liveness | ProbeKind::Startup);
         if restart {

@@ -7,6 +7,7 @@
 
 pub mod conditions;
 pub mod generate;
+mod probes;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
