@@ -297,6 +297,34 @@ impl RemoteRuntime {
         })
     }
 
+    /// ExecSync without holding the caller: `done` gets the reply on
+    /// gRPC's completion-queue thread (keep it short). For exec postStart
+    /// hooks, which may run for minutes.
+    pub fn exec_sync_async(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout: Duration,
+        done: impl FnOnce(Result<api::ExecSyncResponse>) + Send + 'static,
+    ) {
+        let req = api::ExecSyncRequest {
+            container_id: id.to_string(),
+            cmd,
+            timeout: timeout.as_secs() as i64,
+            ..Default::default()
+        };
+        let started = std::time::Instant::now();
+        let opt = self.opt(self.timeout + timeout);
+        match self.runtime.exec_sync_async(&req, opt) {
+            Ok(rx) => self.runtime.spawn(async move {
+                let r = rx.await;
+                crate::metrics::runtime_op("exec_sync", started.elapsed(), r.is_ok());
+                done(r.map_err(|e| CriError::from_grpc("ExecSync", e)));
+            }),
+            Err(e) => done(Err(CriError::from_grpc("ExecSync", e))),
+        }
+    }
+
     /// Stops a container without holding the caller (upstream runs each
     /// stop in its own goroutine): an exec preStop hook first, when given,
     /// bounded by `grace`; then StopContainer with what is left of the

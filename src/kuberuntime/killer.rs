@@ -115,6 +115,12 @@ impl Killer {
         }
     }
 
+    /// The completion callback's slot, for other async work that wakes
+    /// pods the same way (postStart hooks).
+    pub fn wake_handle(&self) -> Arc<OnceLock<OnStopped>> {
+        Arc::clone(&self.on_stopped)
+    }
+
     /// Whether a stop of this container is remembered (in flight, done or
     /// failed): a caller then neither records Killing nor runs hooks again.
     pub fn knows(&self, id: &str) -> bool {

@@ -9,8 +9,12 @@ pub mod kill;
 pub mod killer;
 pub mod labels;
 pub mod lifecycle;
+pub mod post_start;
 pub mod qos;
 pub mod sandbox;
+mod start;
+
+use start::StartTarget;
 pub mod termination;
 
 use std::collections::{HashMap, HashSet};
@@ -18,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::Pod;
 
 use crate::container::{
     ContainerState, ContainerStatus, PodStatus, RuntimeContainer, RuntimePod, RuntimeSandbox,
@@ -174,6 +178,8 @@ pub struct KubeRuntimeManager {
     term_messages: termination::TerminationMessages,
     /// Container stops under way, off the pod workers.
     killer: killer::Killer,
+    /// Exec postStart hooks under way or failed, off the pod workers.
+    post_start: post_start::PostStartHooks,
 }
 
 impl KubeRuntimeManager {
@@ -203,6 +209,7 @@ impl KubeRuntimeManager {
             reasons: Mutex::new(HashMap::new()),
             term_messages: termination::TerminationMessages::default(),
             killer: killer::Killer::new(Arc::clone(&runtime) as Arc<dyn killer::StopContainer>),
+            post_start: post_start::PostStartHooks::default(),
         }
     }
 
@@ -357,7 +364,7 @@ impl KubeRuntimeManager {
     ) -> Vec<SyncError> {
         let plan = actions::compute_pod_actions(pod, status, liveness_failed);
         log::debug!("pod {}: actions {plan:?}", pod.full_name());
-        let mut errors = Vec::new();
+        let mut errors = self.kill_failed_post_start(pod, status);
 
         if plan.kill_pod {
             if plan.create_sandbox && plan.attempt > 0 {
@@ -398,6 +405,11 @@ impl KubeRuntimeManager {
             if stopping {
                 return errors;
             }
+        }
+        // Starts wait for a postStart hook under way, as upstream's
+        // sequential starts do; its completion wakes the pod.
+        if self.post_start.running(pod.uid()) {
+            return errors;
         }
 
         let (sandbox_id, pod_ips) = if plan.create_sandbox {
@@ -445,6 +457,35 @@ impl KubeRuntimeManager {
             if let Err(e) = self.start_container(&target, &pod.containers()[i]) {
                 errors.push(e);
             }
+            if self.post_start.running(pod.uid()) {
+                break;
+            }
+        }
+        errors
+    }
+
+   /// Kills the containers whose async postStart hook failed since the
+    /// last sync (upstream kills right after the hook); each is reported
+    /// as a PostStartHookError.
+    fn kill_failed_post_start(&self, pod: &Pod, status: &PodStatus) -> Vec<SyncError> {
+        let mut errors = Vec::new();
+        for f in self.post_start.take_failed(pod.uid()) {
+            let running = status
+                .running_containers()
+                .any(|c| c.id == f.container_id);
+            if running {
+                let grace = Some(pod.kill_grace_seconds());
+                if let Err(e) =
+                    self.kill_container(pod, &f.container_id, &f.container, grace, Some(&f.message))
+                {
+                    log::warn!("pod {}: kill after failed postStart: {e}", pod.full_name());
+                }
+            }
+            errors.push(SyncError::new(
+                Some(&f.container),
+                "PostStartHookError",
+                f.message,
+            ));
         }
         errors
     }
@@ -479,237 +520,6 @@ impl KubeRuntimeManager {
             .into_iter()
             .collect::<Vec<_>>();
         Ok((id, ips))
-    }
-
-    /// Pulls, creates and starts one container, unless it is backing off.
-    fn start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
-        let result = self.try_start_container(t, c);
-        let key = (t.pod.uid().to_string(), c.name.clone());
-        let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
-        match &result {
-            Ok(()) => {
-                reasons.remove(&key);
-            }
-            Err(e) => {
-                reasons.insert(key, (e.reason.to_string(), e.message.clone()));
-            }
-        }
-        result
-    }
-
-    fn try_start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
-        self.check_crash_backoff(t.pod, c, t.status)?;
-        let env_source = self
-            .env_source
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let pull_secrets = match env_source.as_deref() {
-            Some(src) => pull_secrets(src, t.pod),
-            None => Vec::new(),
-        };
-        let image_ref = self
-            .images
-            .ensure_image_exists(t.pod, c, t.sandbox_config, &pull_secrets)
-            .map_err(|e| SyncError::from_image(&c.name, &e))?;
-        let restart_count = t
-            .status
-            .find_container(&c.name)
-            .map_or(0, |s| s.restart_count + 1);
-        let volumes = self
-            .volumes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|v| v.mounted_volumes(t.pod.uid()))
-            .unwrap_or_default();
-        let host_ips = self.host_ips();
-        let ctx = container::ContainerContext {
-            volumes: &volumes,
-            host_ips: &host_ips,
-            pod: t.pod,
-            container: c,
-            image_ref: &image_ref,
-            restart_count,
-            pod_ips: t.pod_ips,
-            cfg: &self.cfg,
-            env_source: env_source.as_deref(),
-        };
-        let config = container::generate_container_config(&ctx)
-            .and_then(|mut config| {
-                ephemeral::set_pid_target(t.pod, &c.name, t.status, &mut config)?;
-                Ok(config)
-            })
-            .map_err(|e| {
-                let msg = format!("Error: {e:#}");
-                self.recorder.pod_container_event(
-                    t.pod,
-                    &c.name,
-                    EventType::Warning,
-                    events::FAILED_TO_CREATE_CONTAINER,
-                    &msg,
-                );
-                SyncError::new(Some(&c.name), "CreateContainerConfigError", msg)
-            })?;
-        let kind = container_metric_label(t.pod, c);
-        crate::metrics::started_container(kind);
-        let id = self
-            .runtime
-            .create_container(t.sandbox_id, config, t.sandbox_config.clone())
-            .map_err(|e| {
-                crate::metrics::started_container_error(kind, e.code_name());
-                let msg = format!("Error: {e}");
-                self.recorder.pod_container_event(
-                    t.pod,
-                    &c.name,
-                    EventType::Warning,
-                    events::FAILED_TO_CREATE_CONTAINER,
-                    &msg,
-                );
-                SyncError::runtime(Some(&c.name), "CreateContainerError", &e)
-            })?;
-        self.recorder.pod_container_event(
-            t.pod,
-            &c.name,
-            EventType::Normal,
-            events::CREATED_CONTAINER,
-            &format!("Created container {}", c.name),
-        );
-        self.runtime.start_container(&id).map_err(|e| {
-            crate::metrics::started_container_error(kind, e.code_name());
-            let msg = format!("Error: {e}");
-            self.recorder.pod_container_event(
-                t.pod,
-                &c.name,
-                EventType::Warning,
-                events::FAILED_TO_START_CONTAINER,
-                &msg,
-            );
-            SyncError::runtime(Some(&c.name), "RunContainerError", &e)
-        })?;
-        self.recorder.pod_container_event(
-            t.pod,
-            &c.name,
-            EventType::Normal,
-            events::STARTED_CONTAINER,
-            &format!("Started container {}", c.name),
-        );
-        self.link_container_log(t.pod, c, &id, restart_count);
-        self.run_post_start(t, c, &id)
-    }
-
-    /// The /var/log/containers symlink log collectors look for.
-    fn link_container_log(&self, pod: &Pod, c: &Container, id: &str, restart_count: u32) {
-        let log = sandbox::pod_log_dir(&self.cfg.pod_logs_dir, pod)
-            .join(&c.name)
-            .join(format!("{restart_count}.log"));
-        if let Err(e) = crate::logs::create_symlink(
-            &self.cfg.container_logs_dir,
-            pod.name(),
-            pod.namespace(),
-            &c.name,
-            id,
-            &log,
-        ) {
-            log::warn!("pod {}: container log symlink: {e}", pod.full_name());
-        }
-    }
-
-    /// A failed postStart hook kills the container, which then restarts per
-    /// its restart policy (upstream).
-    fn run_post_start(
-        &self,
-        t: &StartTarget<'_>,
-        c: &Container,
-        id: &str,
-    ) -> Result<(), SyncError> {
-        let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
-            return Ok(());
-        };
-        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
-        // Upstream leaves postStart unbounded; the request timeout bounds it here.
-        let timeout = self.runtime.request_timeout();
-        let Err(msg) = lifecycle::run_hook(
-            &exec,
-            hook,
-            c,
-            id,
-            t.pod_ips.first().map(String::as_str),
-            timeout,
-        ) else {
-            return Ok(());
-        };
-        let msg = format!("PostStartHook failed: {msg}");
-        self.recorder.pod_container_event(
-            t.pod,
-            &c.name,
-            EventType::Warning,
-            events::FAILED_POST_START_HOOK,
-            &msg,
-        );
-        if let Err(e) = self.kill_container(
-            t.pod,
-            id,
-            &c.name,
-            Some(t.pod.kill_grace_seconds()),
-            Some(&msg),
-        ) {
-            log::warn!(
-                "pod {}: kill after failed postStart: {e}",
-                t.pod.full_name()
-            );
-        }
-        Err(SyncError::new(Some(&c.name), "PostStartHookError", msg))
-    }
-
-    /// Upstream `doBackOff`: a container that exited is restarted only after
-    /// its CrashLoopBackOff delay, counted from when it finished.
-    fn check_crash_backoff(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        status: &PodStatus,
-    ) -> Result<(), SyncError> {
-        let Some(last) = status.find_container(&c.name) else {
-            return Ok(());
-        };
-        if last.state != ContainerState::Exited {
-            return Ok(());
-        }
-        let Some(finished) = last.finished_at else {
-            return Ok(());
-        };
-        let key = backoff_key(pod, c);
-        if let Some(remaining) =
-            self.crash_backoff
-                .remaining_since(&key, finished, SystemTime::now())
-        {
-            let delay = self
-                .crash_backoff
-                .current(&key)
-                .unwrap_or(CRASH_BACKOFF_INITIAL);
-            self.recorder.pod_container_event(
-                pod,
-                &c.name,
-                EventType::Warning,
-                events::BACK_OFF_START_CONTAINER,
-                "Back-off restarting failed container",
-            );
-            let mut err = SyncError::new(
-                Some(&c.name),
-                "CrashLoopBackOff",
-                format!(
-                    "back-off {}s restarting failed container={} pod={}",
-                    delay.as_secs(),
-                    c.name,
-                    pod.full_name()
-                ),
-            );
-            err.retry_after = Some(remaining);
-            return Err(err);
-        }
-        self.crash_backoff.next(&key, finished);
-        Ok(())
     }
 
     /// Removes a container together with its log files, rotated ones
@@ -818,6 +628,7 @@ impl KubeRuntimeManager {
         self.term_messages.forget_pod(uid);
         self.images.forget_pod(uid);
         self.killer.forget_pod(uid);
+        self.post_start.forget_pod(uid);
     }
 
     /// Who is told (by pod UID) when a container stop finishes.
@@ -832,27 +643,6 @@ impl KubeRuntimeManager {
         self.images.gc_backoffs(now);
         self.killer.gc(std::time::Instant::now());
     }
-}
-
-struct StartTarget<'a> {
-    pod: &'a Pod,
-    sandbox_id: &'a str,
-    sandbox_config: &'a api::PodSandboxConfig,
-    pod_ips: &'a [String],
-    status: &'a PodStatus,
-}
-
-/// Upstream's stable back-off key: pod name, namespace, uid, container
-/// name and spec hash — a changed spec starts with a fresh back-off.
-fn backoff_key(pod: &Pod, c: &Container) -> String {
-    format!(
-        "{}_{}_{}_{}_{}",
-        pod.name(),
-        pod.namespace(),
-        pod.uid(),
-        c.name,
-        labels::container_hash(c)
-    )
 }
 
 /// The runtime pod an object's labels assign it to; `None` for objects
@@ -918,17 +708,6 @@ fn to_container_status(s: &api::ContainerStatus) -> ContainerStatus {
 }
 
 /// A call on something already gone has nothing left to do.
-/// The `container_type` label of the started-containers metrics.
-fn container_metric_label(pod: &Pod, c: &Container) -> &'static str {
-    if pod.init_containers().iter().any(|i| i.name == c.name) {
-        "init_container"
-    } else if pod.ephemeral_containers().iter().any(|e| e.name == c.name) {
-        "ephemeral_container"
-    } else {
-        "container"
-    }
-}
-
 pub fn ignore_not_found(r: Result<(), CriError>) -> Result<(), CriError> {
     match r {
         Err(e) if e.is_not_found() => Ok(()),

@@ -71,7 +71,9 @@ conf=$dir/config.toml
 pidfile=$dir/containerd.pid
 log=$dir/containerd.log
 envfile=$dir/harness.env
-netname=rkubelet-harness
+# Per directory: the stop-time iptables cleanup deletes the rules carrying
+# this name, and must not touch those of harnesses running beside it.
+netname=rkubelet-harness-$(printf %s "$dir" | md5sum | cut -c1-8)
 timeout_s=${RKUBELET_CONTAINERD_TIMEOUT:-30}
 images=(docker.io/library/busybox:1.36 registry.k8s.io/pause:3.9)
 

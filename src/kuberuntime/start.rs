@@ -1,0 +1,326 @@
+//! Starting containers (upstream `kuberuntime_container.go`
+//! startContainer): crash back-off, pull, create, start, the log symlink
+//! and the postStart hook.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::{
+    container, ephemeral, labels, lifecycle, pull_secrets, sandbox, KubeRuntimeManager, SyncError,
+    CRASH_BACKOFF_INITIAL,
+};
+use crate::container::{ContainerState, PodStatus};
+use crate::cri::api;
+use crate::events::{self, EventType};
+use crate::podutil::PodExt;
+
+/// Where a container starts: its pod, sandbox and the status it started from.
+pub(super) struct StartTarget<'a> {
+    pub pod: &'a Pod,
+    pub sandbox_id: &'a str,
+    pub sandbox_config: &'a api::PodSandboxConfig,
+    pub pod_ips: &'a [String],
+    pub status: &'a PodStatus,
+}
+
+impl KubeRuntimeManager {
+    /// Pulls, creates and starts one container, unless it is backing off.
+    pub(super) fn start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
+        let result = self.try_start_container(t, c);
+        let key = (t.pod.uid().to_string(), c.name.clone());
+        let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
+        match &result {
+            Ok(()) => {
+                reasons.remove(&key);
+            }
+            Err(e) => {
+                reasons.insert(key, (e.reason.to_string(), e.message.clone()));
+            }
+        }
+        result
+    }
+
+    fn try_start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
+        self.check_crash_backoff(t.pod, c, t.status)?;
+        let env_source = self
+            .env_source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let pull_secrets = match env_source.as_deref() {
+            Some(src) => pull_secrets(src, t.pod),
+            None => Vec::new(),
+        };
+        let image_ref = self
+            .images
+            .ensure_image_exists(t.pod, c, t.sandbox_config, &pull_secrets)
+            .map_err(|e| SyncError::from_image(&c.name, &e))?;
+        let restart_count = t
+            .status
+            .find_container(&c.name)
+            .map_or(0, |s| s.restart_count + 1);
+        let volumes = self
+            .volumes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|v| v.mounted_volumes(t.pod.uid()))
+            .unwrap_or_default();
+        let host_ips = self.host_ips();
+        let ctx = container::ContainerContext {
+            volumes: &volumes,
+            host_ips: &host_ips,
+            pod: t.pod,
+            container: c,
+            image_ref: &image_ref,
+            restart_count,
+            pod_ips: t.pod_ips,
+            cfg: &self.cfg,
+            env_source: env_source.as_deref(),
+        };
+        let config = container::generate_container_config(&ctx)
+            .and_then(|mut config| {
+                ephemeral::set_pid_target(t.pod, &c.name, t.status, &mut config)?;
+                Ok(config)
+            })
+            .map_err(|e| {
+                let msg = format!("Error: {e:#}");
+                self.recorder.pod_container_event(
+                    t.pod,
+                    &c.name,
+                    EventType::Warning,
+                    events::FAILED_TO_CREATE_CONTAINER,
+                    &msg,
+                );
+                SyncError::new(Some(&c.name), "CreateContainerConfigError", msg)
+            })?;
+        let kind = container_metric_label(t.pod, c);
+        crate::metrics::started_container(kind);
+        let id = self
+            .runtime
+            .create_container(t.sandbox_id, config, t.sandbox_config.clone())
+            .map_err(|e| {
+                crate::metrics::started_container_error(kind, e.code_name());
+                let msg = format!("Error: {e}");
+                self.recorder.pod_container_event(
+                    t.pod,
+                    &c.name,
+                    EventType::Warning,
+                    events::FAILED_TO_CREATE_CONTAINER,
+                    &msg,
+                );
+                SyncError::runtime(Some(&c.name), "CreateContainerError", &e)
+            })?;
+        self.recorder.pod_container_event(
+            t.pod,
+            &c.name,
+            EventType::Normal,
+            events::CREATED_CONTAINER,
+            &format!("Created container {}", c.name),
+        );
+        self.runtime.start_container(&id).map_err(|e| {
+            crate::metrics::started_container_error(kind, e.code_name());
+            let msg = format!("Error: {e}");
+            self.recorder.pod_container_event(
+                t.pod,
+                &c.name,
+                EventType::Warning,
+                events::FAILED_TO_START_CONTAINER,
+                &msg,
+            );
+            SyncError::runtime(Some(&c.name), "RunContainerError", &e)
+        })?;
+        self.recorder.pod_container_event(
+            t.pod,
+            &c.name,
+            EventType::Normal,
+            events::STARTED_CONTAINER,
+            &format!("Started container {}", c.name),
+        );
+        self.link_container_log(t.pod, c, &id, restart_count);
+        self.run_post_start(t, c, &id)
+    }
+
+    /// The /var/log/containers symlink log collectors look for.
+    fn link_container_log(&self, pod: &Pod, c: &Container, id: &str, restart_count: u32) {
+        let log = sandbox::pod_log_dir(&self.cfg.pod_logs_dir, pod)
+            .join(&c.name)
+            .join(format!("{restart_count}.log"));
+        if let Err(e) = crate::logs::create_symlink(
+            &self.cfg.container_logs_dir,
+            pod.name(),
+            pod.namespace(),
+            &c.name,
+            id,
+            &log,
+        ) {
+            log::warn!("pod {}: container log symlink: {e}", pod.full_name());
+        }
+    }
+
+    /// A failed postStart hook kills the container, which then restarts per
+    /// its restart policy (upstream).
+    fn run_post_start(
+        &self,
+        t: &StartTarget<'_>,
+        c: &Container,
+        id: &str,
+    ) -> Result<(), SyncError> {
+        let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
+            return Ok(());
+        };
+        if let Some(exec) = &hook.exec {
+            self.run_post_start_async(t.pod, c, id, exec.command.clone().unwrap_or_default());
+            return Ok(());
+        }
+        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
+        // Upstream leaves postStart unbounded; the request timeout bounds it here.
+        let timeout = self.runtime.request_timeout();
+        let Err(msg) = lifecycle::run_hook(
+            &exec,
+            hook,
+            c,
+            id,
+            t.pod_ips.first().map(String::as_str),
+            timeout,
+        ) else {
+            return Ok(());
+        };
+        let msg = format!("PostStartHook failed: {msg}");
+        self.recorder.pod_container_event(
+            t.pod,
+            &c.name,
+            EventType::Warning,
+            events::FAILED_POST_START_HOOK,
+            &msg,
+        );
+        if let Err(e) = self.kill_container(
+            t.pod,
+            id,
+            &c.name,
+            Some(t.pod.kill_grace_seconds()),
+            Some(&msg),
+        ) {
+            log::warn!(
+                "pod {}: kill after failed postStart: {e}",
+                t.pod.full_name()
+            );
+        }
+        Err(SyncError::new(Some(&c.name), "PostStartHookError", msg))
+    }
+
+    /// Starts an exec postStart hook off the worker (see `post_start`).
+    fn run_post_start_async(&self, pod: &Pod, c: &Container, id: &str, cmd: Vec<String>) {
+        let uid = pod.uid().to_string();
+        self.post_start.started(&uid, &c.name, id);
+        let hooks = self.post_start.clone();
+        let wake = self.killer.wake_handle();
+        let recorder = Arc::clone(&self.recorder);
+        let (pod, name, cid) = (pod.clone(), c.name.clone(), id.to_string());
+        // Upstream leaves postStart unbounded; the request timeout bounds it here.
+        let timeout = self.runtime.request_timeout();
+        let started = std::time::Instant::now();
+        let argv = cmd.clone();
+        self.runtime.exec_sync_async(id, cmd, timeout, move |reply| {
+            let reply = reply
+                .map(|r| (r.exit_code, r.stdout, r.stderr))
+                .map_err(|e| e.to_string());
+            let (result, msg) =
+                crate::prober::handlers::exec_verdict(reply, &argv, started.elapsed(), timeout);
+            let result = if result == crate::prober::ProbeResult::Success {
+                Ok(())
+            } else {
+                let msg = format!("PostStartHook failed: {msg}");
+                recorder.pod_container_event(
+                    &pod,
+                    &name,
+                    EventType::Warning,
+                    events::FAILED_POST_START_HOOK,
+                    &msg,
+                );
+                Err(msg)
+            };
+            hooks.finished(&cid, result);
+            if let Some(f) = wake.get() {
+                f(&uid);
+            }
+        });
+    }
+
+    /// Upstream `doBackOff`: a container that exited is restarted only after
+    /// its CrashLoopBackOff delay, counted from when it finished.
+    fn check_crash_backoff(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        status: &PodStatus,
+    ) -> Result<(), SyncError> {
+        let Some(last) = status.find_container(&c.name) else {
+            return Ok(());
+        };
+        if last.state != ContainerState::Exited {
+            return Ok(());
+        }
+        let Some(finished) = last.finished_at else {
+            return Ok(());
+        };
+        let key = backoff_key(pod, c);
+        if let Some(remaining) =
+            self.crash_backoff
+                .remaining_since(&key, finished, SystemTime::now())
+        {
+            let delay = self
+                .crash_backoff
+                .current(&key)
+                .unwrap_or(CRASH_BACKOFF_INITIAL);
+            self.recorder.pod_container_event(
+                pod,
+                &c.name,
+                EventType::Warning,
+                events::BACK_OFF_START_CONTAINER,
+                "Back-off restarting failed container",
+            );
+            let mut err = SyncError::new(
+                Some(&c.name),
+                "CrashLoopBackOff",
+                format!(
+                    "back-off {}s restarting failed container={} pod={}",
+                    delay.as_secs(),
+                    c.name,
+                    pod.full_name()
+                ),
+            );
+            err.retry_after = Some(remaining);
+            return Err(err);
+        }
+        self.crash_backoff.next(&key, finished);
+        Ok(())
+    }
+}
+
+/// Upstream's stable back-off key: pod name, namespace, uid, container
+/// name and spec hash — a changed spec starts with a fresh back-off.
+fn backoff_key(pod: &Pod, c: &Container) -> String {
+    format!(
+        "{}_{}_{}_{}_{}",
+        pod.name(),
+        pod.namespace(),
+        pod.uid(),
+        c.name,
+        labels::container_hash(c)
+    )
+}
+
+/// The `container_type` label of the started-containers metrics.
+fn container_metric_label(pod: &Pod, c: &Container) -> &'static str {
+    if pod.init_containers().iter().any(|i| i.name == c.name) {
+        "init_container"
+    } else if pod.ephemeral_containers().iter().any(|e| e.name == c.name) {
+        "ephemeral_container"
+    } else {
+        "container"
+    }
+}
+
