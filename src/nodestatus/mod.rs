@@ -103,16 +103,6 @@ pub struct NodeStatusConfig {
 impl NodeStatusConfig {
     /// The kubelet's defaults for `node_name`.
     pub fn new(node_name: impl Into<String>) -> NodeStatusConfig {
-        let eviction_hard = [
-            ("memory.available", "100Mi"),
-            ("nodefs.available", "10%"),
-            ("nodefs.inodesFree", "5%"),
-            ("imagefs.available", "15%"),
-            ("imagefs.inodesFree", "5%"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
         NodeStatusConfig {
             node_name: node_name.into(),
             node_ip: None,
@@ -124,7 +114,7 @@ impl NodeStatusConfig {
             root_dir: PathBuf::from("/var/lib/kubelet"),
             system_reserved: BTreeMap::new(),
             kube_reserved: BTreeMap::new(),
-            eviction_hard,
+            eviction_hard: crate::kubeletconfig::default_eviction_hard(),
             node_status_update_frequency: Duration::from_secs(10),
             node_status_report_frequency: Duration::from_secs(300),
             node_status_max_images: 50,
