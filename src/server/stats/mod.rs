@@ -4,7 +4,8 @@
 //!
 //! Pods and containers come from the runtime (ListPodSandbox,
 //! ListContainers, ListContainerStats, ListPodSandboxStats, ImageFsInfo);
-//! the node from /proc and statvfs (no cAdvisor). usageNanoCores is derived
+//! the node from /proc and statvfs (no cAdvisor; memory and filesystems
+//! through the host stats provider, [`crate::stats`]). usageNanoCores is derived
 //! from two samples of cumulative CPU time when the runtime does not report
 //! it, keeping the previous sample per container/sandbox as upstream's
 //! cpuUsageCache.
@@ -20,6 +21,7 @@ use std::time::Duration;
 use protobuf::MessageField;
 
 use crate::cri::{api, RemoteRuntime};
+use crate::stats::{self as host, FsInfo};
 use types::*;
 
 /// The runtime calls the summary needs; a seam for tests.
@@ -101,6 +103,8 @@ impl Reply {
 pub struct SummaryProvider {
     runtime: Arc<dyn StatsRuntime>,
     cfg: StatsConfig,
+    /// The node's memory, read from `cfg.proc_root`.
+    host: host::Provider,
     /// Previous CPU sample per container ID / sandbox ID.
     cpu_cache: Mutex<HashMap<String, CpuSample>>,
     /// Previous node CPU sample.
@@ -121,6 +125,13 @@ fn u64v(f: &MessageField<api::UInt64Value>) -> Option<u64> {
     f.as_ref().map(|v| v.value)
 }
 
+/// The filesystem holding `path`; None (logged) when statvfs fails.
+fn statvfs(path: impl AsRef<std::path::Path>) -> Option<FsInfo> {
+    host::statvfs(path.as_ref())
+        .inspect_err(|e| log::debug!("filesystem stats: {e}"))
+        .ok()
+}
+
 /// Cumulative CPU -> nano-cores over the interval since `prev`.
 fn nano_cores(prev: &CpuSample, ts: i64, usage: u64) -> Option<u64> {
     let dt = ts - prev.timestamp;
@@ -135,6 +146,7 @@ impl SummaryProvider {
     pub fn new(runtime: Arc<dyn StatsRuntime>, cfg: StatsConfig) -> Arc<Self> {
         Arc::new(SummaryProvider {
             runtime,
+            host: host::Provider::new(&cfg.proc_root),
             cfg,
             cpu_cache: Mutex::new(HashMap::new()),
             node_cpu: Mutex::new(None),
@@ -199,16 +211,19 @@ impl SummaryProvider {
             .map(Time::from_secs)
             .unwrap_or_default();
         let cpu = self.node_cpu(&stat, now);
-        let meminfo = node::parse_meminfo(&self.read_proc("meminfo"));
-        let vmstat = node::parse_vmstat(&self.read_proc("vmstat"));
-        let memory = node::memory_stats(&meminfo, &vmstat, now);
-        let swap = node::swap_stats(&meminfo, now);
+        let memory = self
+            .host
+            .memory()
+            .inspect_err(|e| log::debug!("node memory: {e}"))
+            .ok();
         let mut stats = NodeStats {
             node_name: self.cfg.node_name.clone(),
             start_time,
             cpu,
-            memory,
-            swap,
+            memory: memory.as_ref().map(|m| node::memory_stats(m, now)),
+            swap: memory
+                .and_then(|m| m.swap)
+                .map(|s| node::swap_stats(s, now)),
             ..Default::default()
         };
         if only_cpu_and_memory {
@@ -217,7 +232,7 @@ impl SummaryProvider {
         let default_iface = node::default_route_interface(&self.read_proc("net/route"));
         stats.network =
             node::network_stats(&self.read_proc("net/dev"), default_iface.as_deref(), now);
-        stats.fs = node::statvfs(&self.cfg.root_dir).map(|i| i.to_fs_stats(now));
+        stats.fs = statvfs(&self.cfg.root_dir).map(|i| node::fs_stats(i, now));
         stats.runtime = self.runtime_stats();
         let max_pid = self
             .read_proc("sys/kernel/pid_max")
@@ -276,15 +291,8 @@ impl SummaryProvider {
             inodes_used: u64v(&u.inodes_used),
             ..Default::default()
         };
-        if let Some(info) = u
-            .fs_id
-            .as_ref()
-            .and_then(|id| node::statvfs(std::path::Path::new(&id.mountpoint)))
-        {
-            s.available_bytes = Some(info.available);
-            s.capacity_bytes = Some(info.capacity);
-            s.inodes_free = Some(info.inodes_free);
-            s.inodes = Some(info.inodes);
+        if let Some(info) = u.fs_id.as_ref().and_then(|id| statvfs(&id.mountpoint)) {
+            node::set_fs_capacity(&mut s, &info);
         }
         s
     }
@@ -390,10 +398,9 @@ impl SummaryProvider {
             }
         }
         let fs_stats_for = |id: &MessageField<api::FilesystemIdentifier>| {
-            id.as_ref()
-                .and_then(|i| node::statvfs(std::path::Path::new(&i.mountpoint)))
+            id.as_ref().and_then(|i| statvfs(&i.mountpoint))
         };
-        let mut fs_cache: HashMap<String, Option<node::FsInfo>> = HashMap::new();
+        let mut fs_cache: HashMap<String, Option<FsInfo>> = HashMap::new();
 
         for cs in &container_stats {
             let Some(attrs) = cs.attributes.as_ref() else {
@@ -442,10 +449,7 @@ impl SummaryProvider {
                         .entry(key)
                         .or_insert_with(|| fs_stats_for(&wl.fs_id));
                     if let Some(info) = info {
-                        rootfs.available_bytes = Some(info.available);
-                        rootfs.capacity_bytes = Some(info.capacity);
-                        rootfs.inodes_free = Some(info.inodes_free);
-                        rootfs.inodes = Some(info.inodes);
+                        node::set_fs_capacity(&mut rootfs, &info);
                     }
                 }
                 c.rootfs = Some(rootfs);
