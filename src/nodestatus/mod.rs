@@ -30,7 +30,8 @@ use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::client::{paths, ApiError, Client, PatchType};
-use machine::{FsStats, HostPaths, MachineInfo};
+use crate::stats::FsInfo;
+use machine::{HostPaths, MachineInfo};
 use setters::{NodeEvent, Pressure, Reservation, Threshold};
 
 /// nodeStatusUpdateRetry: tries per status update.
@@ -172,7 +173,7 @@ struct SyncState {
 struct Inputs {
     health: KubeletHealth,
     machine: Result<MachineInfo, String>,
-    rootfs: Option<FsStats>,
+    rootfs: Option<FsInfo>,
     kernel_version: String,
     os_image: String,
     addresses: Result<Vec<k8s_openapi::api::core::v1::NodeAddress>, String>,
@@ -328,7 +329,9 @@ impl NodeStatusManager {
     fn inputs(&self) -> Inputs {
         let health = (self.health)();
         let machine = machine::read_machine_info(&self.paths);
-        let rootfs = machine::fs_stats(&self.cfg.root_dir);
+        let rootfs = crate::stats::statvfs(&self.cfg.root_dir)
+            .inspect_err(|e| log::debug!("node filesystem: {e}"))
+            .ok();
         let eviction = |signal: &str| {
             self.cfg
                 .eviction_hard

@@ -94,6 +94,15 @@ impl Provider {
         Ok(node::parse_meminfo(&self.read("meminfo")?))
     }
 
+    /// MemTotal: the node's memory capacity in bytes.
+    pub fn memory_capacity(&self) -> Result<u64, StatsError> {
+        let meminfo = self.meminfo()?;
+        meminfo
+            .get("MemTotal")
+            .copied()
+            .ok_or_else(|| self.missing("meminfo", "MemTotal"))
+    }
+
     /// The node's memory: usage, working set, memory.available and swap
     /// from `/proc/meminfo`, page faults from `/proc/vmstat` when it can be
     /// read (they are left out otherwise).

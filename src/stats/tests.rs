@@ -111,6 +111,7 @@ fn provider_reads_its_own_proc() {
         Some("pgfault 7\n"),
     );
     let p = Provider::new(&dir);
+    assert_eq!(p.memory_capacity().expect("MemTotal"), 2048 * KIB);
     let m = p.memory().expect("node memory");
     assert_eq!(m.available, 1024 * KIB);
     assert_eq!(m.page_faults, Some(7));
@@ -126,7 +127,8 @@ fn provider_errors_name_the_file() {
     let dir = sample_proc("errors", "MemFree: 512 kB\n", None);
     let p = Provider::new(&dir);
     let meminfo = dir.join("meminfo");
-    let e = p.memory().expect_err("no MemTotal");
+    assert!(matches!(p.memory(), Err(StatsError::MissingField { .. })));
+    let e = p.memory_capacity().expect_err("no MemTotal");
     assert!(matches!(
         e,
         StatsError::MissingField {
