@@ -179,11 +179,6 @@ pub fn parse_os_release_pretty_name(text: &str) -> Option<String> {
     })
 }
 
-/// MemAvailable in bytes.
-pub fn memory_available(paths: &HostPaths) -> Option<u64> {
-    paths.stats().meminfo().ok()?.get("MemAvailable").copied()
-}
-
 /// The task limit (the smaller of kernel.pid_max and kernel.threads-max) and
 /// the number of tasks, as the kubelet's pidlimit stats read them.
 pub fn pid_stats(paths: &HostPaths) -> Option<(u64, u64)> {

@@ -346,10 +346,18 @@ impl NodeStatusManager {
             (Some(t), Some(a), Some(c)) => i128::from(a) < t.value(i128::from(c)),
             _ => false,
         };
+        // memory.available as upstream eviction observes it: capacity −
+        // working set, the figure /stats/summary reports too.
+        let memory = self
+            .paths
+            .stats()
+            .memory()
+            .inspect_err(|e| log::debug!("node memory: {e}"))
+            .ok();
         let memory_pressure = below(
             "memory.available",
-            machine::memory_available(&self.paths),
-            machine.as_ref().ok().map(|m| m.memory_capacity),
+            memory.map(|m| m.available),
+            memory.map(|m| m.capacity),
         );
         let disk_pressure = below(
             "nodefs.available",

@@ -404,7 +404,7 @@ fn machine_info_from_sample_tree() {
     );
     write(
         &paths.proc_dir.join("meminfo"),
-        "MemTotal: 2048 kB\nMemAvailable: 1024 kB\n",
+        "MemTotal: 2048 kB\nMemFree: 512 kB\nMemAvailable: 1024 kB\nInactive(file): 512 kB\n",
     );
     write(&paths.proc_dir.join("sys/kernel/random/boot_id"), "b00t\n");
     write(&paths.proc_dir.join("sys/kernel/osrelease"), "6.1.0-test\n");
@@ -440,7 +440,10 @@ fn machine_info_from_sample_tree() {
     );
     assert_eq!(machine::kernel_version(&paths), "6.1.0-test");
     assert_eq!(machine::os_image(&paths), "Test OS 1");
-    assert_eq!(machine::memory_available(&paths), Some(1024 * 1024));
+    assert_eq!(
+        paths.stats().memory().ok().map(|m| m.available),
+        Some(1024 * 1024)
+    );
     assert_eq!(machine::pid_stats(&paths), Some((100000, 250)));
     // Missing meminfo is an error, not a panic.
     std::fs::remove_file(paths.proc_dir.join("meminfo")).unwrap();
