@@ -27,6 +27,7 @@ mod prober;
 mod runonce;
 mod secret;
 mod server;
+mod stats;
 mod status;
 mod token;
 mod types;

@@ -105,12 +105,14 @@ fn node_name(flags: &KubeletFlags) -> anyhow::Result<String> {
     Ok(name)
 }
 
+/// MemTotal in bytes; 0, logged, when it cannot be read.
 fn machine_memory() -> u64 {
-    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+    crate::stats::Provider::default()
+        .memory_capacity()
+        .unwrap_or_else(|e| {
+            log::warn!("machine memory unknown: {e}");
+            0
+        })
 }
 
 /// SIGTERM and SIGINT close the returned channel, which every module's
@@ -172,7 +174,8 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     };
     std::fs::create_dir_all(&settings.root_dir)
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
-    let allocatable = volumes::node_allocatable(&settings.root_dir, machine_memory());
+    let machine_memory = machine_memory();
+    let allocatable = volumes::node_allocatable(&settings.root_dir, machine_memory);
     let volume_deps =
         volumes::volume_managers(flags, config, client.as_ref(), allocatable, &recorder)?;
     let manager = Arc::new(KubeRuntimeManager::new(
@@ -186,7 +189,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             node_ip: flags.node_ip.clone(),
             cpu_cfs_quota: config.cpu_cfs_quota,
             cpu_cfs_quota_period_us: config.cpu_cfs_quota_period.0.as_micros() as i64,
-            machine_memory: machine_memory(),
+            machine_memory,
             image_pulls: crate::images::PullerConfig::from_kubelet_config(config),
             container_logs_dir: container_logs_dir(&config.pod_logs_dir),
             node_allocatable: allocatable,

@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 /// reservations are subtracted yet, as the node status reports it).
 pub fn node_allocatable(root_dir: &std::path::Path, memory: u64) -> NodeAllocatable {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let storage = crate::nodestatus::machine::fs_stats(root_dir).map_or(0, |fs| fs.capacity);
+    let storage = crate::stats::statvfs(root_dir).map_or(0, |fs| fs.capacity);
     NodeAllocatable {
         cpu_milli: cores as i128 * 1000,
         memory: i128::from(memory),

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::cri::{api, RemoteRuntime};
 use crate::events::{self, EventRecorder, EventType};
-use crate::nodestatus::machine::fs_stats;
+use crate::stats::statvfs;
 
 /// Upstream ImageGCPeriod.
 pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(5 * 60);
@@ -256,8 +256,7 @@ impl ImageGcManager {
             .map(|id| id.mountpoint.clone())
             .filter(|m| !m.is_empty())
             .ok_or("the runtime reported no image filesystem")?;
-        let fs = fs_stats(Path::new(&mount))
-            .ok_or_else(|| format!("statfs of image filesystem {mount} failed"))?;
+        let fs = statvfs(Path::new(&mount)).map_err(|e| format!("image filesystem: {e}"))?;
         Ok((fs.capacity, fs.available))
     }
 }

@@ -1,12 +1,12 @@
 //! What the node status reports about the machine: cadvisor's MachineInfo
 //! and VersionInfo as the kubelet's setters use them (CPU count, memory,
-//! huge pages, machine/system/boot IDs, kernel and OS image), the root
-//! filesystem's size, and the signals behind the pressure conditions.
+//! huge pages, machine/system/boot IDs, kernel and OS image), and the pid
+//! signal behind PIDPressure. Memory and filesystem sizes come from the host
+//! stats provider ([`crate::stats`]), which `/stats/summary` reads too.
 //!
 //! Every reader takes its `/proc`, `/sys` and `/etc` from [`HostPaths`] so
 //! tests can point them at sample trees; the parsers are pure functions.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Where the host's pseudo-filesystems are (tests use sample trees).
@@ -24,6 +24,13 @@ impl Default for HostPaths {
             sys_dir: PathBuf::from("/sys"),
             etc_dir: PathBuf::from("/etc"),
         }
+    }
+}
+
+impl HostPaths {
+    /// The host stats provider over this `/proc`.
+    pub fn stats(&self) -> crate::stats::Provider {
+        crate::stats::Provider::new(&self.proc_dir)
     }
 }
 
@@ -45,17 +52,6 @@ pub struct MachineInfo {
     pub machine_id: String,
     pub system_uuid: String,
     pub boot_id: String,
-}
-
-/// One filesystem's size (statvfs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FsStats {
-    /// Bytes in the filesystem.
-    pub capacity: u64,
-    /// Bytes available to unprivileged users.
-    pub available: u64,
-    pub inodes: u64,
-    pub inodes_free: u64,
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {
@@ -82,13 +78,7 @@ pub fn read_machine_info(paths: &HostPaths) -> Result<MachineInfo, String> {
     if num_cores == 0 {
         return Err("unable to determine the number of CPUs".to_string());
     }
-    let meminfo_path = paths.proc_dir.join("meminfo");
-    let meminfo = std::fs::read_to_string(&meminfo_path)
-        .map_err(|e| format!("reading {}: {e}", meminfo_path.display()))?;
-    let memory_capacity = parse_meminfo(&meminfo)
-        .get("MemTotal")
-        .copied()
-        .ok_or_else(|| format!("no MemTotal in {}", meminfo_path.display()))?;
+    let memory_capacity = paths.stats().memory_capacity().map_err(|e| e.to_string())?;
     let machine_id = read_trimmed(&paths.etc_dir.join("machine-id"))
         .or_else(|| read_trimmed(Path::new("/var/lib/dbus/machine-id")))
         .unwrap_or_default();
@@ -134,26 +124,6 @@ pub fn parse_cpu_list(text: &str) -> u64 {
         }
     }
     n
-}
-
-/// /proc/meminfo as bytes by field (`MemTotal: 16318936 kB` → 16710590464).
-pub fn parse_meminfo(text: &str) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let Some((key, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let Some(Ok(value)) = fields.next().map(str::parse::<u64>) else {
-            continue;
-        };
-        let bytes = match fields.next() {
-            Some("kB") => value.saturating_mul(1024),
-            _ => value,
-        };
-        out.insert(key.trim().to_string(), bytes);
-    }
-    out
 }
 
 /// Huge page pools from `/sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages`.
@@ -207,24 +177,6 @@ pub fn parse_os_release_pretty_name(text: &str) -> Option<String> {
         let v = l.trim().strip_prefix("PRETTY_NAME=")?;
         Some(v.trim_matches('"').trim_matches('\'').to_string())
     })
-}
-
-/// statvfs of the filesystem holding `path`.
-pub fn fs_stats(path: &Path) -> Option<FsStats> {
-    let s = nix::sys::statvfs::statvfs(path).ok()?;
-    let frsize = s.fragment_size() as u64;
-    Some(FsStats {
-        capacity: (s.blocks() as u64).saturating_mul(frsize),
-        available: (s.blocks_available() as u64).saturating_mul(frsize),
-        inodes: s.files() as u64,
-        inodes_free: s.files_free() as u64,
-    })
-}
-
-/// MemAvailable in bytes.
-pub fn memory_available(paths: &HostPaths) -> Option<u64> {
-    let text = std::fs::read_to_string(paths.proc_dir.join("meminfo")).ok()?;
-    parse_meminfo(&text).get("MemAvailable").copied()
 }
 
 /// The task limit (the smaller of kernel.pid_max and kernel.threads-max) and

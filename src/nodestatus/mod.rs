@@ -30,7 +30,8 @@ use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::client::{paths, ApiError, Client, PatchType};
-use machine::{FsStats, HostPaths, MachineInfo};
+use crate::stats::FsInfo;
+use machine::{HostPaths, MachineInfo};
 use setters::{NodeEvent, Pressure, Reservation, Threshold};
 
 /// nodeStatusUpdateRetry: tries per status update.
@@ -103,16 +104,6 @@ pub struct NodeStatusConfig {
 impl NodeStatusConfig {
     /// The kubelet's defaults for `node_name`.
     pub fn new(node_name: impl Into<String>) -> NodeStatusConfig {
-        let eviction_hard = [
-            ("memory.available", "100Mi"),
-            ("nodefs.available", "10%"),
-            ("nodefs.inodesFree", "5%"),
-            ("imagefs.available", "15%"),
-            ("imagefs.inodesFree", "5%"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
         NodeStatusConfig {
             node_name: node_name.into(),
             node_ip: None,
@@ -124,7 +115,7 @@ impl NodeStatusConfig {
             root_dir: PathBuf::from("/var/lib/kubelet"),
             system_reserved: BTreeMap::new(),
             kube_reserved: BTreeMap::new(),
-            eviction_hard,
+            eviction_hard: crate::kubeletconfig::default_eviction_hard(),
             node_status_update_frequency: Duration::from_secs(10),
             node_status_report_frequency: Duration::from_secs(300),
             node_status_max_images: 50,
@@ -182,7 +173,7 @@ struct SyncState {
 struct Inputs {
     health: KubeletHealth,
     machine: Result<MachineInfo, String>,
-    rootfs: Option<FsStats>,
+    rootfs: Option<FsInfo>,
     kernel_version: String,
     os_image: String,
     addresses: Result<Vec<k8s_openapi::api::core::v1::NodeAddress>, String>,
@@ -338,7 +329,9 @@ impl NodeStatusManager {
     fn inputs(&self) -> Inputs {
         let health = (self.health)();
         let machine = machine::read_machine_info(&self.paths);
-        let rootfs = machine::fs_stats(&self.cfg.root_dir);
+        let rootfs = crate::stats::statvfs(&self.cfg.root_dir)
+            .inspect_err(|e| log::debug!("node filesystem: {e}"))
+            .ok();
         let eviction = |signal: &str| {
             self.cfg
                 .eviction_hard
@@ -353,10 +346,18 @@ impl NodeStatusManager {
             (Some(t), Some(a), Some(c)) => i128::from(a) < t.value(i128::from(c)),
             _ => false,
         };
+        // memory.available as upstream eviction observes it: capacity −
+        // working set, the figure /stats/summary reports too.
+        let memory = self
+            .paths
+            .stats()
+            .memory()
+            .inspect_err(|e| log::debug!("node memory: {e}"))
+            .ok();
         let memory_pressure = below(
             "memory.available",
-            machine::memory_available(&self.paths),
-            machine.as_ref().ok().map(|m| m.memory_capacity),
+            memory.map(|m| m.available),
+            memory.map(|m| m.capacity),
         );
         let disk_pressure = below(
             "nodefs.available",

@@ -12,8 +12,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::machine::{quantity, FsStats, MachineInfo};
+use super::machine::{quantity, MachineInfo};
 use super::ImageInfo;
+use crate::stats::FsInfo;
 use crate::util::quantity::parse_quantity;
 
 /// Images report at most this many names each (MaxNamesPerImageInNodeStatus).
@@ -194,7 +195,7 @@ pub fn set_machine_info(
     node: &mut Node,
     max_pods: i64,
     info: Result<&MachineInfo, String>,
-    rootfs: Option<FsStats>,
+    rootfs: Option<FsInfo>,
     reservation: &Reservation,
     events: &mut Vec<NodeEvent>,
 ) {

@@ -9,11 +9,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{json, Value};
 
 use super::address::{self, InterfaceAddr};
-use super::machine::{self, quantity, FsStats, HugePages, MachineInfo};
+use super::machine::{self, quantity, HugePages, MachineInfo};
 use super::patch::{node_status_has_changed, node_status_patch};
 use super::setters::{self, NodeEvent, Pressure, Reservation};
 use super::testserver::{status, FakeServer};
 use super::*;
+use crate::stats::FsInfo;
 
 fn t(secs: i64) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + secs).unwrap())
@@ -217,9 +218,10 @@ fn capacity_and_allocatable_math() {
             ("imagefs.available".into(), "15%".into()),
         ]),
     };
-    let rootfs = FsStats {
+    let rootfs = FsInfo {
         capacity: 100 << 30,
         available: 50 << 30,
+        used: 50 << 30,
         inodes: 1000,
         inodes_free: 500,
     };
@@ -355,7 +357,7 @@ fn proc_parsers() {
     assert_eq!(machine::parse_cpu_list("0-3,8,10-11\n"), 7);
     assert_eq!(machine::parse_cpu_list("x-y,"), 0);
     let meminfo = "MemTotal:       16318936 kB\nMemFree:         1000 kB\nMemAvailable:   8000000 kB\nHugePages_Total:       0\nbogus line\n";
-    let m = machine::parse_meminfo(meminfo);
+    let m = crate::stats::node::parse_meminfo(meminfo);
     assert_eq!(m["MemTotal"], 16318936 * 1024);
     assert_eq!(m["MemAvailable"], 8000000 * 1024);
     assert_eq!(m["HugePages_Total"], 0);
@@ -402,7 +404,7 @@ fn machine_info_from_sample_tree() {
     );
     write(
         &paths.proc_dir.join("meminfo"),
-        "MemTotal: 2048 kB\nMemAvailable: 1024 kB\n",
+        "MemTotal: 2048 kB\nMemFree: 512 kB\nMemAvailable: 1024 kB\nInactive(file): 512 kB\n",
     );
     write(&paths.proc_dir.join("sys/kernel/random/boot_id"), "b00t\n");
     write(&paths.proc_dir.join("sys/kernel/osrelease"), "6.1.0-test\n");
@@ -438,7 +440,10 @@ fn machine_info_from_sample_tree() {
     );
     assert_eq!(machine::kernel_version(&paths), "6.1.0-test");
     assert_eq!(machine::os_image(&paths), "Test OS 1");
-    assert_eq!(machine::memory_available(&paths), Some(1024 * 1024));
+    assert_eq!(
+        paths.stats().memory().ok().map(|m| m.available),
+        Some(1024 * 1024)
+    );
     assert_eq!(machine::pid_stats(&paths), Some((100000, 250)));
     // Missing meminfo is an error, not a panic.
     std::fs::remove_file(paths.proc_dir.join("meminfo")).unwrap();
@@ -450,9 +455,9 @@ fn machine_info_from_sample_tree() {
 fn host_machine_info_and_root_fs() {
     let info = machine::read_machine_info(&HostPaths::default()).expect("host machine info");
     assert!(info.num_cores >= 1 && info.memory_capacity > 0);
-    let fs = machine::fs_stats(std::path::Path::new("/")).expect("statvfs /");
+    let fs = crate::stats::statvfs(std::path::Path::new("/")).expect("statvfs /");
     assert!(fs.capacity >= fs.available);
-    assert!(machine::fs_stats(std::path::Path::new("/nonexistent/x")).is_none());
+    assert!(crate::stats::statvfs(std::path::Path::new("/nonexistent/x")).is_err());
 }
 
 // ---- addresses ----

@@ -1,15 +1,14 @@
-//! Node-level stats from the host, in place of cAdvisor's root container:
-//! `/proc/stat` (CPU time, boot time), `/proc/meminfo` + `/proc/vmstat`
-//! (memory, swap, page faults), `/proc/net/dev` + `/proc/net/route`
-//! (interfaces), statvfs (filesystems), pid_max + sysinfo (rlimit).
+//! Node-level stats for the summary, in place of cAdvisor's root container:
+//! `/proc/stat` (CPU time, boot time), `/proc/net/dev` + `/proc/net/route`
+//! (interfaces), pid_max + sysinfo (rlimit). Memory and filesystems come
+//! from the host stats provider ([`crate::stats`]), which node status reads
+//! too; this file turns them into the summary's types.
 
-use std::collections::HashMap;
-use std::ffi::CString;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::types::{FsStats, InterfaceStats, MemoryStats, NetworkStats, SwapStats, Time};
+use crate::stats::{FsInfo, NodeMemory, SwapInfo};
 
 /// Cumulative CPU of the whole node from the aggregate `cpu` line of
 /// /proc/stat: user+nice+system+irq+softirq+steal (guest time is already in
@@ -46,60 +45,26 @@ pub fn clk_tck() -> u64 {
     }
 }
 
-/// `Key: value kB` lines -> bytes.
-pub fn parse_meminfo(text: &str) -> HashMap<String, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, rest) = l.split_once(':')?;
-            let mut f = rest.split_whitespace();
-            let n: u64 = f.next()?.parse().ok()?;
-            let mult = if f.next() == Some("kB") { 1024 } else { 1 };
-            Some((k.trim().to_string(), n * mult))
-        })
-        .collect()
-}
-
-/// `key value` lines (/proc/vmstat).
-pub fn parse_vmstat(text: &str) -> HashMap<String, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            Some((k.to_string(), v.trim().parse().ok()?))
-        })
-        .collect()
-}
-
-/// Node memory as cAdvisor reports the root cgroup: usage = total - free,
-/// working set = usage - inactive file pages, available = total - working set.
-pub fn memory_stats(
-    meminfo: &HashMap<String, u64>,
-    vmstat: &HashMap<String, u64>,
-    time: Time,
-) -> Option<MemoryStats> {
-    let total = *meminfo.get("MemTotal")?;
-    let free = meminfo.get("MemFree").copied().unwrap_or(0);
-    let usage = total.saturating_sub(free);
-    let inactive_file = meminfo.get("Inactive(file)").copied().unwrap_or(0);
-    let working_set = usage.saturating_sub(inactive_file);
-    Some(MemoryStats {
+/// The summary's node memory from the host's (working set and
+/// memory.available as [`crate::stats::node`] defines them).
+pub fn memory_stats(m: &NodeMemory, time: Time) -> MemoryStats {
+    MemoryStats {
         time,
-        available_bytes: Some(total.saturating_sub(working_set)),
-        usage_bytes: Some(usage),
-        working_set_bytes: Some(working_set),
-        rss_bytes: meminfo.get("AnonPages").copied(),
-        page_faults: vmstat.get("pgfault").copied(),
-        major_page_faults: vmstat.get("pgmajfault").copied(),
-    })
+        available_bytes: Some(m.available),
+        usage_bytes: Some(m.usage),
+        working_set_bytes: Some(m.working_set),
+        rss_bytes: m.rss,
+        page_faults: m.page_faults,
+        major_page_faults: m.major_page_faults,
+    }
 }
 
-pub fn swap_stats(meminfo: &HashMap<String, u64>, time: Time) -> Option<SwapStats> {
-    let total = *meminfo.get("SwapTotal")?;
-    let free = meminfo.get("SwapFree").copied().unwrap_or(0);
-    Some(SwapStats {
+pub fn swap_stats(s: SwapInfo, time: Time) -> SwapStats {
+    SwapStats {
         time,
-        swap_available_bytes: Some(free),
-        swap_usage_bytes: Some(total.saturating_sub(free)),
-    })
+        swap_available_bytes: Some(s.available),
+        swap_usage_bytes: Some(s.usage),
+    }
 }
 
 /// Interfaces that are not the node's own (cAdvisor ignores these too).
@@ -165,47 +130,25 @@ pub fn network_stats(
     })
 }
 
-/// Capacity and free space of the filesystem holding `path`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FsInfo {
-    pub capacity: u64,
-    pub available: u64,
-    pub used: u64,
-    pub inodes: u64,
-    pub inodes_free: u64,
+/// The node's fs stats (usage of the whole filesystem).
+pub fn fs_stats(info: FsInfo, time: Time) -> FsStats {
+    let mut s = FsStats {
+        time,
+        used_bytes: Some(info.used),
+        inodes_used: Some(info.inodes.saturating_sub(info.inodes_free)),
+        ..Default::default()
+    };
+    set_fs_capacity(&mut s, &info);
+    s
 }
 
-pub fn statvfs(path: &Path) -> Option<FsInfo> {
-    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: c is a valid C string; st is ours to fill.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let frsize = st.f_frsize as u64;
-    let blocks = st.f_blocks as u64;
-    Some(FsInfo {
-        capacity: blocks * frsize,
-        available: st.f_bavail as u64 * frsize,
-        used: blocks.saturating_sub(st.f_bfree as u64) * frsize,
-        inodes: st.f_files as u64,
-        inodes_free: st.f_ffree as u64,
-    })
-}
-
-impl FsInfo {
-    /// The node's fs stats (usage of the whole filesystem).
-    pub fn to_fs_stats(self, time: Time) -> FsStats {
-        FsStats {
-            time,
-            available_bytes: Some(self.available),
-            capacity_bytes: Some(self.capacity),
-            used_bytes: Some(self.used),
-            inodes_free: Some(self.inodes_free),
-            inodes: Some(self.inodes),
-            inodes_used: Some(self.inodes.saturating_sub(self.inodes_free)),
-        }
-    }
+/// The filesystem's size and free space, for stats whose usage the runtime
+/// reported.
+pub fn set_fs_capacity(s: &mut FsStats, info: &FsInfo) {
+    s.available_bytes = Some(info.available);
+    s.capacity_bytes = Some(info.capacity);
+    s.inodes_free = Some(info.inodes_free);
+    s.inodes = Some(info.inodes);
 }
 
 /// Disk usage (allocated blocks, as `du`) and file count under `dir`,

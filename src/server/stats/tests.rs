@@ -649,7 +649,7 @@ fn proc_parsers() {
         Some(27 * 10_000_000)
     );
     assert_eq!(node::boot_time("cpu 1\nbtime 42\n"), Some(42));
-    let mi = node::parse_meminfo("MemTotal: 10 kB\nHugePages_Total: 3\n");
+    let mi = crate::stats::node::parse_meminfo("MemTotal: 10 kB\nHugePages_Total: 3\n");
     assert_eq!(mi["MemTotal"], 10240);
     assert_eq!(mi["HugePages_Total"], 3);
     assert_eq!(
