@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::core::v1 as api;
 
-use crate::podutil::PodExt;
+use crate::podutil::{is_restartable_init, PodExt};
 
 pub const POD_COMPLETED: &str = "PodCompleted";
 pub const POD_FAILED: &str = "PodFailed";
@@ -42,10 +42,6 @@ fn go_list(names: &[String]) -> String {
 
 fn find<'a>(statuses: &'a [api::ContainerStatus], name: &str) -> Option<&'a api::ContainerStatus> {
     statuses.iter().find(|s| s.name == name)
-}
-
-fn is_restartable_init(c: &api::Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
 }
 
 /// Upstream `GenerateContainersReadyCondition`. `statuses` holds the init
