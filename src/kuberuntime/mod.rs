@@ -10,6 +10,7 @@ pub mod labels;
 pub mod lifecycle;
 pub mod qos;
 pub mod sandbox;
+mod sidecar;
 pub mod termination;
 
 use std::collections::{HashMap, HashSet};
@@ -834,7 +835,8 @@ impl KubeRuntimeManager {
 
     /// Containers stop concurrently so each gets the whole grace period, as
     /// upstream's per-container goroutines do; the threads are scoped to
-    /// this call and bounded by the pod's container count.
+    /// this call and bounded by the pod's container count. Sidecars wait
+    /// for the containers that may still use them.
     fn kill(
         &self,
         pod: Option<&Pod>,
@@ -843,27 +845,34 @@ impl KubeRuntimeManager {
         grace: Option<i64>,
     ) -> Result<(), SyncError> {
         let pod_grace = pod.map(|p| p.kill_grace_seconds());
-        let results: Vec<Result<(), SyncError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = victims
-                .iter()
-                .map(|v| {
-                    let g = grace.or(pod_grace).or(v.grace);
-                    s.spawn(move || self.kill_container(pod, &v.id, &v.name, g, None))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(SyncError::new(
-                            None,
-                            "KillContainerError",
-                            "container stop panicked",
-                        ))
+        // Sidecars stop after the regular containers, in waves; a later
+        // wave gets what is left of the grace period (see `sidecar`).
+        let began = std::time::Instant::now();
+        let mut results: Vec<Result<(), SyncError>> = Vec::new();
+        for wave in sidecar::termination_waves(pod, victims, |v| v.name.as_str()) {
+            let waited = began.elapsed().as_secs();
+            results.extend(std::thread::scope(|s| {
+                let handles: Vec<_> = wave
+                    .iter()
+                    .map(|v| {
+                        let g = sidecar::remaining_grace(grace.or(pod_grace).or(v.grace), waited);
+                        s.spawn(move || self.kill_container(pod, &v.id, &v.name, g, None))
                     })
-                })
-                .collect()
-        });
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(SyncError::new(
+                                None,
+                                "KillContainerError",
+                                "container stop panicked",
+                            ))
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            }));
+        }
         if let Some(err) = results.into_iter().find_map(Result::err) {
             return Err(err);
         }
