@@ -150,6 +150,13 @@ pub fn ephemeral_as_container(ec: &EphemeralContainer) -> Container {
     }
 }
 
+/// A sidecar: an init container with `restartPolicy: Always` (KEP-753,
+/// upstream `IsRestartableInitContainer`). It keeps running beside the app
+/// containers, and is restarted whenever it exits.
+pub fn is_restartable_init(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
 /// Every container name of the pod that status and logs can refer to:
 /// init, regular and ephemeral containers.
 pub fn has_container_named(pod: &Pod, name: &str) -> bool {

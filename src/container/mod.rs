@@ -64,6 +64,19 @@ impl PodStatus {
         self.containers.iter().find(|c| c.name == name)
     }
 
+    /// Whether the named container has an instance created in the newest
+    /// sandbox (upstream tracks each container's sandbox; one created after
+    /// the sandbox is in it). Old sandboxes' instances prove nothing about
+    /// the current one, e.g. after a reboot.
+    pub fn created_in_current_sandbox(&self, name: &str) -> bool {
+        let Some(sandbox) = self.sandboxes.first() else {
+            return false;
+        };
+        self.containers
+            .iter()
+            .any(|c| c.name == name && c.created_at >= sandbox.created_at)
+    }
+
     pub fn running_containers(&self) -> impl Iterator<Item = &ContainerStatus> {
         self.containers
             .iter()

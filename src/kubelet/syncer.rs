@@ -3,6 +3,7 @@
 //! CRI actions and an API status out.
 
 use super::*;
+use crate::kuberuntime::actions::ProbeResults;
 use crate::kuberuntime::KillProgress;
 use crate::podworkers::Termination;
 use crate::types::PodPhase;
@@ -140,9 +141,15 @@ impl Syncer {
     /// The prober learns which container instances run, and since when
     /// (upstream UpdatePodStatus): probes start and stop with them.
     fn tell_prober(&self, pod: &Pod, status: &PodStatus) {
+        // Sidecars are probed like app containers (upstream prober).
+        let sidecars = pod
+            .init_containers()
+            .iter()
+            .filter(|c| crate::podutil::is_restartable_init(c));
         let containers: Vec<ContainerInfo> = pod
             .containers()
             .iter()
+            .chain(sidecars)
             .map(|c| {
                 let newest = status.find_container(&c.name);
                 ContainerInfo {
@@ -162,6 +169,24 @@ impl Syncer {
         };
         self.prober
             .update_pod_status(pod.uid(), ip.as_deref(), &containers);
+    }
+
+    /// What the runtime manager needs of the probes: the containers to
+    /// restart, and which sidecars passed their startup probe (the next
+    /// init container waits for that).
+    fn probe_results(&self, pod: &Pod, status: &PodStatus) -> ProbeResults {
+        let started = pod
+            .init_containers()
+            .iter()
+            .filter(|c| crate::podutil::is_restartable_init(c) && c.startup_probe.is_some())
+            .filter(|c| self.prober.is_started(pod.uid(), &c.name))
+            .filter_map(|c| status.find_container(&c.name))
+            .map(|s| s.id.clone())
+            .collect();
+        ProbeResults {
+            failed: self.liveness_failures(status),
+            started,
+        }
     }
 
     fn liveness_failures(&self, status: &PodStatus) -> HashSet<String> {
@@ -243,8 +268,8 @@ impl PodSyncer for Syncer {
             });
         }
         self.tell_prober(pod, status);
-        let liveness = self.liveness_failures(status);
-        let errors = self.runtime.sync_pod(pod, status, &liveness);
+        let probes = self.probe_results(pod, status);
+        let errors = self.runtime.sync_pod(pod, status, &probes);
         // Record the reasons the sync found (CrashLoopBackOff, ...) now.
         self.update_status(pod, status, false);
         if errors.is_empty() {

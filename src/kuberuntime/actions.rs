@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use super::init_actions;
 use super::labels::container_hash;
 use crate::container::{ContainerState, ContainerStatus, PodStatus};
 use crate::podutil::{PodExt, RestartPolicy};
@@ -18,6 +19,17 @@ pub struct ContainerToKill {
     pub reason: String,
 }
 
+/// What the probes say about running containers, by container ID.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeResults {
+    /// The liveness or startup probe failed: the container is restarted.
+    pub failed: HashSet<String>,
+    /// The startup probe passed. Only asked for containers that have one:
+    /// a sidecar with a startup probe holds back the next init container
+    /// until then.
+    pub started: HashSet<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodActions {
     /// Stop every container and the sandbox first.
@@ -27,8 +39,9 @@ pub struct PodActions {
     pub sandbox_id: Option<String>,
     /// Attempt number of the sandbox to create.
     pub attempt: u32,
-    /// Index into `spec.initContainers` of the one to start next.
-    pub next_init_container: Option<usize>,
+    /// Indices into `spec.initContainers` of those to start, in order: the
+    /// next one during initialization, and sidecars to restart.
+    pub init_to_start: Vec<usize>,
     /// Indices into `spec.containers` of those to start.
     pub containers_to_start: Vec<usize>,
     pub containers_to_kill: Vec<ContainerToKill>,
@@ -37,12 +50,7 @@ pub struct PodActions {
     pub ephemeral_to_start: Vec<usize>,
 }
 
-/// `liveness_failed` holds the IDs of containers whose liveness probe failed.
-pub fn compute_pod_actions(
-    pod: &Pod,
-    status: &PodStatus,
-    liveness_failed: &HashSet<String>,
-) -> PodActions {
+pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &ProbeResults) -> PodActions {
     let (create_sandbox, attempt, sandbox_id) = sandbox_changed(pod, status);
     let mut actions = PodActions {
         kill_pod: create_sandbox,
@@ -67,26 +75,19 @@ pub fn compute_pod_actions(
         .map(|(i, _)| i)
         .collect();
 
-    match next_init_container(pod, status) {
-        InitProgress::Done => {}
-        InitProgress::Running => return actions,
-        InitProgress::Next { index, failed } => {
-            if failed && pod.restart_policy() == RestartPolicy::Never {
-                // A failed init container with restartPolicy Never fails the pod.
-                actions.kill_pod = true;
-            } else {
-                actions.next_init_container = Some(index);
-            }
-            return actions;
-        }
+    let initialized = init_actions::compute_init_actions(pod, status, probes, &mut actions);
+    if actions.kill_pod || !initialized {
+        // Initialization failed or is under way: app containers wait.
+        return actions;
     }
 
+    // Only regular containers keep a pod alive: running sidecars do not.
     let mut keep = 0;
     for (idx, container) in pod.containers().iter().enumerate() {
         let current = status.find_container(&container.name);
         match current {
             Some(c) if c.state == ContainerState::Running => {
-                match kill_reason(container, c, liveness_failed) {
+                match kill_reason(container, c, &probes.failed) {
                     None => keep += 1,
                     Some(reason) => {
                         actions.containers_to_kill.push(ContainerToKill {
@@ -109,9 +110,11 @@ pub fn compute_pod_actions(
     }
 
     // Nothing left running and nothing to start: the pod is done; stop the
-    // sandbox (upstream kills the pod here too).
+    // sandbox and the sidecars with it (upstream kills the pod here too),
+    // which must not be restarted to keep the pod alive.
     if keep == 0 && actions.containers_to_start.is_empty() {
         actions.kill_pod = true;
+        actions.init_to_start.clear();
     }
     actions
 }
@@ -166,7 +169,7 @@ fn plan_fresh_sandbox(pod: &Pod, status: &PodStatus, actions: &mut PodActions) {
         return;
     }
     if !pod.init_containers().is_empty() {
-        actions.next_init_container = Some(0);
+        actions.init_to_start = vec![0];
         return;
     }
     for (idx, c) in pod.containers().iter().enumerate() {
@@ -181,70 +184,6 @@ fn plan_fresh_sandbox(pod: &Pod, status: &PodStatus, actions: &mut PodActions) {
     if actions.containers_to_start.is_empty() && actions.attempt != 0 {
         // OnFailure pod whose containers all succeeded: nothing to recreate.
         actions.create_sandbox = false;
-    }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum InitProgress {
-    Done,
-    /// An init container is running: wait for it.
-    Running,
-    Next {
-        index: usize,
-        failed: bool,
-    },
-}
-
-/// Upstream `findNextInitContainerToRun`.
-fn next_init_container(pod: &Pod, status: &PodStatus) -> InitProgress {
-    let inits = pod.init_containers();
-    if inits.is_empty() {
-        return InitProgress::Done;
-    }
-    // A running app container means init already completed.
-    let app_running = pod.containers().iter().any(|c| {
-        status
-            .find_container(&c.name)
-            .is_some_and(|s| s.state == ContainerState::Running)
-    });
-    if app_running {
-        return InitProgress::Done;
-    }
-    for (index, c) in inits.iter().enumerate().rev() {
-        if status.find_container(&c.name).is_some_and(init_failed) {
-            return InitProgress::Next {
-                index,
-                failed: true,
-            };
-        }
-    }
-    for (index, c) in inits.iter().enumerate().rev() {
-        let Some(s) = status.find_container(&c.name) else {
-            continue;
-        };
-        match s.state {
-            ContainerState::Running => return InitProgress::Running,
-            ContainerState::Exited if index + 1 == inits.len() => return InitProgress::Done,
-            ContainerState::Exited => {
-                return InitProgress::Next {
-                    index: index + 1,
-                    failed: false,
-                }
-            }
-            _ => {}
-        }
-    }
-    InitProgress::Next {
-        index: 0,
-        failed: false,
-    }
-}
-
-fn init_failed(s: &ContainerStatus) -> bool {
-    match s.state {
-        ContainerState::Exited => s.exit_code != 0,
-        ContainerState::Unknown => true,
-        _ => false,
     }
 }
 
@@ -354,8 +293,8 @@ mod tests {
         }
     }
 
-    fn none() -> HashSet<String> {
-        HashSet::new()
+    fn none() -> ProbeResults {
+        ProbeResults::default()
     }
 
     #[test]
@@ -423,7 +362,10 @@ mod tests {
             let p = pod(policy, &[], &["a", "b"]);
             let running_a = cstatus(&p, "a", ContainerState::Running, 0, 1);
             let running_b = cstatus(&p, "b", ContainerState::Running, 0, 1);
-            let failed = HashSet::from([running_a.id.clone()]);
+            let failed = ProbeResults {
+                failed: HashSet::from([running_a.id.clone()]),
+                ..Default::default()
+            };
             let a = compute_pod_actions(&p, &status(true, vec![running_a, running_b]), &failed);
             assert_eq!(a.containers_to_kill[0].name, "a");
             assert_eq!(a.containers_to_start == vec![0], restart);
@@ -435,21 +377,15 @@ mod tests {
         let p = pod("Always", &["i1", "i2"], &["a"]);
         // Fresh sandbox: first init container only.
         let a = compute_pod_actions(&p, &status(false, vec![]), &none());
-        assert_eq!(a.next_init_container, Some(0));
+        assert_eq!(a.init_to_start, vec![0]);
         assert!(a.containers_to_start.is_empty());
         // i1 running: wait.
         let st = status(true, vec![cstatus(&p, "i1", ContainerState::Running, 0, 1)]);
         let a = compute_pod_actions(&p, &st, &none());
-        assert_eq!(
-            (a.next_init_container, a.containers_to_start.len()),
-            (None, 0)
-        );
+        assert_eq!((a.init_to_start.len(), a.containers_to_start.len()), (0, 0));
         // i1 done: i2 next.
         let st = status(true, vec![cstatus(&p, "i1", ContainerState::Exited, 0, 1)]);
-        assert_eq!(
-            compute_pod_actions(&p, &st, &none()).next_init_container,
-            Some(1)
-        );
+        assert_eq!(compute_pod_actions(&p, &st, &none()).init_to_start, vec![1]);
         // Both done: app containers.
         let st = status(
             true,
@@ -460,8 +396,8 @@ mod tests {
         );
         let a = compute_pod_actions(&p, &st, &none());
         assert_eq!(
-            (a.next_init_container, a.containers_to_start.clone()),
-            (None, vec![0])
+            (a.init_to_start.clone(), a.containers_to_start.clone()),
+            (vec![], vec![0])
         );
     }
 
@@ -470,13 +406,13 @@ mod tests {
         let p = pod("Always", &["i1"], &["a"]);
         let st = status(true, vec![cstatus(&p, "i1", ContainerState::Exited, 3, 1)]);
         let a = compute_pod_actions(&p, &st, &none());
-        assert_eq!(a.next_init_container, Some(0));
+        assert_eq!(a.init_to_start, vec![0]);
         assert!(!a.kill_pod);
         let p = pod("Never", &["i1"], &["a"]);
         let st = status(true, vec![cstatus(&p, "i1", ContainerState::Exited, 3, 1)]);
         let a = compute_pod_actions(&p, &st, &none());
         assert!(a.kill_pod);
-        assert_eq!(a.next_init_container, None);
+        assert_eq!(a.init_to_start, Vec::<usize>::new());
     }
 
     #[test]
@@ -565,7 +501,7 @@ mod tests {
         let st = status(true, vec![cstatus(&p, "i1", ContainerState::Running, 0, 1)]);
         let a = compute_pod_actions(&p, &st, &none());
         assert_eq!(a.ephemeral_to_start, vec![0]);
-        assert_eq!(a.next_init_container, None);
+        assert_eq!(a.init_to_start, Vec::<usize>::new());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{LifecycleHandler, Pod};
 
 use super::killer::{Progress, StopRequest};
-use super::{lifecycle, KubeRuntimeManager, SyncError, MINIMUM_GRACE_PERIOD_SECONDS};
+use super::{lifecycle, sidecar, KubeRuntimeManager, SyncError, MINIMUM_GRACE_PERIOD_SECONDS};
 use crate::container::{ContainerState, PodStatus, RuntimePod};
 use crate::cri::AsyncStop;
 use crate::events::{self, EventRecorder, EventType};
@@ -192,9 +192,12 @@ impl KubeRuntimeManager {
         self.kill(pod, &running.uid, victims, sandboxes, grace)
     }
 
-    /// Starts every container's stop at once, so each gets the whole grace
-    /// period as with upstream's per-container goroutines; the sandboxes
-    /// stop only once no container stop is under way.
+    /// Starts the stops of a wave at once, so each container gets the whole
+    /// grace period as with upstream's per-container goroutines. Sidecars
+    /// come in later waves (see `sidecar`): a wave starts only when the
+    /// ones before it are stopped, with what is left of the grace period
+    /// counted from the first stop. The sandboxes stop only once no
+    /// container stop is under way.
     fn kill(
         &self,
         pod: Option<&Pod>,
@@ -204,18 +207,24 @@ impl KubeRuntimeManager {
         grace: Option<i64>,
     ) -> Result<KillProgress, SyncError> {
         let pod_grace = pod.map(|p| p.kill_grace_seconds());
-        let mut first_err = None;
-        for v in &victims {
-            let g = grace.or(pod_grace).or(v.grace);
-            if let Err(e) = self.stop_one(uid, pod, &v.id, &v.name, g, None) {
-                first_err.get_or_insert(e);
+        for wave in sidecar::termination_waves(pod, victims, |v| v.name.as_str()) {
+            let waited = self
+                .killer
+                .stopping_since(uid)
+                .map_or(0, |t| t.elapsed().as_secs());
+            let mut first_err = None;
+            for v in &wave {
+                let g = sidecar::remaining_grace(grace.or(pod_grace).or(v.grace), waited);
+                if let Err(e) = self.stop_one(uid, pod, &v.id, &v.name, g, None) {
+                    first_err.get_or_insert(e);
+                }
             }
-        }
-        if let Some(err) = first_err {
-            return Err(err);
-        }
-        if self.killer.stopping(uid) {
-            return Ok(KillProgress::Stopping);
+            if let Some(err) = first_err {
+                return Err(err);
+            }
+            if self.killer.stopping(uid) {
+                return Ok(KillProgress::Stopping);
+            }
         }
         for id in sandboxes {
             match self.runtime.stop_pod_sandbox(&id) {

@@ -86,6 +86,8 @@ enum State {
 
 struct Entry {
     pod_uid: String,
+    /// When the first stop of this container was issued.
+    issued: Instant,
     state: State,
 }
 
@@ -161,6 +163,7 @@ impl Killer {
                         req.id.clone(),
                         Entry {
                             pod_uid: req.pod_uid.clone(),
+                            issued: Instant::now(),
                             state: State::InFlight {
                                 ends,
                                 outstanding: 1,
@@ -197,6 +200,16 @@ impl Killer {
         lock(&self.entries)
             .values()
             .any(|e| e.pod_uid == pod_uid && matches!(e.state, State::InFlight { .. }))
+    }
+
+    /// When the pod's first remembered stop was issued: later waves of a
+    /// termination (sidecars) count their grace from it.
+    pub fn stopping_since(&self, pod_uid: &str) -> Option<Instant> {
+        lock(&self.entries)
+            .values()
+            .filter(|e| e.pod_uid == pod_uid)
+            .map(|e| e.issued)
+            .min()
     }
 
     /// Forgets a pod's finished stops (the pod is gone).

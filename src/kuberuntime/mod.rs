@@ -5,6 +5,7 @@ pub mod actions;
 pub mod container;
 pub mod ephemeral;
 pub mod gc;
+mod init_actions;
 pub mod kill;
 pub mod killer;
 pub mod labels;
@@ -12,10 +13,11 @@ pub mod lifecycle;
 pub mod post_start;
 pub mod qos;
 pub mod sandbox;
+mod sidecar;
 mod start;
+pub mod termination;
 
 use start::StartTarget;
-pub mod termination;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -360,9 +362,9 @@ impl KubeRuntimeManager {
         &self,
         pod: &Pod,
         status: &PodStatus,
-        liveness_failed: &HashSet<String>,
+        probes: &actions::ProbeResults,
     ) -> Vec<SyncError> {
-        let plan = actions::compute_pod_actions(pod, status, liveness_failed);
+        let plan = actions::compute_pod_actions(pod, status, probes);
         log::debug!("pod {}: actions {plan:?}", pod.full_name());
         let mut errors = self.kill_failed_post_start(pod, status);
 
@@ -447,11 +449,23 @@ impl KubeRuntimeManager {
                 errors.push(e);
             }
         }
-        if let Some(i) = plan.next_init_container {
-            if let Err(e) = self.start_container(&target, &pod.init_containers()[i]) {
+        for c in plan
+            .init_to_start
+            .iter()
+            .filter_map(|&i| pod.init_containers().get(i))
+        {
+            if let Err(e) = self.start_container(&target, c) {
                 errors.push(e);
+                // A sidecar that cannot start yet (back-off) must not hold
+                // back the others or the app containers; a regular init
+                // container must finish before anything after it.
+                if !crate::podutil::is_restartable_init(c) {
+                    return errors;
+                }
             }
-            return errors;
+            if self.post_start.running(pod.uid()) {
+                return errors;
+            }
         }
         for &i in &plan.containers_to_start {
             if let Err(e) = self.start_container(&target, &pod.containers()[i]) {

@@ -567,7 +567,7 @@ fn probed_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
     let sidecars = pod
         .init_containers()
         .iter()
-        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+        .filter(|c| crate::podutil::is_restartable_init(c));
     pod.containers().iter().chain(sidecars)
 }
 

@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::core::v1 as api;
 
-use crate::podutil::PodExt;
+use crate::podutil::{is_restartable_init, PodExt};
 
 pub const POD_COMPLETED: &str = "PodCompleted";
 pub const POD_FAILED: &str = "PodFailed";
@@ -42,10 +42,6 @@ fn go_list(names: &[String]) -> String {
 
 fn find<'a>(statuses: &'a [api::ContainerStatus], name: &str) -> Option<&'a api::ContainerStatus> {
     statuses.iter().find(|s| s.name == name)
-}
-
-fn is_restartable_init(c: &api::Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
 }
 
 /// Upstream `GenerateContainersReadyCondition`. `statuses` holds the init
@@ -243,11 +239,20 @@ pub fn need_to_reconcile_readiness(pod: &api::Pod) -> bool {
     let Some(current) = conditions.iter().find(|c| c.type_ == "Ready") else {
         return false;
     };
-    let statuses = st.container_statuses.as_deref().unwrap_or_default();
+    // Sidecars count towards Ready: their statuses are needed too (upstream
+    // passes the app containers' alone here, so a pod with a sidecar and a
+    // gate would look out of date at every check).
+    let statuses: Vec<api::ContainerStatus> = st
+        .init_container_statuses
+        .iter()
+        .chain(st.container_statuses.iter())
+        .flatten()
+        .cloned()
+        .collect();
     let want = pod_ready(
         pod,
         conditions,
-        statuses,
+        &statuses,
         st.phase.as_deref().unwrap_or_default(),
     );
     current.status != want.status || current.message != want.message
@@ -495,5 +500,34 @@ mod tests {
         let mut q = pod(&[], &["a"], &[]);
         q.status = p.status.clone();
         assert!(!need_to_reconcile_readiness(&q));
+    }
+
+    #[test]
+    fn readiness_reconcile_sees_sidecar_statuses() {
+        let mut p = pod(&["s1"], &["a"], &["g"]);
+        if let Some(sidecar) = p
+            .spec
+            .as_mut()
+            .and_then(|s| s.init_containers.as_mut())
+            .and_then(|c| c.first_mut())
+        {
+            sidecar.restart_policy = Some("Always".into());
+        }
+        p.status = Some(api::PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![c("g", "True"), c("Ready", "True")]),
+            init_container_statuses: Some(vec![st("s1", true)]),
+            container_statuses: Some(vec![st("a", true)]),
+            ..Default::default()
+        });
+        // Up to date: the sidecar's status is where it belongs.
+        assert!(!need_to_reconcile_readiness(&p));
+        if let Some(st) = p.status.as_mut() {
+            st.init_container_statuses = Some(vec![api::ContainerStatus {
+                name: "s1".into(),
+                ..Default::default()
+            }]);
+        }
+        assert!(need_to_reconcile_readiness(&p));
     }
 }

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::conditions;
 use crate::container::{ContainerState, ContainerStatus, PodStatus};
 use crate::kuberuntime::{actions, qos};
-use crate::podutil::{PodExt, RestartPolicy};
+use crate::podutil::{is_restartable_init, PodExt, RestartPolicy};
 
 /// Upstream activeDeadlineHandler's eviction reason and message.
 pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
@@ -84,7 +84,18 @@ pub fn generate_api_pod_status(
         status,
         ctx,
     );
-    let mut phase = phase(pod, &init_statuses, &statuses, ctx.pod_is_terminal);
+    // Upstream HasAnyActiveRegularContainerStarted.
+    let initialized = pod
+        .containers()
+        .iter()
+        .any(|c| status.created_in_current_sandbox(&c.name));
+    let mut phase = phase(
+        pod,
+        &init_statuses,
+        &statuses,
+        ctx.pod_is_terminal,
+        initialized,
+    );
     let terminal = |p: Option<&str>| matches!(p, Some("Failed" | "Succeeded"));
     // A terminal phase is final: the kubelet's own first, then the API's.
     if !terminal(Some(phase)) {
@@ -272,16 +283,17 @@ fn container_statuses(
             }
             let running = newest.is_some_and(|c| c.state == ContainerState::Running);
             // Upstream prober UpdatePodStatus: started once running (and past
-            // its startup probe); an app container is ready when started and
-            // its readiness probe passes; an init container is ready once it
-            // exited 0. It leaves ephemeral containers alone: never ready,
-            // `started` unset.
+            // its startup probe); an app container or a sidecar is ready when
+            // started and its readiness probe passes; a regular init
+            // container is ready once it exited 0. It leaves ephemeral
+            // containers alone: never ready, `started` unset.
+            let sidecar = kind == Kind::Init && is_restartable_init(spec);
             match kind {
-                Kind::Init => {
+                Kind::Init if !sidecar => {
                     s.started = Some(running);
                     s.ready = is_terminated(&s) && terminated_exit(&s) == Some(0);
                 }
-                Kind::App => {
+                Kind::Init | Kind::App => {
                     let started = running && (ctx.is_started)(&spec.name);
                     s.started = Some(started);
                     s.ready = started && (ctx.is_ready)(&spec.name);
@@ -292,10 +304,11 @@ fn container_statuses(
                 }
             }
             let done_init = kind == Kind::Init
+                && !sidecar
                 && newest.is_some_and(|c| c.state == ContainerState::Exited && c.exit_code == 0);
             // A container the last sync could not (re)start shows why it
             // waits; its finished instance becomes the last state.
-            if !done_init && will_restart(pod, newest) {
+            if !done_init && will_restart(pod, newest, sidecar) {
                 if let Some((reason, message)) = (ctx.waiting_reason)(&spec.name) {
                     if is_terminated(&s) {
                         s.last_state = s.state.take();
@@ -335,8 +348,9 @@ fn volume_mount_statuses(spec: &api::Container) -> Option<Vec<api::VolumeMountSt
     )
 }
 
-/// Upstream `ShouldContainerBeRestarted`.
-fn will_restart(pod: &api::Pod, newest: Option<&ContainerStatus>) -> bool {
+/// Upstream `ShouldContainerBeRestarted`. A sidecar is restarted whatever
+/// the pod's restartPolicy and exit code (as the runtime manager does).
+fn will_restart(pod: &api::Pod, newest: Option<&ContainerStatus>, sidecar: bool) -> bool {
     if pod.is_being_deleted() {
         return false;
     }
@@ -344,6 +358,7 @@ fn will_restart(pod: &api::Pod, newest: Option<&ContainerStatus>) -> bool {
         None => true,
         Some(c) => match (c.state, pod.restart_policy()) {
             (ContainerState::Running, _) => false,
+            _ if sidecar => true,
             (ContainerState::Exited, RestartPolicy::Never) => false,
             (ContainerState::Exited, RestartPolicy::OnFailure) => c.exit_code != 0,
             _ => true,
@@ -429,70 +444,128 @@ fn last_terminated_exit(s: &api::ContainerStatus) -> Option<i32> {
         .map(|t| t.exit_code)
 }
 
-/// Upstream `getPhase`.
+/// The container counts upstream `getPhase` decides on.
+#[derive(Default)]
+struct PhaseCounts {
+    /// Regular init containers not done yet.
+    pending_init: usize,
+    failed_init: usize,
+    /// Sidecars not started yet.
+    pending_sidecars: usize,
+    /// Sidecars and app containers from here on.
+    running: usize,
+    waiting: usize,
+    /// App containers only: a sidecar's exit never makes a pod done.
+    stopped: usize,
+    succeeded: usize,
+    unknown: usize,
+}
+
+impl PhaseCounts {
+    fn regular_init(&mut self, s: &api::ContainerStatus) {
+        match (terminated_exit(s), last_terminated_exit(s)) {
+            _ if is_running(s) => self.pending_init += 1,
+            (Some(code), _) => self.failed_init += usize::from(code != 0),
+            (None, Some(code)) if is_waiting(s) => self.failed_init += usize::from(code != 0),
+            _ => self.pending_init += 1,
+        }
+    }
+
+    /// A sidecar counts as running while it runs, pending until it started;
+    /// one that exited (and is being restarted) counts for nothing.
+    fn sidecar(&mut self, s: &api::ContainerStatus) {
+        if is_running(s) {
+            self.running += 1;
+            self.pending_sidecars += usize::from(s.started != Some(true));
+        } else if is_terminated(s) || last_terminated_exit(s).is_some() {
+            // Exited: to be restarted, neither running nor stopped.
+        } else if is_waiting(s) {
+            self.pending_sidecars += 1;
+            self.waiting += 1;
+        } else {
+            self.pending_sidecars += 1;
+            self.unknown += 1;
+        }
+    }
+
+    fn app(&mut self, s: &api::ContainerStatus) {
+        if is_running(s) {
+            self.running += 1;
+        } else if let Some(code) = terminated_exit(s) {
+            self.stopped += 1;
+            self.succeeded += usize::from(code == 0);
+        } else if is_waiting(s) {
+            if last_terminated_exit(s).is_some() {
+                self.stopped += 1;
+            } else {
+                self.waiting += 1;
+            }
+        } else {
+            self.unknown += 1;
+        }
+    }
+}
+
+fn is_waiting(s: &api::ContainerStatus) -> bool {
+    s.state.as_ref().is_some_and(|st| st.waiting.is_some())
+}
+
+/// Upstream `getPhase`. `initialized`: a regular container of the current
+/// sandbox exists, so sidecars being restarted do not make the pod Pending
+/// again.
 fn phase(
     pod: &api::Pod,
     inits: &[api::ContainerStatus],
     apps: &[api::ContainerStatus],
     terminal: bool,
+    initialized: bool,
 ) -> &'static str {
-    let (mut pending_init, mut failed_init) = (0, 0);
-    for s in inits {
-        match (terminated_exit(s), last_terminated_exit(s)) {
-            _ if is_running(s) => pending_init += 1,
-            (Some(code), _) => failed_init += usize::from(code != 0),
-            (None, Some(code)) if s.state.as_ref().is_some_and(|st| st.waiting.is_some()) => {
-                failed_init += usize::from(code != 0)
-            }
-            _ => pending_init += 1,
-        }
-    }
-    let (mut running, mut waiting, mut stopped, mut succeeded, mut unknown) = (0, 0, 0, 0, 0);
-    for s in apps {
-        if is_running(s) {
-            running += 1;
-        } else if let Some(code) = terminated_exit(s) {
-            stopped += 1;
-            succeeded += usize::from(code == 0);
-        } else if s.state.as_ref().is_some_and(|st| st.waiting.is_some()) {
-            if last_terminated_exit(s).is_some() {
-                stopped += 1;
-            } else {
-                waiting += 1;
-            }
+    let mut n = PhaseCounts::default();
+    // `inits` is in spec order, one status per init container.
+    for (spec, s) in pod.init_containers().iter().zip(inits) {
+        if is_restartable_init(spec) {
+            n.sidecar(s);
         } else {
-            unknown += 1;
+            n.regular_init(s);
         }
     }
+    apps.iter().for_each(|s| n.app(s));
     let policy = pod.restart_policy();
-    if failed_init > 0 && policy == RestartPolicy::Never {
+    if n.failed_init > 0 && policy == RestartPolicy::Never {
         return "Failed";
     }
-    if pending_init > 0 || failed_init > 0 || waiting > 0 {
+    let sidecars_pending = n.pending_sidecars > 0 && !initialized;
+    if n.pending_init > 0 || n.failed_init > 0 || sidecars_pending || n.waiting > 0 {
         return "Pending";
     }
-    if running > 0 && unknown == 0 {
+    // A running sidecar keeps the pod Running until the kubelet stops it,
+    // which it does once the app containers are done.
+    if n.running > 0 && n.unknown == 0 {
         return "Running";
     }
-    if running == 0 && stopped > 0 && unknown == 0 {
-        if terminal {
-            return if stopped == succeeded {
-                "Succeeded"
-            } else {
-                "Failed"
-            };
-        }
-        return match policy {
-            RestartPolicy::Always => "Running",
-            RestartPolicy::OnFailure if stopped == succeeded => "Succeeded",
-            RestartPolicy::OnFailure => "Running",
-            RestartPolicy::Never if stopped == succeeded => "Succeeded",
-            RestartPolicy::Never => "Failed",
-        };
+    if n.running == 0 && n.stopped > 0 && n.unknown == 0 {
+        return stopped_phase(policy, terminal, n.stopped == n.succeeded);
     }
     "Pending"
+}
+
+/// The phase of a pod whose containers all stopped.
+fn stopped_phase(policy: RestartPolicy, terminal: bool, all_succeeded: bool) -> &'static str {
+    if terminal {
+        return if all_succeeded { "Succeeded" } else { "Failed" };
+    }
+    match policy {
+        RestartPolicy::Always => "Running",
+        _ if all_succeeded => "Succeeded",
+        RestartPolicy::OnFailure => "Running",
+        RestartPolicy::Never => "Failed",
+    }
 }
 
 #[cfg(test)]
 #[path = "generate_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "generate_sidecar_tests.rs"]
+mod sidecar_tests;
