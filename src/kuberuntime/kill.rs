@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{LifecycleHandler, Pod};
 
-use super::killer::{Progress, StopRequest};
+use super::killer::{OnDone, Progress, StopRequest};
 use super::{lifecycle, sidecar, KubeRuntimeManager, SyncError, MINIMUM_GRACE_PERIOD_SECONDS};
 use crate::container::{ContainerState, PodStatus, RuntimePod};
-use crate::cri::AsyncStop;
 use crate::events::{self, EventRecorder, EventType};
 use crate::podutil::PodExt;
 use crate::prober::handlers::exec_verdict;
@@ -72,8 +71,8 @@ impl KubeRuntimeManager {
                 events::KILLING_CONTAINER,
                 reason.unwrap_or(&default),
             );
-            match pre_stop_hook(pod, name) {
-                Some(hook) => match hook.exec.as_ref() {
+            if let Some(hook) = pre_stop_hook(pod, name) {
+                match hook.exec.as_ref() {
                     Some(exec) => {
                         let cmd = exec.command.clone().unwrap_or_default();
                         on_done = Some(hook_failure_event(
@@ -86,8 +85,7 @@ impl KubeRuntimeManager {
                         pre_stop = Some(cmd);
                     }
                     None => grace = self.run_pre_stop(pod, id, name, hook, grace),
-                },
-                None => {}
+                }
             }
         }
         let req = StopRequest {
@@ -257,7 +255,7 @@ fn hook_failure_event(
     name: &str,
     cmd: Vec<String>,
     timeout: Duration,
-) -> Box<dyn FnOnce(&AsyncStop) + Send> {
+) -> OnDone {
     let (pod, name) = (pod.clone(), name.to_string());
     Box::new(move |outcome| {
         let Some(reply) = &outcome.hook else {

@@ -65,6 +65,9 @@ pub enum Progress {
     Stopped,
 }
 
+/// What a stop's requester wants done with its outcome.
+pub type OnDone = Box<dyn FnOnce(&AsyncStop) + Send>;
+
 /// One container to stop.
 pub struct StopRequest {
     pub pod_uid: String,
@@ -75,7 +78,7 @@ pub struct StopRequest {
     /// An exec preStop hook's command, run first within the grace period.
     pub pre_stop: Option<Vec<String>>,
     /// Runs with the outcome on the completion thread (hook events).
-    pub on_done: Option<Box<dyn FnOnce(&AsyncStop) + Send>>,
+    pub on_done: Option<OnDone>,
 }
 
 enum State {
@@ -264,11 +267,13 @@ mod tests {
     use super::*;
 
     type Done = Box<dyn FnOnce(AsyncStop) + Send>;
+    /// A recorded stop: container, hook command, grace, completion.
+    type Call = (String, Option<Vec<String>>, Duration, Done);
 
     /// Records stops; the test completes them.
     #[derive(Default)]
     struct FakeStopper {
-        calls: Mutex<Vec<(String, Option<Vec<String>>, Duration, Done)>>,
+        calls: Mutex<Vec<Call>>,
     }
 
     impl StopContainer for FakeStopper {
