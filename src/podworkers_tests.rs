@@ -68,7 +68,12 @@ impl PodSyncer for FakeSyncer {
         _grace: Option<i64>,
     ) -> Result<Termination, SyncFailure> {
         let uid = pod.map(|p| p.uid().to_string()).unwrap_or_default();
-        *self.terminating.lock().unwrap().entry(uid.clone()).or_default() += 1;
+        *self
+            .terminating
+            .lock()
+            .unwrap()
+            .entry(uid.clone())
+            .or_default() += 1;
         if self.stopping.lock().unwrap().contains(&uid) {
             return Ok(Termination::Stopping);
         }
@@ -268,7 +273,9 @@ fn a_shorter_grace_while_terminating_is_taken() {
         })
     };
     kill(Some(30));
-    wait_until("terminating", || FakeSyncer::count(&syncer.terminating, "g") == 1);
+    wait_until("terminating", || {
+        FakeSyncer::count(&syncer.terminating, "g") == 1
+    });
     // The same grace again changes nothing: the pod waits for its stops.
     kill(Some(30));
     std::thread::sleep(Duration::from_millis(50));

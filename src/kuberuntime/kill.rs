@@ -115,7 +115,11 @@ impl KubeRuntimeManager {
         hook: &LifecycleHandler,
         grace: Duration,
     ) -> Duration {
-        let Some(container) = pod.containers().iter().chain(pod.init_containers()).find(|c| c.name == name)
+        let Some(container) = pod
+            .containers()
+            .iter()
+            .chain(pod.init_containers())
+            .find(|c| c.name == name)
         else {
             return grace;
         };

@@ -388,7 +388,10 @@ mod tests {
         assert_eq!(k.stop(req("c1", 0)).unwrap(), Progress::InFlight);
         let calls = fake.calls.lock().unwrap();
         assert_eq!(calls.len(), 2);
-        assert!(calls[0].1.is_some() && calls[1].1.is_none(), "hook runs once");
+        assert!(
+            calls[0].1.is_some() && calls[1].1.is_none(),
+            "hook runs once"
+        );
         assert_eq!(calls[1].2, Duration::ZERO);
         drop(calls);
         // The short stop succeeds; the long one's late failure changes nothing.

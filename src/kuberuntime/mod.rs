@@ -478,15 +478,13 @@ impl KubeRuntimeManager {
         errors
     }
 
-   /// Kills the containers whose async postStart hook failed since the
+    /// Kills the containers whose async postStart hook failed since the
     /// last sync (upstream kills right after the hook); each is reported
     /// as a PostStartHookError.
     fn kill_failed_post_start(&self, pod: &Pod, status: &PodStatus) -> Vec<SyncError> {
         let mut errors = Vec::new();
         for f in self.post_start.take_failed(pod.uid()) {
-            let running = status
-                .running_containers()
-                .any(|c| c.id == f.container_id);
+            let running = status.running_containers().any(|c| c.id == f.container_id);
             if running {
                 let grace = Some(pod.kill_grace_seconds());
                 if let Err(e) =

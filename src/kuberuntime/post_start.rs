@@ -140,6 +140,9 @@ mod tests {
         h.forget_pod("p1");
         assert!(!h.running("p1"));
         h.finished("c2", Err("late".into()));
-        assert!(h.take_failed("p1").is_empty(), "a forgotten pod stays forgotten");
+        assert!(
+            h.take_failed("p1").is_empty(),
+            "a forgotten pod stays forgotten"
+        );
     }
 }

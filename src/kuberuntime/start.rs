@@ -27,7 +27,11 @@ pub(super) struct StartTarget<'a> {
 
 impl KubeRuntimeManager {
     /// Pulls, creates and starts one container, unless it is backing off.
-    pub(super) fn start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
+    pub(super) fn start_container(
+        &self,
+        t: &StartTarget<'_>,
+        c: &Container,
+    ) -> Result<(), SyncError> {
         let result = self.try_start_container(t, c);
         let key = (t.pod.uid().to_string(), c.name.clone());
         let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
@@ -223,30 +227,31 @@ impl KubeRuntimeManager {
         let timeout = self.runtime.request_timeout();
         let started = std::time::Instant::now();
         let argv = cmd.clone();
-        self.runtime.exec_sync_async(id, cmd, timeout, move |reply| {
-            let reply = reply
-                .map(|r| (r.exit_code, r.stdout, r.stderr))
-                .map_err(|e| e.to_string());
-            let (result, msg) =
-                crate::prober::handlers::exec_verdict(reply, &argv, started.elapsed(), timeout);
-            let result = if result == crate::prober::ProbeResult::Success {
-                Ok(())
-            } else {
-                let msg = format!("PostStartHook failed: {msg}");
-                recorder.pod_container_event(
-                    &pod,
-                    &name,
-                    EventType::Warning,
-                    events::FAILED_POST_START_HOOK,
-                    &msg,
-                );
-                Err(msg)
-            };
-            hooks.finished(&cid, result);
-            if let Some(f) = wake.get() {
-                f(&uid);
-            }
-        });
+        self.runtime
+            .exec_sync_async(id, cmd, timeout, move |reply| {
+                let reply = reply
+                    .map(|r| (r.exit_code, r.stdout, r.stderr))
+                    .map_err(|e| e.to_string());
+                let (result, msg) =
+                    crate::prober::handlers::exec_verdict(reply, &argv, started.elapsed(), timeout);
+                let result = if result == crate::prober::ProbeResult::Success {
+                    Ok(())
+                } else {
+                    let msg = format!("PostStartHook failed: {msg}");
+                    recorder.pod_container_event(
+                        &pod,
+                        &name,
+                        EventType::Warning,
+                        events::FAILED_POST_START_HOOK,
+                        &msg,
+                    );
+                    Err(msg)
+                };
+                hooks.finished(&cid, result);
+                if let Some(f) = wake.get() {
+                    f(&uid);
+                }
+            });
     }
 
     /// Upstream `doBackOff`: a container that exited is restarted only after
@@ -323,4 +328,3 @@ fn container_metric_label(pod: &Pod, c: &Container) -> &'static str {
         "container"
     }
 }
-

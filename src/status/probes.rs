@@ -151,7 +151,12 @@ mod tests {
         });
         m.set_container_readiness(&p, "idb", true);
         let s = m.get("u1").unwrap();
-        assert!(s.container_statuses.as_ref().unwrap().iter().all(|c| c.ready));
+        assert!(s
+            .container_statuses
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(|c| c.ready));
         assert_eq!(cond(&s, "Ready").status, "True");
         assert_eq!(cond(&s, "ContainersReady").status, "True");
 
