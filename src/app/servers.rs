@@ -88,8 +88,35 @@ pub(super) fn healthz_checks(
                 }
             }),
         },
+        NamedCheck {
+            name: "modules",
+            check: Box::new(modules_check),
+        },
     ]);
     healthz
+}
+
+/// How long /healthz reports a module whose panic its supervisor contained.
+const PANIC_REPORT_WINDOW: Duration = Duration::from_secs(60);
+
+/// Fails for a minute after a module thread panicked (and was restarted by
+/// its supervisor), naming it: the kubelet still works, but an operator
+/// should look at the log.
+fn modules_check() -> Result<(), String> {
+    let recent = crate::metrics::modules_panicked_within(PANIC_REPORT_WINDOW);
+    if recent.is_empty() {
+        return Ok(());
+    }
+    Err(recent
+        .iter()
+        .map(|(m, n, ago)| {
+            format!(
+                "module {m} panicked ({n} in all, last {} s ago) and was restarted",
+                ago.as_secs()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; "))
 }
 
 pub(super) fn start_healthz(
@@ -141,4 +168,19 @@ pub(super) fn start_kubelet_server(
         shutdown.clone(),
     )
     .context("start the kubelet API server")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_contained_panic_is_reported_then_ages_out() {
+        crate::metrics::module_panicked("test-module-healthz");
+        let err = super::modules_check().unwrap_err();
+        assert!(
+            err.contains("module test-module-healthz panicked (1 in all"),
+            "{err}"
+        );
+        let later = crate::metrics::modules_panicked_within(std::time::Duration::ZERO);
+        assert!(later.is_empty(), "outside the window nothing is reported");
+    }
 }

@@ -187,6 +187,11 @@ fn plan_fresh_sandbox(pod: &Pod, status: &PodStatus, actions: &mut PodActions) {
     }
 }
 
+/// Upstream `ShouldContainerBeRestarted` for a container as it stands.
+pub fn should_container_be_restarted(container: &Container, pod: &Pod, status: &PodStatus) -> bool {
+    should_restart(container, pod, status, false)
+}
+
 /// Upstream `ShouldContainerBeRestarted`. `killing` is set when the current
 /// instance is about to be killed and judged as if it had exited badly.
 fn should_restart(container: &Container, pod: &Pod, status: &PodStatus, killing: bool) -> bool {

@@ -7,6 +7,7 @@
 //! object. Names, label names, help texts (with component-base's `[ALPHA]`
 //! stability prefix) and buckets follow upstream.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -352,6 +353,34 @@ pub fn started_container_error(container_type: &str, code: &str) {
 /// HandleCrash only logs).
 pub fn module_panicked(module: &str) {
     metrics().module_panics.with_label_values(&[module]).inc();
+    let mut last = recent_panics().lock().unwrap_or_else(|e| e.into_inner());
+    let entry = last
+        .entry(module.to_string())
+        .or_insert((0, Instant::now()));
+    entry.0 += 1;
+    entry.1 = Instant::now();
+}
+
+/// Per module: panics so far and when the last one was (for /healthz).
+type PanicLog = std::sync::Mutex<HashMap<String, (u64, Instant)>>;
+
+fn recent_panics() -> &'static PanicLog {
+    static LOG: std::sync::OnceLock<PanicLog> = std::sync::OnceLock::new();
+    LOG.get_or_init(Default::default)
+}
+
+/// Modules that panicked within `window`: (module, panics so far, how long
+/// ago the last one was), by name. /healthz reports them as failing so an
+/// operator sees a module that was restarted.
+pub fn modules_panicked_within(window: Duration) -> Vec<(String, u64, Duration)> {
+    let log = recent_panics().lock().unwrap_or_else(|e| e.into_inner());
+    let mut out: Vec<_> = log
+        .iter()
+        .filter(|(_, (_, at))| at.elapsed() < window)
+        .map(|(m, (n, at))| (m.clone(), *n, at.elapsed()))
+        .collect();
+    out.sort();
+    out
 }
 
 /// `kubelet_running_pods` and `kubelet_running_containers{container_state}`

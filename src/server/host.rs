@@ -107,7 +107,21 @@ impl KubeletHost for ServerHost {
                 "container {container:?} in pod {pod:?} is waiting to start"
             ))
         })?;
-        let (restart, running) = if previous {
+        // Upstream reads LastTerminationState: while an exited container
+        // waits to be restarted, that is the newest instance itself (its
+        // predecessors were removed on ContainerDied).
+        let spec = p
+            .containers()
+            .iter()
+            .chain(p.init_containers())
+            .find(|c| c.name == container);
+        let exited_awaiting_restart = newest.state == ContainerState::Exited
+            && spec.is_some_and(|c| {
+                crate::kuberuntime::actions::should_container_be_restarted(c, &p, &status)
+            });
+        let (restart, running) = if previous && exited_awaiting_restart {
+            (newest.restart_count, false)
+        } else if previous {
             let prev = newest.restart_count.checked_sub(1).ok_or_else(|| {
                 HostError::Invalid(format!(
                     "previous terminated container {container:?} in pod {pod:?} not found"
