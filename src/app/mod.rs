@@ -204,7 +204,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .map(Worker::adopt),
     );
     let cache = Arc::new(Cache::new());
-    let (pleg, pleg_rx) = GenericPleg::new(Arc::clone(&manager), Arc::clone(&cache));
+    let (pleg, pleg_rx) = GenericPleg::new(
+        Arc::clone(&manager) as Arc<dyn crate::container::PodSource>,
+        Arc::clone(&cache),
+    );
     let pc = Arc::clone(&pod_config);
     let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
     let cluster = client.as_ref().map(|c| ClusterDeps {
