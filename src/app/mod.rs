@@ -294,8 +294,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }
+    let cri = kubelet.runtime.runtime();
     let image_gc = crate::images::gc::ImageGcManager::new(
-        Arc::clone(kubelet.runtime.runtime()),
+        Arc::clone(cri) as Arc<dyn crate::cri::ImageService>,
+        Arc::clone(cri) as Arc<dyn crate::cri::RuntimeService>,
         crate::images::gc::ImageGcPolicy::from_kubelet_config(config),
         flags.pod_infra_container_image.clone(),
         Arc::clone(&recorder),
