@@ -331,3 +331,7 @@ mod tests {
         assert_eq!(gone.len(), 3);
     }
 }
+
+#[cfg(test)]
+#[path = "pleg_tests.rs"]
+mod relist_tests;
