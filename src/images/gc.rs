@@ -449,3 +449,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "gc_tests.rs"]
+mod manager_tests;
