@@ -361,12 +361,14 @@ impl PodSource for FakeRuntime {
         let st = self.state();
         let mut pods: HashMap<String, RuntimePod> = HashMap::new();
         for sb in &st.sandboxes {
-            let pod = pods.entry(sb.pod_uid.clone()).or_insert_with(|| RuntimePod {
-                uid: sb.pod_uid.clone(),
-                name: sb.pod_name.clone(),
-                namespace: sb.namespace.clone(),
-                ..Default::default()
-            });
+            let pod = pods
+                .entry(sb.pod_uid.clone())
+                .or_insert_with(|| RuntimePod {
+                    uid: sb.pod_uid.clone(),
+                    name: sb.pod_name.clone(),
+                    namespace: sb.namespace.clone(),
+                    ..Default::default()
+                });
             pod.sandboxes.push(RuntimeSandbox {
                 id: sb.id.clone(),
                 ready: sb.ready,
@@ -390,7 +392,8 @@ impl PodSource for FakeRuntime {
         let mut out: Vec<RuntimePod> = pods.into_values().collect();
         for p in &mut out {
             p.sandboxes.sort_by_key(|s| std::cmp::Reverse(s.created_at));
-            p.containers.sort_by_key(|c| std::cmp::Reverse(c.created_at));
+            p.containers
+                .sort_by_key(|c| std::cmp::Reverse(c.created_at));
         }
         Ok(out)
     }
@@ -480,7 +483,10 @@ mod tests {
             password: "s3cret".into(),
             ..Default::default()
         };
-        assert_eq!(rt.pull_image("b:1", Some(auth), None).unwrap(), "sha256:b:1");
+        assert_eq!(
+            rt.pull_image("b:1", Some(auth), None).unwrap(),
+            "sha256:b:1"
+        );
         let found = rt.image_status("b:1").unwrap().unwrap();
         assert_eq!((found.id.as_str(), found.size), ("sha256:b:1", 7));
         let shown: Vec<String> = rt.calls().iter().map(ToString::to_string).collect();
