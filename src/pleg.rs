@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use crate::container::cache::Cache;
-use crate::container::{ContainerState, RuntimePod};
-use crate::kuberuntime::KubeRuntimeManager;
+use crate::container::{ContainerState, PodSource, RuntimePod};
 
 /// Upstream's plegChannelCapacity.
 pub const CHANNEL_CAPACITY: usize = 1000;
@@ -60,7 +59,7 @@ struct State {
 }
 
 pub struct GenericPleg {
-    runtime: Arc<KubeRuntimeManager>,
+    runtime: Arc<dyn PodSource>,
     cache: Arc<Cache>,
     events: Sender<PodLifecycleEvent>,
     state: Mutex<State>,
@@ -68,7 +67,7 @@ pub struct GenericPleg {
 
 impl GenericPleg {
     pub fn new(
-        runtime: Arc<KubeRuntimeManager>,
+        runtime: Arc<dyn PodSource>,
         cache: Arc<Cache>,
     ) -> (Arc<Self>, Receiver<PodLifecycleEvent>) {
         let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
@@ -332,3 +331,7 @@ mod tests {
         assert_eq!(gone.len(), 3);
     }
 }
+
+#[cfg(test)]
+#[path = "pleg_tests.rs"]
+mod relist_tests;

@@ -204,7 +204,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .map(Worker::adopt),
     );
     let cache = Arc::new(Cache::new());
-    let (pleg, pleg_rx) = GenericPleg::new(Arc::clone(&manager), Arc::clone(&cache));
+    let (pleg, pleg_rx) = GenericPleg::new(
+        Arc::clone(&manager) as Arc<dyn crate::container::PodSource>,
+        Arc::clone(&cache),
+    );
     let pc = Arc::clone(&pod_config);
     let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
     let cluster = client.as_ref().map(|c| ClusterDeps {
@@ -291,8 +294,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }
+    let cri = kubelet.runtime.runtime();
     let image_gc = crate::images::gc::ImageGcManager::new(
-        Arc::clone(kubelet.runtime.runtime()),
+        Arc::clone(cri) as Arc<dyn crate::cri::ImageService>,
+        Arc::clone(cri) as Arc<dyn crate::cri::RuntimeService>,
         crate::images::gc::ImageGcPolicy::from_kubelet_config(config),
         flags.pod_infra_container_image.clone(),
         Arc::clone(&recorder),

@@ -143,3 +143,18 @@ impl RuntimePod {
 pub fn pod_full_name(name: &str, namespace: &str) -> String {
     format!("{name}_{namespace}")
 }
+
+/// Where PLEG lists and inspects pods (the part of upstream's
+/// `kubecontainer.Runtime` it uses): the runtime manager, or the in-memory
+/// fake in tests.
+pub trait PodSource: Send + Sync {
+    /// Every pod the runtime holds, without inspecting them.
+    fn get_pods(&self) -> Result<Vec<RuntimePod>, crate::cri::CriError>;
+    /// One pod's sandboxes and containers, inspected.
+    fn get_pod_status(
+        &self,
+        uid: &str,
+        name: &str,
+        namespace: &str,
+    ) -> Result<PodStatus, crate::cri::CriError>;
+}

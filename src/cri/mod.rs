@@ -10,6 +10,10 @@ mod generated {
 pub use generated::api;
 /// The gRPC health service (`protos/health.proto`) gRPC probes call.
 pub use generated::{health, health_grpc};
+#[cfg(test)]
+pub mod fake;
 pub mod remote;
+pub mod services;
 
 pub use remote::{AsyncStop, CriError, RemoteRuntime};
+pub use services::{ImageService, RuntimeService};

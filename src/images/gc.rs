@@ -18,9 +18,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::cri::{api, RemoteRuntime};
+use crate::cri::{api, ImageService, RuntimeService};
 use crate::events::{self, EventRecorder, EventType};
-use crate::stats::statvfs;
+use crate::stats::{statvfs, FsInfo, StatsError};
 
 /// Upstream ImageGCPeriod.
 pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(5 * 60);
@@ -74,8 +74,15 @@ struct State {
     last_run: Option<Instant>,
 }
 
+/// How the image filesystem's size is read: statvfs, or a fixed answer in
+/// tests (a real disk's usage would make the thresholds untestable).
+pub type StatFs = Box<dyn Fn(&Path) -> Result<FsInfo, StatsError> + Send + Sync>;
+
 pub struct ImageGcManager {
-    runtime: Arc<RemoteRuntime>,
+    images: Arc<dyn ImageService>,
+    /// For the images of containers, which are in use.
+    runtime: Arc<dyn RuntimeService>,
+    statfs: StatFs,
     policy: ImageGcPolicy,
     sandbox_image: String,
     recorder: Arc<dyn EventRecorder>,
@@ -84,13 +91,16 @@ pub struct ImageGcManager {
 
 impl ImageGcManager {
     pub fn new(
-        runtime: Arc<RemoteRuntime>,
+        images: Arc<dyn ImageService>,
+        runtime: Arc<dyn RuntimeService>,
         policy: ImageGcPolicy,
         sandbox_image: String,
         recorder: Arc<dyn EventRecorder>,
     ) -> Self {
         ImageGcManager {
+            images,
             runtime,
+            statfs: Box::new(statvfs),
             policy,
             sandbox_image,
             recorder,
@@ -164,7 +174,7 @@ impl ImageGcManager {
     /// Updates the records from the runtime; returns the IDs in use.
     fn detect_images(&self, now: Instant) -> Result<HashSet<String>, String> {
         let images = self
-            .runtime
+            .images
             .list_images()
             .map_err(|e| format!("listing images: {e}"))?;
         let containers = self
@@ -172,7 +182,7 @@ impl ImageGcManager {
             .list_containers(None)
             .map_err(|e| format!("listing containers: {e}"))?;
         let mut in_use: HashSet<String> = containers.into_iter().map(|c| c.image_ref).collect();
-        match self.runtime.image_status(&self.sandbox_image) {
+        match self.images.image_status(&self.sandbox_image) {
             Ok(Some(img)) => {
                 in_use.insert(img.id);
             }
@@ -227,7 +237,7 @@ impl ImageGcManager {
     }
 
     fn remove(&self, id: &str) -> bool {
-        match self.runtime.remove_image(id) {
+        match self.images.remove_image(id) {
             Ok(()) => {
                 self.lock().records.remove(id);
                 true
@@ -246,7 +256,7 @@ impl ImageGcManager {
     /// (capacity, available) of the first image filesystem.
     fn image_fs(&self) -> Result<(u64, u64), String> {
         let info = self
-            .runtime
+            .images
             .image_fs_info()
             .map_err(|e| format!("image filesystem info: {e}"))?;
         let mount = info
@@ -256,7 +266,7 @@ impl ImageGcManager {
             .map(|id| id.mountpoint.clone())
             .filter(|m| !m.is_empty())
             .ok_or("the runtime reported no image filesystem")?;
-        let fs = statvfs(Path::new(&mount)).map_err(|e| format!("image filesystem: {e}"))?;
+        let fs = (self.statfs)(Path::new(&mount)).map_err(|e| format!("image filesystem: {e}"))?;
         Ok((fs.capacity, fs.available))
     }
 }
@@ -439,3 +449,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "gc_tests.rs"]
+mod manager_tests;

@@ -1,59 +1,24 @@
 //! The image manager and its puller against a fake image service.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
 use crate::credentialprovider::RegistryAuth;
-use crate::cri::CriError;
+use crate::cri::fake::{cri_error, FakeRuntime};
 
-/// Images present, pulls counted, each pull slow and maybe failing.
-#[derive(Default)]
-struct FakeImages {
-    present: Mutex<HashSet<String>>,
-    pulls: Mutex<Vec<String>>,
-    running: AtomicUsize,
-    max_running: AtomicUsize,
-    delay: Duration,
-    fail: Option<String>,
+/// The shared fake runtime, with pulled images of 1234 bytes.
+fn images() -> FakeRuntime {
+    let f = FakeRuntime::new();
+    f.state().pulled_image_size = 1234;
+    f
 }
 
-impl ImageService for FakeImages {
-    fn image_status(&self, image: &str) -> Result<Option<api::Image>, CriError> {
-        Ok(self
-            .present
-            .lock()
-            .unwrap()
-            .contains(image)
-            .then(|| api::Image {
-                id: format!("sha256:{image}"),
-                size: 1234,
-                ..Default::default()
-            }))
-    }
-
-    fn pull_image(
-        &self,
-        image: &str,
-        _auth: Option<api::AuthConfig>,
-        _sandbox: Option<api::PodSandboxConfig>,
-    ) -> Result<String, CriError> {
-        self.pulls.lock().unwrap().push(image.to_string());
-        let n = self.running.fetch_add(1, Ordering::SeqCst) + 1;
-        self.max_running.fetch_max(n, Ordering::SeqCst);
-        std::thread::sleep(self.delay);
-        self.running.fetch_sub(1, Ordering::SeqCst);
-        if let Some(m) = &self.fail {
-            return Err(CriError {
-                method: "PullImage",
-                code: None,
-                message: m.clone(),
-            });
-        }
-        self.present.lock().unwrap().insert(image.to_string());
-        Ok(format!("sha256:{image}"))
-    }
+/// The images pulled so far, in order.
+fn pulls(f: &FakeRuntime) -> Vec<String> {
+    f.calls_to("PullImage")
+        .into_iter()
+        .map(|args| args[0].clone())
+        .collect()
 }
 
 #[derive(Default)]
@@ -79,14 +44,14 @@ impl Events {
 }
 
 struct Setup {
-    images: Arc<FakeImages>,
+    images: Arc<FakeRuntime>,
     events: Arc<Events>,
     mgr: Arc<ImageManager>,
     requeued: Arc<Mutex<Vec<String>>>,
     _stop: crossbeam_channel::Sender<()>,
 }
 
-fn setup(images: FakeImages, cfg: PullerConfig) -> Setup {
+fn setup(images: FakeRuntime, cfg: PullerConfig) -> Setup {
     let images = Arc::new(images);
     let events = Arc::new(Events::default());
     let mgr = ImageManager::new(
@@ -151,12 +116,14 @@ fn wait_requeued(s: &Setup, n: usize) {
 
 #[test]
 fn a_present_image_never_reaches_the_puller() {
-    let images = FakeImages::default();
-    images.present.lock().unwrap().insert("busybox:1.36".into());
+    let images = images();
+    images
+        .state()
+        .add_image("sha256:busybox:1.36", "busybox:1.36", 1234);
     let s = setup(images, no_qps());
     let c = container("busybox:1.36", "IfNotPresent");
     assert_eq!(ensure(&s, "a", &c), Ok("sha256:busybox:1.36".into()));
-    assert!(s.images.pulls.lock().unwrap().is_empty());
+    assert!(pulls(&s.images).is_empty());
     assert_eq!(s.events.reasons("a"), ["Pulled"]);
     let never = container("absent:1", "Never");
     assert_eq!(
@@ -167,13 +134,9 @@ fn a_present_image_never_reaches_the_puller() {
 
 #[test]
 fn pulls_do_not_block_and_same_image_pulls_are_deduplicated() {
-    let s = setup(
-        FakeImages {
-            delay: Duration::from_millis(200),
-            ..Default::default()
-        },
-        no_qps(),
-    );
+    let images = images();
+    images.set_delay("PullImage", Duration::from_millis(200));
+    let s = setup(images, no_qps());
     let c = container("reg/x:1", "Always");
     let started = Instant::now();
     for uid in ["a", "b", "c"] {
@@ -188,7 +151,7 @@ fn pulls_do_not_block_and_same_image_pulls_are_deduplicated() {
     );
     assert!(started.elapsed() < Duration::from_millis(150), "no waiting");
     wait_requeued(&s, 3);
-    assert_eq!(*s.images.pulls.lock().unwrap(), ["reg/x:1"]);
+    assert_eq!(pulls(&s.images), ["reg/x:1"]);
     let mut requeued = s.requeued.lock().unwrap().clone();
     requeued.sort();
     assert_eq!(requeued, ["a", "b", "c"]);
@@ -207,13 +170,9 @@ fn pulls_do_not_block_and_same_image_pulls_are_deduplicated() {
 
 #[test]
 fn a_failed_pull_is_err_image_pull_then_back_off() {
-    let s = setup(
-        FakeImages {
-            fail: Some("connection refused".into()),
-            ..Default::default()
-        },
-        no_qps(),
-    );
+    let images = images();
+    images.fail_next("PullImage", cri_error("PullImage", "connection refused"));
+    let s = setup(images, no_qps());
     let c = container("reg/y:1", "IfNotPresent");
     assert_eq!(
         ensure(&s, "a", &c).unwrap_err().reason(),
@@ -231,13 +190,9 @@ fn a_failed_pull_is_err_image_pull_then_back_off() {
 }
 
 fn max_parallel(cfg: PullerConfig) -> usize {
-    let s = setup(
-        FakeImages {
-            delay: Duration::from_millis(150),
-            ..Default::default()
-        },
-        cfg,
-    );
+    let images = images();
+    images.set_delay("PullImage", Duration::from_millis(150));
+    let s = setup(images, cfg);
     for i in 0..4 {
         let c = container(&format!("reg/img{i}:1"), "Always");
         assert_eq!(
@@ -246,8 +201,8 @@ fn max_parallel(cfg: PullerConfig) -> usize {
         );
     }
     wait_requeued(&s, 4);
-    assert_eq!(s.images.pulls.lock().unwrap().len(), 4);
-    s.images.max_running.load(Ordering::SeqCst)
+    assert_eq!(pulls(&s.images).len(), 4);
+    s.images.max_concurrent("PullImage")
 }
 
 #[test]
@@ -271,7 +226,7 @@ fn serialized_pulls_run_one_at_a_time_parallel_ones_on_a_fixed_pool() {
 #[test]
 fn registry_qps_limits_pulls_as_upstream() {
     let s = setup(
-        FakeImages::default(),
+        images(),
         PullerConfig {
             qps: 1,
             burst: 1,
@@ -291,7 +246,7 @@ fn registry_qps_limits_pulls_as_upstream() {
         (e.reason(), e.message()),
         ("ErrImagePull", "pull QPS exceeded")
     );
-    assert_eq!(*s.images.pulls.lock().unwrap(), ["reg/a:1"]);
+    assert_eq!(pulls(&s.images), ["reg/a:1"]);
 }
 
 #[test]
@@ -318,13 +273,9 @@ fn pull_keys_include_credentials_without_showing_them() {
 
 #[test]
 fn forgotten_pods_are_not_requeued() {
-    let s = setup(
-        FakeImages {
-            delay: Duration::from_millis(100),
-            ..Default::default()
-        },
-        no_qps(),
-    );
+    let images = images();
+    images.set_delay("PullImage", Duration::from_millis(100));
+    let s = setup(images, no_qps());
     let c = container("reg/z:1", "Always");
     assert!(ensure(&s, "gone", &c).is_err());
     assert!(ensure(&s, "kept", &c).is_err());

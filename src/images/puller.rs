@@ -24,7 +24,7 @@ use crossbeam_channel::{bounded, select, Receiver, Sender};
 
 use crate::client::flowcontrol::TokenBucket;
 use crate::credentialprovider::RegistryAuth;
-use crate::cri::{api, CriError, RemoteRuntime};
+use crate::cri::{api, CriError};
 use crate::util::worker::{self, Worker};
 
 /// Pulls waiting for a puller thread (upstream's serialized puller: 10).
@@ -36,31 +36,9 @@ pub const UNLIMITED_PULLS_CAP: usize = 5;
 /// The most puller threads an explicit `maxParallelImagePulls` gets.
 pub const MAX_PULL_THREADS: usize = 32;
 
-/// The CRI image calls the puller makes (upstream's ImageService, narrowed).
-pub trait ImageService: Send + Sync {
-    fn image_status(&self, image: &str) -> Result<Option<api::Image>, CriError>;
-    fn pull_image(
-        &self,
-        image: &str,
-        auth: Option<api::AuthConfig>,
-        sandbox: Option<api::PodSandboxConfig>,
-    ) -> Result<String, CriError>;
-}
-
-impl ImageService for RemoteRuntime {
-    fn image_status(&self, image: &str) -> Result<Option<api::Image>, CriError> {
-        RemoteRuntime::image_status(self, image)
-    }
-
-    fn pull_image(
-        &self,
-        image: &str,
-        auth: Option<api::AuthConfig>,
-        sandbox: Option<api::PodSandboxConfig>,
-    ) -> Result<String, CriError> {
-        RemoteRuntime::pull_image(self, image, auth, sandbox)
-    }
-}
+/// The puller's image calls go through the shared CRI seam; re-exported so
+/// the image manager and its tests keep naming it from here.
+pub use crate::cri::ImageService;
 
 /// The KubeletConfiguration fields the puller follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

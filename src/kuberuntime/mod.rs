@@ -184,6 +184,18 @@ pub struct KubeRuntimeManager {
     post_start: post_start::PostStartHooks,
 }
 
+/// PLEG's view of the runtime: the inherent methods, which the pod workers
+/// and housekeeping also call directly.
+impl crate::container::PodSource for KubeRuntimeManager {
+    fn get_pods(&self) -> Result<Vec<RuntimePod>, CriError> {
+        KubeRuntimeManager::get_pods(self)
+    }
+
+    fn get_pod_status(&self, uid: &str, name: &str, ns: &str) -> Result<PodStatus, CriError> {
+        KubeRuntimeManager::get_pod_status(self, uid, name, ns)
+    }
+}
+
 impl KubeRuntimeManager {
     pub fn new(
         runtime: Arc<RemoteRuntime>,

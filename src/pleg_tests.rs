@@ -1,0 +1,217 @@
+//! PLEG relists against the in-memory fake runtime: the events each
+//! container change produces, what the status cache holds afterwards, and
+//! what a failing runtime does to both.
+
+use super::*;
+use crate::container::PodStatus;
+use crate::cri::fake::{cri_error, FakeContainer, FakeRuntime, FakeSandbox};
+use EventType::*;
+
+struct Setup {
+    rt: Arc<FakeRuntime>,
+    cache: Arc<Cache>,
+    pleg: Arc<GenericPleg>,
+    rx: Receiver<PodLifecycleEvent>,
+}
+
+fn setup() -> Setup {
+    let rt = Arc::new(FakeRuntime::new());
+    let cache = Arc::new(Cache::new());
+    let (pleg, rx) = GenericPleg::new(Arc::clone(&rt) as Arc<dyn PodSource>, Arc::clone(&cache));
+    Setup {
+        rt,
+        cache,
+        pleg,
+        rx,
+    }
+}
+
+impl Setup {
+    /// Relists once; returns the events sent, sorted for comparison.
+    fn relist(&self) -> Vec<(String, EventType, String)> {
+        self.pleg.relist();
+        let mut v: Vec<_> = self
+            .rx
+            .try_iter()
+            .map(|e| (e.pod_uid, e.kind, e.container_id))
+            .collect();
+        v.sort_by(|a, b| (&a.0, &a.2).cmp(&(&b.0, &b.2)));
+        v
+    }
+
+    fn set_state(&self, id: &str, state: ContainerState) {
+        let mut st = self.rt.state();
+        if let Some(c) = st.containers.iter_mut().find(|c| c.id == id) {
+            c.state = state;
+        }
+    }
+
+    fn cached(&self, uid: &str) -> (PodStatus, Option<String>) {
+        self.cache.get(uid)
+    }
+
+    fn inspected(&self) -> Vec<String> {
+        let calls = self.rt.calls_to("GetPodStatus");
+        calls.into_iter().map(|args| args[0].clone()).collect()
+    }
+}
+
+fn ev(uid: &str, kind: EventType, id: &str) -> (String, EventType, String) {
+    (uid.into(), kind, id.into())
+}
+
+/// Pod "a": a ready sandbox "s1" and a running container "c1".
+fn with_running_pod() -> Setup {
+    let s = setup();
+    s.rt.state().sandboxes.push(FakeSandbox::ready("s1", "a"));
+    let c = FakeContainer::running("c1", "a", "app", "sha256:app");
+    s.rt.state().containers.push(c);
+    s
+}
+
+#[test]
+fn a_new_pod_starts_its_sandbox_and_containers_and_is_cached() {
+    let s = with_running_pod();
+    assert_eq!(
+        s.relist(),
+        [
+            ev("a", ContainerStarted, "c1"),
+            ev("a", ContainerStarted, "s1")
+        ]
+    );
+    assert_eq!(s.inspected(), ["a"]);
+    let (status, err) = s.cached("a");
+    assert_eq!(err, None);
+    assert_eq!(
+        (status.name.as_str(), status.namespace.as_str()),
+        ("a", "default")
+    );
+    assert_eq!(status.containers[0].state, ContainerState::Running);
+    assert_eq!(s.pleg.running_pods().len(), 1);
+}
+
+#[test]
+fn an_unchanged_pod_emits_nothing_and_is_not_inspected_again() {
+    let s = with_running_pod();
+    s.relist();
+    s.rt.clear_calls();
+    let before = Instant::now();
+    assert!(s.relist().is_empty());
+    assert!(s.inspected().is_empty());
+    // The relist still stamps the cache, so waiting workers see it fresh.
+    assert!(s.cache.get_if_newer("a", Some(before)).is_some());
+}
+
+#[test]
+fn running_to_exited_is_container_died_and_refreshes_the_cache() {
+    let s = with_running_pod();
+    s.relist();
+    s.set_state("c1", ContainerState::Exited);
+    assert_eq!(s.relist(), [ev("a", ContainerDied, "c1")]);
+    assert_eq!(s.cached("a").0.containers[0].state, ContainerState::Exited);
+}
+
+#[test]
+fn removal_is_container_removed_after_died_or_both_at_once() {
+    let s = with_running_pod();
+    let c2 = FakeContainer::running("c2", "a", "side", "sha256:side");
+    s.rt.state().containers.push(c2);
+    s.relist();
+    s.set_state("c1", ContainerState::Exited);
+    s.relist();
+    // c1 was seen exited: only its removal is new. c2 vanished running:
+    // it died and was removed within one period (upstream generateEvents).
+    s.rt.state().containers.clear();
+    assert_eq!(
+        s.relist(),
+        [
+            ev("a", ContainerRemoved, "c1"),
+            ev("a", ContainerDied, "c2"),
+            ev("a", ContainerRemoved, "c2"),
+        ]
+    );
+    assert!(s.cached("a").0.containers.is_empty());
+}
+
+#[test]
+fn a_sandbox_going_not_ready_is_died_too() {
+    let s = with_running_pod();
+    s.relist();
+    s.rt.state().sandboxes[0].ready = false;
+    assert_eq!(s.relist(), [ev("a", ContainerDied, "s1")]);
+}
+
+#[test]
+fn changed_events_are_not_sent_but_the_pod_is_inspected() {
+    let s = with_running_pod();
+    s.relist();
+    s.rt.clear_calls();
+    s.set_state("c1", ContainerState::Unknown);
+    assert!(s.relist().is_empty(), "ContainerChanged stays inside PLEG");
+    assert_eq!(s.inspected(), ["a"]);
+    assert_eq!(s.cached("a").0.containers[0].state, ContainerState::Unknown);
+}
+
+#[test]
+fn a_failed_relist_keeps_the_old_state_and_emits_nothing() {
+    let s = with_running_pod();
+    s.relist();
+    s.rt.fail_next("GetPods", cri_error("ListPodSandbox", "runtime down"));
+    s.set_state("c1", ContainerState::Exited);
+    s.rt.clear_calls();
+    assert!(s.relist().is_empty());
+    assert!(s.inspected().is_empty());
+    assert_eq!(s.cached("a").0.containers[0].state, ContainerState::Running);
+    assert_eq!(s.pleg.running_pods().len(), 1, "last good relist kept");
+    // The next good relist diffs against the last good one.
+    assert_eq!(s.relist(), [ev("a", ContainerDied, "c1")]);
+}
+
+#[test]
+fn failing_relists_do_not_refresh_health() {
+    let s = with_running_pod();
+    assert!(s.pleg.healthy().is_ok(), "healthy before the first relist");
+    s.relist();
+    let stale = Instant::now().checked_sub(RELIST_THRESHOLD + Duration::from_secs(1));
+    s.pleg.state().last_relist = stale;
+    s.rt.fail_next("GetPods", cri_error("ListPodSandbox", "runtime down"));
+    s.relist();
+    assert!(s.pleg.healthy().is_err());
+    s.relist();
+    assert!(s.pleg.healthy().is_ok());
+}
+
+#[test]
+fn a_failed_inspection_is_cached_and_retried_on_the_next_relist() {
+    let s = with_running_pod();
+    s.rt.fail_next("GetPodStatus", cri_error("ContainerStatus", "timeout"));
+    // The events go out even so: the worker will see the error.
+    assert_eq!(s.relist().len(), 2);
+    let (_, err) = s.cached("a");
+    assert!(err.is_some_and(|e| e.contains("timeout")));
+    s.rt.clear_calls();
+    assert!(s.relist().is_empty());
+    assert_eq!(s.inspected(), ["a"], "re-inspected without a new event");
+    let (status, err) = s.cached("a");
+    assert_eq!((status.containers.len(), err), (1, None));
+}
+
+#[test]
+fn a_vanished_pod_is_inspected_and_cached_empty() {
+    let s = with_running_pod();
+    s.relist();
+    s.rt.state().sandboxes.clear();
+    s.rt.state().containers.clear();
+    assert_eq!(
+        s.relist(),
+        [
+            ev("a", ContainerDied, "c1"),
+            ev("a", ContainerRemoved, "c1"),
+            ev("a", ContainerDied, "s1"),
+            ev("a", ContainerRemoved, "s1"),
+        ]
+    );
+    let (status, _) = s.cached("a");
+    assert!(status.containers.is_empty() && status.sandboxes.is_empty());
+    assert!(s.pleg.running_pods().is_empty());
+}
