@@ -222,6 +222,24 @@ impl RemoteRuntime {
         })
     }
 
+    /// StopPodSandbox without holding the caller (the CNI teardown can
+    /// take a while); `done` runs on gRPC's completion-queue thread.
+    pub fn stop_pod_sandbox_async(&self, id: &str, done: impl FnOnce(Result<()>) + Send + 'static) {
+        let req = api::StopPodSandboxRequest {
+            pod_sandbox_id: id.to_string(),
+            ..Default::default()
+        };
+        let started = std::time::Instant::now();
+        match self.runtime.stop_pod_sandbox_async(&req, self.slow()) {
+            Ok(rx) => self.runtime.spawn(async move {
+                let r = rx.await.map(drop);
+                crate::metrics::runtime_op("stop_pod_sandbox", started.elapsed(), r.is_ok());
+                done(r.map_err(|e| CriError::from_grpc("StopPodSandbox", e)));
+            }),
+            Err(e) => done(Err(CriError::from_grpc("StopPodSandbox", e))),
+        }
+    }
+
     pub fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
         timed("remove_pod_sandbox", || {
             let req = api::RemovePodSandboxRequest {

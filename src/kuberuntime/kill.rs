@@ -228,14 +228,18 @@ impl KubeRuntimeManager {
                 return Ok(KillProgress::Stopping);
             }
         }
+        // The sandboxes too stop off the worker: the CNI teardowns of many
+        // pods overlap instead of queueing behind four workers.
+        let mut progress = KillProgress::Done;
         for id in sandboxes {
-            match self.runtime.stop_pod_sandbox(&id) {
-                Ok(()) => {}
+            match self.killer.stop_sandbox(uid, &id) {
+                Ok(Progress::Stopped) => {}
+                Ok(Progress::Issued | Progress::InFlight) => progress = KillProgress::Stopping,
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(SyncError::runtime(None, "KillPodSandboxError", &e)),
             }
         }
-        Ok(KillProgress::Done)
+        Ok(progress)
     }
 }
 

@@ -39,9 +39,18 @@ pub trait StopContainer: Send + Sync {
         min_grace: Duration,
         done: Box<dyn FnOnce(AsyncStop) + Send>,
     );
+    /// StopPodSandbox (network teardown included), async like the stops.
+    fn stop_sandbox_async(&self, id: &str, done: SandboxDone);
 }
 
+/// Told a sandbox stop's result, on the completion thread.
+pub type SandboxDone = Box<dyn FnOnce(Result<(), CriError>) + Send>;
+
 impl StopContainer for RemoteRuntime {
+    fn stop_sandbox_async(&self, id: &str, done: SandboxDone) {
+        self.stop_pod_sandbox_async(id, done);
+    }
+
     fn stop_async(
         &self,
         id: &str,
@@ -198,6 +207,50 @@ impl Killer {
         Ok(progress)
     }
 
+    /// Stops a sandbox once its containers are stopped, or reports the
+    /// stop under way, the same way as containers (sandbox and container
+    /// IDs never collide).
+    pub fn stop_sandbox(&self, pod_uid: &str, id: &str) -> Result<Progress, CriError> {
+        {
+            let mut entries = lock(&self.entries);
+            match entries.get(id).map(|e| &e.state) {
+                Some(State::Stopped { .. }) => return Ok(Progress::Stopped),
+                Some(State::InFlight { .. }) => return Ok(Progress::InFlight),
+                Some(State::Failed(_)) => {
+                    if let Some(State::Failed(err)) = entries.remove(id).map(|e| e.state) {
+                        return Err(err);
+                    }
+                }
+                None => {}
+            }
+            let now = Instant::now();
+            entries.insert(
+                id.to_string(),
+                Entry {
+                    pod_uid: pod_uid.to_string(),
+                    issued: now,
+                    state: State::InFlight {
+                        ends: now,
+                        outstanding: 1,
+                    },
+                },
+            );
+        }
+        let entries = Arc::clone(&self.entries);
+        let on_stopped = Arc::clone(&self.on_stopped);
+        let (sid, uid) = (id.to_string(), pod_uid.to_string());
+        self.stopper.stop_sandbox_async(
+            id,
+            Box::new(move |result| {
+                complete(&entries, &sid, result);
+                if let Some(f) = on_stopped.get() {
+                    f(&uid);
+                }
+            }),
+        );
+        Ok(Progress::Issued)
+    }
+
     /// Whether any stop of the pod is still under way.
     pub fn stopping(&self, pod_uid: &str) -> bool {
         lock(&self.entries)
@@ -289,6 +342,13 @@ mod tests {
                 .lock()
                 .unwrap()
                 .push((id.to_string(), pre_stop, grace, done));
+        }
+        fn stop_sandbox_async(&self, id: &str, done: SandboxDone) {
+            let done: Done = Box::new(move |o: AsyncStop| done(o.stopped));
+            self.calls
+                .lock()
+                .unwrap()
+                .push((id.to_string(), None, Duration::ZERO, done));
         }
     }
 
@@ -422,5 +482,21 @@ mod tests {
         assert!(k.knows("c2"), "in-flight stop kept");
         k.gc(Instant::now() + STOPPED_TTL * 2);
         assert!(k.knows("c2"));
+    }
+
+    #[test]
+    fn sandboxes_stop_async_and_are_remembered() {
+        let (fake, k, woken) = killer();
+        assert_eq!(k.stop_sandbox("uid-1", "sb1").unwrap(), Progress::Issued);
+        assert_eq!(k.stop_sandbox("uid-1", "sb1").unwrap(), Progress::InFlight);
+        assert_eq!(fake.count(), 1);
+        assert!(k.stopping("uid-1"));
+        fake.finish(0, Ok(()));
+        assert_eq!(*woken.lock().unwrap(), ["uid-1"]);
+        assert_eq!(k.stop_sandbox("uid-1", "sb1").unwrap(), Progress::Stopped);
+        k.stop_sandbox("uid-1", "sb2").unwrap();
+        fake.finish(0, Err(grpc_err(grpcio::RpcStatusCode::INTERNAL)));
+        assert!(k.stop_sandbox("uid-1", "sb2").is_err(), "reported once");
+        assert_eq!(k.stop_sandbox("uid-1", "sb2").unwrap(), Progress::Issued);
     }
 }
