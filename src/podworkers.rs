@@ -6,13 +6,15 @@
 //! is worked on by at most one thread at a time, and only once the status
 //! cache holds a runtime status newer than the *end* of its previous sync
 //! (upstream's lastSyncTime), so no sync acts on a view older than its own
-//! last action.
+//! last action. Follow-up termination steps are exempt (`needs_fresh_cache`):
+//! they act on stops the killer remembers, not on the cached view.
 //!
 //! Lock order: the workers' `states` lock is taken first and the status
-//! cache's lock inside it (`next_job` asks the cache while choosing a pod);
-//! the cache never calls back into the workers, so the nesting cannot
-//! deadlock. A worker waiting for a fresher cache rechecks every
-//! [`CACHE_POLL`] (the cache has no notification to wake it).
+//! cache's lock inside it (`next_job` asks the cache while choosing a pod).
+//! The cache calls back into the workers only after a relist and outside
+//! its own lock (`Cache::set_on_update`), so the nesting cannot deadlock;
+//! that callback wakes workers waiting for a fresher cache, which otherwise
+//! look again after [`IDLE_WAIT`] at most.
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -31,8 +33,6 @@ use crate::util::workqueue::WorkQueue;
 pub const WORKER_BACKOFF: Duration = Duration::from_secs(10);
 /// How long an idle worker sleeps before looking again (bounded waits).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
-/// How often a worker rechecks pods waiting for a fresher cache.
-const CACHE_POLL: Duration = Duration::from_millis(50);
 /// A terminating pod whose stops are under way is looked at again after
 /// this even if no completion wakes it.
 pub const STOP_RECHECK: Duration = Duration::from_secs(5);
@@ -138,8 +138,26 @@ struct PodState {
     /// sync may have listed before the sync's containers existed).
     last_sync_end: Option<Instant>,
     not_before: Option<Instant>,
+    /// The phase of the last step that finished.
+    last_step: Option<Phase>,
     /// Terminated and cleaned up.
     finished: bool,
+}
+
+impl PodState {
+    /// Whether the next step must see a cache newer than the last step's
+    /// end. A sync must (it may have just started containers the cache
+    /// does not show yet), and so must the first terminating step, which
+    /// picks what to stop. Later terminating steps only follow up stops the
+    /// killer remembers, and the terminated step lists the runtime itself,
+    /// so they run as soon as a stop finishes rather than a relist later.
+    fn needs_fresh_cache(&self) -> bool {
+        match self.phase {
+            Phase::Syncing => true,
+            Phase::Terminating => self.last_step != Some(Phase::Terminating),
+            Phase::Terminated => false,
+        }
+    }
 }
 
 impl PodState {
@@ -156,6 +174,7 @@ impl PodState {
             working: false,
             last_sync_end: None,
             not_before: None,
+            last_step: None,
             finished: false,
         }
     }
@@ -198,14 +217,29 @@ impl PodWorkers {
         work_queue: Arc<WorkQueue>,
         resync_interval: Duration,
     ) -> Arc<Self> {
-        Arc::new(PodWorkers {
+        let workers = Arc::new(PodWorkers {
             states: Mutex::new(HashMap::new()),
             wake: Condvar::new(),
             cache,
             syncer,
             work_queue,
             resync_interval,
-        })
+        });
+        let weak = Arc::downgrade(&workers);
+        workers.cache.set_on_update(Box::new(move || {
+            if let Some(w) = weak.upgrade() {
+                w.cache_updated();
+            }
+        }));
+        workers
+    }
+
+    /// A relist completed: workers waiting for a fresher cache look again.
+    /// Taking the states lock first means a worker between its check and
+    /// its wait cannot miss this.
+    fn cache_updated(&self) {
+        drop(self.lock());
+        self.wake.notify_all();
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, PodState>> {
@@ -362,7 +396,6 @@ impl PodWorkers {
     fn next_job(&self) -> Option<Job> {
         let mut states = self.lock();
         let now = Instant::now();
-        let mut waiting_for_cache = false;
         let mut soonest: Option<Instant> = None;
         let mut pick: Option<(String, Instant)> = None;
         for (uid, st) in states.iter() {
@@ -373,12 +406,10 @@ impl PodWorkers {
                 soonest = Some(soonest.map_or(nb, |s| s.min(nb)));
                 continue;
             }
-            if self.cache.get_if_newer(uid, st.last_sync_end).is_none() {
-                waiting_for_cache = true;
+            if st.needs_fresh_cache() && self.cache.get_if_newer(uid, st.last_sync_end).is_none() {
                 continue;
             }
             if st.phase == Phase::Syncing && static_pod_must_wait(&states, uid, st) {
-                waiting_for_cache = true;
                 continue;
             }
             if pick
@@ -389,11 +420,9 @@ impl PodWorkers {
             }
         }
         let Some((uid, _)) = pick else {
-            let mut wait = if waiting_for_cache {
-                CACHE_POLL
-            } else {
-                IDLE_WAIT
-            };
+            // A pod waiting for a fresher cache is woken by the next
+            // relist (`cache_updated`), well inside IDLE_WAIT.
+            let mut wait = IDLE_WAIT;
             if let Some(s) = soonest {
                 wait = wait.min(s.saturating_duration_since(now));
             }
@@ -404,7 +433,11 @@ impl PodWorkers {
             return None;
         };
         let st = states.get_mut(&uid)?;
-        let (status, _err) = self.cache.get_if_newer(&uid, st.last_sync_end)?;
+        let (status, _err) = if st.needs_fresh_cache() {
+            self.cache.get_if_newer(&uid, st.last_sync_end)?
+        } else {
+            self.cache.get(&uid)
+        };
         st.dirty = false;
         st.working = true;
         Some(Job {
@@ -491,6 +524,7 @@ impl PodWorkers {
         };
         st.working = false;
         st.last_sync_end = Some(now);
+        st.last_step = Some(job.phase);
         match result {
             Ok(next) => {
                 st.not_before = None;

@@ -3,10 +3,12 @@
 //!
 //! A worker that just acted on a pod must not act again on a status read
 //! before its own action: it asks for a status newer than the time its last
-//! sync started, and PLEG's next relist provides one.
+//! sync ended, and PLEG's next relist provides one; the end of each relist
+//! is announced (`set_on_update`) so a waiting worker looks at once rather
+//! than polling.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use super::PodStatus;
@@ -29,9 +31,13 @@ struct Inner {
 /// What the cache holds for a pod: its status, or the error inspecting it.
 pub type CachedStatus = (PodStatus, Option<String>);
 
+/// Called after a relist completed, outside the cache's lock.
+pub type OnUpdate = Box<dyn Fn() + Send + Sync>;
+
 #[derive(Default)]
 pub struct Cache {
     inner: Mutex<Inner>,
+    on_update: OnceLock<OnUpdate>,
 }
 
 impl Cache {
@@ -78,6 +84,16 @@ impl Cache {
     /// Marks a completed relist that started at `timestamp`.
     pub fn update_time(&self, timestamp: Instant) {
         self.lock().timestamp = Some(timestamp);
+        if let Some(f) = self.on_update.get() {
+            f();
+        }
+    }
+
+    /// Who is told that a relist completed (the pod workers). Set once.
+    pub fn set_on_update(&self, f: OnUpdate) {
+        if self.on_update.set(f).is_err() {
+            log::warn!("pod cache: update callback set twice; keeping the first");
+        }
     }
 }
 
