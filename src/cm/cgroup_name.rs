@@ -49,13 +49,6 @@ impl CgroupName {
         expand_slice(&slice).unwrap_or(slice)
     }
 
-    /// The leaf slice of [`to_systemd`](Self::to_systemd):
-    /// `kubepods-burstable-pod<uid>.slice`.
-    pub fn to_systemd_slice(&self) -> String {
-        let full = self.to_systemd();
-        full.rsplit('/').next().unwrap_or("").to_string()
-    }
-
     /// `/a/b` → `["a", "b"]`; `/` → root.
     pub fn parse_cgroupfs(name: &str) -> Self {
         let trimmed = name.trim_start_matches('/');
@@ -145,10 +138,6 @@ mod tests {
         assert_eq!(
             pod.to_systemd(),
             "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6f1e_22ab_4c.slice"
-        );
-        assert_eq!(
-            pod.to_systemd_slice(),
-            "kubepods-burstable-pod6f1e_22ab_4c.slice"
         );
         // Guaranteed pods sit right under kubepods.
         assert_eq!(

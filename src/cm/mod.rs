@@ -23,7 +23,7 @@ use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::Pod;
 
-pub use cgroup_manager::{CgroupConfig, CgroupManager, Hierarchies, Version};
+pub use cgroup_manager::{CgroupConfig, CgroupManager, Hierarchies};
 pub use cgroup_name::CgroupName;
 pub use node_container_manager::Capacity;
 pub use pod_container_manager::{PodCgroupNamer, PodLimits};
@@ -158,7 +158,7 @@ impl ContainerManager {
         };
         let kubepods = CgroupName::parse_cgroupfs(&cfg.cgroup_root).child(NODE_ALLOCATABLE_CGROUP);
         let qos = QosContainerManager::new(cgroups.clone(), &kubepods);
-        let pods = PodContainerManager::new(cgroups.clone(), qos.info.clone(), cfg.limits);
+        let pods = PodContainerManager::new(cgroups.clone(), &qos.info, cfg.limits);
         ContainerManager {
             cfg,
             cgroups,

@@ -26,6 +26,14 @@ pub struct PodCgroupNamer {
 }
 
 impl PodCgroupNamer {
+    /// Pod cgroups below `<cgroup_root>/kubepods`.
+    pub fn new(driver: Driver, kubepods: &CgroupName) -> Self {
+        PodCgroupNamer {
+            driver,
+            qos: QosContainersInfo::new(kubepods),
+        }
+    }
+
     /// `<tier>/pod<uid>` (upstream GetPodContainerName).
     pub fn name(&self, pod: &Pod) -> CgroupName {
         self.qos
@@ -64,11 +72,8 @@ pub struct PodContainerManager {
 }
 
 impl PodContainerManager {
-    pub fn new(cgroups: CgroupManager, qos: QosContainersInfo, limits: PodLimits) -> Self {
-        let namer = PodCgroupNamer {
-            driver: cgroups.driver,
-            qos,
-        };
+    pub fn new(cgroups: CgroupManager, qos: &QosContainersInfo, limits: PodLimits) -> Self {
+        let namer = PodCgroupNamer::new(cgroups.driver, &qos.guaranteed);
         PodContainerManager {
             cgroups,
             namer,
@@ -99,7 +104,14 @@ impl PodContainerManager {
         if self.exists(pod) {
             return Ok(());
         }
-        self.cgroups.create(&self.config(pod))
+        let cfg = self.config(pod);
+        self.cgroups.create(&cfg).inspect_err(|_| {
+            // Half made (directories without limits) would pass for an
+            // existing cgroup next time and be adopted unlimited.
+            if let Err(e) = self.cgroups.destroy(&cfg.name) {
+                log::warn!("remove half-made pod cgroup: {e}");
+            }
+        })
     }
 
     /// Every pod cgroup under the tiers, by pod UID (upstream

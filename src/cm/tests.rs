@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::cgroup_manager::{parse_mountinfo, v1_files, v2_files, Mount};
+use super::cgroup_manager::{parse_mountinfo, v1_files, v2_files, Mount, Version};
 use super::helpers::ResourceConfig;
 use super::*;
 
@@ -281,6 +281,9 @@ fn unwritable_cgroup_names_path_and_errno() {
     let e = cm.ensure_pod_cgroup(&burstable("bad")).unwrap_err().to_string();
     assert!(e.contains("memory/kubepods/burstable/podbad"), "{e}");
     assert!(e.contains("ENOTDIR"), "{e}");
+    // What was made in the other hierarchies is rolled back, so the next
+    // attempt does not adopt a cgroup without limits.
+    assert!(!t.dir.join("pids/kubepods/burstable/podbad").exists());
 }
 
 #[test]
@@ -296,7 +299,7 @@ fn no_enforcement_caps_at_capacity() {
     let t = tempdir("noenforce");
     let mut cfg = config(Driver::Cgroupfs, "/");
     cfg.enforce_node_allocatable.clear();
-    let cm = started(fake_v1(&t), cfg, &[]);
+    let _cm = started(fake_v1(&t), cfg, &[]);
     assert_eq!(
         read(&t.dir.join("memory/kubepods/memory.limit_in_bytes")),
         (8u64 << 30).to_string()
