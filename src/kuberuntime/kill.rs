@@ -72,8 +72,8 @@ impl KubeRuntimeManager {
                 events::KILLING_CONTAINER,
                 reason.unwrap_or(&default),
             );
-            match pre_stop_hook(pod, name) {
-                Some(hook) => match hook.exec.as_ref() {
+            if let Some(hook) = pre_stop_hook(pod, name) {
+                match hook.exec.as_ref() {
                     Some(exec) => {
                         let cmd = exec.command.clone().unwrap_or_default();
                         on_done = Some(hook_failure_event(
@@ -86,8 +86,7 @@ impl KubeRuntimeManager {
                         pre_stop = Some(cmd);
                     }
                     None => grace = self.run_pre_stop(pod, id, name, hook, grace),
-                },
-                None => {}
+                }
             }
         }
         let req = StopRequest {

@@ -75,8 +75,11 @@ pub struct StopRequest {
     /// An exec preStop hook's command, run first within the grace period.
     pub pre_stop: Option<Vec<String>>,
     /// Runs with the outcome on the completion thread (hook events).
-    pub on_done: Option<Box<dyn FnOnce(&AsyncStop) + Send>>,
+    pub on_done: Option<OnStopDone>,
 }
+
+/// What runs with a stop's outcome.
+pub type OnStopDone = Box<dyn FnOnce(&AsyncStop) + Send>;
 
 enum State {
     InFlight { ends: Instant, outstanding: u32 },
@@ -251,11 +254,12 @@ mod tests {
     use super::*;
 
     type Done = Box<dyn FnOnce(AsyncStop) + Send>;
+    type Call = (String, Option<Vec<String>>, Duration, Done);
 
     /// Records stops; the test completes them.
     #[derive(Default)]
     struct FakeStopper {
-        calls: Mutex<Vec<(String, Option<Vec<String>>, Duration, Done)>>,
+        calls: Mutex<Vec<Call>>,
     }
 
     impl StopContainer for FakeStopper {
