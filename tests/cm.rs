@@ -41,7 +41,10 @@ fn resources(req: &[(&str, &str)], lim: &[(&str, &str)]) -> String {
 }
 
 fn read(controller: &str, rel: &str, file: &str) -> String {
-    let p = PathBuf::from(V1).join(controller).join(rel.trim_start_matches('/')).join(file);
+    let p = PathBuf::from(V1)
+        .join(controller)
+        .join(rel.trim_start_matches('/'))
+        .join(file);
     fs::read_to_string(&p)
         .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
         .trim()
@@ -63,7 +66,9 @@ fn task_pid(env: &Env, id: &str) -> u32 {
         .skip(1)
         .find_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f.first() == Some(&id)).then(|| f.get(1)?.parse().ok()).flatten()
+            (f.first() == Some(&id))
+                .then(|| f.get(1)?.parse().ok())
+                .flatten()
         })
         .unwrap_or_else(|| panic!("no task {id} in:\n{out}"))
 }
@@ -75,7 +80,10 @@ fn proc_cgroup(pid: u32, controller: &str) -> String {
         .find_map(|l| {
             let mut f = l.splitn(3, ':');
             let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-            ctrls.split(',').any(|c| c == controller).then(|| path.to_string())
+            ctrls
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| path.to_string())
         })
         .unwrap_or_else(|| panic!("no {controller} line in /proc/{pid}/cgroup:\n{text}"))
 }
@@ -98,13 +106,22 @@ fn mem_total() -> u64 {
 }
 
 fn max_pids() -> u64 {
-    let r = |p: &str| fs::read_to_string(p).unwrap().trim().parse::<u64>().unwrap();
+    let r = |p: &str| {
+        fs::read_to_string(p)
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
     r("/proc/sys/kernel/pid_max").min(r("/proc/sys/kernel/threads-max"))
 }
 
 fn cores() -> u64 {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap();
-    cpuinfo.lines().filter(|l| l.starts_with("processor")).count() as u64
+    cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count() as u64
 }
 
 #[test]
@@ -129,11 +146,20 @@ fn pods_run_in_their_qos_cgroups_with_upstream_limits() {
     // from it (upstream getNodeAllocatableAbsolute).
     let kubepods = format!("{root}/kubepods");
     let want_mem = (mem_total() - (1 << 30)) / 4096 * 4096;
-    assert_eq!(read("memory", &kubepods, "memory.limit_in_bytes"), want_mem.to_string());
+    assert_eq!(
+        read("memory", &kubepods, "memory.limit_in_bytes"),
+        want_mem.to_string()
+    );
     let want_shares = (cores() * 1000 - 500) * 1024 / 1000;
-    assert_eq!(read("cpu", &kubepods, "cpu.shares"), want_shares.to_string());
+    assert_eq!(
+        read("cpu", &kubepods, "cpu.shares"),
+        want_shares.to_string()
+    );
     assert_eq!(read("pids", &kubepods, "pids.max"), max_pids().to_string());
-    assert_eq!(read("cpu", &format!("{kubepods}/besteffort"), "cpu.shares"), "2");
+    assert_eq!(
+        read("cpu", &format!("{kubepods}/besteffort"), "cpu.shares"),
+        "2"
+    );
 
     let cases = [
         ("g-node1", format!("{kubepods}/pod")),
@@ -147,7 +173,11 @@ fn pods_run_in_their_qos_cgroups_with_upstream_limits() {
         let pid = task_pid(&env, &id);
         for controller in ["memory", "cpu", "pids"] {
             let got = proc_cgroup(pid, controller);
-            assert_eq!(got, format!("{dir}/{id}"), "{pod}: {controller} cgroup of pid {pid}");
+            assert_eq!(
+                got,
+                format!("{dir}/{id}"),
+                "{pod}: {controller} cgroup of pid {pid}"
+            );
         }
         assert_eq!(read("pids", &dir, "pids.max"), "256", "{pod}: podPidsLimit");
         dirs.push(dir);
@@ -156,16 +186,30 @@ fn pods_run_in_their_qos_cgroups_with_upstream_limits() {
     assert_eq!(read("cpu", &dirs[0], "cpu.shares"), "204");
     assert_eq!(read("cpu", &dirs[0], "cpu.cfs_quota_us"), "20000");
     assert_eq!(read("cpu", &dirs[0], "cpu.cfs_period_us"), "100000");
-    assert_eq!(read("memory", &dirs[0], "memory.limit_in_bytes"), (64u64 << 20).to_string());
+    assert_eq!(
+        read("memory", &dirs[0], "memory.limit_in_bytes"),
+        (64u64 << 20).to_string()
+    );
     // Burstable: memory limited (its one container has a limit), cpu not.
     assert_eq!(read("cpu", &dirs[1], "cpu.shares"), "102");
     assert_eq!(read("cpu", &dirs[1], "cpu.cfs_quota_us"), "-1");
-    assert_eq!(read("memory", &dirs[1], "memory.limit_in_bytes"), (96u64 << 20).to_string());
+    assert_eq!(
+        read("memory", &dirs[1], "memory.limit_in_bytes"),
+        (96u64 << 20).to_string()
+    );
     // BestEffort: the minimum shares, no memory limit.
     assert_eq!(read("cpu", &dirs[2], "cpu.shares"), "2");
-    assert!(read("memory", &dirs[2], "memory.limit_in_bytes").parse::<u64>().unwrap() > 1 << 60);
+    assert!(
+        read("memory", &dirs[2], "memory.limit_in_bytes")
+            .parse::<u64>()
+            .unwrap()
+            > 1 << 60
+    );
     // The burstable tier carries its pods' requests.
-    assert_eq!(read("cpu", &format!("{kubepods}/burstable"), "cpu.shares"), "102");
+    assert_eq!(
+        read("cpu", &format!("{kubepods}/burstable"), "cpu.shares"),
+        "102"
+    );
 
     // Removing the pod removes its cgroup from every hierarchy, and the
     // tier follows.
@@ -203,7 +247,10 @@ fn restart_adopts_live_pod_cgroups_and_removes_orphans() {
     let snap = env.snapshot();
     let c = snap.running("e-node1", "c").expect("still running");
     assert_eq!(c.id, id, "the container was not recreated");
-    assert_eq!(proc_cgroup(task_pid(&env, &id), "memory"), format!("{dir}/{id}"));
+    assert_eq!(
+        proc_cgroup(task_pid(&env, &id), "memory"),
+        format!("{dir}/{id}")
+    );
     assert!(!exists_anywhere(&dir).is_empty());
     assert!(!exists_anywhere(&foreign).is_empty());
 }
@@ -215,7 +262,9 @@ fn a_pod_cgroup_that_cannot_be_made_holds_back_only_its_pod() {
     env.start_kubelet_healthy();
     // Cap kubepods' CFS quota below what the Guaranteed pod asks: the
     // kernel refuses a child quota above its parent's with EINVAL.
-    let quota = PathBuf::from(V1).join("cpu").join(format!("{}/kubepods/cpu.cfs_quota_us", &root[1..]));
+    let quota = PathBuf::from(V1)
+        .join("cpu")
+        .join(format!("{}/kubepods/cpu.cfs_quota_us", &root[1..]));
     fs::write(&quota, "10000").unwrap();
     env.write_manifest(
         "g.yaml",
@@ -228,7 +277,10 @@ fn a_pod_cgroup_that_cannot_be_made_holds_back_only_its_pod() {
         (!l.is_empty()).then_some(l)
     });
     let line = &lines[0];
-    assert!(line.contains("cpu.cfs_quota_us") && line.contains("EINVAL"), "{line}");
+    assert!(
+        line.contains("cpu.cfs_quota_us") && line.contains("EINVAL"),
+        "{line}"
+    );
     assert!(line.contains(&format!("{root}/kubepods/pod")), "{line}");
     assert!(env.snapshot().sandboxes("g-node1").is_empty());
     // Once the cap goes the pod starts.

@@ -63,7 +63,9 @@ impl Hierarchies {
             .map_err(|e| format!("read /proc/self/mountinfo: {e}"))?;
         let mounts = parse_mountinfo(&info);
         if !mounts.iter().any(|m| !m.controllers.is_empty()) {
-            return Err("no cgroup v1 hierarchy is mounted and /sys/fs/cgroup is not cgroup2".into());
+            return Err(
+                "no cgroup v1 hierarchy is mounted and /sys/fs/cgroup is not cgroup2".into(),
+            );
         }
         Ok(Hierarchies {
             version: Version::V1,
@@ -356,7 +358,12 @@ struct V2Tree {
 /// cpus or mems (no task could join it), so each level copies its
 /// parent's, as libcontainer does. On v2 every level's parent delegates
 /// the controllers pods are limited with.
-fn create_dirs(mount: &Path, rel: &str, cpuset: bool, v2: Option<V2Tree>) -> Result<(), CgroupError> {
+fn create_dirs(
+    mount: &Path,
+    rel: &str,
+    cpuset: bool,
+    v2: Option<V2Tree>,
+) -> Result<(), CgroupError> {
     let mut dir = mount.to_path_buf();
     for part in rel.split('/').filter(|p| !p.is_empty()) {
         let parent = dir.clone();
@@ -377,7 +384,10 @@ fn create_dirs(mount: &Path, rel: &str, cpuset: bool, v2: Option<V2Tree>) -> Res
             // The kernel lists a new cgroup's available controllers; a
             // fake tree must do it itself.
             let enabled = read(&parent.join("cgroup.subtree_control"))?;
-            let names: Vec<&str> = enabled.split_whitespace().map(|c| c.trim_start_matches('+')).collect();
+            let names: Vec<&str> = enabled
+                .split_whitespace()
+                .map(|c| c.trim_start_matches('+'))
+                .collect();
             write(&dir.join("cgroup.controllers"), &names.join(" "))?;
         }
         if cpuset {
@@ -438,5 +448,6 @@ fn read(path: &Path) -> Result<String, CgroupError> {
 }
 
 fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
-    std::fs::write(path, value).map_err(|e| CgroupError::new(&format!("write {value:?} to"), path, e))
+    std::fs::write(path, value)
+        .map_err(|e| CgroupError::new(&format!("write {value:?} to"), path, e))
 }

@@ -306,7 +306,11 @@ mod tests {
     fn burstable_limits_only_when_every_container_has_one() {
         let p = pod_of(
             vec![
-                ctr("a", &[("cpu", "100m")], &[("cpu", "200m"), ("memory", "32Mi")]),
+                ctr(
+                    "a",
+                    &[("cpu", "100m")],
+                    &[("cpu", "200m"), ("memory", "32Mi")],
+                ),
                 ctr("b", &[("cpu", "100m")], &[]),
             ],
             vec![],
@@ -316,7 +320,11 @@ mod tests {
         assert_eq!((rc.cpu_quota, rc.cpu_period, rc.memory), (None, None, None));
 
         let p = pod_of(
-            vec![ctr("a", &[("cpu", "100m"), ("memory", "16Mi")], &[("memory", "32Mi")])],
+            vec![ctr(
+                "a",
+                &[("cpu", "100m"), ("memory", "16Mi")],
+                &[("memory", "32Mi")],
+            )],
             vec![],
         );
         let rc = resource_config_for_pod(&p, true, 100_000);

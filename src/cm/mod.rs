@@ -303,7 +303,11 @@ impl ContainerManager {
     }
 
     /// Housekeeping: orphaned pod cgroups go, the tiers follow the pods.
-    pub fn housekeeping(&self, possibly_running: &HashSet<String>, volumes_exist: &dyn Fn(&str) -> bool) {
+    pub fn housekeeping(
+        &self,
+        possibly_running: &HashSet<String>,
+        volumes_exist: &dyn Fn(&str) -> bool,
+    ) {
         self.pods.cleanup_orphaned(possibly_running, volumes_exist);
         if let Err(e) = self.qos.update_cgroups(&self.active_pods(), false) {
             log::warn!("update QoS cgroups: {e}");
@@ -345,7 +349,10 @@ pub fn unhonoured_fields(c: &KubeletConfiguration) -> Vec<&'static str> {
     check(!c.kubelet_cgroups.is_empty(), "kubeletCgroups");
     check(!c.system_cgroups.is_empty(), "systemCgroups");
     check(!c.qos_reserved.is_empty(), "qosReserved");
-    check(!matches!(c.cpu_manager_policy.as_str(), "" | "none"), "cpuManagerPolicy");
+    check(
+        !matches!(c.cpu_manager_policy.as_str(), "" | "none"),
+        "cpuManagerPolicy",
+    );
     check(
         !matches!(c.memory_manager_policy.as_str(), "" | "None"),
         "memoryManagerPolicy",
@@ -378,7 +385,9 @@ pub fn start_from_config(
         log::warn!("{field} is set but not honoured by rkubelet; ignoring it");
     }
     if !c.cgroups_per_qos {
-        log::info!("cgroupsPerQOS is false: no kubepods hierarchy, pods run where the runtime puts them");
+        log::info!(
+            "cgroupsPerQOS is false: no kubepods hierarchy, pods run where the runtime puts them"
+        );
         return Ok(None);
     }
     let hierarchies = Hierarchies::detect().map_err(|e| anyhow::anyhow!(e))?;
@@ -386,7 +395,11 @@ pub fn start_from_config(
         "cgroup {:?} with the {:?} driver, cgroupRoot {:?}",
         hierarchies.version,
         cfg.driver,
-        if c.cgroup_root.is_empty() { "/" } else { &c.cgroup_root }
+        if c.cgroup_root.is_empty() {
+            "/"
+        } else {
+            &c.cgroup_root
+        }
     );
     let cm = ContainerManager::new(cfg, hierarchies, capacity);
     cm.start()?;

@@ -121,8 +121,16 @@ pub fn parse_reserved(map: &BTreeMap<String, String>) -> Result<BTreeMap<String,
 mod tests {
     use super::*;
 
-    fn reservation(sys: &[(&str, &str)], kube: &[(&str, &str)], hard: &[(&str, &str)]) -> Reservation {
-        let m = |v: &[(&str, &str)]| v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    fn reservation(
+        sys: &[(&str, &str)],
+        kube: &[(&str, &str)],
+        hard: &[(&str, &str)],
+    ) -> Reservation {
+        let m = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
         Reservation {
             system_reserved: m(sys),
             kube_reserved: m(kube),

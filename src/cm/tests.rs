@@ -61,7 +61,11 @@ fn fake_v1(t: &Tree) -> Hierarchies {
 }
 
 fn fake_v2(t: &Tree) -> Hierarchies {
-    fs::write(t.dir.join("cgroup.controllers"), "cpuset cpu io memory hugetlb pids rdma\n").unwrap();
+    fs::write(
+        t.dir.join("cgroup.controllers"),
+        "cpuset cpu io memory hugetlb pids rdma\n",
+    )
+    .unwrap();
     let mut h = Hierarchies::v2(&t.dir);
     h.fake = true;
     h
@@ -154,7 +158,10 @@ fn started(h: Hierarchies, cfg: NodeConfig, root_dirs: &[PathBuf]) -> ContainerM
 fn v1_cgroupfs_hierarchy_and_pods() {
     let t = tempdir("v1");
     let h = fake_v1(&t);
-    let roots: Vec<PathBuf> = V1_CONTROLLERS.iter().map(|c| t.dir.join(c).join("rk")).collect();
+    let roots: Vec<PathBuf> = V1_CONTROLLERS
+        .iter()
+        .map(|c| t.dir.join(c).join("rk"))
+        .collect();
     // cgroupRoot made with plain mkdir: cpuset's cpus and mems are empty.
     fs::create_dir_all(&roots[2]).unwrap();
     fs::write(roots[2].join("cpuset.cpus"), "\n").unwrap();
@@ -162,7 +169,10 @@ fn v1_cgroupfs_hierarchy_and_pods() {
     let cm = started(h, config(Driver::Cgroupfs, "/rk"), &roots);
     let kp = |c: &str| t.dir.join(c).join("rk/kubepods");
     // kubepods: capacity less system and kube reserved (no eviction).
-    assert_eq!(read(&kp("memory").join("memory.limit_in_bytes")), ((7u64) << 30).to_string());
+    assert_eq!(
+        read(&kp("memory").join("memory.limit_in_bytes")),
+        ((7u64) << 30).to_string()
+    );
     assert_eq!(read(&kp("cpu").join("cpu.shares")), "3584");
     assert_eq!(read(&kp("pids").join("pids.max")), "32768");
     assert_eq!(read(&kp("cpu").join("besteffort/cpu.shares")), "2");
@@ -176,7 +186,10 @@ fn v1_cgroupfs_hierarchy_and_pods() {
     assert_eq!(read(&pg.join("cpu.shares")), "512");
     assert_eq!(read(&pg.join("cpu.cfs_quota_us")), "50000");
     assert_eq!(read(&pg.join("cpu.cfs_period_us")), "100000");
-    assert_eq!(read(&kp("memory").join("podg-1/memory.limit_in_bytes")), (64u64 << 20).to_string());
+    assert_eq!(
+        read(&kp("memory").join("podg-1/memory.limit_in_bytes")),
+        (64u64 << 20).to_string()
+    );
     assert_eq!(read(&kp("pids").join("podg-1/pids.max")), "1024");
     assert_eq!(cm.namer().cgroup_parent(&g), "/rk/kubepods/podg-1");
     // Burstable tier sized for the active pods when a pod cgroup is made.
@@ -185,9 +198,15 @@ fn v1_cgroupfs_hierarchy_and_pods() {
     let b = burstable("b-1");
     cm.ensure_pod_cgroup(&b).unwrap();
     let pb = kp("memory").join("burstable/podb-1");
-    assert_eq!(read(&pb.join("memory.limit_in_bytes")), (128u64 << 20).to_string());
+    assert_eq!(
+        read(&pb.join("memory.limit_in_bytes")),
+        (128u64 << 20).to_string()
+    );
     assert!(!kp("cpu").join("burstable/podb-1/cpu.cfs_quota_us").exists());
-    assert_eq!(cm.namer().cgroup_parent(&b), "/rk/kubepods/burstable/podb-1");
+    assert_eq!(
+        cm.namer().cgroup_parent(&b),
+        "/rk/kubepods/burstable/podb-1"
+    );
 
     let e = best_effort("e-1");
     cm.ensure_pod_cgroup(&e).unwrap();
@@ -233,7 +252,10 @@ fn v2_files_and_controllers() {
     let h = fake_v2(&t);
     let cm = started(h, config(Driver::Cgroupfs, "/"), &[]);
     let kp = t.dir.join("kubepods");
-    assert_eq!(read(&t.dir.join("cgroup.subtree_control")), "+cpuset +cpu +io +memory +hugetlb +pids");
+    assert_eq!(
+        read(&t.dir.join("cgroup.subtree_control")),
+        "+cpuset +cpu +io +memory +hugetlb +pids"
+    );
     assert_eq!(read(&kp.join("memory.max")), ((7u64) << 30).to_string());
     assert_eq!(read(&kp.join("cpu.weight")), "137");
     assert_eq!(read(&kp.join("pids.max")), "32768");
@@ -259,9 +281,15 @@ fn systemd_driver_paths() {
     let parent = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12ab_34cd.slice";
     assert_eq!(cm.namer().cgroup_parent(&b), parent);
     let dir = t.dir.join("memory").join(parent.trim_start_matches('/'));
-    assert_eq!(read(&dir.join("memory.limit_in_bytes")), (128u64 << 20).to_string());
     assert_eq!(
-        read(&t.dir.join("cpu/kubepods.slice/kubepods-besteffort.slice/cpu.shares")),
+        read(&dir.join("memory.limit_in_bytes")),
+        (128u64 << 20).to_string()
+    );
+    assert_eq!(
+        read(
+            &t.dir
+                .join("cpu/kubepods.slice/kubepods-besteffort.slice/cpu.shares")
+        ),
         "2"
     );
     // Orphan discovery decodes the systemd names back to the UID.
@@ -278,7 +306,10 @@ fn unwritable_cgroup_names_path_and_errno() {
     fs::write(t.dir.join("cpu/kubepods/burstable/podbad"), "").unwrap();
     fs::remove_dir_all(t.dir.join("memory/kubepods/burstable")).unwrap();
     fs::write(t.dir.join("memory/kubepods/burstable"), "").unwrap();
-    let e = cm.ensure_pod_cgroup(&burstable("bad")).unwrap_err().to_string();
+    let e = cm
+        .ensure_pod_cgroup(&burstable("bad"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("memory/kubepods/burstable/podbad"), "{e}");
     assert!(e.contains("ENOTDIR"), "{e}");
     // What was made in the other hierarchies is rolled back, so the next

@@ -280,7 +280,10 @@ mod tests {
         let parent = |driver: Option<Driver>| {
             let mut c = cfg(resolv);
             c.pod_cgroups = driver.map(|d| PodCgroupNamer::new(d, &kubepods));
-            generate_sandbox_config(&pod(), 0, &c).linux.cgroup_parent.clone()
+            generate_sandbox_config(&pod(), 0, &c)
+                .linux
+                .cgroup_parent
+                .clone()
         };
         // The pod has no resources: BestEffort.
         assert_eq!(parent(Some(Driver::Cgroupfs)), "/kubepods/besteffort/podu1");
