@@ -2,6 +2,7 @@
 
 mod app;
 mod client;
+mod cm;
 mod config;
 mod configmap;
 mod container;

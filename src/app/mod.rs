@@ -175,6 +175,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     std::fs::create_dir_all(&settings.root_dir)
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
     let machine_memory = machine_memory();
+    let container_manager = start_container_manager(config, machine_memory)?;
     let allocatable = volumes::node_allocatable(&settings.root_dir, machine_memory);
     let volume_deps =
         volumes::volume_managers(flags, config, client.as_ref(), allocatable, &recorder)?;
@@ -193,6 +194,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             image_pulls: crate::images::PullerConfig::from_kubelet_config(config),
             container_logs_dir: container_logs_dir(&config.pod_logs_dir),
             node_allocatable: allocatable,
+            pod_cgroups: container_manager.as_ref().map(|cm| cm.namer()),
         },
         Arc::clone(&recorder),
     ));
@@ -236,6 +238,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             prober: Arc::clone(&prober),
             volume_manager: Arc::clone(&volume_deps.volume_manager),
             token_manager: volume_deps.tokens.clone(),
+            container_manager,
         },
     );
     for r in &volume_deps.registrars {
@@ -321,6 +324,21 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     stop_modules(owned);
     log::info!("exiting");
     Ok(0)
+}
+
+/// failSwapOn, cgroupDriver, and with cgroupsPerQOS the kubepods
+/// hierarchy, capped by node allocatable over the same machine figures
+/// node status reports (upstream NewContainerManager + Start).
+fn start_container_manager(
+    config: &KubeletConfiguration,
+    machine_memory: u64,
+) -> anyhow::Result<Option<Arc<crate::cm::ContainerManager>>> {
+    let paths = crate::nodestatus::machine::HostPaths::default();
+    let cores = crate::nodestatus::machine::read_machine_info(&paths)
+        .map(|m| m.num_cores)
+        .map_err(|e| anyhow::anyhow!("machine info: {e}"))?;
+    let capacity = crate::cm::Capacity::read(cores, machine_memory);
+    crate::cm::start_from_config(config, capacity).context("container manager")
 }
 
 /// The API client when --kubeconfig is given, with kubeAPIQPS/kubeAPIBurst.

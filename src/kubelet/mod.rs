@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{select, tick, Receiver};
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::cm::ContainerManager;
 use crate::container::cache::Cache;
 use crate::container::{ContainerState, PodStatus, RuntimePod};
 use crate::kuberuntime::{sandbox, KubeRuntimeManager, SyncError};
@@ -114,6 +115,8 @@ pub struct Managers {
     pub prober: Arc<ProberManager>,
     pub volume_manager: Arc<VolumeManager>,
     pub token_manager: Option<Arc<TokenManager>>,
+    /// None when cgroupsPerQOS is off.
+    pub container_manager: Option<Arc<ContainerManager>>,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -141,6 +144,7 @@ impl Kubelet {
             prober,
             volume_manager,
             token_manager,
+            container_manager,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::default());
@@ -161,7 +165,21 @@ impl Kubelet {
             prober: Arc::clone(&prober),
             volume_manager: Arc::clone(&volume_manager),
             token_manager,
+            container_manager: container_manager.clone(),
         });
+        if let Some(cm) = &container_manager {
+            // The QoS tiers are sized for the pods not yet finished.
+            let (pods, statuses) = (Arc::clone(&pod_manager), Arc::clone(&status_manager));
+            cm.set_active_pods(Box::new(move || {
+                pods.pods()
+                    .into_iter()
+                    .filter(|p| {
+                        let status = statuses.get(p.uid());
+                        !crate::types::PodPhase::of(status.as_ref()).is_terminal()
+                    })
+                    .collect()
+            }));
+        }
         runtime.set_pod_volumes(Arc::clone(&volume_manager) as _);
         let (node_ip, holder) = (settings.node_ip.clone(), Arc::clone(&node));
         runtime.set_host_ips(Box::new(move || {
@@ -644,6 +662,12 @@ impl Kubelet {
             .chain(running.iter().map(|rp| rp.uid.clone()))
             .collect();
         self.volume_manager.cleanup_orphaned_pod_dirs(&active);
+        if let Some(cm) = &self.syncer.container_manager {
+            // Only cgroups of pods neither known nor running go, and not
+            // while their volumes are still set up.
+            let pods_dir = self.settings.root_dir.join("pods");
+            cm.housekeeping(&active, &|uid| pods_dir.join(uid).join("volumes").exists());
+        }
         for rp in running.iter() {
             if desired.contains(&rp.uid) || self.pod_workers.is_known(&rp.uid) {
                 continue;

@@ -28,6 +28,8 @@ pub struct Syncer {
     pub volume_manager: Arc<VolumeManager>,
     /// With an API server: service-account tokens, forgotten with their pod.
     pub token_manager: Option<Arc<TokenManager>>,
+    /// With cgroupsPerQOS: the pod cgroups.
+    pub container_manager: Option<Arc<ContainerManager>>,
 }
 
 impl Syncer {
@@ -128,6 +130,28 @@ impl Syncer {
                 Err(e) => log::warn!("create mirror pod for {}: {e}", pod.namespaced_name()),
             }
         }
+    }
+
+    /// The pod's cgroup before its sandbox (upstream syncPod's
+    /// EnsureExists): a failure keeps this pod Pending with an event
+    /// naming the path and errno; other pods are not affected.
+    fn ensure_pod_cgroup(&self, pod: &Pod) -> Result<(), SyncFailure> {
+        let Some(cm) = &self.container_manager else {
+            return Ok(());
+        };
+        cm.ensure_pod_cgroup(pod).map_err(|e| {
+            let message = format!("unable to ensure pod container exists: {e}");
+            self.runtime.recorder().pod_event(
+                pod,
+                crate::events::EventType::Warning,
+                crate::cm::FAILED_TO_CREATE_POD_CONTAINER,
+                &message,
+            );
+            SyncFailure {
+                message,
+                retry_after: WORKER_BACKOFF,
+            }
+        })
     }
 
     fn make_pod_dirs(&self, pod: &Pod) -> std::io::Result<()> {
@@ -267,6 +291,7 @@ impl PodSyncer for Syncer {
                 retry_after: VOLUME_RETRY,
             });
         }
+        self.ensure_pod_cgroup(pod)?;
         self.tell_prober(pod, status);
         let probes = self.probe_results(pod, status);
         let errors = self.runtime.sync_pod(pod, status, &probes);
@@ -336,6 +361,13 @@ impl PodSyncer for Syncer {
         if self.volume_manager.remove_pod(uid, VOLUME_WAIT) {
             if let Err(e) = volumemanager::remove_pod_dir(&pod_dir) {
                 log::warn!("remove {}: {e}", pod_dir.display());
+            }
+            // After the volumes, as upstream: a memory-backed volume's
+            // charge would otherwise move to the parent. The containers
+            // went with the sandboxes, so the cgroup is empty; if not,
+            // housekeeping retries.
+            if let Some(cm) = &self.container_manager {
+                cm.destroy_pod_cgroup(uid);
             }
         }
         if let Some(pod) = pod {

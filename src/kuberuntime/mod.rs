@@ -62,6 +62,9 @@ pub struct RuntimeManagerConfig {
     pub container_logs_dir: PathBuf,
     /// What `resourceFieldRef` reports for a limit that is not set.
     pub node_allocatable: crate::fieldpath::NodeAllocatable,
+    /// With cgroupsPerQOS: names each pod's cgroup, the sandbox's
+    /// cgroup_parent. None leaves the choice to the runtime.
+    pub pod_cgroups: Option<crate::cm::PodCgroupNamer>,
 }
 
 impl RuntimeManagerConfig {
@@ -80,6 +83,7 @@ impl RuntimeManagerConfig {
             image_pulls: crate::images::PullerConfig::default(),
             container_logs_dir: std::env::temp_dir().join("rkubelet-test-containers"),
             node_allocatable: crate::fieldpath::NodeAllocatable::default(),
+            pod_cgroups: None,
         }
     }
 }

@@ -78,6 +78,13 @@ pub fn generate_sandbox_config(
                 .flatten()
                 .map(|s| (s.name.clone(), s.value.clone()))
                 .collect(),
+            // Upstream GetPodCgroupParent: containerd places the sandbox
+            // and every container of the pod below it.
+            cgroup_parent: cfg
+                .pod_cgroups
+                .as_ref()
+                .map(|n| n.cgroup_parent(pod))
+                .unwrap_or_default(),
             ..Default::default()
         })
         .into(),
@@ -263,6 +270,29 @@ mod tests {
         p.metadata.namespace = Some("default".into());
         p.metadata.uid = Some("u1".into());
         p
+    }
+
+    #[test]
+    fn cgroup_parent_in_the_drivers_syntax() {
+        use crate::cm::{CgroupName, Driver, PodCgroupNamer};
+        let resolv = Path::new("/nonexistent");
+        let kubepods = CgroupName::parse_cgroupfs("/").child("kubepods");
+        let parent = |driver: Option<Driver>| {
+            let mut c = cfg(resolv);
+            c.pod_cgroups = driver.map(|d| PodCgroupNamer::new(d, &kubepods));
+            generate_sandbox_config(&pod(), 0, &c)
+                .linux
+                .cgroup_parent
+                .clone()
+        };
+        // The pod has no resources: BestEffort.
+        assert_eq!(parent(Some(Driver::Cgroupfs)), "/kubepods/besteffort/podu1");
+        assert_eq!(
+            parent(Some(Driver::Systemd)),
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu1.slice"
+        );
+        // cgroupsPerQOS off: the runtime decides, as before.
+        assert_eq!(parent(None), "");
     }
 
     #[test]

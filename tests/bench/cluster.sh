@@ -36,6 +36,7 @@ cleanup() {
     [ -n "$kpid" ] && { kill -9 "$kpid" && wait "$kpid"; } 2>/dev/null || true
     [ -n "$dpid" ] && { kill -9 "$dpid" && wait "$dpid"; } 2>/dev/null || true
     bash "$harness" stop "$work/ctrd" >/dev/null 2>&1 || true
+    cgroup_root_remove /rk-bench-cluster
     unmount_under "$work"
     rm -rf "$work"
 }
@@ -55,9 +56,11 @@ wait_for 15 grep -q '^LISTENING ' "$work/double.stdout" || { cat "$work/double.l
 url=$(sed -n 's/^LISTENING //p' "$work/double.stdout")
 
 mkdir -p "$work/logs"
+cgroup_root_create /rk-bench-cluster
 cat >"$work/config.yaml" <<CFG
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+cgroupRoot: /rk-bench-cluster
 podLogsDir: $work/logs
 healthzPort: $port
 containerRuntimeEndpoint: unix://$sock

@@ -25,3 +25,30 @@ unmount_under() {
     awk -v d="$1/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r |
         while read -r m; do umount -l "$m" 2>/dev/null || true; done
 }
+# cgroup_mounts: the mount point of every cgroup hierarchy (v1 controllers
+# and cgroup2); the fstype follows the "-" that ends mountinfo's optional fields.
+cgroup_mounts() {
+    awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) ~ /^cgroup2?$/) print $5; break } }' /proc/self/mountinfo
+}
+# cgroup_root_create NAME: the bench's own cgroupRoot (rkubelet requires it
+# to exist, as upstream), so a bench never touches another run's pods.
+cgroup_root_create() {
+    local m
+    for m in $(cgroup_mounts); do mkdir -p "$m$1"; done
+}
+# cgroup_root_remove NAME: rmdir NAME and every cgroup below it in every
+# hierarchy, deepest first, once rkubelet and the containers are gone.
+cgroup_root_remove() {
+    local m i left
+    for i in 1 2 3 4 5; do
+        left=0
+        for m in $(cgroup_mounts); do
+            if [ -d "$m$1" ]; then
+                find "$m$1" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+                if [ -d "$m$1" ]; then left=1; fi
+            fi
+        done
+        if [ "$left" = 0 ]; then return 0; fi
+        sleep 0.2
+    done
+}

@@ -41,6 +41,7 @@ cleanup() {
         [ -n "${sock:-}" ] && ctr_ containers ls >"$BENCH_KEEP_LOGS/containers.txt" 2>&1 || true
     fi
     bash "$harness" stop "$work/ctrd" >/dev/null 2>&1 || true
+    cgroup_root_remove /rk-bench-probes
     unmount_under "$work"
     rm -rf "$work"
 }
@@ -53,9 +54,11 @@ sock=$(bash "$harness" start "$work/ctrd" 2>"$work/harness.log" | sed -n 's/^CON
 ctr_() { ctr --address "$sock" -n k8s.io "$@"; }
 
 mkdir -p "$work/manifests" "$work/logs"
+cgroup_root_create /rk-bench-probes
 cat >"$work/config.yaml" <<CFG
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+cgroupRoot: /rk-bench-probes
 podLogsDir: $work/logs
 fileCheckFrequency: 5s
 healthzPort: $port

@@ -25,6 +25,7 @@ kpid=""
 cleanup() {
     [ -n "$kpid" ] && kill -9 "$kpid" 2>/dev/null || true
     bash "$harness" stop "$work/ctrd" >/dev/null 2>&1 || true
+    cgroup_root_remove /rk-bench
     unmount_under "$work"
     rm -rf "$work"
 }
@@ -36,9 +37,11 @@ sock=$(bash "$harness" start "$work/ctrd" 2>"$work/harness.log" | sed -n 's/^CON
 ctr_() { ctr --address "$sock" -n k8s.io "$@"; }
 
 mkdir -p "$work/manifests" "$work/logs"
+cgroup_root_create /rk-bench
 cat >"$work/config.yaml" <<CFG
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+cgroupRoot: /rk-bench
 podLogsDir: $work/logs
 fileCheckFrequency: 20s
 healthzPort: $port

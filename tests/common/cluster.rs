@@ -381,12 +381,14 @@ pub fn kubelet_config(env: &Env, extra: &str) -> String {
          fileCheckFrequency: 1s\n\
          syncFrequency: 10s\n\
          failSwapOn: false\n\
+         cgroupRoot: {}\n\
          {IMAGE_GC_OFF}\
          {extra}",
         env.pod_logs.display(),
         env.port,
         env.manifests.display(),
-        env.sock
+        env.sock,
+        env.cgroup_root()
     )
 }
 

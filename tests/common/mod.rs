@@ -450,6 +450,9 @@ impl Env {
         for d in [&env.dir, &env.manifests, &env.pod_logs, &env.root] {
             fs::create_dir_all(d).unwrap_or_else(|e| panic!("create {}: {e}", d.display()));
         }
+        // A leftover of a killed run with the same number goes first.
+        remove_cgroup_tree(&env.cgroup_root());
+        create_cgroup_root(&env.cgroup_root());
         fs::write(
             &env.config,
             format!(
@@ -459,8 +462,10 @@ impl Env {
                  fileCheckFrequency: 1s\n\
                  syncFrequency: 10s\n\
                  failSwapOn: false\n\
+                 cgroupRoot: {}\n\
                  {IMAGE_GC_OFF}",
-                env.pod_logs.display()
+                env.pod_logs.display(),
+                env.cgroup_root()
             ),
         )
         .unwrap();
@@ -835,6 +840,72 @@ impl Env {
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
+
+    /// This test's cgroupRoot: its own, because parallel tests share the
+    /// host's /sys/fs/cgroup and each rkubelet removes pod cgroups it does
+    /// not know below its root.
+    pub fn cgroup_root(&self) -> String {
+        format!("/rk-test-{}", self.n)
+    }
+}
+
+/// The mount point of every cgroup hierarchy: v1 controllers and cgroup2
+/// (the fstype follows the "-" that ends mountinfo's optional fields).
+pub fn cgroup_mounts() -> Vec<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let dash = f.iter().position(|x| *x == "-")?;
+            matches!(*f.get(dash + 1)?, "cgroup" | "cgroup2").then(|| PathBuf::from(f[4]))
+        })
+        .collect()
+}
+
+/// `mkdir` of a cgroupRoot in every hierarchy (rkubelet, like upstream,
+/// requires it to exist).
+pub fn create_cgroup_root(name: &str) {
+    for m in cgroup_mounts() {
+        let d = m.join(name.trim_start_matches('/'));
+        fs::create_dir_all(&d).unwrap_or_else(|e| panic!("create {}: {e}", d.display()));
+    }
+}
+
+/// Removes a cgroup and everything below it from every hierarchy, the
+/// deepest first (rmdir is the only way to remove a cgroup), retrying
+/// while killed processes are still leaving.
+pub fn remove_cgroup_tree(name: &str) {
+    fn dirs(d: &Path, out: &mut Vec<PathBuf>) {
+        if let Ok(rd) = fs::read_dir(d) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs(&e.path(), out);
+                }
+            }
+        }
+        out.push(d.to_path_buf());
+    }
+    for _ in 0..20 {
+        let mut left = Vec::new();
+        for m in cgroup_mounts() {
+            let top = m.join(name.trim_start_matches('/'));
+            if !top.exists() {
+                continue;
+            }
+            let mut all = Vec::new();
+            dirs(&top, &mut all);
+            for d in all {
+                if fs::remove_dir(&d).is_err() {
+                    left.push(d);
+                }
+            }
+        }
+        if left.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("cgroup {name}: could not remove all of it");
 }
 
 impl Drop for Env {
@@ -885,6 +956,7 @@ impl Drop for Env {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        remove_cgroup_tree(&self.cgroup_root());
         unmount_all_under(&self.dir);
         if let Err(e) = fs::remove_dir_all(&self.dir) {
             eprintln!("[{}] remove {}: {e}", self.name, self.dir.display());

@@ -1,0 +1,289 @@
+//! The container manager on real containerd (cgroupfs driver; the test
+//! machine is cgroup v1, hybrid): pods of each QoS class run inside their
+//! pod cgroup under the test's own cgroupRoot with upstream's limits,
+//! kubepods is capped at node allocatable, pod cgroups go with their pods,
+//! a restart adopts live pod cgroups and removes orphans, and a pod cgroup
+//! that cannot be made holds back only its own pod.
+//!
+//! Test numbers 80–82.
+
+mod common;
+
+use std::fs;
+use std::path::PathBuf;
+
+use common::*;
+
+const V1: &str = "/sys/fs/cgroup";
+
+/// A static pod whose one container sleeps, with `resources` (YAML lines
+/// indented for the container) and an optional init container.
+fn pod_yaml(name: &str, resources: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n\
+         spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {BUSYBOX}\n\
+         \x20   imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"sleep 3600\"]\n{resources}"
+    )
+}
+
+fn resources(req: &[(&str, &str)], lim: &[(&str, &str)]) -> String {
+    let mut y = String::from("    resources:\n");
+    for (key, list) in [("requests", req), ("limits", lim)] {
+        if list.is_empty() {
+            continue;
+        }
+        y.push_str(&format!("      {key}:\n"));
+        for (k, v) in list {
+            y.push_str(&format!("        {k}: {v}\n"));
+        }
+    }
+    y
+}
+
+fn read(controller: &str, rel: &str, file: &str) -> String {
+    let p = PathBuf::from(V1)
+        .join(controller)
+        .join(rel.trim_start_matches('/'))
+        .join(file);
+    fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+        .trim()
+        .to_string()
+}
+
+fn exists_anywhere(rel: &str) -> Vec<PathBuf> {
+    cgroup_mounts()
+        .into_iter()
+        .map(|m| m.join(rel.trim_start_matches('/')))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+/// The PID of a container's task, from `ctr tasks ls` (TASK PID STATUS).
+fn task_pid(env: &Env, id: &str) -> u32 {
+    let out = env.ctr(&["tasks", "ls"]).expect("ctr tasks ls");
+    out.lines()
+        .skip(1)
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.first() == Some(&id))
+                .then(|| f.get(1)?.parse().ok())
+                .flatten()
+        })
+        .unwrap_or_else(|| panic!("no task {id} in:\n{out}"))
+}
+
+/// The container's cgroup path in one v1 hierarchy, from /proc/PID/cgroup.
+fn proc_cgroup(pid: u32, controller: &str) -> String {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    text.lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            ctrls
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| path.to_string())
+        })
+        .unwrap_or_else(|| panic!("no {controller} line in /proc/{pid}/cgroup:\n{text}"))
+}
+
+/// The running container `c` of `pod`: (pod uid, container id).
+fn running(env: &mut Env, pod: &str) -> (String, String) {
+    let snap = env.wait_running(pod, &["c"], secs(60));
+    let c = snap.running(pod, "c").expect("running");
+    (c.pod_uid().to_string(), c.id.clone())
+}
+
+fn mem_total() -> u64 {
+    let text = fs::read_to_string("/proc/meminfo").unwrap();
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("MemTotal");
+    kb * 1024
+}
+
+fn max_pids() -> u64 {
+    let r = |p: &str| {
+        fs::read_to_string(p)
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    r("/proc/sys/kernel/pid_max").min(r("/proc/sys/kernel/threads-max"))
+}
+
+fn cores() -> u64 {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap();
+    cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count() as u64
+}
+
+#[test]
+fn pods_run_in_their_qos_cgroups_with_upstream_limits() {
+    let mut env = Env::new("pods_run_in_their_qos_cgroups", 80);
+    env.set_config("podPidsLimit", "256");
+    env.set_config("systemReserved", "{memory: 1Gi}");
+    env.set_config("kubeReserved", "{cpu: 500m}");
+    let root = env.cgroup_root();
+    env.write_manifest(
+        "g.yaml",
+        &pod_yaml("g", &resources(&[], &[("cpu", "200m"), ("memory", "64Mi")])),
+    );
+    env.write_manifest(
+        "b.yaml",
+        &pod_yaml("b", &resources(&[("cpu", "100m")], &[("memory", "96Mi")])),
+    );
+    env.write_manifest("e.yaml", &pod_yaml("e", ""));
+    env.start_kubelet_healthy();
+
+    // kubepods: capacity less the reservations; eviction is not taken
+    // from it (upstream getNodeAllocatableAbsolute).
+    let kubepods = format!("{root}/kubepods");
+    let want_mem = (mem_total() - (1 << 30)) / 4096 * 4096;
+    assert_eq!(
+        read("memory", &kubepods, "memory.limit_in_bytes"),
+        want_mem.to_string()
+    );
+    let want_shares = (cores() * 1000 - 500) * 1024 / 1000;
+    assert_eq!(
+        read("cpu", &kubepods, "cpu.shares"),
+        want_shares.to_string()
+    );
+    assert_eq!(read("pids", &kubepods, "pids.max"), max_pids().to_string());
+    assert_eq!(
+        read("cpu", &format!("{kubepods}/besteffort"), "cpu.shares"),
+        "2"
+    );
+
+    let cases = [
+        ("g-node1", format!("{kubepods}/pod")),
+        ("b-node1", format!("{kubepods}/burstable/pod")),
+        ("e-node1", format!("{kubepods}/besteffort/pod")),
+    ];
+    let mut dirs = Vec::new();
+    for (pod, prefix) in &cases {
+        let (uid, id) = running(&mut env, pod);
+        let dir = format!("{prefix}{uid}");
+        let pid = task_pid(&env, &id);
+        for controller in ["memory", "cpu", "pids"] {
+            let got = proc_cgroup(pid, controller);
+            assert_eq!(
+                got,
+                format!("{dir}/{id}"),
+                "{pod}: {controller} cgroup of pid {pid}"
+            );
+        }
+        assert_eq!(read("pids", &dir, "pids.max"), "256", "{pod}: podPidsLimit");
+        dirs.push(dir);
+    }
+    // Guaranteed: shares from requests (= limits), quota from limits, memory.
+    assert_eq!(read("cpu", &dirs[0], "cpu.shares"), "204");
+    assert_eq!(read("cpu", &dirs[0], "cpu.cfs_quota_us"), "20000");
+    assert_eq!(read("cpu", &dirs[0], "cpu.cfs_period_us"), "100000");
+    assert_eq!(
+        read("memory", &dirs[0], "memory.limit_in_bytes"),
+        (64u64 << 20).to_string()
+    );
+    // Burstable: memory limited (its one container has a limit), cpu not.
+    assert_eq!(read("cpu", &dirs[1], "cpu.shares"), "102");
+    assert_eq!(read("cpu", &dirs[1], "cpu.cfs_quota_us"), "-1");
+    assert_eq!(
+        read("memory", &dirs[1], "memory.limit_in_bytes"),
+        (96u64 << 20).to_string()
+    );
+    // BestEffort: the minimum shares, no memory limit.
+    assert_eq!(read("cpu", &dirs[2], "cpu.shares"), "2");
+    assert!(
+        read("memory", &dirs[2], "memory.limit_in_bytes")
+            .parse::<u64>()
+            .unwrap()
+            > 1 << 60
+    );
+    // The burstable tier carries its pods' requests.
+    assert_eq!(
+        read("cpu", &format!("{kubepods}/burstable"), "cpu.shares"),
+        "102"
+    );
+
+    // Removing the pod removes its cgroup from every hierarchy, and the
+    // tier follows.
+    env.remove_manifest("b.yaml");
+    wait_until(secs(30), "burstable pod cgroup removed", || {
+        exists_anywhere(&dirs[1]).is_empty()
+    });
+    wait_until(secs(10), "burstable tier back to 2 shares", || {
+        read("cpu", &format!("{kubepods}/burstable"), "cpu.shares") == "2"
+    });
+    env.assert_kubelet_alive();
+}
+
+#[test]
+fn restart_adopts_live_pod_cgroups_and_removes_orphans() {
+    let mut env = Env::new("restart_adopts_pod_cgroups", 81);
+    let root = env.cgroup_root();
+    env.write_manifest("e.yaml", &pod_yaml("e", ""));
+    env.start_kubelet_healthy();
+    let (uid, id) = running(&mut env, "e-node1");
+    let dir = format!("{root}/kubepods/besteffort/pod{uid}");
+    env.kill_kubelet();
+
+    // A pod cgroup nobody knows (a pod removed while rkubelet was down).
+    let orphan = format!("{root}/kubepods/burstable/pod00000000-dead-beef-0000-000000000000");
+    create_cgroup_root(&orphan);
+    // Outside kubepods: never rkubelet's to remove.
+    let foreign = format!("{root}/not-kubepods");
+    create_cgroup_root(&foreign);
+
+    env.start_kubelet_healthy();
+    wait_until(secs(30), "orphaned pod cgroup removed", || {
+        exists_anywhere(&orphan).is_empty()
+    });
+    let snap = env.snapshot();
+    let c = snap.running("e-node1", "c").expect("still running");
+    assert_eq!(c.id, id, "the container was not recreated");
+    assert_eq!(
+        proc_cgroup(task_pid(&env, &id), "memory"),
+        format!("{dir}/{id}")
+    );
+    assert!(!exists_anywhere(&dir).is_empty());
+    assert!(!exists_anywhere(&foreign).is_empty());
+}
+
+#[test]
+fn a_pod_cgroup_that_cannot_be_made_holds_back_only_its_pod() {
+    let mut env = Env::new("pod_cgroup_failure", 82);
+    let root = env.cgroup_root();
+    env.start_kubelet_healthy();
+    // Cap kubepods' CFS quota below what the Guaranteed pod asks: the
+    // kernel refuses a child quota above its parent's with EINVAL.
+    let quota = PathBuf::from(V1)
+        .join("cpu")
+        .join(format!("{}/kubepods/cpu.cfs_quota_us", &root[1..]));
+    fs::write(&quota, "10000").unwrap();
+    env.write_manifest(
+        "g.yaml",
+        &pod_yaml("g", &resources(&[], &[("cpu", "1"), ("memory", "32Mi")])),
+    );
+    env.write_manifest("e.yaml", &pod_yaml("e", ""));
+    env.wait_running("e-node1", &["c"], secs(60));
+    let lines = eventually(secs(30), "FailedCreatePodContainer event", || {
+        let l = env.log_lines_with("FailedCreatePodContainer");
+        (!l.is_empty()).then_some(l)
+    });
+    let line = &lines[0];
+    assert!(
+        line.contains("cpu.cfs_quota_us") && line.contains("EINVAL"),
+        "{line}"
+    );
+    assert!(line.contains(&format!("{root}/kubepods/pod")), "{line}");
+    assert!(env.snapshot().sandboxes("g-node1").is_empty());
+    // Once the cap goes the pod starts.
+    fs::write(&quota, "-1").unwrap();
+    env.wait_running("g-node1", &["c"], secs(60));
+}
