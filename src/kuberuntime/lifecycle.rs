@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 
 use crate::cri::RemoteRuntime;
 use crate::prober::handlers::{resolve_port, run_exec, run_http_get, HttpTarget};
-use crate::prober::{ContainerExec, ProbeResult};
+use crate::prober::{ContainerExec, ExecDone, ProbeResult};
 
 /// CRI ExecSync as the handlers want it.
 pub struct RuntimeExec(pub Arc<RemoteRuntime>);
@@ -25,6 +25,18 @@ impl ContainerExec for RuntimeExec {
             .exec_sync(container_id, cmd.to_vec(), timeout)
             .map(|r| (r.exit_code, r.stdout, r.stderr))
             .map_err(|e| e.to_string())
+    }
+
+    /// Exec probes complete on gRPC's completion-queue thread, so a slow
+    /// one holds no probe worker.
+    fn exec_async(&self, container_id: &str, cmd: &[String], timeout: Duration, done: ExecDone) {
+        self.0
+            .exec_sync_async(container_id, cmd.to_vec(), timeout, move |r| {
+                done(
+                    r.map(|r| (r.exit_code, r.stdout, r.stderr))
+                        .map_err(|e| e.to_string()),
+                )
+            });
     }
 }
 

@@ -11,6 +11,8 @@ use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendErr
 use k8s_openapi::api::core::v1::Pod;
 
 use super::core::{Core, Done, Job, Now};
+use super::handlers::Outcome;
+use super::spec::Check;
 use super::{worker, ContainerExec, ContainerInfo, ResultUpdate};
 use crate::events::EventRecorder;
 
@@ -221,6 +223,22 @@ impl Pool {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(Instant::now().saturating_duration_since(job.due));
+            // Exec checks go async: a command that runs to its timeout
+            // costs its own probe, not a pool worker.
+            if let Check::Exec(cmd) = &job.check {
+                let cmd = cmd.clone();
+                let (recorder, done) = (Arc::clone(&self.recorder), self.done.clone());
+                let finish = Box::new(move |job: Job, outcome: Outcome| {
+                    worker::record_event(&*recorder, &job, &outcome);
+                    let _ = done.send(Done {
+                        key: job.key,
+                        generation: job.generation,
+                        outcome,
+                    });
+                });
+                worker::execute_exec_async(Arc::clone(&self.exec), job, cmd, 0, finish);
+                continue;
+            }
             let outcome = worker::execute(&*self.exec, &job);
             worker::record_event(&*self.recorder, &job, &outcome);
             let done = Done {

@@ -115,4 +115,13 @@ pub trait ContainerExec: Send + Sync {
         cmd: &[String],
         timeout: Duration,
     ) -> Result<(i32, Vec<u8>, Vec<u8>), String>;
+
+    /// The same without holding the caller: `done` gets the reply, on
+    /// whatever thread completes the call. By default it runs here.
+    fn exec_async(&self, container_id: &str, cmd: &[String], timeout: Duration, done: ExecDone) {
+        done(self.exec_sync(container_id, cmd, timeout));
+    }
 }
+
+/// Told an async exec's reply: exit code, stdout, stderr, or the error.
+pub type ExecDone = Box<dyn FnOnce(Result<(i32, Vec<u8>, Vec<u8>), String>) + Send>;

@@ -445,6 +445,19 @@ impl ContainerExec for FakeExec {
         let code = i32::from(id.starts_with("bad"));
         Ok((code, b"boom".to_vec(), vec![]))
     }
+
+    /// "async-hang-*" containers time out on another thread, as the CRI
+    /// client's completion queue would; the rest reply here.
+    fn exec_async(&self, id: &str, cmd: &[String], timeout: Duration, done: ExecDone) {
+        if !id.starts_with("async-hang") {
+            return done(self.exec_sync(id, cmd, timeout));
+        }
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        thread::spawn(move || {
+            thread::sleep(timeout);
+            done(Err("DeadlineExceeded".into()));
+        });
+    }
 }
 
 #[derive(Default)]
@@ -584,6 +597,45 @@ fn hung_checks_fail_by_timeout_without_blocking_others() {
     assert!(
         worst < Duration::from_millis(500),
         "worst start delay {worst:?}"
+    );
+    r.stop();
+}
+
+/// Exec checks that run to their timeout hold no pool worker: with a
+/// single worker, three hanging liveness checks do not delay twenty fast
+/// readiness checks.
+#[test]
+fn slow_exec_checks_hold_no_worker() {
+    let _serial = MANAGER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let r = Running::start(1);
+    for i in 0..3 {
+        let ctr = container("app", Some(probe(1, 0, 1, 1)), None, None);
+        r.add(&format!("s{i}"), ctr, &format!("async-hang-{i}"));
+    }
+    for i in 0..20 {
+        let ctr = container("app", None, Some(probe(1, 0, 3, 1)), None);
+        r.add(&format!("f{i}"), ctr, &format!("fast-{i}"));
+    }
+    thread::sleep(Duration::from_millis(3500));
+    for i in 0..20 {
+        assert!(
+            r.manager.is_ready(&format!("f{i}"), "app"),
+            "f{i} not ready"
+        );
+    }
+    for i in 0..3 {
+        assert!(r.manager.liveness_failed(&format!("async-hang-{i}")));
+    }
+    let lags = r
+        .manager
+        .lags
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let worst = lags.iter().max().copied().unwrap_or_default();
+    assert!(
+        worst < Duration::from_millis(300),
+        "one worker, slow exec checks: worst start delay {worst:?}"
     );
     r.stop();
 }

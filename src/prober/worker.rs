@@ -2,6 +2,8 @@
 //! handler, retry probe errors, and record the Warning events.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Instant;
 
 use super::core::Job;
 use super::handlers::{self, truncate, Outcome};
@@ -16,6 +18,34 @@ const MAX_PROBE_RETRIES: usize = 3;
 const MAX_EVENT_OUTPUT: usize = 1024;
 
 const CONTAINER_PROBE_WARNING: &str = "ProbeWarning";
+
+/// Runs an exec check without holding the caller: the reply comes back
+/// through `exec_async`, a probe error is retried the same number of times,
+/// and `finish` gets the outcome on the completing thread.
+pub(crate) fn execute_exec_async(
+    exec: Arc<dyn ContainerExec>,
+    job: Job,
+    cmd: Vec<String>,
+    attempt: usize,
+    finish: Box<dyn FnOnce(Job, Outcome) + Send>,
+) {
+    let started = Instant::now();
+    let (id, timeout) = (job.container_id.clone(), job.timeout);
+    let again = Arc::clone(&exec);
+    exec.exec_async(
+        &id,
+        &cmd.clone(),
+        timeout,
+        Box::new(move |reply| {
+            let outcome: Outcome =
+                handlers::exec_verdict(reply, &cmd, started.elapsed(), timeout).into();
+            if outcome.result == ProbeResult::Unknown && attempt + 1 < MAX_PROBE_RETRIES {
+                return execute_exec_async(again, job, cmd, attempt + 1, finish);
+            }
+            finish(job, outcome);
+        }),
+    );
+}
 
 pub(crate) fn execute(exec: &dyn ContainerExec, job: &Job) -> Outcome {
     let mut outcome = run_once(exec, job);
