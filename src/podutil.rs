@@ -157,12 +157,16 @@ pub fn is_restartable_init(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
-/// Every container name of the pod that status and logs can refer to:
-/// init, regular and ephemeral containers.
-pub fn has_container_named(pod: &Pod, name: &str) -> bool {
+/// The spec of the pod's regular or init container `name`.
+pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
     pod.containers()
         .iter()
         .chain(pod.init_containers())
-        .any(|c| c.name == name)
-        || pod.ephemeral_containers().iter().any(|c| c.name == name)
+        .find(|c| c.name == name)
+}
+
+/// Every container name of the pod that status and logs can refer to:
+/// init, regular and ephemeral containers.
+pub fn has_container_named(pod: &Pod, name: &str) -> bool {
+    find_container(pod, name).is_some() || pod.ephemeral_containers().iter().any(|c| c.name == name)
 }

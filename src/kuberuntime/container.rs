@@ -343,12 +343,7 @@ fn resource_field_value(
 ) -> anyhow::Result<String> {
     let container = match sel.container_name.as_deref().filter(|n| !n.is_empty()) {
         None => ctx.container,
-        Some(name) => ctx
-            .pod
-            .containers()
-            .iter()
-            .chain(ctx.pod.init_containers())
-            .find(|c| c.name == name)
+        Some(name) => crate::podutil::find_container(ctx.pod, name)
             .with_context(|| format!("resourceFieldRef: no container named {name:?}"))?,
     };
     Ok(fieldpath::resource_value(

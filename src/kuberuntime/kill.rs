@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{LifecycleHandler, Pod};
+use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Pod};
 
 use super::killer::{OnDone, Progress, StopRequest};
 use super::{lifecycle, sidecar, KubeRuntimeManager, SyncError, MINIMUM_GRACE_PERIOD_SECONDS};
 use crate::container::{ContainerState, PodStatus, RuntimePod};
 use crate::events::{self, EventRecorder, EventType};
-use crate::podutil::PodExt;
+use crate::podutil::{find_container, PodExt};
 use crate::prober::handlers::exec_verdict;
 use crate::prober::ProbeResult;
 
@@ -71,7 +71,9 @@ impl KubeRuntimeManager {
                 events::KILLING_CONTAINER,
                 reason.unwrap_or(&default),
             );
-            if let Some(hook) = pre_stop_hook(pod, name) {
+            let container = find_container(pod, name);
+            let hook = container.and_then(|c| c.lifecycle.as_ref()?.pre_stop.as_ref());
+            if let (Some(container), Some(hook)) = (container, hook) {
                 match hook.exec.as_ref() {
                     Some(exec) => {
                         let cmd = exec.command.clone().unwrap_or_default();
@@ -84,7 +86,7 @@ impl KubeRuntimeManager {
                         ));
                         pre_stop = Some(cmd);
                     }
-                    None => grace = self.run_pre_stop(pod, id, name, hook, grace),
+                    None => grace = self.run_pre_stop(pod, id, container, hook, grace),
                 }
             }
         }
@@ -111,18 +113,10 @@ impl KubeRuntimeManager {
         &self,
         pod: &Pod,
         id: &str,
-        name: &str,
+        container: &Container,
         hook: &LifecycleHandler,
         grace: Duration,
     ) -> Duration {
-        let Some(container) = pod
-            .containers()
-            .iter()
-            .chain(pod.init_containers())
-            .find(|c| c.name == name)
-        else {
-            return grace;
-        };
         let started = std::time::Instant::now();
         let ip = self
             .get_pod_status(pod.uid(), pod.name(), pod.namespace())
@@ -132,7 +126,7 @@ impl KubeRuntimeManager {
         if let Err(msg) = lifecycle::run_hook(&exec, hook, container, id, ip.as_deref(), grace) {
             self.recorder.pod_container_event(
                 pod,
-                name,
+                &container.name,
                 EventType::Warning,
                 events::FAILED_PRE_STOP_HOOK,
                 &format!("PreStopHook failed: {msg}"),
@@ -241,18 +235,6 @@ impl KubeRuntimeManager {
         }
         Ok(progress)
     }
-}
-
-/// The preStop hook of the pod's container (or init container) `name`.
-fn pre_stop_hook<'a>(pod: &'a Pod, name: &str) -> Option<&'a LifecycleHandler> {
-    pod.containers()
-        .iter()
-        .chain(pod.init_containers())
-        .find(|c| c.name == name)?
-        .lifecycle
-        .as_ref()?
-        .pre_stop
-        .as_ref()
 }
 
 /// Records FailedPreStopHook when an async exec hook did not pass. Runs on

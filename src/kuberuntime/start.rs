@@ -15,6 +15,7 @@ use crate::container::{ContainerState, PodStatus};
 use crate::cri::api;
 use crate::events::{self, EventType};
 use crate::podutil::PodExt;
+use crate::prober::ContainerExec;
 
 /// Where a container starts: its pod, sandbox and the status it started from.
 pub(super) struct StartTarget<'a> {
@@ -227,11 +228,12 @@ impl KubeRuntimeManager {
         let timeout = self.runtime.request_timeout();
         let started = std::time::Instant::now();
         let argv = cmd.clone();
-        self.runtime
-            .exec_sync_async(id, cmd, timeout, move |reply| {
-                let reply = reply
-                    .map(|r| (r.exit_code, r.stdout, r.stderr))
-                    .map_err(|e| e.to_string());
+        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
+        exec.exec_async(
+            id,
+            &cmd,
+            timeout,
+            Box::new(move |reply| {
                 let (result, msg) =
                     crate::prober::handlers::exec_verdict(reply, &argv, started.elapsed(), timeout);
                 let result = if result == crate::prober::ProbeResult::Success {
@@ -251,7 +253,8 @@ impl KubeRuntimeManager {
                 if let Some(f) = wake.get() {
                     f(&uid);
                 }
-            });
+            }),
+        );
     }
 
     /// Upstream `doBackOff`: a container that exited is restarted only after

@@ -110,11 +110,7 @@ impl KubeletHost for ServerHost {
         // Upstream reads LastTerminationState: while an exited container
         // waits to be restarted, that is the newest instance itself (its
         // predecessors were removed on ContainerDied).
-        let spec = p
-            .containers()
-            .iter()
-            .chain(p.init_containers())
-            .find(|c| c.name == container);
+        let spec = crate::podutil::find_container(&p, container);
         let exited_awaiting_restart = newest.state == ContainerState::Exited
             && spec.is_some_and(|c| {
                 crate::kuberuntime::actions::should_container_be_restarted(c, &p, &status)

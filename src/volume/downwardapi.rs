@@ -9,7 +9,6 @@ use super::content::{write_volume, Medium};
 use super::util::atomic_writer::{validate_path, FileProjection, Payload};
 use super::{file_mode, PluginKind, SetUpContext, VolumeError};
 use crate::fieldpath::{self, PodFacts};
-use crate::podutil::PodExt;
 
 pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<PathBuf, VolumeError> {
     let Some(src) = vol.downward_api.as_ref() else {
@@ -45,15 +44,9 @@ pub fn payload(
                 .map_err(|e| VolumeError::Invalid(format!("{}: {e}", item.path)))?
         } else if let Some(r) = &item.resource_field_ref {
             let name = r.container_name.as_deref().unwrap_or_default();
-            let container = ctx
-                .pod
-                .containers()
-                .iter()
-                .chain(ctx.pod.init_containers())
-                .find(|c| c.name == name)
-                .ok_or_else(|| {
-                    VolumeError::Invalid(format!("{}: no container named {name:?}", item.path))
-                })?;
+            let container = crate::podutil::find_container(ctx.pod, name).ok_or_else(|| {
+                VolumeError::Invalid(format!("{}: no container named {name:?}", item.path))
+            })?;
             fieldpath::resource_value(r, container, &ctx.host.node_allocatable())
                 .map_err(|e| VolumeError::Invalid(format!("{}: {e}", item.path)))?
         } else {
