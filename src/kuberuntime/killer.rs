@@ -148,15 +148,10 @@ impl Killer {
         let mut pre_stop = req.pre_stop;
         let progress = {
             let mut entries = lock(&self.entries);
+            if let Some(done) = finished(&mut entries, &req.id) {
+                return done;
+            }
             match entries.get_mut(&req.id).map(|e| &mut e.state) {
-                Some(State::Stopped { .. }) => return Ok(Progress::Stopped),
-                Some(State::Failed(_)) => {
-                    let failed = entries.remove(&req.id).map(|e| e.state);
-                    if let Some(State::Failed(err)) = failed {
-                        return Err(err);
-                    }
-                    return Ok(Progress::Stopped);
-                }
                 Some(State::InFlight {
                     ends: current,
                     outstanding,
@@ -170,25 +165,14 @@ impl Killer {
                     pre_stop = None;
                     Progress::InFlight
                 }
-                None => {
-                    entries.insert(
-                        req.id.clone(),
-                        Entry {
-                            pod_uid: req.pod_uid.clone(),
-                            issued: Instant::now(),
-                            state: State::InFlight {
-                                ends,
-                                outstanding: 1,
-                            },
-                        },
-                    );
+                _ => {
+                    insert_in_flight(&mut entries, &req.id, &req.pod_uid, ends);
                     Progress::Issued
                 }
             }
         };
-        let entries = Arc::clone(&self.entries);
-        let on_stopped = Arc::clone(&self.on_stopped);
-        let (id, uid, on_done) = (req.id.clone(), req.pod_uid, req.on_done);
+        let complete = self.completion(&req.id, &req.pod_uid);
+        let on_done = req.on_done;
         self.stopper.stop_async(
             &req.id,
             pre_stop,
@@ -198,10 +182,7 @@ impl Killer {
                 if let Some(f) = on_done {
                     f(&outcome);
                 }
-                complete(&entries, &id, outcome.stopped);
-                if let Some(f) = on_stopped.get() {
-                    f(&uid);
-                }
+                complete(outcome.stopped);
             }),
         );
         Ok(progress)
@@ -213,42 +194,31 @@ impl Killer {
     pub fn stop_sandbox(&self, pod_uid: &str, id: &str) -> Result<Progress, CriError> {
         {
             let mut entries = lock(&self.entries);
-            match entries.get(id).map(|e| &e.state) {
-                Some(State::Stopped { .. }) => return Ok(Progress::Stopped),
-                Some(State::InFlight { .. }) => return Ok(Progress::InFlight),
-                Some(State::Failed(_)) => {
-                    if let Some(State::Failed(err)) = entries.remove(id).map(|e| e.state) {
-                        return Err(err);
-                    }
-                }
-                None => {}
+            if let Some(done) = finished(&mut entries, id) {
+                return done;
             }
-            let now = Instant::now();
-            entries.insert(
-                id.to_string(),
-                Entry {
-                    pod_uid: pod_uid.to_string(),
-                    issued: now,
-                    state: State::InFlight {
-                        ends: now,
-                        outstanding: 1,
-                    },
-                },
-            );
+            if entries.contains_key(id) {
+                return Ok(Progress::InFlight);
+            }
+            insert_in_flight(&mut entries, id, pod_uid, Instant::now());
         }
+        self.stopper
+            .stop_sandbox_async(id, Box::new(self.completion(id, pod_uid)));
+        Ok(Progress::Issued)
+    }
+
+    /// What runs when a stop of `id` finishes, on the completion thread:
+    /// record the result, then wake the pod.
+    fn completion(&self, id: &str, pod_uid: &str) -> impl FnOnce(Result<(), CriError>) + Send {
         let entries = Arc::clone(&self.entries);
         let on_stopped = Arc::clone(&self.on_stopped);
-        let (sid, uid) = (id.to_string(), pod_uid.to_string());
-        self.stopper.stop_sandbox_async(
-            id,
-            Box::new(move |result| {
-                complete(&entries, &sid, result);
-                if let Some(f) = on_stopped.get() {
-                    f(&uid);
-                }
-            }),
-        );
-        Ok(Progress::Issued)
+        let (id, uid) = (id.to_string(), pod_uid.to_string());
+        move |result| {
+            complete(&entries, &id, result);
+            if let Some(f) = on_stopped.get() {
+                f(&uid);
+            }
+        }
     }
 
     /// Whether any stop of the pod is still under way.
@@ -281,6 +251,34 @@ impl Killer {
             _ => true,
         });
     }
+}
+
+/// A stop of `id` that already finished: stopped, or its failure, which
+/// is handed out once so that the next request retries.
+fn finished(entries: &mut HashMap<String, Entry>, id: &str) -> Option<Result<Progress, CriError>> {
+    match entries.get(id).map(|e| &e.state) {
+        Some(State::Stopped { .. }) => Some(Ok(Progress::Stopped)),
+        Some(State::Failed(_)) => match entries.remove(id).map(|e| e.state) {
+            Some(State::Failed(err)) => Some(Err(err)),
+            _ => Some(Ok(Progress::Stopped)),
+        },
+        _ => None,
+    }
+}
+
+/// Remembers a stop of `id` as issued now, ending at `ends`.
+fn insert_in_flight(entries: &mut HashMap<String, Entry>, id: &str, pod_uid: &str, ends: Instant) {
+    entries.insert(
+        id.to_string(),
+        Entry {
+            pod_uid: pod_uid.to_string(),
+            issued: Instant::now(),
+            state: State::InFlight {
+                ends,
+                outstanding: 1,
+            },
+        },
+    );
 }
 
 /// Records a finished StopContainer. Success (or the container already
