@@ -128,48 +128,119 @@ fn graceful_deletes_overlap() {
     }
 }
 
-/// Slow exec postStart hooks cost their own pods only: with every pod
-/// worker's worth of pods inside a long hook, another pod still starts at
-/// once (a synchronous hook would hold all four workers for a minute).
+/// A listener on the host's loopback that accepts and never answers: an
+/// httpGet hook aimed at it hangs until its timeout.
+fn hanging_listener() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback listener");
+    let port = l.local_addr().expect("listener address").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    port
+}
+
+/// Slow hooks of every kind, one per pod: an exec `sleep 60`, three
+/// `sleep` actions of 60 s and an httpGet to a listener that never answers.
+/// The four that are not exec would hold all four pod workers if they ran
+/// there.
+fn slow_hooks(hanging_port: u16) -> Vec<Value> {
+    let exec = json!({"exec": {"command": ["sh", "-c", "sleep 60"]}});
+    let sleep = json!({"sleep": {"seconds": 60}});
+    let http = json!({"httpGet": {"host": "127.0.0.1", "port": hanging_port, "path": "/hook"}});
+    vec![exec, sleep.clone(), sleep.clone(), sleep, http]
+}
+
+/// A pod of one container that exits at once on TERM; `lifecycle` as given.
+fn hooked_pod(name: &str, grace: u64, lifecycle: Option<Value>) -> Value {
+    let mut c = json!({
+        "name": "c",
+        "image": BUSYBOX,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"],
+    });
+    if let Some(l) = lifecycle {
+        c["lifecycle"] = l;
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"terminationGracePeriodSeconds": grace, "containers": [c]},
+    })
+}
+
+/// Slow postStart hooks cost their own pods only: with every pod worker's
+/// worth of pods inside a long hook of each kind (exec, sleep, httpGet), another
+/// pod still starts at once (synchronous hooks would hold all four workers
+/// for a minute).
 #[test]
 fn slow_post_start_hooks_hold_only_their_pods() {
     let mut env = Env::new("slow_post_start_hooks_hold_only_their_pods", 63);
-    let manifest = |name: &str, hook: Option<&str>| {
-        let mut c = json!({
-            "name": "c",
-            "image": BUSYBOX,
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"],
-        });
-        if let Some(cmd) = hook {
-            c["lifecycle"] = json!({"postStart": {"exec": {"command": ["sh", "-c", cmd]}}});
-        }
-        json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"terminationGracePeriodSeconds": 1, "containers": [c]},
-        })
-    };
-    for i in 0..5 {
+    let hooks = slow_hooks(hanging_listener());
+    for (i, hook) in hooks.iter().enumerate() {
         let name = format!("hook{i}");
-        env.write_manifest(
-            &format!("{name}.yaml"),
-            &manifest(&name, Some("sleep 60")).to_string(),
-        );
+        let pod = hooked_pod(&name, 1, Some(json!({"postStart": hook})));
+        env.write_manifest(&format!("{name}.yaml"), &pod.to_string());
     }
     env.start_kubelet();
-    for i in 0..5 {
+    for i in 0..hooks.len() {
         env.wait_running(&format!("hook{i}-node1"), &["c"], secs(30));
     }
-    // Every hook is now sleeping. A plain pod arrives.
+    // Every hook is now under way. A plain pod arrives.
     let t0 = Instant::now();
-    env.write_manifest("plain.yaml", &manifest("plain", None).to_string());
+    env.write_manifest("plain.yaml", &hooked_pod("plain", 1, None).to_string());
     env.wait_running("plain-node1", &["c"], secs(20));
     let took = t0.elapsed();
-    eprintln!("plain pod running {took:?} after its manifest, with 5 postStart hooks sleeping");
+    eprintln!("plain pod running {took:?} after its manifest, with 5 postStart hooks under way");
     env.assert_kubelet_alive();
     assert!(
         took < secs(6),
         "a plain pod took {took:?} to run beside 5 slow postStart hooks: hooks hold workers"
     );
+}
+
+/// Slow preStop hooks of every kind hold back their own containers' stops
+/// (the hook runs first, within the grace period) and nothing else: with
+/// five pods stopping behind minute-long hooks, a new pod starts at once.
+#[test]
+fn slow_pre_stop_hooks_hold_only_their_pods() {
+    let mut env = Env::new("slow_pre_stop_hooks_hold_only_their_pods", 64);
+    let hooks = slow_hooks(hanging_listener());
+    for (i, hook) in hooks.iter().enumerate() {
+        let name = format!("stop{i}");
+        let pod = hooked_pod(&name, 90, Some(json!({"preStop": hook})));
+        env.write_manifest(&format!("{name}.yaml"), &pod.to_string());
+    }
+    env.start_kubelet();
+    for i in 0..hooks.len() {
+        env.wait_running(&format!("stop{i}-node1"), &["c"], secs(30));
+    }
+    for i in 0..hooks.len() {
+        env.remove_manifest(&format!("stop{i}.yaml"));
+    }
+    wait_until(secs(20), "a Killing event for each pod", || {
+        env.log().matches("Stopping container c").count() >= hooks.len()
+    });
+    let t0 = Instant::now();
+    env.write_manifest("plain.yaml", &hooked_pod("plain", 1, None).to_string());
+    env.wait_running("plain-node1", &["c"], secs(20));
+    let took = t0.elapsed();
+    eprintln!("plain pod running {took:?} after its manifest, with 5 preStop hooks under way");
+    env.assert_kubelet_alive();
+    assert!(
+        took < secs(6),
+        "a plain pod took {took:?} to run beside 5 slow preStop hooks: hooks hold workers"
+    );
+    // The hooks are honoured: the containers, which exit on TERM at once,
+    // are still running, since no TERM comes before their hooks end.
+    let snap = env.snapshot();
+    for i in 0..hooks.len() {
+        assert!(
+            snap.running(&format!("stop{i}-node1"), "c").is_some(),
+            "stop{i} was stopped before its preStop hook ended:\n{}",
+            snap.summary()
+        );
+    }
 }

@@ -268,8 +268,8 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     owned.extend(
         kubelet
             .runtime
-            .start_image_puller(&shutdown)
-            .context("start the image puller")?,
+            .start_threads(&shutdown)
+            .context("start the image puller and the hook runner")?,
     );
     let healthz = healthz_checks(config, &kubelet);
     owned.extend(start_healthz(config, &healthz, &shutdown)?.map(Worker::adopt));

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Pod};
 
-use super::killer::{OnDone, Progress, StopRequest};
+use super::killer::{OnDone, PreStop, Progress, StopRequest, ThenStop};
+use super::lifecycle::HookAction;
 use super::{lifecycle, sidecar, KubeRuntimeManager, SyncError, MINIMUM_GRACE_PERIOD_SECONDS};
 use crate::container::{ContainerState, PodStatus, RuntimePod};
 use crate::events::{self, EventRecorder, EventType};
@@ -59,7 +60,7 @@ impl KubeRuntimeManager {
         grace: Option<i64>,
         reason: Option<&str>,
     ) -> Result<KillProgress, SyncError> {
-        let mut grace = Duration::from_secs(grace.unwrap_or(30).max(0) as u64);
+        let grace = Duration::from_secs(grace.unwrap_or(30).max(0) as u64);
         let mut pre_stop = None;
         let mut on_done = None;
         if let Some(pod) = pod.filter(|_| !self.killer.knows(id)) {
@@ -74,20 +75,7 @@ impl KubeRuntimeManager {
             let container = find_container(pod, name);
             let hook = container.and_then(|c| c.lifecycle.as_ref()?.pre_stop.as_ref());
             if let (Some(container), Some(hook)) = (container, hook) {
-                match hook.exec.as_ref() {
-                    Some(exec) => {
-                        let cmd = exec.command.clone().unwrap_or_default();
-                        on_done = Some(hook_failure_event(
-                            Arc::clone(&self.recorder),
-                            pod,
-                            name,
-                            cmd.clone(),
-                            grace,
-                        ));
-                        pre_stop = Some(cmd);
-                    }
-                    None => grace = self.run_pre_stop(pod, id, container, hook, grace),
-                }
+                (pre_stop, on_done) = self.pre_stop(pod, id, container, hook, grace);
             }
         }
         let req = StopRequest {
@@ -105,36 +93,51 @@ impl KubeRuntimeManager {
         }
     }
 
-    /// Runs an httpGet or sleep preStop hook here, within the grace period,
-    /// and returns what is left of it for SIGTERM, at least upstream's 2 s.
-    /// (Exec hooks run async with the stop; these two have no async form,
-    /// so a slow one costs its pod's worker up to the grace period.)
-    fn run_pre_stop(
+    /// The preStop hook to run before the stop: an exec hook chained as an
+    /// async ExecSync, an httpGet or sleep hook on the handler runner. A
+    /// hook that cannot run is reported at once and the stop goes ahead.
+    fn pre_stop(
         &self,
         pod: &Pod,
         id: &str,
         container: &Container,
         hook: &LifecycleHandler,
         grace: Duration,
-    ) -> Duration {
-        let started = std::time::Instant::now();
-        let ip = self
-            .get_pod_status(pod.uid(), pod.name(), pod.namespace())
-            .ok()
-            .and_then(|s| s.ips().into_iter().next());
-        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
-        if let Err(msg) = lifecycle::run_hook(&exec, hook, container, id, ip.as_deref(), grace) {
-            self.recorder.pod_container_event(
-                pod,
-                &container.name,
-                EventType::Warning,
-                events::FAILED_PRE_STOP_HOOK,
-                &format!("PreStopHook failed: {msg}"),
-            );
+    ) -> (Option<PreStop>, Option<OnDone>) {
+        let pod_ip = || {
+            self.get_pod_status(pod.uid(), pod.name(), pod.namespace())
+                .ok()
+                .and_then(|s| s.ips().into_iter().next())
+        };
+        let recorder = Arc::clone(&self.recorder);
+        match lifecycle::hook_action(hook, container, pod_ip, grace) {
+            Ok(HookAction::Exec(cmd)) => {
+                let on_done =
+                    hook_failure_event(recorder, pod, &container.name, cmd.clone(), grace);
+                (Some(PreStop::Exec(cmd)), Some(on_done))
+            }
+            Ok(HookAction::Run(action)) => {
+                let runner = Arc::clone(&self.hook_runner);
+                let (pod, name) = (pod.clone(), container.name.clone());
+                let run = move |then: ThenStop| {
+                    runner.run(
+                        action,
+                        Box::new(move |outcome| {
+                            if let Err(msg) = outcome {
+                                record_pre_stop_failure(&*recorder, &pod, &name, &msg);
+                            }
+                            then();
+                        }),
+                    );
+                };
+                (Some(PreStop::Deferred(Box::new(run))), None)
+            }
+            Err(msg) => {
+                log::debug!("pod {}: preStop of {id}: {msg}", pod.full_name());
+                record_pre_stop_failure(&*recorder, pod, &container.name, &msg);
+                (None, None)
+            }
         }
-        grace
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_secs(MINIMUM_GRACE_PERIOD_SECONDS))
     }
 
     /// Stops the running containers and ready sandboxes in `status`.
@@ -257,13 +260,17 @@ fn hook_failure_event(
             .map_err(ToString::to_string);
         let (result, msg) = exec_verdict(reply, &cmd, outcome.hook_took, timeout);
         if result != ProbeResult::Success {
-            recorder.pod_container_event(
-                &pod,
-                &name,
-                EventType::Warning,
-                events::FAILED_PRE_STOP_HOOK,
-                &format!("PreStopHook failed: {msg}"),
-            );
+            record_pre_stop_failure(&*recorder, &pod, &name, &msg);
         }
     })
+}
+
+fn record_pre_stop_failure(recorder: &dyn EventRecorder, pod: &Pod, name: &str, msg: &str) {
+    recorder.pod_container_event(
+        pod,
+        name,
+        EventType::Warning,
+        events::FAILED_PRE_STOP_HOOK,
+        &format!("PreStopHook failed: {msg}"),
+    );
 }

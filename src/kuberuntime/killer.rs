@@ -77,6 +77,18 @@ pub enum Progress {
 /// What a stop's requester wants done with its outcome.
 pub type OnDone = Box<dyn FnOnce(&AsyncStop) + Send>;
 
+/// Called when a deferred preStop hook is done, to issue the stop.
+pub type ThenStop = Box<dyn FnOnce() + Send>;
+
+/// A preStop hook to run before StopContainer, within the grace period.
+pub enum PreStop {
+    /// An exec hook's command: an async ExecSync chained before the stop.
+    Exec(Vec<String>),
+    /// An httpGet or sleep hook: starts it on the handler runner and calls
+    /// back when it is done; the stop follows with the grace left.
+    Deferred(Box<dyn FnOnce(ThenStop) + Send>),
+}
+
 /// One container to stop.
 pub struct StopRequest {
     pub pod_uid: String,
@@ -84,8 +96,8 @@ pub struct StopRequest {
     pub grace: Duration,
     /// The least grace left after the preStop hook (upstream's 2 s).
     pub min_grace: Duration,
-    /// An exec preStop hook's command, run first within the grace period.
-    pub pre_stop: Option<Vec<String>>,
+    /// A preStop hook, run first within the grace period.
+    pub pre_stop: Option<PreStop>,
     /// Runs with the outcome on the completion thread (hook events).
     pub on_done: Option<OnDone>,
 }
@@ -173,18 +185,32 @@ impl Killer {
         };
         let complete = self.completion(&req.id, &req.pod_uid);
         let on_done = req.on_done;
-        self.stopper.stop_async(
-            &req.id,
-            pre_stop,
-            req.grace,
-            req.min_grace,
-            Box::new(move |outcome| {
-                if let Some(f) = on_done {
-                    f(&outcome);
-                }
-                complete(outcome.stopped);
-            }),
-        );
+        let stopper = Arc::clone(&self.stopper);
+        let (id, min_grace) = (req.id, req.min_grace);
+        let issue = move |exec_hook: Option<Vec<String>>, grace: Duration| {
+            stopper.stop_async(
+                &id,
+                exec_hook,
+                grace,
+                min_grace,
+                Box::new(move |outcome| {
+                    if let Some(f) = on_done {
+                        f(&outcome);
+                    }
+                    complete(outcome.stopped);
+                }),
+            );
+        };
+        match pre_stop {
+            None => issue(None, req.grace),
+            Some(PreStop::Exec(cmd)) => issue(Some(cmd), req.grace),
+            Some(PreStop::Deferred(run)) => {
+                let (started, grace) = (Instant::now(), req.grace);
+                run(Box::new(move || {
+                    issue(None, grace.saturating_sub(started.elapsed()).max(min_grace));
+                }));
+            }
+        }
         Ok(progress)
     }
 
@@ -370,7 +396,7 @@ mod tests {
             id: id.into(),
             grace: Duration::from_secs(grace),
             min_grace: Duration::from_secs(2),
-            pre_stop: Some(vec!["sh".into()]),
+            pre_stop: Some(PreStop::Exec(vec!["sh".into()])),
             on_done: None,
         }
     }
@@ -480,6 +506,42 @@ mod tests {
         assert!(k.knows("c2"), "in-flight stop kept");
         k.gc(Instant::now() + STOPPED_TTL * 2);
         assert!(k.knows("c2"));
+    }
+
+    /// An httpGet or sleep preStop holds the stop back until it is done,
+    /// then the stop gets the rest of the grace period, at least the
+    /// minimum; the container counts as stopping all along.
+    #[test]
+    fn a_deferred_hook_runs_before_the_stop_with_the_grace_left() {
+        let (fake, k, _) = killer();
+        let pending: Arc<Mutex<Option<ThenStop>>> = Arc::default();
+        let slot = Arc::clone(&pending);
+        let mut r = req("c1", 3);
+        r.pre_stop = Some(PreStop::Deferred(Box::new(move |then| {
+            *slot.lock().unwrap() = Some(then);
+        })));
+        assert_eq!(k.stop(r).unwrap(), Progress::Issued);
+        assert_eq!(fake.count(), 0, "no StopContainer while the hook runs");
+        assert!(k.stopping("uid-1"));
+        assert_eq!(k.stop(req("c1", 3)).unwrap(), Progress::InFlight);
+        std::thread::sleep(Duration::from_millis(1100));
+        let then = pending
+            .lock()
+            .unwrap()
+            .take()
+            .expect("the hook was started");
+        then();
+        let calls = fake.calls.lock().unwrap();
+        assert_eq!(calls.len(), 1);
+        assert!(calls[0].1.is_none(), "no exec hook is chained");
+        assert_eq!(
+            calls[0].2,
+            Duration::from_secs(2),
+            "min grace after a 1.1 s hook of 3 s"
+        );
+        drop(calls);
+        fake.finish(0, Ok(()));
+        assert_eq!(k.stop(req("c1", 3)).unwrap(), Progress::Stopped);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Lifecycle hooks (upstream `pkg/kubelet/lifecycle/handlers.go`): postStart
-//! runs right after a container starts, preStop before it is stopped. They
-//! use the same exec and HTTP handlers as probes.
+//! runs right after a container starts, preStop before it is stopped. None
+//! runs on a pod worker: exec hooks are async ExecSync calls, httpGet and
+//! sleep go to the handler runner (`crate::lifecycle::handler_runner`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 
 use crate::cri::RemoteRuntime;
-use crate::prober::handlers::{resolve_port, run_exec, run_http_get, HttpTarget};
-use crate::prober::{ContainerExec, ExecDone, ProbeResult};
+use crate::lifecycle::handler_runner::Action;
+use crate::prober::handlers::{resolve_port, HttpTarget};
+use crate::prober::{ContainerExec, ExecDone};
 
 /// CRI ExecSync as the handlers want it.
 pub struct RuntimeExec(pub Arc<RemoteRuntime>);
@@ -40,30 +42,32 @@ impl ContainerExec for RuntimeExec {
     }
 }
 
-/// Runs one hook, bounded by `timeout`. `Err` carries what to report.
-pub fn run_hook(
-    exec: &dyn ContainerExec,
+/// What running a hook takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookAction {
+    /// An async ExecSync with this command.
+    Exec(Vec<String>),
+    /// An httpGet or sleep for the handler runner.
+    Run(Action),
+}
+
+/// Resolves a hook against its container: the command, the request or the
+/// sleep, bounded by `timeout`. `pod_ip` is asked only for an httpGet that
+/// names no host. `Err` carries what to report.
+pub fn hook_action(
     handler: &LifecycleHandler,
     container: &Container,
-    container_id: &str,
-    pod_ip: Option<&str>,
+    pod_ip: impl FnOnce() -> Option<String>,
     timeout: Duration,
-) -> Result<(), String> {
-    let verdict = |(result, msg): (ProbeResult, String)| match result {
-        ProbeResult::Success => Ok(()),
-        _ => Err(msg),
-    };
+) -> Result<HookAction, String> {
     if let Some(e) = &handler.exec {
-        let cmd = e.command.clone().unwrap_or_default();
-        return verdict(run_exec(exec, container_id, &cmd, timeout));
+        return Ok(HookAction::Exec(e.command.clone().unwrap_or_default()));
     }
     if let Some(h) = &handler.http_get {
-        let host = h
-            .host
-            .clone()
-            .filter(|h| !h.is_empty())
-            .or_else(|| pod_ip.map(str::to_string))
-            .ok_or("httpGet hook: the pod has no IP and the hook names no host")?;
+        let host = match h.host.clone().filter(|h| !h.is_empty()) {
+            Some(host) => host,
+            None => pod_ip().ok_or("httpGet hook: the pod has no IP and the hook names no host")?,
+        };
         let target = HttpTarget {
             scheme: h.scheme.as_deref().unwrap_or("HTTP").to_lowercase(),
             host,
@@ -76,12 +80,13 @@ pub fn run_hook(
                 .map(|hd| (hd.name.clone(), hd.value.clone()))
                 .collect(),
         };
-        return verdict(run_http_get(&target, timeout));
+        return Ok(HookAction::Run(Action::HttpGet { target, timeout }));
     }
     if let Some(s) = &handler.sleep {
         let secs = u64::try_from(s.seconds).unwrap_or(0);
-        std::thread::sleep(Duration::from_secs(secs).min(timeout));
-        return Ok(());
+        return Ok(HookAction::Run(Action::Sleep(
+            Duration::from_secs(secs).min(timeout),
+        )));
     }
     // tcpSocket is accepted by the API for compatibility but never ran
     // upstream either.

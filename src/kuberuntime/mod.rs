@@ -32,6 +32,7 @@ use crate::container::{
 use crate::cri::{api, CriError, RemoteRuntime};
 use crate::events::{self, EventRecorder, EventType};
 use crate::images::{ImageManager, PullError};
+use crate::lifecycle::handler_runner::HandlerRunner;
 use crate::podutil::PodExt;
 use crate::util::backoff::Backoff;
 pub use kill::KillProgress;
@@ -184,8 +185,10 @@ pub struct KubeRuntimeManager {
     term_messages: termination::TerminationMessages,
     /// Container stops under way, off the pod workers.
     killer: killer::Killer,
-    /// Exec postStart hooks under way or failed, off the pod workers.
+    /// postStart hooks under way or failed, off the pod workers.
     post_start: post_start::PostStartHooks,
+    /// Runs httpGet and sleep hooks (exec hooks are async CRI calls).
+    hook_runner: Arc<HandlerRunner>,
 }
 
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
@@ -228,6 +231,7 @@ impl KubeRuntimeManager {
             term_messages: termination::TerminationMessages::default(),
             killer: killer::Killer::new(Arc::clone(&runtime) as Arc<dyn killer::StopContainer>),
             post_start: post_start::PostStartHooks::default(),
+            hook_runner: Arc::default(),
         }
     }
 
@@ -629,11 +633,15 @@ impl KubeRuntimeManager {
     }
 
     /// Starts the image puller's threads.
-    pub fn start_image_puller(
+    /// Spawns the runtime manager's own threads: the image puller's and
+    /// the hook runner's.
+    pub fn start_threads(
         &self,
         shutdown: &crossbeam_channel::Receiver<()>,
     ) -> std::io::Result<Vec<crate::util::worker::Worker>> {
-        self.images.start(shutdown)
+        let mut threads = self.images.start(shutdown)?;
+        threads.extend(self.hook_runner.start(shutdown)?);
+        Ok(threads)
     }
 
     /// Where pods whose image pull finished are re-queued.

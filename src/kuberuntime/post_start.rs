@@ -1,11 +1,11 @@
 //! postStart hooks that never hold a pod worker. Upstream runs the hook
 //! inside startContainer, blocking only that pod's goroutine; here an exec
-//! hook is an async ExecSync completed on gRPC's completion-queue thread.
-//! While it runs, the pod's next containers wait (as upstream's sequential
-//! starts do) but no other pod does. A failed hook is recorded at
+//! hook is an async ExecSync completed on gRPC's completion-queue thread,
+//! and an httpGet or sleep hook runs on the handler runner. While it runs,
+//! the pod's next containers wait (as upstream's sequential starts do) but
+//! no other pod does. A failed hook is recorded at
 //! completion; the pod's next sync kills the container, which then restarts
-//! per its restart policy, as upstream. httpGet and sleep hooks have no
-//! async form and still run on the worker, bounded by the request timeout.
+//! per its restart policy, as upstream.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

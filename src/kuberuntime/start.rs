@@ -7,6 +7,7 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use super::lifecycle::HookAction;
 use super::{
     container, ephemeral, labels, lifecycle, pull_secrets, sandbox, KubeRuntimeManager, SyncError,
     CRASH_BACKOFF_INITIAL,
@@ -14,6 +15,7 @@ use super::{
 use crate::container::{ContainerState, PodStatus};
 use crate::cri::api;
 use crate::events::{self, EventType};
+use crate::lifecycle::handler_runner::HookDone;
 use crate::podutil::PodExt;
 use crate::prober::ContainerExec;
 
@@ -145,7 +147,8 @@ impl KubeRuntimeManager {
             &format!("Started container {}", c.name),
         );
         self.link_container_log(t.pod, c, &id, restart_count);
-        self.run_post_start(t, c, &id)
+        self.run_post_start(t, c, &id);
+        Ok(())
     }
 
     /// The /var/log/containers symlink log collectors look for.
@@ -165,96 +168,73 @@ impl KubeRuntimeManager {
         }
     }
 
-    /// A failed postStart hook kills the container, which then restarts per
-    /// its restart policy (upstream).
-    fn run_post_start(
-        &self,
-        t: &StartTarget<'_>,
-        c: &Container,
-        id: &str,
-    ) -> Result<(), SyncError> {
+    /// Starts the container's postStart hook off the worker (see
+    /// `post_start`): an exec hook as an async ExecSync, an httpGet or sleep
+    /// hook on the handler runner. A hook that cannot run fails at once;
+    /// the pod's next sync kills the container, which then restarts per its
+    /// restart policy (upstream).
+    fn run_post_start(&self, t: &StartTarget<'_>, c: &Container, id: &str) {
         let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
-            return Ok(());
+            return;
         };
-        if let Some(exec) = &hook.exec {
-            self.run_post_start_async(t.pod, c, id, exec.command.clone().unwrap_or_default());
-            return Ok(());
-        }
-        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
         // Upstream leaves postStart unbounded; the request timeout bounds it here.
         let timeout = self.runtime.request_timeout();
-        let Err(msg) = lifecycle::run_hook(
-            &exec,
-            hook,
-            c,
-            id,
-            t.pod_ips.first().map(String::as_str),
-            timeout,
-        ) else {
-            return Ok(());
-        };
-        let msg = format!("PostStartHook failed: {msg}");
-        self.recorder.pod_container_event(
-            t.pod,
-            &c.name,
-            EventType::Warning,
-            events::FAILED_POST_START_HOOK,
-            &msg,
-        );
-        if let Err(e) = self.kill_container(
-            t.pod,
-            id,
-            &c.name,
-            Some(t.pod.kill_grace_seconds()),
-            Some(&msg),
-        ) {
-            log::warn!(
-                "pod {}: kill after failed postStart: {e}",
-                t.pod.full_name()
-            );
+        let pod_ip = || t.pod_ips.first().cloned();
+        self.post_start.started(t.pod.uid(), &c.name, id);
+        let done = self.post_start_done(t.pod, c, id);
+        match lifecycle::hook_action(hook, c, pod_ip, timeout) {
+            Ok(HookAction::Exec(cmd)) => {
+                let started = std::time::Instant::now();
+                let argv = cmd.clone();
+                let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
+                exec.exec_async(
+                    id,
+                    &cmd,
+                    timeout,
+                    Box::new(move |reply| {
+                        let (result, msg) = crate::prober::handlers::exec_verdict(
+                            reply,
+                            &argv,
+                            started.elapsed(),
+                            timeout,
+                        );
+                        done(match result {
+                            crate::prober::ProbeResult::Success => Ok(()),
+                            _ => Err(msg),
+                        });
+                    }),
+                );
+            }
+            Ok(HookAction::Run(action)) => self.hook_runner.run(action, done),
+            Err(msg) => done(Err(msg)),
         }
-        Err(SyncError::new(Some(&c.name), "PostStartHookError", msg))
     }
 
-    /// Starts an exec postStart hook off the worker (see `post_start`).
-    fn run_post_start_async(&self, pod: &Pod, c: &Container, id: &str, cmd: Vec<String>) {
-        let uid = pod.uid().to_string();
-        self.post_start.started(&uid, &c.name, id);
+    /// Where a postStart hook's outcome goes, on whichever thread it
+    /// completes: a failure is recorded, the outcome kept for the pod's
+    /// next sync, and the pod woken.
+    fn post_start_done(&self, pod: &Pod, c: &Container, id: &str) -> HookDone {
         let hooks = self.post_start.clone();
         let wake = self.killer.wake_handle();
         let recorder = Arc::clone(&self.recorder);
         let (pod, name, cid) = (pod.clone(), c.name.clone(), id.to_string());
-        // Upstream leaves postStart unbounded; the request timeout bounds it here.
-        let timeout = self.runtime.request_timeout();
-        let started = std::time::Instant::now();
-        let argv = cmd.clone();
-        let exec = lifecycle::RuntimeExec(Arc::clone(&self.runtime));
-        exec.exec_async(
-            id,
-            &cmd,
-            timeout,
-            Box::new(move |reply| {
-                let (result, msg) =
-                    crate::prober::handlers::exec_verdict(reply, &argv, started.elapsed(), timeout);
-                let result = if result == crate::prober::ProbeResult::Success {
-                    Ok(())
-                } else {
-                    let msg = format!("PostStartHook failed: {msg}");
-                    recorder.pod_container_event(
-                        &pod,
-                        &name,
-                        EventType::Warning,
-                        events::FAILED_POST_START_HOOK,
-                        &msg,
-                    );
-                    Err(msg)
-                };
-                hooks.finished(&cid, result);
-                if let Some(f) = wake.get() {
-                    f(&uid);
-                }
-            }),
-        );
+        Box::new(move |outcome| {
+            let outcome = outcome.map_err(|msg| {
+                let msg = format!("PostStartHook failed: {msg}");
+                recorder.pod_container_event(
+                    &pod,
+                    &name,
+                    EventType::Warning,
+                    events::FAILED_POST_START_HOOK,
+                    &msg,
+                );
+                msg
+            });
+            hooks.finished(&cid, outcome);
+            if let Some(f) = wake.get() {
+                f(pod.uid());
+            }
+        })
     }
 
     /// Upstream `doBackOff`: a container that exited is restarted only after

@@ -78,8 +78,18 @@ pub fn http_target(
 }
 
 /// GETs the target within `timeout` (redirects included).
+#[cfg(test)]
 pub fn run_http_get(target: &HttpTarget, timeout: Duration) -> (ProbeResult, String) {
     http_get(target, timeout).into_pair()
+}
+
+/// A lifecycle hook's GET (upstream `runHTTPHandler`): only a request that
+/// gets no response fails it. Any status passes, since Go's client reports
+/// none as an error; a redirect is not followed (upstream follows it, and
+/// the answer's status still does not matter).
+pub fn hook_get(target: &HttpTarget, timeout: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    get(&target.url(), target, true, deadline).map(|resp| drop(read_body(resp)))
 }
 
 pub(crate) fn http_get(target: &HttpTarget, timeout: Duration) -> Outcome {

@@ -18,7 +18,9 @@ use super::ProbeResult;
 pub use exec::{exec_verdict, run_exec};
 pub use grpc::run_grpc;
 pub(crate) use http::http_get;
-pub use http::{http_target, run_http_get, HttpTarget};
+#[cfg(test)]
+pub use http::run_http_get;
+pub use http::{hook_get, http_target, HttpTarget};
 pub use port::resolve_port;
 pub use tcp::run_tcp;
 
