@@ -210,18 +210,14 @@ mod tests {
         }
     }
 
-    /// Records (label, outcome, when) of each finished hook.
-    fn recorder() -> (
-        Sender<(&'static str, Result<(), String>, Instant)>,
-        Receiver<(&'static str, Result<(), String>, Instant)>,
-    ) {
+    /// A finished hook: its label, outcome and when it finished.
+    type Finished = (&'static str, Result<(), String>, Instant);
+
+    fn recorder() -> (Sender<Finished>, Receiver<Finished>) {
         unbounded()
     }
 
-    fn done_to(
-        tx: &Sender<(&'static str, Result<(), String>, Instant)>,
-        label: &'static str,
-    ) -> HookDone {
+    fn done_to(tx: &Sender<Finished>, label: &'static str) -> HookDone {
         let tx = tx.clone();
         Box::new(move |r| {
             let _ = tx.send((label, r, Instant::now()));

@@ -253,7 +253,7 @@ fn read_more_until(s: &mut impl Read, got: &mut Vec<u8>, needle: &[u8]) {
             n > 0,
             "EOF before {:?}; got {:?}",
             String::from_utf8_lossy(needle),
-            String::from_utf8_lossy(&got)
+            String::from_utf8_lossy(got)
         );
         got.extend_from_slice(&b[..n]);
     }
