@@ -25,7 +25,7 @@ build: ## cargo build --release (target/release/rkubelet)
 	$(CARGO) build --release
 
 test: deps ## THE test command: install missing system packages, then cargo test --release
-	$(CARGO) test --release --workspace $(CARGO_TEST_ARGS)
+	$(CARGO) test --release --workspace --features rkubelet/fault-injection $(CARGO_TEST_ARGS)
 
 demo: ## run rkubelet with etc/manifests against a private containerd (root; Ctrl-C cleans up)
 	bash scripts/demo.sh
@@ -42,7 +42,7 @@ fmt: ## cargo fmt
 	$(CARGO) fmt --all
 
 clippy: ## cargo clippy (release profile, to reuse the built C core)
-	$(CARGO) clippy --release --workspace --all-targets -- $(CLIPPY_FLAGS)
+	$(CARGO) clippy --release --workspace --all-targets --features rkubelet/fault-injection -- $(CLIPPY_FLAGS)
 
 clean: ## cargo clean
 	$(CARGO) clean

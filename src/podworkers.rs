@@ -482,6 +482,10 @@ impl PodWorkers {
     }
 
     fn run_step(&self, job: &Job) -> Result<Next, SyncFailure> {
+        #[cfg(feature = "fault-injection")]
+        if job.phase == Phase::Syncing {
+            crate::util::fault::panic_sync_if_asked(job.pod.as_deref());
+        }
         match job.phase {
             Phase::Syncing => match &job.pod {
                 Some(pod) => {

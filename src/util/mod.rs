@@ -1,6 +1,8 @@
 //! Small shared mechanisms (upstream `pkg/util`, `client-go/util`).
 
 pub mod backoff;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod logging;
 pub mod manager;
 pub mod quantity;

@@ -1015,6 +1015,11 @@ impl Env {
 
 /// GET `path` from a kubelet's read-only port: the JSON body, or None.
 pub fn read_only_get(port: u16, path: &str) -> Option<serde_json::Value> {
+    serde_json::from_str(&read_only_text(port, path)?).ok()
+}
+
+/// GET `path` from a kubelet's read-only port: the body, or None.
+pub fn read_only_text(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
     let mut s = std::net::TcpStream::connect_timeout(&addr, secs(2)).ok()?;
@@ -1027,7 +1032,7 @@ pub fn read_only_get(port: u16, path: &str) -> Option<serde_json::Value> {
     s.read_to_end(&mut buf).ok()?;
     let text = String::from_utf8_lossy(&buf).into_owned();
     let (_, body) = text.split_once("\r\n\r\n")?;
-    serde_json::from_str(body).ok()
+    Some(body.to_string())
 }
 
 impl Env {
