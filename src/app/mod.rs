@@ -514,6 +514,11 @@ fn start_cluster_modules(
         kubelet_health(kubelet),
     );
     nsm.set_event_sink(Arc::clone(recorder));
+    // The Ready condition follows the runtime at once, not at the next tick.
+    let kick = Arc::clone(&nsm);
+    kubelet
+        .runtime_state
+        .set_on_change(Box::new(move || kick.kick()));
     handles.push(nsm.start(shutdown.clone()).context("start node status")?);
     let lease_nsm = Arc::clone(&nsm);
     let lease = LeaseController::new(

@@ -30,10 +30,14 @@ impl RuntimeStatus {
     }
 }
 
+/// Told when the runtime goes down or comes back.
+pub type OnRuntimeChange = Box<dyn Fn() + Send + Sync>;
+
 /// Whether the runtime answered and is ready (upstream runtimeState).
 #[derive(Default)]
 pub struct RuntimeState {
     inner: Mutex<RuntimeStateInner>,
+    on_change: std::sync::OnceLock<OnRuntimeChange>,
 }
 
 impl RuntimeState {
@@ -77,8 +81,27 @@ impl RuntimeState {
         }
     }
 
-    /// Records one CRI Status answer (upstream updateRuntimeUp).
+    /// Who is told when the runtime goes down or comes back (the node
+    /// status, so the Ready condition follows at once). Set once.
+    pub fn set_on_change(&self, f: OnRuntimeChange) {
+        if self.on_change.set(f).is_err() {
+            log::warn!("runtime state: change callback set twice; keeping the first");
+        }
+    }
+
+    /// Records one CRI Status answer (upstream updateRuntimeUp), and tells
+    /// the change callback when the runtime went down or came back.
     pub fn update(&self, result: Result<RuntimeStatus, String>) {
+        let was_up = self.runtime_errors().is_empty();
+        self.record(result);
+        if was_up != self.runtime_errors().is_empty() {
+            if let Some(f) = self.on_change.get() {
+                f();
+            }
+        }
+    }
+
+    fn record(&self, result: Result<RuntimeStatus, String>) {
         let mut st = self.lock();
         match result {
             Err(e) => st.runtime_error = Some(format!("container runtime is down: {e}")),
@@ -98,5 +121,50 @@ impl RuntimeState {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn ready() -> Result<RuntimeStatus, String> {
+        Ok(RuntimeStatus {
+            name: "containerd".into(),
+            version: "1.7".into(),
+            conditions: ["RuntimeReady", "NetworkReady"]
+                .into_iter()
+                .map(|t| RuntimeCondition {
+                    type_: t.into(),
+                    status: true,
+                    message: String::new(),
+                })
+                .collect(),
+        })
+    }
+
+    /// The callback fires on each flip between up and down, never on a
+    /// repeat of the same state.
+    #[test]
+    fn change_callback_fires_when_the_runtime_goes_down_or_comes_back() {
+        let state = RuntimeState::default();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = Arc::clone(&calls);
+        state.set_on_change(Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        assert!(!state.runtime_errors().is_empty(), "no check yet: down");
+        state.update(ready());
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "came up");
+        state.update(ready());
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "still up");
+        state.update(Err("connection refused".into()));
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "went down");
+        assert!(state.runtime_errors()[0].contains("connection refused"));
+        state.update(Err("connection refused".into()));
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "still down");
+        state.update(ready());
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "back");
     }
 }

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
@@ -192,6 +192,8 @@ pub struct NodeStatusManager {
     node: Mutex<Option<Node>>,
     sink: RwLock<Option<Arc<dyn EventRecorder>>>,
     state: Mutex<SyncState>,
+    /// An update asked for now rather than at the next tick.
+    kick: (Sender<()>, Receiver<()>),
 }
 
 /// Now, at the second precision a Time keeps.
@@ -203,6 +205,22 @@ fn now_time() -> Time {
 /// Waits up to `d`; true when shutdown was signalled or its sender dropped.
 fn wait_for_shutdown(shutdown: &Receiver<()>, d: Duration) -> bool {
     !matches!(shutdown.recv_timeout(d), Err(RecvTimeoutError::Timeout))
+}
+
+/// Why a wait between updates ended.
+enum Wake {
+    Shutdown,
+    Kicked,
+    Timeout,
+}
+
+/// Waits up to `d` for shutdown (signalled or its sender dropped) or a kick.
+fn wait_for(shutdown: &Receiver<()>, kick: &Receiver<()>, d: Duration) -> Wake {
+    crossbeam_channel::select! {
+        recv(shutdown) -> _ => Wake::Shutdown,
+        recv(kick) -> _ => Wake::Kicked,
+        default(d) => Wake::Timeout,
+    }
 }
 
 fn jittered(d: Duration) -> Duration {
@@ -234,7 +252,14 @@ impl NodeStatusManager {
             node: Mutex::new(None),
             sink: RwLock::new(None),
             state: Mutex::new(SyncState::default()),
+            kick: crossbeam_channel::bounded(1),
         })
+    }
+
+    /// Asks for a status update now, not at the next tick (the runtime
+    /// went down or came back). Never blocks; kicks coalesce.
+    pub fn kick(&self) {
+        let _ = self.kick.0.try_send(());
     }
 
     /// Registers, then keeps the status current on the "node-status" thread
@@ -301,8 +326,10 @@ impl NodeStatusManager {
                 } else {
                     left.min(FAST_STATUS_UPDATE_PERIOD)
                 };
-                if wait_for_shutdown(shutdown, wait) {
-                    return;
+                match wait_for(shutdown, &self.kick.1, wait) {
+                    Wake::Shutdown => return,
+                    Wake::Kicked => break,
+                    Wake::Timeout => {}
                 }
                 if !fast_done {
                     fast_done =
