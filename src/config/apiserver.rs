@@ -1,9 +1,12 @@
 //! The API server pod source (upstream `pkg/kubelet/config/apiserver.go`):
-//! a reflector over the pods bound to this node, kept as an "undelta"
-//! store that hands PodConfig a full snapshot after every change, like the
-//! file and URL sources do.
+//! a reflector over the pods bound to this node. Upstream keeps the pods in
+//! an "undelta" store and hands PodConfig the whole set after every event;
+//! here a (re)list is the whole set (SET) and each watch event goes on as
+//! the one change it is (ADD, UPDATE, REMOVE), which PodConfig merges the
+//! same way. That saves a copy of every pod and a clone of all of them per
+//! event.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -11,8 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::send_update;
 use crate::client::{paths, start_reflector, Client, ReflectorEvent};
-use crate::podutil::PodExt;
-use crate::types::{PodUpdate, API_SOURCE};
+use crate::types::{PodOperation, PodUpdate, API_SOURCE};
 
 /// The list path of the pods bound to `node_name`.
 pub fn pods_path(node_name: &str) -> String {
@@ -29,59 +31,34 @@ pub fn start_api_source(
     updates: Sender<PodUpdate>,
     shutdown: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {
-    let mut store = UndeltaStore::default();
     let stop = shutdown.clone();
     let handler = Box::new(move |event: ReflectorEvent<Pod>| {
-        if store.apply(event) {
-            send_update(
-                &updates,
-                PodUpdate::set(API_SOURCE, store.snapshot()),
-                &stop,
-            );
-        }
+        send_update(&updates, update_for(event), &stop);
     });
     start_reflector("api-pods", client, pods_path(node_name), handler, shutdown)
 }
 
-/// Pods by UID; every change yields the whole set.
-#[derive(Default)]
-struct UndeltaStore {
-    pods: BTreeMap<String, Pod>,
-    /// A snapshot is owed even when the first list is empty: it marks the
-    /// source as seen.
-    listed: bool,
-}
-
-impl UndeltaStore {
-    /// Applies one event; returns whether a snapshot should be sent.
-    fn apply(&mut self, event: ReflectorEvent<Pod>) -> bool {
-        match event {
-            ReflectorEvent::Replace(pods) => {
-                let fresh: BTreeMap<String, Pod> =
-                    pods.into_iter().map(|p| (p.uid().to_string(), p)).collect();
-                let changed = !self.listed || fresh != self.pods;
-                self.pods = fresh;
-                self.listed = true;
-                changed
-            }
-            ReflectorEvent::Added(p) | ReflectorEvent::Modified(p) => {
-                let uid = p.uid().to_string();
-                let changed = self.pods.get(&uid) != Some(&p);
-                self.pods.insert(uid, p);
-                changed
-            }
-            ReflectorEvent::Deleted(p) => self.pods.remove(p.uid()).is_some(),
-        }
-    }
-
-    fn snapshot(&self) -> Vec<Pod> {
-        self.pods.values().cloned().collect()
+/// The change a watch event makes. A (re)list is the whole set; each watch
+/// event names one pod, which PodConfig merges alone, so no copy of the
+/// pods is kept here.
+fn update_for(event: ReflectorEvent<Pod>) -> PodUpdate {
+    let (op, pods) = match event {
+        ReflectorEvent::Replace(pods) => (PodOperation::Set, pods),
+        ReflectorEvent::Added(p) => (PodOperation::Add, vec![p]),
+        ReflectorEvent::Modified(p) => (PodOperation::Update, vec![p]),
+        ReflectorEvent::Deleted(p) => (PodOperation::Remove, vec![p]),
+    };
+    PodUpdate {
+        pods: pods.into_iter().map(Arc::new).collect(),
+        op,
+        source: API_SOURCE.to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::podutil::PodExt;
 
     fn pod(uid: &str, image: &str) -> Pod {
         let mut p = Pod::default();
@@ -98,23 +75,61 @@ mod tests {
         p
     }
 
+    fn op_and_uids(u: &PodUpdate) -> (PodOperation, Vec<&str>) {
+        (u.op, u.pods.iter().map(|p| p.uid()).collect())
+    }
+
+    /// A relist is the whole set; each watch event is its one change. Run
+    /// through PodConfig's storage, the merged state follows the watch.
     #[test]
-    fn snapshots_follow_the_watch() {
-        let mut s = UndeltaStore::default();
-        // An empty first list still marks the source as seen.
-        assert!(s.apply(ReflectorEvent::Replace(vec![])));
-        assert!(!s.apply(ReflectorEvent::Replace(vec![])));
-        assert!(s.apply(ReflectorEvent::Added(pod("a", "x:1"))));
-        assert!(!s.apply(ReflectorEvent::Modified(pod("a", "x:1"))));
-        assert!(s.apply(ReflectorEvent::Modified(pod("a", "x:2"))));
-        assert!(s.apply(ReflectorEvent::Added(pod("b", "x:1"))));
-        assert_eq!(s.snapshot().len(), 2);
-        assert!(s.apply(ReflectorEvent::Deleted(pod("a", "x:2"))));
-        assert!(!s.apply(ReflectorEvent::Deleted(pod("a", "x:2"))));
-        // A relist replaces whatever the watch missed.
-        assert!(s.apply(ReflectorEvent::Replace(vec![pod("c", "x:1")])));
-        let uids: Vec<String> = s.snapshot().iter().map(|p| p.uid().to_string()).collect();
-        assert_eq!(uids, vec!["c"]);
+    fn watch_events_become_single_changes_that_merge_into_the_set() {
+        use crate::config::PodStorage;
+        let seen = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+        let mut storage = PodStorage::new(Arc::clone(&seen));
+        let events = [
+            ReflectorEvent::Replace(vec![pod("a", "x:1")]),
+            ReflectorEvent::Added(pod("b", "x:1")),
+            ReflectorEvent::Modified(pod("a", "x:2")),
+            ReflectorEvent::Deleted(pod("b", "x:1")),
+            // A relist replaces whatever the watch missed.
+            ReflectorEvent::Replace(vec![pod("c", "x:1")]),
+        ];
+        let want = [
+            (PodOperation::Set, vec!["a"]),
+            (PodOperation::Add, vec!["b"]),
+            (PodOperation::Update, vec!["a"]),
+            (PodOperation::Remove, vec!["b"]),
+            (PodOperation::Set, vec!["c"]),
+        ];
+        let mut merged = Vec::new();
+        for (event, want) in events.into_iter().zip(want) {
+            let update = update_for(event);
+            assert_eq!(op_and_uids(&update), want);
+            assert_eq!(update.source, API_SOURCE);
+            merged.extend(storage.merge(API_SOURCE, update));
+        }
+        assert!(
+            seen.lock().unwrap().contains(API_SOURCE),
+            "a list marks the source seen"
+        );
+        let ops: Vec<(PodOperation, Vec<&str>)> = merged.iter().map(op_and_uids).collect();
+        assert_eq!(
+            ops,
+            vec![
+                (PodOperation::Add, vec!["a"]),
+                (PodOperation::Add, vec!["b"]),
+                (PodOperation::Update, vec!["a"]),
+                (PodOperation::Remove, vec!["b"]),
+                (PodOperation::Remove, vec!["a"]),
+                (PodOperation::Add, vec!["c"]),
+            ]
+        );
+        let state: Vec<String> = storage
+            .merged_state()
+            .iter()
+            .map(|p| p.uid().to_string())
+            .collect();
+        assert_eq!(state, vec!["c"]);
     }
 
     #[test]

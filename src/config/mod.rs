@@ -448,32 +448,45 @@ enum Check {
 /// Copy on write: the kubelet may still hold the previous version, so a
 /// changed pod becomes a new copy and an unchanged one stays shared.
 fn check_and_update_pod(existing: &mut Arc<Pod>, new: Pod) -> Check {
-    if !pods_differ_semantically(existing, &new) {
-        if existing.status != new.status {
-            // The kubelet is the source of truth for status: reconcile it.
-            Arc::make_mut(existing).status = new.status;
-            return Check::Reconcile;
-        }
+    let differs = pods_differ_semantically(existing, &new);
+    if !differs && existing.status == new.status {
         return Check::Unchanged;
     }
-    let existing = Arc::make_mut(existing);
-    let deleting = new.metadata.deletion_timestamp.is_some();
-    let meta = new.metadata;
-    existing.spec = new.spec;
-    existing.status = new.status;
-    existing.metadata.labels = meta.labels;
-    existing.metadata.deletion_timestamp = meta.deletion_timestamp;
-    existing.metadata.deletion_grace_period_seconds = meta.deletion_grace_period_seconds;
-    existing.metadata.generation = meta.generation;
-    existing.metadata.annotations = Some(merge_annotations(
-        existing.metadata.annotations.as_ref(),
-        meta.annotations.unwrap_or_default(),
-    ));
-    if deleting {
-        Check::GracefulDelete
+    // The merged pod takes spec and status from `new` and only the metadata
+    // from `existing`: no copy of the (large) spec is made, even when the
+    // existing pod is shared with the pod manager and the workers.
+    let mut meta = existing.metadata.clone();
+    let Pod {
+        metadata: new_meta,
+        spec,
+        status,
+    } = new;
+    let check = if !differs {
+        // The kubelet is the source of truth for status: reconcile it.
+        // (Spec, labels and the rest are equal.)
+        Check::Reconcile
     } else {
-        Check::Update
-    }
+        let deleting = new_meta.deletion_timestamp.is_some();
+        meta.labels = new_meta.labels;
+        meta.deletion_timestamp = new_meta.deletion_timestamp;
+        meta.deletion_grace_period_seconds = new_meta.deletion_grace_period_seconds;
+        meta.generation = new_meta.generation;
+        meta.annotations = Some(merge_annotations(
+            meta.annotations.as_ref(),
+            new_meta.annotations.unwrap_or_default(),
+        ));
+        if deleting {
+            Check::GracefulDelete
+        } else {
+            Check::Update
+        }
+    };
+    *existing = Arc::new(Pod {
+        metadata: meta,
+        spec,
+        status,
+    });
+    check
 }
 
 /// The new annotations plus the local ones already on the existing pod.
