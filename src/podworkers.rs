@@ -264,6 +264,18 @@ impl PodWorkers {
     }
 
     /// Records an update and wakes a worker (upstream UpdatePod).
+    /// A status-only change of a known pod (mostly our own status PATCH
+    /// coming back): keep the newest copy without asking for work, so the
+    /// older one is freed now rather than at the pod's next sync. The spec
+    /// is the same (PodConfig said Reconcile).
+    pub fn refresh_pod(&self, pod: &Arc<Pod>) {
+        if let Some(st) = self.lock().get_mut(pod.uid()) {
+            if st.pod.is_some() {
+                st.pod = Some(Arc::clone(pod));
+            }
+        }
+    }
+
     pub fn update_pod(&self, opts: UpdatePodOptions) {
         let uid = match (&opts.pod, &opts.running_pod) {
             (Some(p), _) => p.uid().to_string(),

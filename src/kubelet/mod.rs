@@ -420,6 +420,9 @@ impl Kubelet {
                         self.pod_manager.add_or_update_mirror(p);
                     } else {
                         self.pod_manager.add_or_update(Arc::clone(&p));
+                        // Whoever held the older copy holds this one now.
+                        self.pod_workers.refresh_pod(&p);
+                        self.volume_manager.refresh_pod(&p);
                         // Another writer changed a readiness gate: sync so
                         // Ready follows (upstream HandlePodReconcile).
                         if need_to_reconcile_readiness(&p) {

@@ -103,6 +103,14 @@ impl VolumeManager {
         let _ = self.wake.try_send(());
     }
 
+    /// A status-only change of a desired pod: hold the newest copy (same
+    /// spec, so same volumes) and free the older one. Wakes nothing.
+    pub fn refresh_pod(&self, pod: &Arc<Pod>) {
+        if let Some(d) = self.lock().desired.get_mut(pod.uid()) {
+            d.pod = Arc::clone(pod);
+        }
+    }
+
     /// Upstream WaitForAttachAndMount: adds the pod to the desired state,
     /// marks its content volumes for a rewrite, and waits at most `timeout`
     /// for every volume to be set up.
