@@ -8,6 +8,7 @@
 
 mod cgroup_manager;
 mod cgroup_name;
+mod cgroup_stats;
 mod helpers;
 mod node_container_manager;
 mod pod_container_manager;
@@ -25,6 +26,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 pub use cgroup_manager::{CgroupConfig, CgroupManager, Hierarchies};
 pub use cgroup_name::CgroupName;
+pub use cgroup_stats::{CgroupStats, MemoryUsage};
 pub use node_container_manager::Capacity;
 pub use pod_container_manager::{PodCgroupNamer, PodLimits};
 pub use qos_container_manager::ActivePods;
