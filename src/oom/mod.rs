@@ -109,10 +109,13 @@ impl Watcher {
     /// None, logged once, when neither can be read.
     pub fn new(recorder: Arc<dyn EventRecorder>, kubepods_v2: Option<PathBuf>) -> Option<Watcher> {
         let source: Box<dyn OomSource> = match kmsg::Kmsg::open_at_end() {
-            Ok(kmsg) => Box::new(KmsgSource {
-                kmsg,
-                parser: OomParser::default(),
-            }),
+            Ok(kmsg) => {
+                log::info!("OOM watcher: reading /dev/kmsg from its end");
+                Box::new(KmsgSource {
+                    kmsg,
+                    parser: OomParser::default(),
+                })
+            }
             Err(e) => {
                 let Some(dir) = kubepods_v2 else {
                     log::warn!("OOM watcher disabled: open /dev/kmsg: {e}");
