@@ -213,7 +213,7 @@ mod tests {
             mounts: ["cpu,cpuacct", "memory"]
                 .iter()
                 .map(|c| Mount {
-                    path: root.join(c.split(',').last().unwrap()),
+                    path: root.join(c.split(',').next_back().unwrap()),
                     controllers: c.split(',').map(str::to_string).collect(),
                 })
                 .collect(),

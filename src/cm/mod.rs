@@ -26,7 +26,9 @@ use k8s_openapi::api::core::v1::Pod;
 
 pub use cgroup_manager::{CgroupConfig, CgroupManager, Hierarchies};
 pub use cgroup_name::CgroupName;
-pub use cgroup_stats::{CgroupStats, MemoryUsage};
+pub use cgroup_stats::CgroupStats;
+#[cfg(test)]
+pub use cgroup_stats::MemoryUsage;
 pub use node_container_manager::Capacity;
 pub use pod_container_manager::{PodCgroupNamer, PodLimits};
 pub use qos_container_manager::ActivePods;

@@ -212,7 +212,7 @@ fn memory_events_source_reports_system_kills_after_its_baseline() {
         last: None,
     };
     let (_tx, stop) = crossbeam_channel::bounded::<()>(0);
-    let mut src_next = |s: &mut MemoryEventsSource| s.next(&stop);
+    let src_next = |s: &mut MemoryEventsSource| s.next(&stop);
     assert!(
         src_next(&mut src).unwrap().is_empty(),
         "old kills are not replayed"
