@@ -6,7 +6,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::types::{CpuStats, MemoryStats, Time};
+use protobuf::MessageField;
+
+use super::types::{CpuStats, MemoryStats, PodStats, Time};
+use super::{api, CpuSample, SummaryProvider};
 use crate::cm::{CgroupStats, ContainerManager, Driver};
 
 /// The pod cgroups the summary reads; a seam for tests.
@@ -56,5 +59,41 @@ pub fn cpu_stats(usage_ns: u64, nano_cores: Option<u64>, now: Time) -> CpuStats 
         time: now,
         usage_nano_cores: nano_cores,
         usage_core_nano_seconds: Some(usage_ns),
+    }
+}
+
+impl SummaryProvider {
+    /// Pod cgroups' figures by pod UID; empty without cgroupsPerQOS.
+    pub(super) fn read_pod_cgroups(&self) -> HashMap<String, (String, CgroupStats)> {
+        self.pod_cgroups
+            .as_ref()
+            .map(|p| p.pod_cgroup_stats())
+            .unwrap_or_default()
+    }
+
+    /// Pod cpu and memory from its cgroup, over what the runtime gave.
+    pub(super) fn set_from_cgroup(
+        &self,
+        cache: &mut HashMap<String, CpuSample>,
+        key: &str,
+        pod: &mut PodStats,
+        cg: &CgroupStats,
+    ) {
+        let now = Time::now();
+        if let Some(usage) = cg.cpu_usage_ns {
+            let sample = api::CpuUsage {
+                timestamp: now.0,
+                usage_core_nano_seconds: MessageField::some(api::UInt64Value {
+                    value: usage,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let cores = self.usage_nano_cores(cache, key, &sample);
+            pod.cpu = Some(cpu_stats(usage, cores, now));
+        }
+        if let Some(m) = memory_stats(cg, now) {
+            pod.memory = Some(m);
+        }
     }
 }

@@ -587,40 +587,6 @@ impl SummaryProvider {
         s
     }
 
-    /// Pod cgroups' figures by pod UID; empty without cgroupsPerQOS.
-    fn read_pod_cgroups(&self) -> HashMap<String, (String, crate::cm::CgroupStats)> {
-        self.pod_cgroups
-            .as_ref()
-            .map(|p| p.pod_cgroup_stats())
-            .unwrap_or_default()
-    }
-
-    /// Pod cpu and memory from its cgroup, over what the runtime gave.
-    fn set_from_cgroup(
-        &self,
-        cache: &mut HashMap<String, CpuSample>,
-        key: &str,
-        pod: &mut PodStats,
-        cg: &crate::cm::CgroupStats,
-    ) {
-        let now = Time::now();
-        if let Some(usage) = cg.cpu_usage_ns {
-            let sample = api::CpuUsage {
-                timestamp: now.0,
-                usage_core_nano_seconds: MessageField::some(api::UInt64Value {
-                    value: usage,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
-            let cores = self.usage_nano_cores(cache, key, &sample);
-            pod.cpu = Some(cgroups::cpu_stats(usage, cores, now));
-        }
-        if let Some(m) = cgroups::memory_stats(cg, now) {
-            pod.memory = Some(m);
-        }
-    }
-
     /// `/metrics/resource` in the Prometheus text format.
     pub fn resource_metrics(&self) -> String {
         render_resource_metrics(self.summary(true).as_ref().ok())
