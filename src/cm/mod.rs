@@ -8,13 +8,15 @@
 
 mod cgroup_manager;
 mod cgroup_name;
-mod cgroup_stats;
 mod helpers;
 mod node_container_manager;
 mod pod_container_manager;
 mod qos_container_manager;
 #[cfg(test)]
 mod tests;
+
+// A cgroup's cpu and memory, for the summary's pod-level figures.
+mod cgroup_stats;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
