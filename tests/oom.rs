@@ -134,16 +134,8 @@ fn kmsg_write(line: &str) {
     f.write_all(line.as_bytes()).expect("write /dev/kmsg");
 }
 
-#[test]
-fn a_system_oom_in_the_kernel_log_is_a_node_event() {
-    let mut cl = started("system_oom", 87);
-    // A report from before the start is not replayed; the watcher has
-    // sought to the end once it says so.
-    wait_until(secs(30), "the OOM watcher started", || {
-        cl.env.log().contains("OOM watcher: reading /dev/kmsg")
-    });
-    let name = format!("{INJECTED}87");
-    let pid = 4_000_087;
+/// A global OOM report for process `name`, as the kernel words it.
+fn inject_system_oom(name: &str, pid: u32) {
     kmsg_write(&format!(
         "<4>{name} invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0"
     ));
@@ -153,6 +145,22 @@ fn a_system_oom_in_the_kernel_log_is_a_node_event() {
     kmsg_write(&format!(
         "<3>Out of memory: Killed process {pid} ({name}) total-vm:1000kB, anon-rss:900kB, file-rss:0kB, shmem-rss:0kB"
     ));
+}
+
+#[test]
+fn a_system_oom_in_the_kernel_log_is_a_node_event() {
+    let mut cl = Cluster::new("system_oom", 87);
+    // A report from before the start is not replayed.
+    let old = format!("{INJECTED}87-old");
+    inject_system_oom(&old, 4_000_086);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(60));
+    wait_until(secs(30), "the OOM watcher started", || {
+        cl.env.log().contains("OOM watcher: reading /dev/kmsg")
+    });
+    let name = format!("{INJECTED}87");
+    let pid = 4_000_087;
+    inject_system_oom(&name, pid);
     let want = format!("System OOM encountered, victim process: {name}, pid: {pid}");
     let ev = cl.eventually(secs(30), "SystemOOM event on the node", |api| {
         api.events_for("default", NODE)
@@ -162,6 +170,17 @@ fn a_system_oom_in_the_kernel_log_is_a_node_event() {
     assert_eq!(ev["type"], "Warning");
     assert_eq!(ev["involvedObject"]["kind"], "Node");
     assert_eq!(ev["source"]["component"], "kubelet");
+    // Reports are read in order: the old one would have come first.
+    let replayed: Vec<Value> = cl
+        .api
+        .events_for("default", NODE)
+        .into_iter()
+        .filter(|e| e["message"].as_str().unwrap_or("").contains(&old))
+        .collect();
+    assert!(
+        replayed.is_empty(),
+        "an OOM from before the start: {replayed:?}"
+    );
 }
 
 // --- /stats/summary and /metrics/cadvisor from the pod cgroup (standalone) ---

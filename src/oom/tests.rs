@@ -230,3 +230,14 @@ fn memory_events_source_reports_system_kills_after_its_baseline() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_kmsg_read_is_bounded_by_its_timeout() {
+    // Only where this process may read the kernel log (root, as the tests run).
+    let Ok(mut k) = super::kmsg::Kmsg::open_at_end() else {
+        return;
+    };
+    let t = std::time::Instant::now();
+    let _ = k.read(Duration::from_millis(50)).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
