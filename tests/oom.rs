@@ -3,9 +3,14 @@
 //! reports `OOMKilled` (its state, and lastState once restarted) and gets
 //! no SystemOOM event (its victim cgroup is not the root; upstream records
 //! no event for a container OOM either); a system OOM report in the
-//! kernel log becomes upstream's `SystemOOM` Warning on the node.
+//! kernel log becomes upstream's `SystemOOM` Warning on the node (and
+//! one written before the start is not replayed). Standalone, the pod's
+//! /stats/summary figures and /metrics/cadvisor series agree with its pod
+//! cgroup's files.
 //!
-//! Test numbers 86–88.
+//! Test numbers 86–88. Test 87 writes system OOM reports, tagged
+//! `rk-inject-`, to the host's /dev/kmsg: any rkubelet running meanwhile
+//! records them as SystemOOM too.
 //!
 //!     cargo test --release --test oom
 
