@@ -20,6 +20,7 @@ mod logs;
 mod metrics;
 mod nodelease;
 mod nodestatus;
+mod oom;
 mod pleg;
 mod pod;
 mod podutil;

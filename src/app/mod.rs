@@ -176,6 +176,9 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
     let machine_memory = machine_memory();
     let container_manager = start_container_manager(config, machine_memory)?;
+    let kubepods_v2 = container_manager
+        .as_ref()
+        .and_then(|cm| cm.kubepods_dir_v2());
     let allocatable = volumes::node_allocatable(&settings.root_dir, machine_memory);
     let volume_deps =
         volumes::volume_managers(flags, config, client.as_ref(), allocatable, &recorder)?;
@@ -314,6 +317,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .map(Worker::adopt),
     );
     owned.push(start_log_manager(config, &kubelet, &shutdown)?);
+    owned.extend(
+        crate::oom::start(Arc::clone(&recorder), kubepods_v2, &shutdown)
+            .context("spawn oom thread")?,
+    );
     kubelet.sync_loop(&LoopChannels {
         config: pod_config.updates(),
         pleg: pleg_rx,

@@ -26,6 +26,7 @@ const SHUTDOWN_STAGES: &[(&str, &[&str])] = &[
             "runtime-status",
             "gc",
             "log-manager",
+            "oom",
         ],
     ),
     (

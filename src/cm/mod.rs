@@ -15,6 +15,9 @@ mod qos_container_manager;
 #[cfg(test)]
 mod tests;
 
+// A cgroup's cpu and memory, for the summary's pod-level figures.
+mod cgroup_stats;
+
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::io;
@@ -25,6 +28,9 @@ use k8s_openapi::api::core::v1::Pod;
 
 pub use cgroup_manager::{CgroupConfig, CgroupManager, Hierarchies};
 pub use cgroup_name::CgroupName;
+pub use cgroup_stats::CgroupStats;
+#[cfg(test)]
+pub use cgroup_stats::MemoryUsage;
 pub use node_container_manager::Capacity;
 pub use pod_container_manager::{PodCgroupNamer, PodLimits};
 pub use qos_container_manager::ActivePods;

@@ -152,7 +152,12 @@ pub fn routes(
     let runtime: Arc<RemoteRuntime> = Arc::clone(kubelet.runtime.runtime());
     let mut stats_cfg = StatsConfig::new(node_name, kubelet.settings.root_dir.clone());
     stats_cfg.pod_logs_dir = kubelet.settings.pod_logs_dir.clone();
-    let stats = SummaryProvider::new(runtime.clone(), stats_cfg);
+    let pod_cgroups = kubelet
+        .syncer
+        .container_manager
+        .clone()
+        .map(|cm| cm as Arc<dyn crate::server::stats::PodCgroups>);
+    let stats = SummaryProvider::with_pod_cgroups(runtime.clone(), stats_cfg, pod_cgroups);
     let stats_handler = handler(move |req, resp| {
         let query = req.target().split_once('?').map_or("", |x| x.1).to_string();
         match stats.handle(req.method(), req.path(), &query) {
@@ -216,7 +221,8 @@ pub fn routes(
     });
     vec![
         ("/stats/summary".into(), Arc::clone(&stats_handler)),
-        ("/metrics/resource".into(), stats_handler),
+        ("/metrics/resource".into(), Arc::clone(&stats_handler)),
+        ("/metrics/cadvisor".into(), stats_handler),
         ("/metrics".into(), metrics_handler),
         ("/exec/".into(), Arc::clone(&stream_handler)),
         ("/attach/".into(), Arc::clone(&stream_handler)),

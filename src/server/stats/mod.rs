@@ -10,10 +10,13 @@
 //! it, keeping the previous sample per container/sandbox as upstream's
 //! cpuUsageCache.
 
+mod cadvisor_metrics;
+mod cgroups;
 pub mod node;
 mod resource_metrics;
 pub mod types;
 
+pub use cgroups::PodCgroups;
 pub use resource_metrics::render_resource_metrics;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -25,6 +28,7 @@ use protobuf::MessageField;
 
 use crate::cri::{api, RemoteRuntime};
 use crate::stats::{self as host, FsInfo};
+use cgroups::SharedPodCgroups;
 use types::*;
 
 /// The runtime calls the summary needs; a seam for tests.
@@ -35,6 +39,11 @@ pub trait StatsRuntime: Send + Sync {
     /// Err when the runtime does not implement it (pod totals then sum containers).
     fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>, String>;
     fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, String>;
+    /// Image ID -> its first repo tag, to name a container's image as the
+    /// pod did when the runtime lists it by ID (/metrics/cadvisor).
+    fn image_names(&self) -> HashMap<String, String> {
+        HashMap::new()
+    }
 }
 
 impl StatsRuntime for RemoteRuntime {
@@ -52,6 +61,14 @@ impl StatsRuntime for RemoteRuntime {
     }
     fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, String> {
         RemoteRuntime::image_fs_info(self).map_err(|e| e.to_string())
+    }
+    fn image_names(&self) -> HashMap<String, String> {
+        self.list_images()
+            .inspect_err(|e| log::debug!("ListImages: {e}"))
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|i| Some((i.id.clone(), i.repo_tags.first()?.clone())))
+            .collect()
     }
 }
 
@@ -116,6 +133,9 @@ pub struct SummaryProvider {
     /// cgroup parent): not asked again before this instant, so a runtime
     /// that logs each failure is not flooded on every scrape.
     sandbox_stats_retry: Mutex<Option<std::time::Instant>>,
+    /// The pod cgroups (None without cgroupsPerQOS: pod totals then come
+    /// from the runtime or the containers' sum).
+    pod_cgroups: SharedPodCgroups,
 }
 
 /// How long a failed ListPodSandboxStats is not retried.
@@ -146,8 +166,19 @@ fn nano_cores(prev: &CpuSample, ts: i64, usage: u64) -> Option<u64> {
 
 impl SummaryProvider {
     /// `runtime` is usually `Arc<RemoteRuntime>` (coerces).
+    #[cfg(test)]
     pub fn new(runtime: Arc<dyn StatsRuntime>, cfg: StatsConfig) -> Arc<Self> {
+        Self::with_pod_cgroups(runtime, cfg, None)
+    }
+
+    /// Pod-level cpu and memory from `pod_cgroups` when the pod has one.
+    pub fn with_pod_cgroups(
+        runtime: Arc<dyn StatsRuntime>,
+        cfg: StatsConfig,
+        pod_cgroups: SharedPodCgroups,
+    ) -> Arc<Self> {
         Arc::new(SummaryProvider {
+            pod_cgroups,
             runtime,
             host: host::Provider::new(&cfg.proc_root),
             cfg,
@@ -161,17 +192,25 @@ impl SummaryProvider {
     /// `/metrics/resource`; None for any other path.
     pub fn handle(&self, method: &str, path: &str, query: &str) -> Option<Reply> {
         let path = path.trim_end_matches('/');
-        if path != "/stats/summary" && path != "/metrics/resource" {
+        if !matches!(
+            path,
+            "/stats/summary" | "/metrics/resource" | "/metrics/cadvisor"
+        ) {
             return None;
         }
         if method != "GET" && method != "HEAD" {
             return Some(Reply::text(405, "405: Method Not Allowed"));
         }
-        if path == "/metrics/resource" {
+        if path != "/stats/summary" {
+            let body = if path == "/metrics/resource" {
+                self.resource_metrics()
+            } else {
+                self.cadvisor_metrics()
+            };
             return Some(Reply {
                 status: 200,
                 content_type: crate::metrics::TEXT_CONTENT_TYPE,
-                body: self.resource_metrics(),
+                body,
             });
         }
         let only_cpu_and_memory = query.split('&').any(|kv| {
@@ -461,6 +500,7 @@ impl SummaryProvider {
             pod.containers.push(c);
         }
 
+        let pod_cgroups = self.read_pod_cgroups();
         for (sb_id, pod) in pods.iter_mut() {
             pod.containers.sort_by(|a, b| a.name.cmp(&b.name));
             match sandbox_stats.get(sb_id).and_then(|s| s.linux.as_ref()) {
@@ -474,6 +514,13 @@ impl SummaryProvider {
                     });
                 }
                 None => sum_containers(pod),
+            }
+            // The pod cgroup, where there is one, as upstream's default
+            // provider (cadvisor) reads it.
+            if let Some((_, cg)) = pod_cgroups.get(&pod.pod_ref.uid) {
+                let key = format!("pod{}", pod.pod_ref.uid);
+                seen.insert(key.clone());
+                self.set_from_cgroup(&mut cache, &key, pod, cg);
             }
             if !only_cpu_and_memory {
                 pod.ephemeral_storage = Some(ephemeral_storage(pod, node_fs));

@@ -41,7 +41,7 @@ impl Usage<'_> {
     }
 }
 
-struct Family {
+pub(super) struct Family {
     name: &'static str,
     help: &'static str,
     kind: &'static str,
@@ -49,7 +49,7 @@ struct Family {
 }
 
 impl Family {
-    fn new(name: &'static str, help: &'static str, kind: &'static str) -> Self {
+    pub(super) fn new(name: &'static str, help: &'static str, kind: &'static str) -> Self {
         Family {
             name,
             help,
@@ -58,7 +58,7 @@ impl Family {
         }
     }
 
-    fn push(&mut self, labels: &[(&str, &str)], value: f64, ts: Option<Time>) {
+    pub(super) fn push(&mut self, labels: &[(&str, &str)], value: f64, ts: Option<Time>) {
         let mut line = self.name.to_string();
         if !labels.is_empty() {
             let l: Vec<String> = labels
@@ -198,8 +198,7 @@ pub fn render_resource_metrics(summary: Option<&Summary>) -> String {
         }
     }
 
-    let mut out = String::new();
-    for f in [
+    render(vec![
         container_cpu,
         container_mem,
         container_start,
@@ -212,7 +211,13 @@ pub fn render_resource_metrics(summary: Option<&Summary>) -> String {
         pod_swap,
         resource_scrape_error,
         scrape_error,
-    ] {
+    ])
+}
+
+/// The families with samples, each under its HELP and TYPE lines.
+pub(super) fn render(families: Vec<Family>) -> String {
+    let mut out = String::new();
+    for f in families {
         if f.samples.is_empty() {
             continue;
         }

@@ -668,3 +668,6 @@ fn proc_parsers() {
     assert!(bytes > 0 && inodes >= 4);
     assert!(node::disk_usage(Path::new("/nonexistent/dir")).is_none());
 }
+
+#[path = "cgroup_tests.rs"]
+mod cgroup_tests;
