@@ -10,6 +10,7 @@ mod credentialprovider;
 mod cri;
 mod envvars;
 mod events;
+mod eviction;
 mod fieldpath;
 mod images;
 mod kubelet;

@@ -8,7 +8,7 @@
 
 mod cgroup_manager;
 mod cgroup_name;
-mod helpers;
+pub mod helpers;
 mod node_container_manager;
 mod pod_container_manager;
 mod qos_container_manager;
