@@ -143,10 +143,6 @@ impl Manager {
         })
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

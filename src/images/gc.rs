@@ -128,6 +128,17 @@ impl ImageGcManager {
         self.lock().last_run = Some(now);
     }
 
+    /// Removes every unused image old enough to go (upstream
+    /// DeleteUnusedImages, which the eviction manager calls under disk
+    /// pressure); returns the bytes freed.
+    pub fn delete_unused_images(&self) -> Result<u64, String> {
+        let now = Instant::now();
+        let in_use = self.detect_images(now)?;
+        let freed = self.free_space(u64::MAX, now, &in_use);
+        log::info!("image garbage collection for eviction freed {freed} bytes");
+        Ok(freed)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -30,6 +30,9 @@ pub struct Syncer {
     pub token_manager: Option<Arc<TokenManager>>,
     /// With cgroupsPerQOS: the pod cgroups.
     pub container_manager: Option<Arc<ContainerManager>>,
+    /// Pods the eviction manager evicted, by UID, with the message their
+    /// status carries (upstream killPodNow's status function).
+    pub evicted: Mutex<HashMap<String, String>>,
 }
 
 impl Syncer {
@@ -68,7 +71,8 @@ impl Syncer {
             old: old.as_ref(),
             deadline_exceeded,
         };
-        let api_status = generate_api_pod_status(pod, status, &ctx);
+        let mut api_status = generate_api_pod_status(pod, status, &ctx);
+        self.apply_eviction(pod, &mut api_status);
         if deadline_exceeded {
             log::info!("pod {}: {DEADLINE_EXCEEDED_MESSAGE}", pod.full_name());
             self.runtime.recorder().pod_event(
@@ -91,6 +95,28 @@ impl Syncer {
             log::debug!("pod {}: status updated, phase {phase}", pod.full_name());
         }
         phase
+    }
+
+    /// Marks the pod evicted: from now on its status is Failed with
+    /// reason Evicted and `message`.
+    pub fn mark_evicted(&self, uid: &str, message: &str) {
+        lock(&self.evicted).insert(uid.to_string(), message.to_string());
+    }
+
+    /// Forgets a gone pod's eviction.
+    pub fn forget_eviction(&self, uid: &str) {
+        lock(&self.evicted).remove(uid);
+    }
+
+    /// An evicted pod's status is Failed, reason Evicted (upstream applies
+    /// the eviction manager's status function to every status it makes of
+    /// the pod from then on).
+    fn apply_eviction(&self, pod: &Pod, s: &mut k8s_openapi::api::core::v1::PodStatus) {
+        if let Some(message) = lock(&self.evicted).get(pod.uid()) {
+            s.phase = Some(PodPhase::Failed.as_str().into());
+            s.reason = Some(crate::eviction::REASON.into());
+            s.message = Some(message.clone());
+        }
     }
 
     /// The node's IP for hostIP: --node-ip, else the Node's first
@@ -378,6 +404,10 @@ impl PodSyncer for Syncer {
         }
         Ok(())
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn remove_dir_if_exists(dir: &std::path::Path) -> std::io::Result<()> {

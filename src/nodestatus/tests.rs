@@ -362,10 +362,10 @@ fn proc_parsers() {
     assert_eq!(m["MemAvailable"], 8000000 * 1024);
     assert_eq!(m["HugePages_Total"], 0);
     assert_eq!(
-        machine::parse_loadavg_tasks("1.36 3.49 4.53 2/3518 3715089\n"),
+        crate::stats::node::parse_loadavg_tasks("1.36 3.49 4.53 2/3518 3715089\n"),
         Some(3518)
     );
-    assert_eq!(machine::parse_loadavg_tasks("1.0 2.0"), None);
+    assert_eq!(crate::stats::node::parse_loadavg_tasks("1.0 2.0"), None);
     let os =
         "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n";
     assert_eq!(
@@ -444,7 +444,7 @@ fn machine_info_from_sample_tree() {
         paths.stats().memory().ok().map(|m| m.available),
         Some(1024 * 1024)
     );
-    assert_eq!(machine::pid_stats(&paths), Some((100000, 250)));
+    assert_eq!(paths.stats().pids(), Some((100000, 250)));
     // Missing meminfo is an error, not a panic.
     std::fs::remove_file(paths.proc_dir.join("meminfo")).unwrap();
     assert!(machine::read_machine_info(&paths).is_err());

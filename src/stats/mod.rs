@@ -2,8 +2,8 @@
 //! that cAdvisor's root container feeds there): memory from `/proc/meminfo`
 //! and `/proc/vmstat`, filesystems from statvfs.
 //!
-//! Node status (capacity, allocatable and the pressure conditions),
-//! `/stats/summary` and the eviction manager all read these numbers, so each
+//! Node status (capacity, allocatable), `/stats/summary` and the eviction
+//! manager (through the summary) all read these numbers, so each
 //! has one definition. In particular memory.available is upstream
 //! eviction's signal everywhere: capacity − workingSet, where workingSet is
 //! usage − inactive_file.
@@ -12,6 +12,7 @@
 //! point it at sample trees; the parsers and the arithmetic are pure
 //! functions in [`node`], statvfs is in [`fs`].
 
+pub mod cgroup;
 pub mod fs;
 pub mod node;
 
@@ -22,6 +23,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+pub use cgroup::cgroup_memory;
 pub use fs::{statvfs, FsInfo};
 pub use node::{NodeMemory, SwapInfo};
 
@@ -116,6 +118,18 @@ impl Provider {
             }
         };
         node::node_memory(&meminfo, &vmstat).ok_or_else(|| self.missing("meminfo", "MemTotal"))
+    }
+
+    /// The task limit (the smaller of kernel.pid_max and kernel.threads-max)
+    /// and the number of tasks from /proc/loadavg, as upstream's pidlimit
+    /// stats read them: the pid.available signal is limit − tasks.
+    pub fn pids(&self) -> Option<(u64, u64)> {
+        let limit = ["sys/kernel/pid_max", "sys/kernel/threads-max"]
+            .iter()
+            .filter_map(|f| self.read(f).ok()?.trim().parse::<u64>().ok())
+            .min()?;
+        let loadavg = self.read("loadavg").ok()?;
+        Some((limit, node::parse_loadavg_tasks(&loadavg)?))
     }
 
     fn missing(&self, rel: &str, field: &'static str) -> StatsError {

@@ -276,15 +276,12 @@ impl SummaryProvider {
             node::network_stats(&self.read_proc("net/dev"), default_iface.as_deref(), now);
         stats.fs = statvfs(&self.cfg.root_dir).map(|i| node::fs_stats(i, now));
         stats.runtime = self.runtime_stats();
-        let max_pid = self
-            .read_proc("sys/kernel/pid_max")
-            .trim()
-            .parse::<i64>()
-            .ok();
+        // The pid.available signal's one definition (the host provider's).
+        let pids = self.host.pids();
         stats.rlimit = Some(RlimitStats {
             time: now,
-            max_pid,
-            num_of_running_processes: node::process_count(),
+            max_pid: pids.and_then(|(max, _)| i64::try_from(max).ok()),
+            num_of_running_processes: pids.and_then(|(_, n)| i64::try_from(n).ok()),
         });
         stats
     }

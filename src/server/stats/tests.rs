@@ -200,6 +200,7 @@ fn fake_proc(dir: &Path, cpu_user_ticks: u64) {
     )
     .unwrap();
     fs::write(dir.join("sys/kernel/pid_max"), "4194304\n").unwrap();
+    fs::write(dir.join("loadavg"), "0.10 0.20 0.30 2/350 4242\n").unwrap();
 }
 
 fn provider_and_runtime(
@@ -350,6 +351,7 @@ fn summary_json_uses_upstream_field_names() {
     );
     assert_eq!(keys(&node["rlimit"]), set(&["time", "maxpid", "curproc"]));
     assert_eq!(node["rlimit"]["maxpid"], 4194304);
+    assert_eq!(node["rlimit"]["curproc"], 350);
     assert_eq!(
         keys(&node["swap"]),
         set(&["time", "swapAvailableBytes", "swapUsageBytes"])
