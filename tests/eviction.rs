@@ -1,0 +1,163 @@
+//! The eviction manager on real containerd, in cluster mode against the
+//! API server double: a hard memory.available threshold set below the
+//! node's measured available memory, a BestEffort pod that takes 1.5 GB,
+//! and a Guaranteed pod. The BestEffort pod is evicted (Failed, Evicted,
+//! upstream's message, a Warning event), the Guaranteed one keeps running,
+//! the node reports MemoryPressure, and a new BestEffort pod is refused
+//! while the condition holds (evictionPressureTransitionPeriod).
+//!
+//! The threshold sits 700 MiB below what was available at the start and
+//! the hog takes ~1400 MiB, so other processes on the machine may move by
+//! several hundred MB either way without changing the outcome.
+//!
+//! Test numbers 83–85.
+
+mod common;
+
+use std::fs;
+
+use serde_json::{json, Value};
+
+use common::cluster::*;
+use common::*;
+
+/// How far below the available memory at start the threshold sits.
+const MARGIN_MIB: u64 = 700;
+/// What the hog holds: one awk string of this many bytes (touched, so
+/// resident), then it sleeps. No limit: the pod stays BestEffort.
+const HOG_BYTES: u64 = 1_500_000_000;
+
+/// memory.available as the kubelet computes it: MemTotal − (MemTotal −
+/// MemFree − Inactive(file)), i.e. MemFree + Inactive(file), in MiB.
+fn available_mib() -> u64 {
+    let text = fs::read_to_string("/proc/meminfo").expect("read /proc/meminfo");
+    let field = |k: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in /proc/meminfo"))
+    };
+    (field("MemFree:") + field("Inactive(file):")) / 1024
+}
+
+fn wait_pod(cl: &mut Cluster, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    let got = poll(secs(120), || {
+        cl.env.assert_kubelet_alive();
+        let p = cl.api.pod(name)?;
+        last = p.clone();
+        pred(&p).then_some(p)
+    });
+    got.unwrap_or_else(|| {
+        panic!(
+            "pod {name}: {what}: not within 120 s; last status:\n{}\nrkubelet log tail:\n{}",
+            pretty_status(&last),
+            cl.env.log_tail(60)
+        )
+    })
+}
+
+#[test]
+fn memory_pressure_evicts_best_effort_first_and_refuses_new_ones() {
+    require_prerequisites();
+    let mut cl = Cluster::new("eviction_memory", 83);
+    let mut threshold = available_mib().saturating_sub(MARGIN_MIB);
+    // A whole number of GiB would print as "NGi" in the message.
+    if threshold % 1024 == 0 {
+        threshold -= 1;
+    }
+    eprintln!("memory.available threshold: {threshold}Mi");
+    let extra = format!(
+        "evictionHard:\n\
+         \x20 memory.available: {threshold}Mi\n\
+         evictionPressureTransitionPeriod: 90s\n\
+         nodeStatusUpdateFrequency: 2s\n"
+    );
+    fs::write(&cl.config, kubelet_config(&cl.env, &extra)).expect("kubelet config");
+    cl.start_kubelet();
+    let node = cl.wait_node_ready(secs(60));
+    assert!(
+        !condition_true(&node, "MemoryPressure"),
+        "pressure before the hog: {}",
+        pretty_status(&node)
+    );
+
+    let mut guaranteed = api_pod("guaranteed", SLEEPER);
+    guaranteed["spec"]["containers"][0]["resources"] = json!({
+        "limits": {"cpu": "100m", "memory": "64Mi"},
+        "requests": {"cpu": "100m", "memory": "64Mi"},
+    });
+    cl.api.create_pod(&guaranteed);
+    cl.wait_pod_ready("guaranteed", secs(90));
+
+    let hog = format!(
+        "awk 'BEGIN {{ s = sprintf(\"%{HOG_BYTES}s\", \"\"); print length(s); system(\"sleep 3600\") }}'"
+    );
+    cl.api.create_pod(&api_pod("hog", &hog));
+    let evicted = wait_pod(&mut cl, "hog", "evicted", |p| phase(p) == "Failed");
+    assert_eq!(
+        evicted["status"]["reason"],
+        "Evicted",
+        "{}",
+        pretty_status(&evicted)
+    );
+    let message = evicted["status"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.starts_with(&format!(
+            "The node was low on resource: memory. Threshold quantity: {threshold}Mi, available: "
+        )) && message.contains("Container c was using ")
+            && message.ends_with("request is 0, has larger consumption of memory. "),
+        "message: {message}"
+    );
+    let events = cl.api.events_for("default", "hog");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "Evicted" && e["type"] == "Warning"),
+        "no Evicted event: {events:?}"
+    );
+    let env = &mut cl.env;
+    eventually(secs(30), "the hog's container stopped", || {
+        env.snapshot().running("hog", "c").is_none().then_some(())
+    });
+
+    // The node reports MemoryPressure through the transition period.
+    cl.eventually(secs(30), "MemoryPressure on the node", |api| {
+        let n = api.node()?;
+        condition_true(&n, "MemoryPressure").then_some(())
+    });
+
+    // A new BestEffort pod is refused meanwhile; a Guaranteed one would not be.
+    cl.api.create_pod(&api_pod("late", SLEEPER));
+    let refused = wait_pod(&mut cl, "late", "refused", |p| phase(p) == "Failed");
+    assert_eq!(
+        refused["status"]["reason"],
+        "Evicted",
+        "{}",
+        pretty_status(&refused)
+    );
+    assert_eq!(
+        refused["status"]["message"],
+        "Pod was rejected: The node had condition: [MemoryPressure]. "
+    );
+    assert!(
+        cl.env.snapshot().containers("late").is_empty(),
+        "a refused pod runs nothing"
+    );
+
+    // The Guaranteed pod was never touched.
+    let g = cl.api.pod("guaranteed").expect("guaranteed pod");
+    assert!(running_ready(&g), "{}", pretty_status(&g));
+    assert_eq!(
+        g["status"]["containerStatuses"][0]["restartCount"],
+        0,
+        "{}",
+        pretty_status(&g)
+    );
+    assert!(cl.env.snapshot().running("guaranteed", "c").is_some());
+    assert_eq!(
+        cl.env.log_lines_with("is evicted successfully").len(),
+        1,
+        "exactly one eviction"
+    );
+}
