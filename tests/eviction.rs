@@ -63,7 +63,7 @@ fn memory_pressure_evicts_best_effort_first_and_refuses_new_ones() {
     let mut cl = Cluster::new("eviction_memory", 83);
     let mut threshold = available_mib().saturating_sub(MARGIN_MIB);
     // A whole number of GiB would print as "NGi" in the message.
-    if threshold % 1024 == 0 {
+    if threshold.is_multiple_of(1024) {
         threshold -= 1;
     }
     eprintln!("memory.available threshold: {threshold}Mi");

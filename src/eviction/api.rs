@@ -21,7 +21,8 @@ pub enum Signal {
     PidAvailable,
 }
 
-/// A node condition the eviction manager reports.
+/// A node condition the eviction manager reports (upstream's names).
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NodeCondition {
     MemoryPressure,

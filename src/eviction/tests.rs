@@ -173,7 +173,10 @@ fn thresholds_met_with_minimum_reclaim() {
     // A percentage against the capacity.
     let p = hard(Signal::NodeFsAvailable, ThresholdValue::Percentage(0.1));
     let fs = |a| Observations::from([(Signal::NodeFsAvailable, obs(a, 1000))]);
-    assert_eq!(thresholds_met(&[p.clone()], &fs(99), false).len(), 1);
+    assert_eq!(
+        thresholds_met(std::slice::from_ref(&p), &fs(99), false).len(),
+        1
+    );
     assert!(thresholds_met(&[p], &fs(100), false).is_empty());
 }
 
@@ -359,14 +362,16 @@ fn memory_ranking_is_upstreams() {
     let be_high = pod("besteffort-high").arc();
     let be_prio = pod("besteffort-priority").priority(1000).arc();
     let no_stats = pod("no-stats").priority(5000).arc();
-    let mut s = Summary::default();
-    s.pods = vec![
-        pod_stats(&below, 150 * MI),
-        pod_stats(&exceeds, 150 * MI),
-        pod_stats(&be_low, 100 * MI),
-        pod_stats(&be_high, 400 * MI),
-        pod_stats(&be_prio, 800 * MI),
-    ];
+    let s = Summary {
+        pods: vec![
+            pod_stats(&below, 150 * MI),
+            pod_stats(&exceeds, 150 * MI),
+            pod_stats(&be_low, 100 * MI),
+            pod_stats(&be_high, 400 * MI),
+            pod_stats(&be_prio, 800 * MI),
+        ],
+        ..Default::default()
+    };
     let stats = StatsFunc::new(&s);
     let mut pods = vec![below, be_prio, exceeds, be_low, no_stats, be_high];
     rank_memory_pressure(&mut pods, &stats);
@@ -395,12 +400,14 @@ fn pid_ranking_is_upstreams() {
         }),
         ..pod_stats(p, 0)
     };
-    let mut s = Summary::default();
-    s.pods = vec![
-        with_procs(&few, 3),
-        with_procs(&many, 30),
-        with_procs(&important, 300),
-    ];
+    let s = Summary {
+        pods: vec![
+            with_procs(&few, 3),
+            with_procs(&many, 30),
+            with_procs(&important, 300),
+        ],
+        ..Default::default()
+    };
     let stats = StatsFunc::new(&s);
     let mut pods = vec![important, few, many];
     rank_pid_pressure(&mut pods, &stats);
@@ -431,12 +438,14 @@ fn disk_ranking_is_upstreams() {
         });
         ps
     };
-    let mut s = Summary::default();
-    s.pods = vec![
-        with_disk(&within, 500 * MI, 10 * MI),
-        with_disk(&over, 20 * MI, 0),
-        with_disk(&small, MI, MI),
-    ];
+    let s = Summary {
+        pods: vec![
+            with_disk(&within, 500 * MI, 10 * MI),
+            with_disk(&over, 20 * MI, 0),
+            with_disk(&small, MI, MI),
+        ],
+        ..Default::default()
+    };
     let stats = StatsFunc::new(&s);
     let mut pods = vec![within.clone(), small.clone(), over.clone()];
     let all = fs_stats_for(Signal::NodeFsAvailable, false);
@@ -849,7 +858,7 @@ fn grace_and_transition_helpers() {
         grace_period: Duration::from_secs(30),
         ..hard(Signal::MemoryAvailable, mi(1))
     };
-    let first = thresholds_first_observed_at(&[soft.clone()], &Vec::new(), t0);
+    let first = thresholds_first_observed_at(std::slice::from_ref(&soft), &Vec::new(), t0);
     assert!(thresholds_met_grace_period(&first, t0 + Duration::from_secs(29)).is_empty());
     // Carried over: the first observation time is kept.
     let again = thresholds_first_observed_at(&[soft], &first, t0 + Duration::from_secs(20));
