@@ -20,6 +20,8 @@ pub mod message;
 pub mod rank;
 
 #[cfg(test)]
+mod manager_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::{Arc, Mutex, MutexGuard};
