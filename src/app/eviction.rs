@@ -138,6 +138,11 @@ pub(super) fn start_eviction_manager(
 pub(super) fn eviction_manager(
     config: &crate::kubeletconfig::KubeletConfiguration,
 ) -> anyhow::Result<Arc<Manager>> {
+    if config.kernel_memcg_notification {
+        log::warn!(
+            "kernelMemcgNotification is set but not honoured by rkubelet; memory signals are polled every 10 s"
+        );
+    }
     let cfg = crate::eviction::Config::from_kubelet_config(config)
         .map_err(|e| anyhow::anyhow!("eviction thresholds: {e}"))?;
     Ok(Manager::new(cfg))

@@ -24,6 +24,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use cgroup::cgroup_memory;
+#[cfg(test)]
+pub use cgroup::CgroupMemory;
 pub use fs::{statvfs, FsInfo};
 pub use node::{NodeMemory, SwapInfo};
 

@@ -180,3 +180,91 @@ fn statvfs_error_names_the_path() {
         .to_string()
         .starts_with("statvfs /nonexistent/rkubelet-stats: "));
 }
+
+fn sample_dir(tag: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rkubelet-hoststats-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create sample dir");
+    for (name, text) in files {
+        let p = dir.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("create sample subdir");
+        }
+        std::fs::write(p, text).expect("write sample file");
+    }
+    dir
+}
+
+/// pid.available's inputs: the smaller of pid_max and threads-max, and
+/// the task count of /proc/loadavg.
+#[test]
+fn pids_are_the_task_limit_and_count() {
+    let dir = sample_dir(
+        "pids",
+        &[
+            ("sys/kernel/pid_max", "4194304\n"),
+            ("sys/kernel/threads-max", "95000\n"),
+            ("loadavg", "1.36 3.49 4.53 2/3518 3715089\n"),
+        ],
+    );
+    assert_eq!(Provider::new(&dir).pids(), Some((95000, 3518)));
+    std::fs::remove_file(dir.join("loadavg")).expect("remove loadavg");
+    assert_eq!(Provider::new(&dir).pids(), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// kubepods' memory for allocatableMemory.available, v1 and v2 files.
+#[test]
+fn cgroup_memory_v1_and_v2() {
+    let v1 = sample_dir(
+        "cg-v1",
+        &[
+            ("memory.usage_in_bytes", "1000000\n"),
+            ("memory.limit_in_bytes", "4000000\n"),
+            (
+                "memory.stat",
+                "cache 5\ninactive_file 7\ntotal_inactive_file 300000\n",
+            ),
+        ],
+    );
+    assert_eq!(
+        cgroup_memory(&v1, false).expect("v1"),
+        CgroupMemory {
+            usage: 1_000_000,
+            limit: Some(4_000_000),
+            working_set: 700_000
+        }
+    );
+    std::fs::write(v1.join("memory.limit_in_bytes"), "9223372036854771712\n").expect("write");
+    assert_eq!(cgroup_memory(&v1, false).expect("v1").limit, None);
+    let v2 = sample_dir(
+        "cg-v2",
+        &[
+            ("memory.current", "500\n"),
+            ("memory.max", "max\n"),
+            ("memory.stat", "anon 100\ninactive_file 900\n"),
+        ],
+    );
+    let m = cgroup_memory(&v2, true).expect("v2");
+    assert_eq!(
+        (m.limit, m.working_set),
+        (None, 0),
+        "working set floors at 0"
+    );
+    assert!(cgroup_memory(&v2, false).is_err(), "v1 files are missing");
+    let _ = std::fs::remove_dir_all(&v1);
+    let _ = std::fs::remove_dir_all(&v2);
+}
+
+/// The emptyDir walk counts allocated blocks and stops at its bound.
+#[test]
+fn bounded_dir_usage() {
+    let big = "x".repeat(64 * 1024);
+    let dir = sample_dir("du", &[("a", &big), ("sub/b", &big), ("sub/c", "y")]);
+    let all = fs::dir_usage_bounded(&dir, 100).expect("usage");
+    assert!(all >= 128 * 1024, "{all}");
+    let cut = fs::dir_usage_bounded(&dir, 1).expect("usage");
+    assert!(cut < all, "{cut} < {all}");
+    assert_eq!(fs::dir_usage_bounded(&dir.join("missing"), 10), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
