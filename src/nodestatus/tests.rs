@@ -1294,3 +1294,46 @@ impl crate::events::EventRecorder for SeenEvents {
             .push((kind.as_str().into(), reason.into(), message.into()));
     }
 }
+
+/// The pressure conditions are the eviction manager's, passed in the
+/// kubelet's health; node status no longer computes them itself.
+#[test]
+fn pressure_conditions_come_from_the_eviction_manager() {
+    let server = FakeServer::start(Box::new(|_| (404, status(404, "NotFound", "no"))));
+    let health: HealthFn = Box::new(|| KubeletHealth {
+        runtime_version: Some(("containerd".into(), "1.7.24".into())),
+        memory_pressure: true,
+        pid_pressure: true,
+        ..Default::default()
+    });
+    let mut cfg = test_config("node-p");
+    // A threshold the host could never meet: ignored by node status now.
+    cfg.eviction_hard = BTreeMap::from([("nodefs.available".into(), "100%".into())]);
+    let mgr = NodeStatusManager::new(cfg, server.client(), health);
+    let mut events = Vec::new();
+    let node = {
+        let mut st = mgr.state.lock().unwrap();
+        mgr.initial_node(&mut st, &mut events)
+    };
+    let reasons: Vec<&str> = events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "NodeHasInsufficientMemory",
+            "NodeHasNoDiskPressure",
+            "NodeHasInsufficientPID"
+        ]
+    );
+    let conds = node.status.unwrap().conditions.unwrap();
+    let of = |t: &str| {
+        conds
+            .iter()
+            .find(|c| c.type_ == t)
+            .map(|c| c.status.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        (of("MemoryPressure"), of("DiskPressure"), of("PIDPressure")),
+        ("True".into(), "False".into(), "True".into())
+    );
+}
