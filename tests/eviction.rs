@@ -10,6 +10,9 @@
 //! the hog takes ~1400 MiB, so other processes on the machine may move by
 //! several hundred MB either way without changing the outcome.
 //!
+//! A second test fills an emptyDir past its `sizeLimit`: that pod alone is
+//! evicted, whatever the node's thresholds (localStorageCapacityIsolation).
+//!
 //! Test numbers 83–85.
 
 mod common;
@@ -160,4 +163,52 @@ fn memory_pressure_evicts_best_effort_first_and_refuses_new_ones() {
         1,
         "exactly one eviction"
     );
+}
+
+/// A pod writing 20 MiB into an emptyDir limited to 10Mi is evicted with
+/// upstream's message; a pod within its limit keeps running.
+#[test]
+fn empty_dir_over_its_size_limit_is_evicted() {
+    require_prerequisites();
+    let mut cl = Cluster::new("eviction_empty_dir", 84);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(60));
+    let with_scratch = |name: &str, mib: u32| {
+        let script = format!("dd if=/dev/zero of=/scratch/f bs=1M count={mib} && sync; {SLEEPER}");
+        let mut p = api_pod(name, &script);
+        p["spec"]["volumes"] = json!([{"name": "scratch", "emptyDir": {"sizeLimit": "10Mi"}}]);
+        p["spec"]["containers"][0]["volumeMounts"] =
+            json!([{"name": "scratch", "mountPath": "/scratch"}]);
+        p
+    };
+    cl.api.create_pod(&with_scratch("within", 2));
+    cl.api.create_pod(&with_scratch("filler", 20));
+    let evicted = wait_pod(&mut cl, "filler", "evicted", |p| phase(p) == "Failed");
+    assert_eq!(
+        evicted["status"]["reason"],
+        "Evicted",
+        "{}",
+        pretty_status(&evicted)
+    );
+    assert_eq!(
+        evicted["status"]["message"],
+        "Usage of EmptyDir volume \"scratch\" exceeds the limit \"10Mi\". "
+    );
+    let events = cl.api.events_for("default", "filler");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "Evicted" && e["type"] == "Warning"),
+        "no Evicted event: {events:?}"
+    );
+    let env = &mut cl.env;
+    eventually(secs(30), "the filler's container stopped", || {
+        env.snapshot()
+            .running("filler", "c")
+            .is_none()
+            .then_some(())
+    });
+    let w = cl.wait_pod_ready("within", secs(30));
+    assert_eq!(phase(&w), "Running", "{}", pretty_status(&w));
+    assert_eq!(cl.env.log_lines_with("is evicted successfully").len(), 1);
 }
