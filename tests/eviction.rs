@@ -112,6 +112,17 @@ fn memory_pressure_evicts_best_effort_first_and_refuses_new_ones() {
             && message.ends_with("request is 0, has larger consumption of memory. "),
         "message: {message}"
     );
+    let target = condition(&evicted, "DisruptionTarget").expect("DisruptionTarget condition");
+    assert_eq!(
+        (&target["status"], &target["reason"], &target["message"]),
+        (
+            &json!("True"),
+            &json!("TerminationByKubelet"),
+            &json!(message)
+        ),
+        "{}",
+        pretty_status(&evicted)
+    );
     let events = cl.api.events_for("default", "hog");
     assert!(
         events

@@ -111,11 +111,30 @@ impl Syncer {
     /// An evicted pod's status is Failed, reason Evicted (upstream applies
     /// the eviction manager's status function to every status it makes of
     /// the pod from then on).
+    /// With upstream's DisruptionTarget condition (reason
+    /// TerminationByKubelet); the status manager keeps its transition time.
     fn apply_eviction(&self, pod: &Pod, s: &mut k8s_openapi::api::core::v1::PodStatus) {
-        if let Some(message) = lock(&self.evicted).get(pod.uid()) {
-            s.phase = Some(PodPhase::Failed.as_str().into());
-            s.reason = Some(crate::eviction::REASON.into());
-            s.message = Some(message.clone());
+        let Some(message) = lock(&self.evicted).get(pod.uid()).cloned() else {
+            return;
+        };
+        s.phase = Some(PodPhase::Failed.as_str().into());
+        s.reason = Some(crate::eviction::REASON.into());
+        s.message = Some(message.clone());
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let at = k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+        let condition = k8s_openapi::api::core::v1::PodCondition {
+            type_: DISRUPTION_TARGET.into(),
+            status: "True".into(),
+            reason: Some(TERMINATION_BY_KUBELET.into()),
+            message: Some(message),
+            last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at)),
+            ..Default::default()
+        };
+        let conds = s.conditions.get_or_insert_with(Vec::new);
+        match conds.iter_mut().find(|c| c.type_ == DISRUPTION_TARGET) {
+            Some(c) if c.status == "True" && c.reason == condition.reason => {}
+            Some(c) => *c = condition,
+            None => conds.push(condition),
         }
     }
 
@@ -405,6 +424,10 @@ impl PodSyncer for Syncer {
         Ok(())
     }
 }
+
+/// upstream v1.DisruptionTarget and v1.PodReasonTerminationByKubelet.
+const DISRUPTION_TARGET: &str = "DisruptionTarget";
+const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
