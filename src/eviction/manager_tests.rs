@@ -124,6 +124,8 @@ fn hard_memory_threshold_evicts_the_best_effort_pod() {
          Container app was using 600Mi, request is 0, has larger consumption of memory. "
     );
     assert_eq!(deps.events.load(Ordering::SeqCst), 1);
+    assert!(crate::metrics::render()
+        .contains("kubelet_evictions{eviction_signal=\"memory.available\"}"));
     // Admission refuses BestEffort pods meanwhile.
     assert!(m.admit(&pod("new").0).is_err());
 
