@@ -4,7 +4,8 @@
 //! and a Guaranteed pod. The BestEffort pod is evicted (Failed, Evicted,
 //! upstream's message, a Warning event), the Guaranteed one keeps running,
 //! the node reports MemoryPressure, and a new BestEffort pod is refused
-//! while the condition holds (evictionPressureTransitionPeriod).
+//! while the condition holds (evictionPressureTransitionPeriod), and
+//! admitted again once it clears.
 //!
 //! The threshold sits 700 MiB below what was available at the start and
 //! the hog takes ~1400 MiB, so other processes on the machine may move by
@@ -73,7 +74,7 @@ fn memory_pressure_evicts_best_effort_first_and_refuses_new_ones() {
     let extra = format!(
         "evictionHard:\n\
          \x20 memory.available: {threshold}Mi\n\
-         evictionPressureTransitionPeriod: 90s\n\
+         evictionPressureTransitionPeriod: 60s\n\
          nodeStatusUpdateFrequency: 2s\n"
     );
     fs::write(&cl.config, kubelet_config(&cl.env, &extra)).expect("kubelet config");
@@ -174,6 +175,15 @@ fn memory_pressure_evicts_best_effort_first_and_refuses_new_ones() {
         1,
         "exactly one eviction"
     );
+
+    // With the hog gone, MemoryPressure clears once the transition period
+    // passes, and BestEffort pods are admitted again.
+    cl.eventually(secs(180), "MemoryPressure cleared", |api| {
+        let n = api.node()?;
+        (condition(&n, "MemoryPressure")?["status"] == "False").then_some(())
+    });
+    cl.api.create_pod(&api_pod("after", SLEEPER));
+    cl.wait_pod_ready("after", secs(90));
 }
 
 /// A pod writing 20 MiB into an emptyDir limited to 10Mi is evicted with
