@@ -35,10 +35,10 @@ impl EvictionDeps for KubeletDeps {
 
     fn pods_cgroup_memory(&self) -> Option<PodsCgroupMemory> {
         let cm = self.kubelet.syncer.container_manager.as_ref()?;
-        let (dir, v2) = cm.kubepods_memory_dir()?;
-        let m = crate::stats::cgroup_memory(&dir, v2)
-            .inspect_err(|e| log::warn!("eviction manager: kubepods memory: {e}"))
-            .ok()?;
+        let Some(m) = cm.kubepods_memory() else {
+            log::debug!("eviction manager: kubepods memory unknown");
+            return None;
+        };
         Some(PodsCgroupMemory {
             limit: m.limit?,
             working_set: m.working_set,
@@ -123,9 +123,16 @@ pub(super) fn start_eviction_manager(
 ) -> anyhow::Result<Worker> {
     let mut cfg = StatsConfig::new(node_name, kubelet.settings.root_dir.clone());
     cfg.pod_logs_dir = kubelet.settings.pod_logs_dir.clone();
+    // Pod memory from the pod cgroups, as /stats/summary has it.
+    let pod_cgroups = kubelet
+        .syncer
+        .container_manager
+        .clone()
+        .map(|cm| cm as Arc<dyn crate::server::stats::PodCgroups>);
+    let runtime = Arc::clone(kubelet.runtime.runtime());
     let deps = KubeletDeps {
         kubelet: Arc::clone(kubelet),
-        summary: SummaryProvider::new(Arc::clone(kubelet.runtime.runtime()) as _, cfg),
+        summary: SummaryProvider::with_pod_cgroups(runtime, cfg, pod_cgroups),
         image_gc,
     };
     Arc::clone(&kubelet.eviction)

@@ -230,17 +230,6 @@ impl CgroupManager {
             .collect()
     }
 
-    /// The directory of `name` where `controller` (v1) is mounted, or in
-    /// the v2 tree; None when v1 has no such hierarchy.
-    pub fn controller_path(&self, name: &CgroupName, controller: &str) -> Option<PathBuf> {
-        let rel = self.name(name);
-        let rel = rel.trim_start_matches('/');
-        match self.hierarchies.version {
-            Version::V2 => Some(self.hierarchies.mounts[0].path.join(rel)),
-            Version::V1 => self.hierarchies.controller(controller).map(|m| m.join(rel)),
-        }
-    }
-
     /// Whether the cgroup exists where limits are set: in every required
     /// v1 controller that is mounted, or in the v2 tree.
     pub fn exists(&self, name: &CgroupName) -> bool {

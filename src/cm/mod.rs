@@ -37,7 +37,6 @@ pub use qos_container_manager::ActivePods;
 
 use crate::kubeletconfig::KubeletConfiguration;
 use crate::nodestatus::setters::Reservation;
-use cgroup_manager::Version;
 use node_container_manager::{
     allocatable, cgroup_config, parse_reserved, ENFORCE_KUBE_RESERVED, ENFORCE_PODS,
     ENFORCE_SYSTEM_RESERVED,
@@ -283,16 +282,15 @@ impl ContainerManager {
         Ok(())
     }
 
-    /// Where kubepods' memory is accounted, and whether that is cgroup v2;
-    /// None without `pods` in enforceNodeAllocatable (kubepods then has no
-    /// limit, and allocatableMemory.available no meaning).
-    pub fn kubepods_memory_dir(&self) -> Option<(PathBuf, bool)> {
+    /// kubepods' memory (the summary's `pods` system container, which
+    /// allocatableMemory.available is computed from); None without `pods`
+    /// in enforceNodeAllocatable (kubepods then has no limit).
+    pub fn kubepods_memory(&self) -> Option<cgroup_stats::MemoryUsage> {
         if !self.cfg.enforces(ENFORCE_PODS) {
             return None;
         }
-        let v2 = self.cgroups.hierarchies.version == Version::V2;
-        let dir = self.cgroups.controller_path(&self.kubepods, "memory")?;
-        Some((dir, v2))
+        let rel = self.cgroups.name(&self.kubepods);
+        cgroup_stats::read(&self.cgroups.hierarchies, &rel).memory
     }
 
     /// Makes the pod's cgroup if it does not exist yet, after bringing the

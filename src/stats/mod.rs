@@ -12,7 +12,6 @@
 //! point it at sample trees; the parsers and the arithmetic are pure
 //! functions in [`node`], statvfs is in [`fs`].
 
-pub mod cgroup;
 pub mod fs;
 pub mod node;
 
@@ -23,9 +22,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use cgroup::cgroup_memory;
-#[cfg(test)]
-pub use cgroup::CgroupMemory;
 pub use fs::{statvfs, FsInfo};
 pub use node::{NodeMemory, SwapInfo};
 

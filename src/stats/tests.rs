@@ -213,49 +213,6 @@ fn pids_are_the_task_limit_and_count() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// kubepods' memory for allocatableMemory.available, v1 and v2 files.
-#[test]
-fn cgroup_memory_v1_and_v2() {
-    let v1 = sample_dir(
-        "cg-v1",
-        &[
-            ("memory.usage_in_bytes", "1000000\n"),
-            ("memory.limit_in_bytes", "4000000\n"),
-            (
-                "memory.stat",
-                "cache 5\ninactive_file 7\ntotal_inactive_file 300000\n",
-            ),
-        ],
-    );
-    assert_eq!(
-        cgroup_memory(&v1, false).expect("v1"),
-        CgroupMemory {
-            usage: 1_000_000,
-            limit: Some(4_000_000),
-            working_set: 700_000
-        }
-    );
-    std::fs::write(v1.join("memory.limit_in_bytes"), "9223372036854771712\n").expect("write");
-    assert_eq!(cgroup_memory(&v1, false).expect("v1").limit, None);
-    let v2 = sample_dir(
-        "cg-v2",
-        &[
-            ("memory.current", "500\n"),
-            ("memory.max", "max\n"),
-            ("memory.stat", "anon 100\ninactive_file 900\n"),
-        ],
-    );
-    let m = cgroup_memory(&v2, true).expect("v2");
-    assert_eq!(
-        (m.limit, m.working_set),
-        (None, 0),
-        "working set floors at 0"
-    );
-    assert!(cgroup_memory(&v2, false).is_err(), "v1 files are missing");
-    let _ = std::fs::remove_dir_all(&v1);
-    let _ = std::fs::remove_dir_all(&v2);
-}
-
 /// The emptyDir walk counts allocated blocks and stops at its bound.
 #[test]
 fn bounded_dir_usage() {
