@@ -91,7 +91,10 @@ impl EvictionDeps for KubeletDeps {
     }
 
     fn delete_unused_images(&self) -> Result<(), String> {
-        self.image_gc.delete_unused_images().map(|_| ())
+        self.image_gc
+            .delete_unused_images()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     fn delete_all_unused_containers(&self) -> Result<(), String> {
