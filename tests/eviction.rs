@@ -7,9 +7,9 @@
 //! while the condition holds (evictionPressureTransitionPeriod), and
 //! admitted again once it clears.
 //!
-//! The threshold sits 700 MiB below what was available at the start and
-//! the hog takes ~1400 MiB, so other processes on the machine may move by
-//! several hundred MB either way without changing the outcome.
+//! The threshold sits 1500 MiB below what was available at the start and
+//! the hog takes ~2900 MiB, so other processes on the machine may move by
+//! over a GB either way without changing the outcome.
 //!
 //! A second test fills an emptyDir past its `sizeLimit`: that pod alone is
 //! evicted, whatever the node's thresholds (localStorageCapacityIsolation).
@@ -26,9 +26,9 @@ use common::cluster::*;
 use common::*;
 
 /// How far below the available memory at start the threshold sits.
-const MARGIN_MIB: u64 = 700;
-/// What the hog holds: one awk string of this many bytes (touched, so
-/// resident), then it sleeps. No limit: the pod stays BestEffort.
+const MARGIN_MIB: u64 = 1500;
+/// What the hog holds: two awk strings of this many bytes each (touched,
+/// so resident), then it sleeps. No limit: the pod stays BestEffort.
 const HOG_BYTES: u64 = 1_500_000_000;
 
 /// memory.available as the kubelet computes it: MemTotal − (MemTotal −
@@ -95,7 +95,7 @@ fn memory_pressure_evicts_best_effort_first_and_refuses_new_ones() {
     cl.wait_pod_ready("guaranteed", secs(90));
 
     let hog = format!(
-        "awk 'BEGIN {{ s = sprintf(\"%{HOG_BYTES}s\", \"\"); print length(s); system(\"sleep 3600\") }}'"
+        "awk 'BEGIN {{ s = sprintf(\"%{HOG_BYTES}s\", \"\"); t = sprintf(\"%{HOG_BYTES}s\", \"\"); print length(s) + length(t); system(\"sleep 3600\") }}'"
     );
     cl.api.create_pod(&api_pod("hog", &hog));
     let evicted = wait_pod(&mut cl, "hog", "evicted", |p| phase(p) == "Failed");
