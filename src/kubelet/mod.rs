@@ -5,6 +5,7 @@ mod active_deadline;
 mod eviction;
 pub mod pod_container_deletor;
 mod runtime_state;
+mod sync_error;
 mod syncer;
 
 pub use runtime_state::{RuntimeCondition, RuntimeState, RuntimeStatus};
@@ -22,7 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::cm::ContainerManager;
 use crate::container::cache::Cache;
 use crate::container::{ContainerState, PodStatus, RuntimePod};
-use crate::kuberuntime::{sandbox, KubeRuntimeManager, SyncError};
+use crate::kuberuntime::{sandbox, KubeRuntimeManager};
 use crate::lifecycle::admission;
 use crate::pleg::{EventType as PlegEvent, GenericPleg, PodLifecycleEvent};
 use crate::pod::mirror_client::MirrorClient;

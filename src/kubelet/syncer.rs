@@ -2,6 +2,7 @@
 //! SyncTerminatingPod, SyncTerminatedPod): a pod and its runtime status in,
 //! CRI actions and an API status out.
 
+use super::sync_error::PodSyncError;
 use super::*;
 use crate::kuberuntime::actions::ProbeResults;
 use crate::kuberuntime::KillProgress;
@@ -180,22 +181,19 @@ impl Syncer {
     /// The pod's cgroup before its sandbox (upstream syncPod's
     /// EnsureExists): a failure keeps this pod Pending with an event
     /// naming the path and errno; other pods are not affected.
-    fn ensure_pod_cgroup(&self, pod: &Pod) -> Result<(), SyncFailure> {
+    fn ensure_pod_cgroup(&self, pod: &Pod) -> Result<(), PodSyncError> {
         let Some(cm) = &self.container_manager else {
             return Ok(());
         };
         cm.ensure_pod_cgroup(pod).map_err(|e| {
-            let message = format!("unable to ensure pod container exists: {e}");
+            let e = PodSyncError::PodCgroup(e);
             self.runtime.recorder().pod_event(
                 pod,
                 crate::events::EventType::Warning,
                 crate::cm::FAILED_TO_CREATE_POD_CONTAINER,
-                &message,
+                &e.to_string(),
             );
-            SyncFailure {
-                message,
-                retry_after: WORKER_BACKOFF,
-            }
+            e
         })
     }
 
@@ -281,22 +279,6 @@ impl Syncer {
     }
 }
 
-fn failure(errors: &[SyncError]) -> SyncFailure {
-    let retry_after = errors
-        .iter()
-        .map(|e| e.retry_after.unwrap_or(WORKER_BACKOFF))
-        .min()
-        .unwrap_or(WORKER_BACKOFF);
-    SyncFailure {
-        message: errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-        retry_after,
-    }
-}
-
 impl PodSyncer for Syncer {
     fn sync_pod(
         &self,
@@ -310,10 +292,7 @@ impl PodSyncer for Syncer {
             log::info!("pod {} reached phase {phase}", pod.full_name());
             return Ok(true);
         }
-        self.make_pod_dirs(pod).map_err(|e| SyncFailure {
-            message: format!("create pod directories: {e}"),
-            retry_after: WORKER_BACKOFF,
-        })?;
+        self.make_pod_dirs(pod).map_err(PodSyncError::PodDirs)?;
         if is_static_pod(pod) {
             self.ensure_mirror_pod(pod);
         }
@@ -324,17 +303,14 @@ impl PodSyncer for Syncer {
             .volume_manager
             .wait_for_attach_and_mount(pod, VOLUME_WAIT)
         {
-            let message = format!("Unable to attach or mount volumes: {e}");
+            let e = PodSyncError::Volumes(e);
             self.runtime.recorder().pod_event(
                 pod,
                 crate::events::EventType::Warning,
                 FAILED_MOUNT,
-                &message,
+                &e.to_string(),
             );
-            return Err(SyncFailure {
-                message,
-                retry_after: VOLUME_RETRY,
-            });
+            return Err(e.into());
         }
         self.ensure_pod_cgroup(pod)?;
         self.tell_prober(pod, status);
@@ -345,7 +321,7 @@ impl PodSyncer for Syncer {
         if errors.is_empty() {
             Ok(false)
         } else {
-            Err(failure(&errors))
+            Err(PodSyncError::Containers(errors).into())
         }
     }
 
@@ -362,7 +338,7 @@ impl PodSyncer for Syncer {
             Some(rp) => self.runtime.kill_pod(pod, rp, grace),
             None => self.runtime.kill_pod_status(pod, status, grace),
         };
-        if result.map_err(|e| failure(&[e]))? == KillProgress::Stopping {
+        if result.map_err(PodSyncError::Kill)? == KillProgress::Stopping {
             return Ok(Termination::Stopping);
         }
         log::info!("pod {name}: terminated");
@@ -393,10 +369,7 @@ impl PodSyncer for Syncer {
         }
         let uid = pod.map_or(status.uid.as_str(), |p| p.uid());
         log::info!("pod {uid}: removing its containers, sandboxes and directories");
-        self.runtime.remove_pod(uid).map_err(|e| SyncFailure {
-            message: e.to_string(),
-            retry_after: WORKER_BACKOFF,
-        })?;
+        self.runtime.remove_pod(uid).map_err(PodSyncError::Remove)?;
         if let Some(tokens) = &self.token_manager {
             tokens.delete_service_account_tokens(uid);
         }
