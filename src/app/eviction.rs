@@ -30,7 +30,7 @@ struct KubeletDeps {
 
 impl EvictionDeps for KubeletDeps {
     fn summary(&self) -> Result<Summary, String> {
-        self.summary.summary(false)
+        self.summary.summary(false).map_err(|e| e.to_string())
     }
 
     fn pods_cgroup_memory(&self) -> Option<PodsCgroupMemory> {
