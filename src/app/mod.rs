@@ -176,6 +176,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     std::fs::create_dir_all(&settings.root_dir)
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
     let machine_memory = machine_memory();
+    check_cgroup_driver(config, &runtime)?;
     let container_manager = start_container_manager(config, machine_memory)?;
     let kubepods_v2 = container_manager
         .as_ref()
@@ -336,6 +337,32 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     stop_modules(owned);
     log::info!("exiting");
     Ok(0)
+}
+
+/// Exits when the runtime names a cgroup driver other than cgroupDriver.
+/// A runtime that cannot say (UNIMPLEMENTED before containerd 2.0) or is
+/// not up yet is taken at its word: the configured driver stands.
+fn check_cgroup_driver(
+    config: &KubeletConfiguration,
+    runtime: &RemoteRuntime,
+) -> anyhow::Result<()> {
+    let configured =
+        crate::cm::Driver::parse(&config.cgroup_driver).map_err(|e| anyhow::anyhow!(e))?;
+    let resp = match runtime.runtime_config() {
+        Ok(resp) => resp,
+        Err(e) => {
+            log::info!(
+                "the runtime's cgroup driver is unknown ({e}); using cgroupDriver {:?}",
+                config.cgroup_driver
+            );
+            return Ok(());
+        }
+    };
+    match crate::cm::Driver::from_runtime_config(&resp) {
+        Some(runtime_driver) => crate::cm::check_runtime_driver(configured, runtime_driver)
+            .map_err(|e| anyhow::anyhow!(e)),
+        None => Ok(()),
+    }
 }
 
 /// failSwapOn, cgroupDriver, and with cgroupsPerQOS the kubepods

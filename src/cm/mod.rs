@@ -68,6 +68,43 @@ impl Driver {
     }
 }
 
+impl Driver {
+    fn name(self) -> &'static str {
+        match self {
+            Driver::Cgroupfs => "cgroupfs",
+            Driver::Systemd => "systemd",
+        }
+    }
+
+    /// The driver a CRI RuntimeConfig answer names, if it names one.
+    pub fn from_runtime_config(resp: &crate::cri::api::RuntimeConfigResponse) -> Option<Driver> {
+        let linux = resp.linux.as_ref()?;
+        Some(match linux.cgroup_driver.enum_value_or_default() {
+            crate::cri::api::CgroupDriver::SYSTEMD => Driver::Systemd,
+            crate::cri::api::CgroupDriver::CGROUPFS => Driver::Cgroupfs,
+        })
+    }
+}
+
+/// The kubelet's cgroupDriver must be the runtime's: with two drivers the
+/// pod cgroups would be made in one hierarchy and the containers put in
+/// another (with runc's systemd driver, no pod would start at all).
+/// Upstream, with KubeletCgroupDriverFromCRI, silently takes the runtime's;
+/// here a disagreement stops the kubelet at start, naming both, so the
+/// operator's configuration says what the node runs.
+pub fn check_runtime_driver(configured: Driver, runtime: Driver) -> Result<(), String> {
+    if configured == runtime {
+        return Ok(());
+    }
+    Err(format!(
+        "cgroupDriver {:?} in the kubelet configuration disagrees with the container runtime's \
+         cgroup driver {:?} (CRI RuntimeConfig): set both to the same driver \
+         (containerd: SystemdCgroup in the runc options)",
+        configured.name(),
+        runtime.name()
+    ))
+}
+
 /// A cgroup operation that failed: what, where, and the errno.
 #[derive(Debug)]
 pub struct CgroupError {

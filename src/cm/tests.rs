@@ -424,3 +424,39 @@ fn qos_tier_follows_pods() {
     cm.housekeeping(&HashSet::new(), &|_| false);
     assert_eq!(shares(), "2");
 }
+
+/// RuntimeConfig's answer maps onto our drivers; a disagreement names
+/// both drivers and the runtime's setting to change.
+#[test]
+fn the_runtime_cgroup_driver_must_match_the_configured_one() {
+    use crate::cri::api;
+    let answer = |d: api::CgroupDriver| api::RuntimeConfigResponse {
+        linux: Some(api::LinuxRuntimeConfiguration {
+            cgroup_driver: d.into(),
+            ..Default::default()
+        })
+        .into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        Driver::from_runtime_config(&answer(api::CgroupDriver::SYSTEMD)),
+        Some(Driver::Systemd)
+    );
+    assert_eq!(
+        Driver::from_runtime_config(&answer(api::CgroupDriver::CGROUPFS)),
+        Some(Driver::Cgroupfs)
+    );
+    assert_eq!(
+        Driver::from_runtime_config(&api::RuntimeConfigResponse::default()),
+        None,
+        "no linux section: nothing to compare"
+    );
+    assert!(check_runtime_driver(Driver::Systemd, Driver::Systemd).is_ok());
+    let err = check_runtime_driver(Driver::Cgroupfs, Driver::Systemd).unwrap_err();
+    assert!(
+        err.contains("cgroupDriver \"cgroupfs\"")
+            && err.contains("\"systemd\"")
+            && err.contains("SystemdCgroup"),
+        "{err}"
+    );
+}

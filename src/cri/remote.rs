@@ -176,6 +176,16 @@ impl RemoteRuntime {
         self.opt(FAST_CALL_TIMEOUT.min(self.timeout))
     }
 
+    /// CRI RuntimeConfig: the runtime's cgroup driver (containerd 2.0 and
+    /// CRI-O 1.28 on; older runtimes answer UNIMPLEMENTED).
+    pub fn runtime_config(&self) -> Result<api::RuntimeConfigResponse> {
+        timed("runtime_config", || {
+            self.runtime
+                .runtime_config(&api::RuntimeConfigRequest::default(), self.fast())
+                .map_err(|e| CriError::from_grpc("RuntimeConfig", e))
+        })
+    }
+
     pub fn version(&self) -> Result<api::VersionResponse> {
         timed("version", || {
             let req = api::VersionRequest {
