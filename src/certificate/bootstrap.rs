@@ -179,6 +179,10 @@ fn request_node_certificate(
         match attempt {
             Ok(pem) => return Ok(pem),
             Err(CsrError::Fatal(e)) => return Err(e),
+            // Refused (invalid, unauthorized, forbidden): retrying will not help.
+            Err(CsrError::Api(e)) if e.code().is_some_and(|c| c < 500 && c != 429) => {
+                return Err(anyhow!("CSR {name}: {e}"));
+            }
             Err(CsrError::Api(e)) => {
                 if Instant::now() + backoff >= deadline {
                     bail!("CSR {name}: giving up after {BOOTSTRAP_TIMEOUT:?}: {e}");
