@@ -164,25 +164,45 @@ fn denied_csr_stops_the_kubelet_naming_it() {
         !kubeconfig.exists(),
         "a kubeconfig was written after a denial"
     );
-}
 
-#[test]
-fn missing_bootstrap_kubeconfig_is_named() {
-    let mut cl = Cluster::new("missing_bootstrap_kubeconfig_is_named", 92);
-    let (mut args, _, _) = bootstrap_args(&cl);
+    // A missing bootstrap kubeconfig is named.
+    let mut args = args;
     let at = args
         .iter()
         .position(|a| a == "--bootstrap-kubeconfig")
         .unwrap();
     let missing = cl.env.dir.join("no-such-bootstrap.conf");
     args[at + 1] = missing.display().to_string();
+    cl.env.kill_kubelet();
     cl.env.start_kubelet_with_args(&args);
     let status = poll(secs(20), || cl.env.kubelet_exit()).expect("rkubelet exits");
     assert!(!status.success());
-    let log = cl.env.log();
+    let line = cl
+        .env
+        .log_lines_with(&missing.display().to_string())
+        .pop()
+        .unwrap_or_else(|| panic!("the file is not named:\n{}", cl.env.log_tail(10)));
     assert!(
-        log.contains("bootstrap kubeconfig") && log.contains(&*missing.to_string_lossy()),
-        "{}",
-        cl.env.log_tail(10)
+        line.contains("unable to load bootstrap kubeconfig"),
+        "{line}"
     );
+}
+
+#[test]
+fn waits_for_the_api_server_then_joins() {
+    let mut cl = Cluster::new("waits_for_the_api_server_then_joins", 92);
+    let (args, kubeconfig, _) = bootstrap_args(&cl);
+    cl.double.kill();
+    cl.env.start_kubelet_with_args(&args);
+    let down = poll(secs(20), || {
+        cl.env.assert_kubelet_alive();
+        (!cl.env
+            .log_lines_with("failed to connect to apiserver")
+            .is_empty())
+        .then_some(())
+    });
+    assert!(down.is_some(), "no retry logged:\n{}", cl.env.log_tail(10));
+    cl.double.start();
+    cl.wait_node_ready(secs(60));
+    assert!(kubeconfig.exists());
 }

@@ -134,7 +134,7 @@ pub fn client_config_still_valid(path: &Path, now: i64) -> anyhow::Result<bool> 
 /// try, else a new one saved for the next try.
 fn load_or_generate_key(store: &FileStore, tmp: &Path) -> anyhow::Result<rcgen::KeyPair> {
     let parse = |pem: String| rcgen::KeyPair::from_pem(&pem).ok();
-    if let Some(k) = store.current_key_pem().and_then(parse) {
+    if let Some(k) = store.current_key_pem(unix_now()).and_then(parse) {
         return Ok(k);
     }
     if let Some(k) = fs::read_to_string(tmp).ok().and_then(parse) {

@@ -224,7 +224,9 @@ pub fn wait_for_certificate(
                     Err(_) => break,
                 },
                 recv(shutdown) -> _ => return Err(CsrError::Fatal(anyhow!("shutting down while waiting for CSR {name}"))),
-                recv(after(left)) -> _ => return Err(CsrError::Fatal(anyhow!("timed out waiting for CSR {name} to be issued"))),
+                recv(after(deadline.saturating_duration_since(Instant::now()))) -> _ => {
+                    return Err(CsrError::Fatal(anyhow!("timed out waiting for CSR {name} to be issued")));
+                }
             }
         }
     }

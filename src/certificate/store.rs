@@ -29,11 +29,15 @@ impl FileStore {
         self.dir.join(format!("{PAIR_NAME}-current.pem"))
     }
 
-    /// The key PEM of the current pair, if the file reads.
-    pub fn current_key_pem(&self) -> Option<String> {
+    /// The key PEM of the current pair while its certificate is valid at
+    /// `now`. An expired pair's key is not reused: its CSR name would find
+    /// the old, already issued CSR if that one is still there.
+    pub fn current_key_pem(&self, now: i64) -> Option<String> {
         let text = fs::read_to_string(self.current_path()).ok()?;
+        let certs = crate::client::tls::parse_certs(text.as_bytes()).ok()?;
+        let valid = super::x509::not_after(certs.first()?)? >= now;
         let start = text.find("-----BEGIN PRIVATE KEY-----")?;
-        Some(text[start..].to_string())
+        valid.then(|| text[start..].to_string())
     }
 
     /// Writes a new pair stamped with `now` (Unix seconds, UTC) and points
@@ -94,8 +98,11 @@ mod tests {
     fn writes_stamped_pair_and_current_symlink() {
         let dir = tempdir("update");
         let store = FileStore::new(&dir.join("pki"));
-        let cert = "-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n";
-        let key = "-----BEGIN PRIVATE KEY-----\nB\n-----END PRIVATE KEY-----\n";
+        let kp = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::default();
+        p.not_after = rcgen::date_time_ymd(2040, 1, 1);
+        let cert = &p.self_signed(&kp).expect("cert").pem();
+        let key = &kp.serialize_pem();
         // 2026-11-24 03:04:05 UTC
         let file = store.update(cert, key, 1_795_489_445).expect("update");
         assert_eq!(file, dir.join("pki/kubelet-client-2026-11-24-03-04-05.pem"));
@@ -104,7 +111,12 @@ mod tests {
         assert_eq!(fs::read_link(store.current_path()).expect("link"), file);
         let text = fs::read_to_string(store.current_path()).expect("read");
         assert!(text.starts_with("-----BEGIN CERTIFICATE-----"));
-        assert_eq!(store.current_key_pem().as_deref(), Some(key));
+        // 2030: the key is reused; 2041: the certificate expired, it is not.
+        assert_eq!(
+            store.current_key_pem(1_893_456_000).as_deref(),
+            Some(key.as_str())
+        );
+        assert_eq!(store.current_key_pem(2_240_611_200), None);
         // A second pair moves the link; the first file stays.
         let second = store.update(cert, key, 1_795_489_446).expect("update");
         assert_eq!(fs::read_link(store.current_path()).expect("link"), second);
