@@ -120,3 +120,18 @@ fn key_is_reused_until_a_certificate_is_issued() {
         csr::digested_name(&again, "n1")
     );
 }
+
+#[test]
+fn bootstrap_ca_file_is_resolved_and_kept_as_a_file() {
+    let dir = tempdir("cafile");
+    let path = dir.join("bootstrap-kubelet.conf");
+    fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\ncurrent-context: b\nclusters:\n- name: k\n  cluster:\n    server: https://10.0.0.1:6443/\n    certificate-authority: pki/ca.crt\ncontexts:\n- name: b\n  context: {cluster: k, user: t}\nusers:\n- name: t\n  user: {token: abcdef.0123456789abcdef}\n",
+    )
+    .expect("write");
+    let boot = load_bootstrap(&path).expect("load");
+    assert_eq!(boot.server, "https://10.0.0.1:6443");
+    assert_eq!(boot.ca_file, Some(dir.join("pki/ca.crt")));
+    assert_eq!((boot.ca_data, boot.client_cert), (None, None));
+}

@@ -185,6 +185,21 @@ pub fn prepare_approval(old: &Value, new: &Value) -> Value {
     out
 }
 
+/// `/status` (the signer's path): Approved and Denied stay as they were;
+/// only `/approval` changes them.
+pub fn prepare_status(old: &Value, new: &mut Value) {
+    let approval = |c: &Value| matches!(get_str(c, &["type"]), Some("Approved" | "Denied"));
+    let mut conds: Vec<Value> = conditions(old).into_iter().filter(approval).collect();
+    conds.extend(conditions(new).into_iter().filter(|c| !approval(c)));
+    let status = obj_field_mut(new, "status");
+    // omitempty, as the real server serialises it.
+    if conds.is_empty() {
+        status.remove("conditions");
+    } else {
+        status.insert("conditions".into(), json!(conds));
+    }
+}
+
 /// Approval validation: Approved and Denied exclude each other.
 pub fn validate_conditions(csr: &Value) -> FieldErrs {
     if has_condition(csr, "Approved") && has_condition(csr, "Denied") {

@@ -895,6 +895,9 @@ fn prepare_update(
                 }
             }
             crate::volumekinds::prepare_status_update(def, old, &mut new);
+            if def.is(csr::GROUP, csr::PLURAL) {
+                csr::prepare_status(old, &mut new);
+            }
         }
         Some("ephemeralcontainers") => new = crate::ephemeral::prepare(old, &new),
         Some("approval") => {

@@ -126,6 +126,17 @@ fn approval_subresource_approves_or_denies_only() {
     std::thread::sleep(Duration::from_millis(1200));
     assert!(admin.get(&format!("{CSRS}/c1")).1["status"]["certificate"].is_null());
 
+    // `/status` cannot approve.
+    let (_, c3) = boot.post(CSRS, csr("c3", &request_pem("system:node:n1")));
+    let mut sneak = c3.clone();
+    sneak["status"]["conditions"] = json!([{"type": "Approved", "status": "True"}]);
+    let (code, v) = admin.put(&format!("{CSRS}/c3/status"), sneak);
+    assert_eq!(
+        (code, &v["status"]["conditions"]),
+        (200, &Value::Null),
+        "{v}"
+    );
+
     // Approved by hand: the signer issues it.
     let (_, c2) = boot.post(CSRS, csr("c2", &request_pem("system:node:n1")));
     let mut approve = c2.clone();
