@@ -11,6 +11,7 @@ mod credentialprovider;
 mod cri;
 mod envvars;
 mod events;
+mod eviction;
 mod fieldpath;
 mod images;
 mod kubelet;

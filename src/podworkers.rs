@@ -74,11 +74,49 @@ pub enum Termination {
     Stopping,
 }
 
-/// A failed step: retry no sooner than `retry_after`.
+/// A failed step: what kind of failure, why, and retry no sooner than
+/// `retry_after`.
 #[derive(Debug)]
 pub struct SyncFailure {
-    pub message: String,
+    pub kind: FailureKind,
+    pub error: Box<dyn std::error::Error + Send + Sync>,
     pub retry_after: Duration,
+}
+
+/// How the workers treat a failed step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The pod waits on something outside it (its volumes' objects): an
+    /// expected state, retried quietly.
+    Waiting,
+    /// The step failed: logged as a warning and retried.
+    Failed,
+    /// The step panicked: already logged and counted where it was caught.
+    Panicked,
+}
+
+impl SyncFailure {
+    pub fn waiting(
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+        retry_after: Duration,
+    ) -> Self {
+        SyncFailure {
+            kind: FailureKind::Waiting,
+            error: error.into(),
+            retry_after,
+        }
+    }
+
+    pub fn failed(
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+        retry_after: Duration,
+    ) -> Self {
+        SyncFailure {
+            kind: FailureKind::Failed,
+            error: error.into(),
+            retry_after,
+        }
+    }
 }
 
 /// What the workers call; the kubelet implements it.
@@ -485,7 +523,8 @@ impl PodWorkers {
                 log::error!("pod {pod} ({}): {op} step panicked: {what}", job.uid);
                 crate::metrics::module_panicked("pod-worker");
                 Err(SyncFailure {
-                    message: format!("sync panicked: {what}"),
+                    kind: FailureKind::Panicked,
+                    error: format!("sync panicked: {what}").into(),
                     retry_after: WORKER_BACKOFF,
                 })
             });
@@ -575,12 +614,15 @@ impl PodWorkers {
                 }
             }
             Err(f) => {
-                log::warn!(
-                    "pod {}: {:?} step failed: {}",
-                    job.uid,
-                    job.phase,
-                    f.message
-                );
+                match f.kind {
+                    FailureKind::Waiting => {
+                        log::info!("pod {}: {:?} step waits: {}", job.uid, job.phase, f.error)
+                    }
+                    FailureKind::Failed => {
+                        log::warn!("pod {}: {:?} step failed: {}", job.uid, job.phase, f.error)
+                    }
+                    FailureKind::Panicked => {}
+                }
                 let delay = f
                     .retry_after
                     .min(WORKER_BACKOFF)

@@ -95,7 +95,7 @@ fn run_pod(kl: &Kubelet, pod: &Arc<Pod>) -> Result<(), String> {
             return Ok(());
         }
         if let Err(e) = kl.syncer.sync_pod(UpdateType::Create, pod, &status) {
-            log::warn!("runonce: pod {}: {}", pod.full_name(), e.message);
+            log::warn!("runonce: pod {}: {}", pod.full_name(), e.error);
         }
         std::thread::sleep(delay);
         delay = (delay * 2).min(MAX_RETRY_DELAY);

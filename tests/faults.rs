@@ -45,7 +45,7 @@ fn kill_9_mid_burst_restarts_no_running_container() {
     wait_until(secs(60), "a quarter of the burst running", || {
         cl.env.try_snapshot().is_ok_and(|snap| {
             let running = running_containers(&snap).len();
-            running >= BURST / 4 && running < BURST
+            (BURST / 4..BURST).contains(&running)
         })
     });
     cl.env.kill_kubelet();

@@ -46,6 +46,7 @@ fn sigterm_stops_every_module_in_order() {
         "probe-worker-0",
         "runtime-status",
         "gc",
+        "eviction-manager",
         "log-manager",
         "healthz",
     ] {

@@ -40,6 +40,7 @@ use crate::server::kubelet::{self as kubelet_server, ServerConfig};
 use crate::types;
 use crate::util::worker::{self, Worker};
 
+mod eviction;
 mod servers;
 mod shutdown;
 mod volumes;
@@ -243,6 +244,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             volume_manager: Arc::clone(&volume_deps.volume_manager),
             token_manager: volume_deps.tokens.clone(),
             container_manager,
+            eviction: eviction::eviction_manager(config)?,
         },
     );
     for r in &volume_deps.registrars {
@@ -302,14 +304,17 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }
     let cri = kubelet.runtime.runtime();
-    let image_gc = crate::images::gc::ImageGcManager::new(
+    let image_gc = Arc::new(crate::images::gc::ImageGcManager::new(
         Arc::clone(cri) as Arc<dyn crate::cri::ImageService>,
         Arc::clone(cri) as Arc<dyn crate::cri::RuntimeService>,
         crate::images::gc::ImageGcPolicy::from_kubelet_config(config),
         flags.pod_infra_container_image.clone(),
         Arc::clone(&recorder),
-    );
-    owned.extend(start_modules(&kubelet, image_gc, &shutdown)?);
+    ));
+    owned.extend(start_modules(&kubelet, Arc::clone(&image_gc), &shutdown)?);
+    owned.push(eviction::start_eviction_manager(
+        &kubelet, &node, image_gc, &shutdown,
+    )?);
     owned.extend(
         prober
             .start(shutdown.clone())
@@ -632,7 +637,7 @@ fn start_log_manager(
 /// named thread.
 fn start_modules(
     kubelet: &Arc<Kubelet>,
-    image_gc: crate::images::gc::ImageGcManager,
+    image_gc: Arc<crate::images::gc::ImageGcManager>,
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Vec<Worker>> {
     let mut handles = Vec::new();

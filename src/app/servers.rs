@@ -33,6 +33,9 @@ pub(super) fn kubelet_health(
                 .map(|e| format!("PLEG is not healthy: {e}")),
             runtime_version: k.runtime_state.runtime_version(),
             images,
+            memory_pressure: k.eviction.is_under_memory_pressure(),
+            disk_pressure: k.eviction.is_under_disk_pressure(),
+            pid_pressure: k.eviction.is_under_pid_pressure(),
         }
     })
 }

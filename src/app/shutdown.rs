@@ -25,6 +25,7 @@ const SHUTDOWN_STAGES: &[(&str, &[&str])] = &[
             "probe-worker",
             "runtime-status",
             "gc",
+            "eviction-manager",
             "log-manager",
             "oom",
         ],

@@ -8,7 +8,7 @@
 
 mod cgroup_manager;
 mod cgroup_name;
-mod helpers;
+pub mod helpers;
 mod node_container_manager;
 mod pod_container_manager;
 mod qos_container_manager;
@@ -280,6 +280,17 @@ impl ContainerManager {
                 .map_err(|e| anyhow::anyhow!("enforce {key} on {cgroup}: {e}"))?;
         }
         Ok(())
+    }
+
+    /// kubepods' memory (the summary's `pods` system container, which
+    /// allocatableMemory.available is computed from); None without `pods`
+    /// in enforceNodeAllocatable (kubepods then has no limit).
+    pub fn kubepods_memory(&self) -> Option<cgroup_stats::MemoryUsage> {
+        if !self.cfg.enforces(ENFORCE_PODS) {
+            return None;
+        }
+        let rel = self.cgroups.name(&self.kubepods);
+        cgroup_stats::read(&self.cgroups.hierarchies, &rel).memory
     }
 
     /// Makes the pod's cgroup if it does not exist yet, after bringing the

@@ -18,9 +18,63 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::cri::{api, ImageService, RuntimeService};
+use std::fmt;
+
+use crate::cri::{api, CriError, ImageService, RuntimeService};
 use crate::events::{self, EventRecorder, EventType};
 use crate::stats::{statvfs, FsInfo, StatsError};
+
+/// Why an image GC round did not reach its goal. The event it records
+/// depends on the cause, as upstream's do.
+#[derive(Debug)]
+pub enum ImageGcError {
+    /// Listing images or containers failed at the runtime.
+    Runtime {
+        what: &'static str,
+        source: CriError,
+    },
+    /// The runtime named no image filesystem, or statfs on it failed.
+    ImageFs(String),
+    /// The image filesystem reports a capacity of 0 (InvalidDiskCapacity).
+    InvalidCapacity,
+    /// Fewer bytes were eligible than had to go (FreeDiskSpaceFailed).
+    Insufficient { to_free: u64, freed: u64 },
+}
+
+impl fmt::Display for ImageGcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageGcError::Runtime { what, source } => write!(f, "{what}: {source}"),
+            ImageGcError::ImageFs(e) => write!(f, "image filesystem: {e}"),
+            ImageGcError::InvalidCapacity => f.write_str("invalid capacity 0 on image filesystem"),
+            ImageGcError::Insufficient { to_free, freed } => write!(
+                f,
+                "Failed to garbage collect required amount of images. \
+                 Attempted to free {to_free} bytes, but only found {freed} bytes eligible to free."
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ImageGcError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ImageGcError::Runtime { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl ImageGcError {
+    /// The node event upstream records for this failure.
+    fn event_reason(&self) -> &'static str {
+        match self {
+            ImageGcError::InvalidCapacity => events::INVALID_DISK_CAPACITY,
+            ImageGcError::Insufficient { .. } => events::FREE_DISK_SPACE_FAILED,
+            ImageGcError::Runtime { .. } | ImageGcError::ImageFs(_) => events::IMAGE_GC_FAILED,
+        }
+    }
+}
 
 /// Upstream ImageGCPeriod.
 pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(5 * 60);
@@ -123,16 +177,27 @@ impl ImageGcManager {
         if let Err(e) = self.garbage_collect(now) {
             log::warn!("image garbage collection failed: {e}");
             self.recorder
-                .node_event(EventType::Warning, events::IMAGE_GC_FAILED, &e);
+                .node_event(EventType::Warning, e.event_reason(), &e.to_string());
         }
         self.lock().last_run = Some(now);
+    }
+
+    /// Removes every unused image old enough to go (upstream
+    /// DeleteUnusedImages, which the eviction manager calls under disk
+    /// pressure); returns the bytes freed.
+    pub fn delete_unused_images(&self) -> Result<u64, ImageGcError> {
+        let now = Instant::now();
+        let in_use = self.detect_images(now)?;
+        let freed = self.free_space(u64::MAX, now, &in_use);
+        log::info!("image garbage collection for eviction freed {freed} bytes");
+        Ok(freed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn garbage_collect(&self, now: Instant) -> Result<(), String> {
+    fn garbage_collect(&self, now: Instant) -> Result<(), ImageGcError> {
         let in_use = self.detect_images(now)?;
         if !self.policy.max_age.is_zero() {
             self.free_old_images(now, &in_use);
@@ -142,10 +207,7 @@ impl ImageGcManager {
         }
         let (capacity, available) = self.image_fs()?;
         if capacity == 0 {
-            let msg = "invalid capacity 0 on image filesystem".to_string();
-            self.recorder
-                .node_event(EventType::Warning, events::INVALID_DISK_CAPACITY, &msg);
-            return Err(msg);
+            return Err(ImageGcError::InvalidCapacity);
         }
         let usage = usage_percent(capacity, available);
         if usage < i64::from(self.policy.high_threshold_percent) {
@@ -160,27 +222,27 @@ impl ImageGcManager {
         );
         let freed = self.free_space(to_free, now, &in_use);
         if freed < to_free {
-            let msg = format!(
-                "Failed to garbage collect required amount of images. \
-                 Attempted to free {to_free} bytes, but only found {freed} bytes eligible to free."
-            );
-            self.recorder
-                .node_event(EventType::Warning, events::FREE_DISK_SPACE_FAILED, &msg);
-            return Err(msg);
+            return Err(ImageGcError::Insufficient { to_free, freed });
         }
         Ok(())
     }
 
     /// Updates the records from the runtime; returns the IDs in use.
-    fn detect_images(&self, now: Instant) -> Result<HashSet<String>, String> {
+    fn detect_images(&self, now: Instant) -> Result<HashSet<String>, ImageGcError> {
         let images = self
             .images
             .list_images()
-            .map_err(|e| format!("listing images: {e}"))?;
-        let containers = self
-            .runtime
-            .list_containers(None)
-            .map_err(|e| format!("listing containers: {e}"))?;
+            .map_err(|source| ImageGcError::Runtime {
+                what: "listing images",
+                source,
+            })?;
+        let containers =
+            self.runtime
+                .list_containers(None)
+                .map_err(|source| ImageGcError::Runtime {
+                    what: "listing containers",
+                    source,
+                })?;
         let mut in_use: HashSet<String> = containers.into_iter().map(|c| c.image_ref).collect();
         match self.images.image_status(&self.sandbox_image) {
             Ok(Some(img)) => {
@@ -254,19 +316,25 @@ impl ImageGcManager {
     }
 
     /// (capacity, available) of the first image filesystem.
-    fn image_fs(&self) -> Result<(u64, u64), String> {
+    fn image_fs(&self) -> Result<(u64, u64), ImageGcError> {
         let info = self
             .images
             .image_fs_info()
-            .map_err(|e| format!("image filesystem info: {e}"))?;
+            .map_err(|source| ImageGcError::Runtime {
+                what: "image filesystem info",
+                source,
+            })?;
         let mount = info
             .image_filesystems
             .first()
             .and_then(|f| f.fs_id.as_ref())
             .map(|id| id.mountpoint.clone())
             .filter(|m| !m.is_empty())
-            .ok_or("the runtime reported no image filesystem")?;
-        let fs = (self.statfs)(Path::new(&mount)).map_err(|e| format!("image filesystem: {e}"))?;
+            .ok_or_else(|| {
+                ImageGcError::ImageFs("the runtime reported no image filesystem".into())
+            })?;
+        let fs =
+            (self.statfs)(Path::new(&mount)).map_err(|e| ImageGcError::ImageFs(e.to_string()))?;
         Ok((fs.capacity, fs.available))
     }
 }

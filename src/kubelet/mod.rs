@@ -2,14 +2,16 @@
 //! sync loop on the main thread (upstream `pkg/kubelet/kubelet.go`).
 
 mod active_deadline;
+mod eviction;
 pub mod pod_container_deletor;
 mod runtime_state;
+mod sync_error;
 mod syncer;
 
 pub use runtime_state::{RuntimeCondition, RuntimeState, RuntimeStatus};
 pub use syncer::Syncer;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -21,7 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::cm::ContainerManager;
 use crate::container::cache::Cache;
 use crate::container::{ContainerState, PodStatus, RuntimePod};
-use crate::kuberuntime::{sandbox, KubeRuntimeManager, SyncError};
+use crate::kuberuntime::{sandbox, KubeRuntimeManager};
 use crate::lifecycle::admission;
 use crate::pleg::{EventType as PlegEvent, GenericPleg, PodLifecycleEvent};
 use crate::pod::mirror_client::MirrorClient;
@@ -107,6 +109,8 @@ pub struct Kubelet {
     pub volume_manager: Arc<VolumeManager>,
     /// Dead containers to remove now, for the `gc` thread.
     pub container_deletor: pod_container_deletor::PodContainerDeletor,
+    /// The node's pressure conditions and the eviction admission rule.
+    pub eviction: Arc<crate::eviction::Manager>,
 }
 
 /// The managers the kubelet is built from besides the runtime (upstream
@@ -117,6 +121,7 @@ pub struct Managers {
     pub token_manager: Option<Arc<TokenManager>>,
     /// None when cgroupsPerQOS is off.
     pub container_manager: Option<Arc<ContainerManager>>,
+    pub eviction: Arc<crate::eviction::Manager>,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -145,6 +150,7 @@ impl Kubelet {
             volume_manager,
             token_manager,
             container_manager,
+            eviction,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::default());
@@ -166,6 +172,7 @@ impl Kubelet {
             volume_manager: Arc::clone(&volume_manager),
             token_manager,
             container_manager: container_manager.clone(),
+            evicted: Mutex::new(HashMap::new()),
         });
         if let Some(cm) = &container_manager {
             // The QoS tiers are sized for the pods not yet finished.
@@ -220,6 +227,7 @@ impl Kubelet {
             node,
             volume_manager,
             container_deletor: Default::default(),
+            eviction,
         })
     }
 
@@ -451,7 +459,12 @@ impl Kubelet {
                 let active = self.active_pods();
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
                 let max_pods = self.settings.max_pods as i64;
-                if let Err(r) = admission::admit(&pod, &active, node.as_ref(), max_pods) {
+                // The eviction manager's handler comes first, as upstream.
+                let admitted = self
+                    .eviction
+                    .admit(&pod)
+                    .and_then(|()| admission::admit(&pod, &active, node.as_ref(), max_pods));
+                if let Err(r) = admitted {
                     self.reject_pod(&pod, &r.reason, &r.message);
                     continue;
                 }
@@ -471,7 +484,7 @@ impl Kubelet {
     }
 
     /// Pods admitted and not finished: what admission counts against.
-    fn active_pods(&self) -> Vec<Arc<Pod>> {
+    pub fn active_pods(&self) -> Vec<Arc<Pod>> {
         self.pod_manager
             .pods()
             .into_iter()
@@ -651,6 +664,7 @@ impl Kubelet {
         let desired = self.pod_manager.uids();
         for uid in self.pod_workers.sync_known_pods(&desired) {
             self.status_manager.remove(&uid);
+            self.syncer.forget_eviction(&uid);
             self.cache.delete(&uid);
             self.runtime.forget_pod(&uid);
         }

@@ -2,6 +2,7 @@
 //! SyncTerminatingPod, SyncTerminatedPod): a pod and its runtime status in,
 //! CRI actions and an API status out.
 
+use super::sync_error::PodSyncError;
 use super::*;
 use crate::kuberuntime::actions::ProbeResults;
 use crate::kuberuntime::KillProgress;
@@ -30,6 +31,9 @@ pub struct Syncer {
     pub token_manager: Option<Arc<TokenManager>>,
     /// With cgroupsPerQOS: the pod cgroups.
     pub container_manager: Option<Arc<ContainerManager>>,
+    /// Pods the eviction manager evicted, by UID, with the message their
+    /// status carries (upstream killPodNow's status function).
+    pub evicted: Mutex<HashMap<String, String>>,
 }
 
 impl Syncer {
@@ -68,7 +72,8 @@ impl Syncer {
             old: old.as_ref(),
             deadline_exceeded,
         };
-        let api_status = generate_api_pod_status(pod, status, &ctx);
+        let mut api_status = generate_api_pod_status(pod, status, &ctx);
+        self.apply_eviction(pod, &mut api_status);
         if deadline_exceeded {
             log::info!("pod {}: {DEADLINE_EXCEEDED_MESSAGE}", pod.full_name());
             self.runtime.recorder().pod_event(
@@ -91,6 +96,47 @@ impl Syncer {
             log::debug!("pod {}: status updated, phase {phase}", pod.full_name());
         }
         phase
+    }
+
+    /// Marks the pod evicted: from now on its status is Failed with
+    /// reason Evicted and `message`.
+    pub fn mark_evicted(&self, uid: &str, message: &str) {
+        lock(&self.evicted).insert(uid.to_string(), message.to_string());
+    }
+
+    /// Forgets a gone pod's eviction.
+    pub fn forget_eviction(&self, uid: &str) {
+        lock(&self.evicted).remove(uid);
+    }
+
+    /// An evicted pod's status is Failed, reason Evicted (upstream applies
+    /// the eviction manager's status function to every status it makes of
+    /// the pod from then on).
+    /// With upstream's DisruptionTarget condition (reason
+    /// TerminationByKubelet); the status manager keeps its transition time.
+    fn apply_eviction(&self, pod: &Pod, s: &mut k8s_openapi::api::core::v1::PodStatus) {
+        let Some(message) = lock(&self.evicted).get(pod.uid()).cloned() else {
+            return;
+        };
+        s.phase = Some(PodPhase::Failed.as_str().into());
+        s.reason = Some(crate::eviction::REASON.into());
+        s.message = Some(message.clone());
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let at = k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+        let condition = k8s_openapi::api::core::v1::PodCondition {
+            type_: DISRUPTION_TARGET.into(),
+            status: "True".into(),
+            reason: Some(TERMINATION_BY_KUBELET.into()),
+            message: Some(message),
+            last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at)),
+            ..Default::default()
+        };
+        let conds = s.conditions.get_or_insert_with(Vec::new);
+        match conds.iter_mut().find(|c| c.type_ == DISRUPTION_TARGET) {
+            Some(c) if c.status == "True" && c.reason == condition.reason => {}
+            Some(c) => *c = condition,
+            None => conds.push(condition),
+        }
     }
 
     /// The node's IP for hostIP: --node-ip, else the Node's first
@@ -135,22 +181,19 @@ impl Syncer {
     /// The pod's cgroup before its sandbox (upstream syncPod's
     /// EnsureExists): a failure keeps this pod Pending with an event
     /// naming the path and errno; other pods are not affected.
-    fn ensure_pod_cgroup(&self, pod: &Pod) -> Result<(), SyncFailure> {
+    fn ensure_pod_cgroup(&self, pod: &Pod) -> Result<(), PodSyncError> {
         let Some(cm) = &self.container_manager else {
             return Ok(());
         };
         cm.ensure_pod_cgroup(pod).map_err(|e| {
-            let message = format!("unable to ensure pod container exists: {e}");
+            let e = PodSyncError::PodCgroup(e);
             self.runtime.recorder().pod_event(
                 pod,
                 crate::events::EventType::Warning,
                 crate::cm::FAILED_TO_CREATE_POD_CONTAINER,
-                &message,
+                &e.to_string(),
             );
-            SyncFailure {
-                message,
-                retry_after: WORKER_BACKOFF,
-            }
+            e
         })
     }
 
@@ -236,22 +279,6 @@ impl Syncer {
     }
 }
 
-fn failure(errors: &[SyncError]) -> SyncFailure {
-    let retry_after = errors
-        .iter()
-        .map(|e| e.retry_after.unwrap_or(WORKER_BACKOFF))
-        .min()
-        .unwrap_or(WORKER_BACKOFF);
-    SyncFailure {
-        message: errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-        retry_after,
-    }
-}
-
 impl PodSyncer for Syncer {
     fn sync_pod(
         &self,
@@ -265,10 +292,7 @@ impl PodSyncer for Syncer {
             log::info!("pod {} reached phase {phase}", pod.full_name());
             return Ok(true);
         }
-        self.make_pod_dirs(pod).map_err(|e| SyncFailure {
-            message: format!("create pod directories: {e}"),
-            retry_after: WORKER_BACKOFF,
-        })?;
+        self.make_pod_dirs(pod).map_err(PodSyncError::PodDirs)?;
         if is_static_pod(pod) {
             self.ensure_mirror_pod(pod);
         }
@@ -279,17 +303,14 @@ impl PodSyncer for Syncer {
             .volume_manager
             .wait_for_attach_and_mount(pod, VOLUME_WAIT)
         {
-            let message = format!("Unable to attach or mount volumes: {e}");
+            let e = PodSyncError::Volumes(e);
             self.runtime.recorder().pod_event(
                 pod,
                 crate::events::EventType::Warning,
                 FAILED_MOUNT,
-                &message,
+                &e.to_string(),
             );
-            return Err(SyncFailure {
-                message,
-                retry_after: VOLUME_RETRY,
-            });
+            return Err(e.into());
         }
         self.ensure_pod_cgroup(pod)?;
         self.tell_prober(pod, status);
@@ -300,7 +321,7 @@ impl PodSyncer for Syncer {
         if errors.is_empty() {
             Ok(false)
         } else {
-            Err(failure(&errors))
+            Err(PodSyncError::Containers(errors).into())
         }
     }
 
@@ -317,7 +338,7 @@ impl PodSyncer for Syncer {
             Some(rp) => self.runtime.kill_pod(pod, rp, grace),
             None => self.runtime.kill_pod_status(pod, status, grace),
         };
-        if result.map_err(|e| failure(&[e]))? == KillProgress::Stopping {
+        if result.map_err(PodSyncError::Kill)? == KillProgress::Stopping {
             return Ok(Termination::Stopping);
         }
         log::info!("pod {name}: terminated");
@@ -348,10 +369,7 @@ impl PodSyncer for Syncer {
         }
         let uid = pod.map_or(status.uid.as_str(), |p| p.uid());
         log::info!("pod {uid}: removing its containers, sandboxes and directories");
-        self.runtime.remove_pod(uid).map_err(|e| SyncFailure {
-            message: e.to_string(),
-            retry_after: WORKER_BACKOFF,
-        })?;
+        self.runtime.remove_pod(uid).map_err(PodSyncError::Remove)?;
         if let Some(tokens) = &self.token_manager {
             tokens.delete_service_account_tokens(uid);
         }
@@ -378,6 +396,14 @@ impl PodSyncer for Syncer {
         }
         Ok(())
     }
+}
+
+/// upstream v1.DisruptionTarget and v1.PodReasonTerminationByKubelet.
+const DISRUPTION_TARGET: &str = "DisruptionTarget";
+const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn remove_dir_if_exists(dir: &std::path::Path) -> std::io::Result<()> {

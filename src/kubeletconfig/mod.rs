@@ -17,6 +17,7 @@ mod types;
 mod validation;
 
 pub(crate) use duration::format_go_duration;
+pub use duration::Duration;
 pub use flags::KubeletFlags;
 pub use types::*;
 pub use validation::{node_ips, FieldError};

@@ -2,6 +2,8 @@
 //! GeneralPredicates): a pod the node cannot run is rejected with phase
 //! Failed and upstream's reason (OutOfcpu, OutOfmemory, OutOfpods,
 //! NodeAffinity, NodePorts, ...), before any of its containers is created.
+//! The eviction manager's rule (`crate::eviction::admit`: reason Evicted
+//! under node pressure) runs first, as upstream registers it first.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

@@ -82,6 +82,7 @@ struct Metrics {
     http_inflight: IntGaugeVec,
     rest_client_requests: IntCounterVec,
     module_panics: IntCounterVec,
+    evictions: IntCounterVec,
     rest_client_duration: HistogramVec,
 }
 
@@ -221,6 +222,13 @@ impl Metrics {
                 ),
                 &["module"],
             )?,
+            evictions: IntCounterVec::new(
+                kubelet_opts(
+                    "evictions",
+                    "Cumulative number of pod evictions by eviction signal",
+                ),
+                &["eviction_signal"],
+            )?,
             rest_client_duration: HistogramVec::new(
                 HistogramOpts::new(
                     "rest_client_request_duration_seconds",
@@ -253,6 +261,7 @@ impl Metrics {
         r.register(Box::new(m.rest_client_requests.clone()))?;
         r.register(Box::new(m.rest_client_duration.clone()))?;
         r.register(Box::new(m.module_panics.clone()))?;
+        r.register(Box::new(m.evictions.clone()))?;
         Ok(m)
     }
 }
@@ -359,6 +368,11 @@ pub fn module_panicked(module: &str) {
         .or_insert((0, Instant::now()));
     entry.0 += 1;
     entry.1 = Instant::now();
+}
+
+/// A pod evicted by the eviction manager: `kubelet_evictions{eviction_signal}`.
+pub fn evicted(signal: &str) {
+    metrics().evictions.with_label_values(&[signal]).inc();
 }
 
 /// Per module: panics so far and when the last one was (for /healthz).

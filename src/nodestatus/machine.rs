@@ -179,23 +179,6 @@ pub fn parse_os_release_pretty_name(text: &str) -> Option<String> {
     })
 }
 
-/// The task limit (the smaller of kernel.pid_max and kernel.threads-max) and
-/// the number of tasks, as the kubelet's pidlimit stats read them.
-pub fn pid_stats(paths: &HostPaths) -> Option<(u64, u64)> {
-    let limit = ["sys/kernel/pid_max", "sys/kernel/threads-max"]
-        .iter()
-        .filter_map(|f| read_trimmed(&paths.proc_dir.join(f))?.parse::<u64>().ok())
-        .min()?;
-    let loadavg = std::fs::read_to_string(paths.proc_dir.join("loadavg")).ok()?;
-    Some((limit, parse_loadavg_tasks(&loadavg)?))
-}
-
-/// The total task count in /proc/loadavg (`1.36 3.49 4.53 2/3518 3715089` → 3518).
-pub fn parse_loadavg_tasks(text: &str) -> Option<u64> {
-    let field = text.split_whitespace().nth(3)?;
-    field.split_once('/')?.1.parse().ok()
-}
-
 /// Go's GOARCH name for the architecture this binary runs on.
 pub fn go_arch() -> &'static str {
     match std::env::consts::ARCH {

@@ -32,7 +32,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use crate::client::{paths, ApiError, Client, PatchType};
 use crate::stats::FsInfo;
 use machine::{HostPaths, MachineInfo};
-use setters::{NodeEvent, Pressure, Reservation, Threshold};
+use setters::{NodeEvent, Pressure, Reservation};
 
 /// nodeStatusUpdateRetry: tries per status update.
 const NODE_STATUS_UPDATE_RETRY: usize = 5;
@@ -154,6 +154,11 @@ pub struct KubeletHealth {
     /// `(name, version)`, e.g. `("containerd", "1.7.24")`.
     pub runtime_version: Option<(String, String)>,
     pub images: Vec<ImageInfo>,
+    /// The eviction manager's conditions (upstream IsUnderMemoryPressure,
+    /// IsUnderDiskPressure, IsUnderPIDPressure).
+    pub memory_pressure: bool,
+    pub disk_pressure: bool,
+    pub pid_pressure: bool,
 }
 
 pub type HealthFn = Box<dyn Fn() -> KubeletHealth + Send + Sync>;
@@ -177,9 +182,6 @@ struct Inputs {
     kernel_version: String,
     os_image: String,
     addresses: Result<Vec<k8s_openapi::api::core::v1::NodeAddress>, String>,
-    memory_pressure: bool,
-    disk_pressure: bool,
-    pid_pressure: bool,
 }
 
 /// Registers the node and keeps its status current.
@@ -359,50 +361,6 @@ impl NodeStatusManager {
         let rootfs = crate::stats::statvfs(&self.cfg.root_dir)
             .inspect_err(|e| log::debug!("node filesystem: {e}"))
             .ok();
-        let eviction = |signal: &str| {
-            self.cfg
-                .eviction_hard
-                .get(signal)
-                .and_then(|v| Threshold::parse(v).ok())
-        };
-        let below = |signal: &str, available: Option<u64>, capacity: Option<u64>| match (
-            eviction(signal),
-            available,
-            capacity,
-        ) {
-            (Some(t), Some(a), Some(c)) => i128::from(a) < t.value(i128::from(c)),
-            _ => false,
-        };
-        // memory.available as upstream eviction observes it: capacity −
-        // working set, the figure /stats/summary reports too.
-        let memory = self
-            .paths
-            .stats()
-            .memory()
-            .inspect_err(|e| log::debug!("node memory: {e}"))
-            .ok();
-        let memory_pressure = below(
-            "memory.available",
-            memory.map(|m| m.available),
-            memory.map(|m| m.capacity),
-        );
-        let disk_pressure = below(
-            "nodefs.available",
-            rootfs.map(|f| f.available),
-            rootfs.map(|f| f.capacity),
-        ) || below(
-            "nodefs.inodesFree",
-            rootfs.map(|f| f.inodes_free),
-            rootfs.map(|f| f.inodes),
-        );
-        let pid_pressure = eviction("pid.available").is_some() && {
-            let pids = machine::pid_stats(&self.paths);
-            below(
-                "pid.available",
-                pids.map(|(limit, used)| limit.saturating_sub(used)),
-                pids.map(|(limit, _)| limit),
-            )
-        };
         Inputs {
             health,
             machine,
@@ -410,9 +368,6 @@ impl NodeStatusManager {
             kernel_version: machine::kernel_version(&self.paths),
             os_image: machine::os_image(&self.paths),
             addresses: address::detect(self.cfg.node_ip, &self.cfg.node_name, &self.paths.proc_dir),
-            memory_pressure,
-            disk_pressure,
-            pid_pressure,
         }
     }
 
@@ -453,11 +408,23 @@ impl NodeStatusManager {
             node,
             &now,
             Pressure::Memory,
-            inputs.memory_pressure,
+            inputs.health.memory_pressure,
             events,
         );
-        setters::set_pressure_condition(node, &now, Pressure::Disk, inputs.disk_pressure, events);
-        setters::set_pressure_condition(node, &now, Pressure::Pid, inputs.pid_pressure, events);
+        setters::set_pressure_condition(
+            node,
+            &now,
+            Pressure::Disk,
+            inputs.health.disk_pressure,
+            events,
+        );
+        setters::set_pressure_condition(
+            node,
+            &now,
+            Pressure::Pid,
+            inputs.health.pid_pressure,
+            events,
+        );
         let mut errors = inputs.health.runtime_errors.clone();
         errors.extend(inputs.health.pleg_error.clone());
         errors.extend(inputs.health.network_error.clone());

@@ -73,60 +73,8 @@ pub struct Reservation {
     pub eviction_hard: BTreeMap<String, String>,
 }
 
-/// An eviction threshold's value: a quantity or a fraction of capacity.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Threshold {
-    /// Milli-units.
-    Quantity(i128),
-    /// A fraction in float32, as upstream's ParsePercentage keeps it.
-    Percentage(f32),
-}
-
-impl Threshold {
-    /// `"100Mi"` or `"10%"`.
-    pub fn parse(s: &str) -> Result<Threshold, String> {
-        let s = s.trim();
-        if let Some(p) = s.strip_suffix('%') {
-            let v: f32 = p
-                .parse()
-                .map_err(|e| format!("invalid percentage {s:?}: {e}"))?;
-            let v = v / 100.0;
-            if !(0.0..=1.0).contains(&v) || v == 0.0 {
-                return Err(format!("invalid percentage {s:?}: must be in (0%, 100%]"));
-            }
-            return Ok(Threshold::Percentage(v));
-        }
-        parse_quantity(s)
-            .map(Threshold::Quantity)
-            .map_err(|e| e.to_string())
-    }
-
-    /// The threshold in whole units against `capacity` whole units
-    /// (upstream GetThresholdQuantity).
-    pub fn value(&self, capacity: i128) -> i128 {
-        match *self {
-            Threshold::Quantity(milli) => ceil_div(milli, 1000),
-            Threshold::Percentage(p) => ((capacity as f64) * f64::from(p)) as i64 as i128,
-        }
-    }
-
-    /// The threshold in milli-units against `capacity_milli`.
-    fn milli(&self, capacity_milli: i128) -> i128 {
-        match *self {
-            Threshold::Quantity(milli) => milli,
-            Threshold::Percentage(_) => self.value(ceil_div(capacity_milli, 1000)) * 1000,
-        }
-    }
-}
-
-fn ceil_div(n: i128, d: i128) -> i128 {
-    let q = n / d;
-    if n % d > 0 {
-        q + 1
-    } else {
-        q
-    }
-}
+/// An eviction threshold's value: one type for eviction and allocatable.
+pub use crate::eviction::ThresholdValue as Threshold;
 
 /// The eviction signal that reserves `resource` (hardEvictionReservation).
 fn eviction_signal_for(resource: &str) -> Option<&'static str> {

@@ -362,10 +362,10 @@ fn proc_parsers() {
     assert_eq!(m["MemAvailable"], 8000000 * 1024);
     assert_eq!(m["HugePages_Total"], 0);
     assert_eq!(
-        machine::parse_loadavg_tasks("1.36 3.49 4.53 2/3518 3715089\n"),
+        crate::stats::node::parse_loadavg_tasks("1.36 3.49 4.53 2/3518 3715089\n"),
         Some(3518)
     );
-    assert_eq!(machine::parse_loadavg_tasks("1.0 2.0"), None);
+    assert_eq!(crate::stats::node::parse_loadavg_tasks("1.0 2.0"), None);
     let os =
         "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n";
     assert_eq!(
@@ -444,7 +444,7 @@ fn machine_info_from_sample_tree() {
         paths.stats().memory().ok().map(|m| m.available),
         Some(1024 * 1024)
     );
-    assert_eq!(machine::pid_stats(&paths), Some((100000, 250)));
+    assert_eq!(paths.stats().pids(), Some((100000, 250)));
     // Missing meminfo is an error, not a panic.
     std::fs::remove_file(paths.proc_dir.join("meminfo")).unwrap();
     assert!(machine::read_machine_info(&paths).is_err());
@@ -1293,4 +1293,47 @@ impl crate::events::EventRecorder for SeenEvents {
             .unwrap()
             .push((kind.as_str().into(), reason.into(), message.into()));
     }
+}
+
+/// The pressure conditions are the eviction manager's, passed in the
+/// kubelet's health; node status no longer computes them itself.
+#[test]
+fn pressure_conditions_come_from_the_eviction_manager() {
+    let server = FakeServer::start(Box::new(|_| (404, status(404, "NotFound", "no"))));
+    let health: HealthFn = Box::new(|| KubeletHealth {
+        runtime_version: Some(("containerd".into(), "1.7.24".into())),
+        memory_pressure: true,
+        pid_pressure: true,
+        ..Default::default()
+    });
+    let mut cfg = test_config("node-p");
+    // A threshold the host could never meet: ignored by node status now.
+    cfg.eviction_hard = BTreeMap::from([("nodefs.available".into(), "100%".into())]);
+    let mgr = NodeStatusManager::new(cfg, server.client(), health);
+    let mut events = Vec::new();
+    let node = {
+        let mut st = mgr.state.lock().unwrap();
+        mgr.initial_node(&mut st, &mut events)
+    };
+    let reasons: Vec<&str> = events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "NodeHasInsufficientMemory",
+            "NodeHasNoDiskPressure",
+            "NodeHasInsufficientPID"
+        ]
+    );
+    let conds = node.status.unwrap().conditions.unwrap();
+    let of = |t: &str| {
+        conds
+            .iter()
+            .find(|c| c.type_ == t)
+            .map(|c| c.status.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        (of("MemoryPressure"), of("DiskPressure"), of("PIDPressure")),
+        ("True".into(), "False".into(), "True".into())
+    );
 }

@@ -48,3 +48,42 @@ fn fs_info(s: &Statvfs) -> FsInfo {
         inodes_free: s.files_free() as u64,
     }
 }
+
+/// Bytes allocated under `dir` (as `du`), walking at most `max_entries`
+/// entries and never leaving `dir`'s filesystem nor following symlinks.
+/// None when `dir` cannot be read. A walk cut short by the bound returns
+/// what it counted: a lower bound, so a limit is enforced late, never
+/// early.
+pub fn dir_usage_bounded(dir: &Path, max_entries: usize) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::symlink_metadata(dir).ok()?.dev();
+    let mut bytes = 0u64;
+    let mut seen = 0usize;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > max_entries {
+                log::debug!(
+                    "{}: usage walk stopped after {max_entries} entries",
+                    dir.display()
+                );
+                return Some(bytes);
+            }
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if m.dev() != dev {
+                continue;
+            }
+            bytes = bytes.saturating_add(m.blocks().saturating_mul(512));
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    Some(bytes)
+}

@@ -2,8 +2,8 @@
 //! that cAdvisor's root container feeds there): memory from `/proc/meminfo`
 //! and `/proc/vmstat`, filesystems from statvfs.
 //!
-//! Node status (capacity, allocatable and the pressure conditions),
-//! `/stats/summary` and the eviction manager all read these numbers, so each
+//! Node status (capacity, allocatable), `/stats/summary` and the eviction
+//! manager (through the summary) all read these numbers, so each
 //! has one definition. In particular memory.available is upstream
 //! eviction's signal everywhere: capacity − workingSet, where workingSet is
 //! usage − inactive_file.
@@ -116,6 +116,18 @@ impl Provider {
             }
         };
         node::node_memory(&meminfo, &vmstat).ok_or_else(|| self.missing("meminfo", "MemTotal"))
+    }
+
+    /// The task limit (the smaller of kernel.pid_max and kernel.threads-max)
+    /// and the number of tasks from /proc/loadavg, as upstream's pidlimit
+    /// stats read them: the pid.available signal is limit − tasks.
+    pub fn pids(&self) -> Option<(u64, u64)> {
+        let limit = ["sys/kernel/pid_max", "sys/kernel/threads-max"]
+            .iter()
+            .filter_map(|f| self.read(f).ok()?.trim().parse::<u64>().ok())
+            .min()?;
+        let loadavg = self.read("loadavg").ok()?;
+        Some((limit, node::parse_loadavg_tasks(&loadavg)?))
     }
 
     fn missing(&self, rel: &str, field: &'static str) -> StatsError {

@@ -105,3 +105,9 @@ fn swap(meminfo: &BTreeMap<String, u64>) -> Option<SwapInfo> {
         usage: total.saturating_sub(free),
     })
 }
+
+/// The total task count in /proc/loadavg (`1.36 3.49 4.53 2/3518 3715089` → 3518).
+pub fn parse_loadavg_tasks(text: &str) -> Option<u64> {
+    let field = text.split_whitespace().nth(3)?;
+    field.split_once('/')?.1.parse().ok()
+}

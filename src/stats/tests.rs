@@ -180,3 +180,48 @@ fn statvfs_error_names_the_path() {
         .to_string()
         .starts_with("statvfs /nonexistent/rkubelet-stats: "));
 }
+
+fn sample_dir(tag: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rkubelet-hoststats-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create sample dir");
+    for (name, text) in files {
+        let p = dir.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("create sample subdir");
+        }
+        std::fs::write(p, text).expect("write sample file");
+    }
+    dir
+}
+
+/// pid.available's inputs: the smaller of pid_max and threads-max, and
+/// the task count of /proc/loadavg.
+#[test]
+fn pids_are_the_task_limit_and_count() {
+    let dir = sample_dir(
+        "pids",
+        &[
+            ("sys/kernel/pid_max", "4194304\n"),
+            ("sys/kernel/threads-max", "95000\n"),
+            ("loadavg", "1.36 3.49 4.53 2/3518 3715089\n"),
+        ],
+    );
+    assert_eq!(Provider::new(&dir).pids(), Some((95000, 3518)));
+    std::fs::remove_file(dir.join("loadavg")).expect("remove loadavg");
+    assert_eq!(Provider::new(&dir).pids(), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The emptyDir walk counts allocated blocks and stops at its bound.
+#[test]
+fn bounded_dir_usage() {
+    let big = "x".repeat(64 * 1024);
+    let dir = sample_dir("du", &[("a", &big), ("sub/b", &big), ("sub/c", "y")]);
+    let all = fs::dir_usage_bounded(&dir, 100).expect("usage");
+    assert!(all >= 128 * 1024, "{all}");
+    let cut = fs::dir_usage_bounded(&dir, 1).expect("usage");
+    assert!(cut < all, "{cut} < {all}");
+    assert_eq!(fs::dir_usage_bounded(&dir.join("missing"), 10), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}

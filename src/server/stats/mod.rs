@@ -26,19 +26,21 @@ use std::time::Duration;
 
 use protobuf::MessageField;
 
-use crate::cri::{api, RemoteRuntime};
+use crate::cri::{api, CriError, RemoteRuntime};
 use crate::stats::{self as host, FsInfo};
 use cgroups::SharedPodCgroups;
 use types::*;
 
-/// The runtime calls the summary needs; a seam for tests.
+/// The runtime calls the summary needs; a seam for tests. Errors are the
+/// CRI's own, so a caller can tell a runtime that lacks a call from one
+/// that failed.
 pub trait StatsRuntime: Send + Sync {
-    fn list_containers(&self) -> Result<Vec<api::Container>, String>;
-    fn list_pod_sandboxes(&self) -> Result<Vec<api::PodSandbox>, String>;
-    fn list_container_stats(&self) -> Result<Vec<api::ContainerStats>, String>;
-    /// Err when the runtime does not implement it (pod totals then sum containers).
-    fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>, String>;
-    fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, String>;
+    fn list_containers(&self) -> Result<Vec<api::Container>, CriError>;
+    fn list_pod_sandboxes(&self) -> Result<Vec<api::PodSandbox>, CriError>;
+    fn list_container_stats(&self) -> Result<Vec<api::ContainerStats>, CriError>;
+    /// UNIMPLEMENTED on runtimes without it (pod totals then sum containers).
+    fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>, CriError>;
+    fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, CriError>;
     /// Image ID -> its first repo tag, to name a container's image as the
     /// pod did when the runtime lists it by ID (/metrics/cadvisor).
     fn image_names(&self) -> HashMap<String, String> {
@@ -47,20 +49,20 @@ pub trait StatsRuntime: Send + Sync {
 }
 
 impl StatsRuntime for RemoteRuntime {
-    fn list_containers(&self) -> Result<Vec<api::Container>, String> {
-        RemoteRuntime::list_containers(self, None).map_err(|e| e.to_string())
+    fn list_containers(&self) -> Result<Vec<api::Container>, CriError> {
+        RemoteRuntime::list_containers(self, None)
     }
-    fn list_pod_sandboxes(&self) -> Result<Vec<api::PodSandbox>, String> {
-        self.list_pod_sandbox(None).map_err(|e| e.to_string())
+    fn list_pod_sandboxes(&self) -> Result<Vec<api::PodSandbox>, CriError> {
+        self.list_pod_sandbox(None)
     }
-    fn list_container_stats(&self) -> Result<Vec<api::ContainerStats>, String> {
-        RemoteRuntime::list_container_stats(self, None).map_err(|e| e.to_string())
+    fn list_container_stats(&self) -> Result<Vec<api::ContainerStats>, CriError> {
+        RemoteRuntime::list_container_stats(self, None)
     }
-    fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>, String> {
-        RemoteRuntime::list_pod_sandbox_stats(self, None).map_err(|e| e.to_string())
+    fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>, CriError> {
+        RemoteRuntime::list_pod_sandbox_stats(self, None)
     }
-    fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, String> {
-        RemoteRuntime::image_fs_info(self).map_err(|e| e.to_string())
+    fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, CriError> {
+        RemoteRuntime::image_fs_info(self)
     }
     fn image_names(&self) -> HashMap<String, String> {
         self.list_images()
@@ -138,8 +140,11 @@ pub struct SummaryProvider {
     pod_cgroups: SharedPodCgroups,
 }
 
-/// How long a failed ListPodSandboxStats is not retried.
-const SANDBOX_STATS_RETRY: Duration = Duration::from_secs(300);
+/// After a failed ListPodSandboxStats, how long pod totals are summed from
+/// containers before it is asked again.
+const SANDBOX_STATS_RETRY: Duration = Duration::from_secs(10);
+/// The same for a runtime that does not implement it (it may be upgraded).
+const SANDBOX_STATS_UNIMPLEMENTED_RETRY: Duration = Duration::from_secs(3600);
 
 /// On the first request, the gap between two node CPU samples.
 const FIRST_NODE_SAMPLE_GAP: Duration = Duration::from_millis(100);
@@ -236,7 +241,7 @@ impl SummaryProvider {
     }
 
     /// The summary (upstream summaryProvider.Get / GetCPUAndMemoryStats).
-    pub fn summary(&self, only_cpu_and_memory: bool) -> Result<Summary, String> {
+    pub fn summary(&self, only_cpu_and_memory: bool) -> Result<Summary, CriError> {
         let node = self.node_stats(only_cpu_and_memory);
         let pods = self.pod_stats(only_cpu_and_memory, node.fs.as_ref())?;
         Ok(Summary { node, pods })
@@ -276,15 +281,12 @@ impl SummaryProvider {
             node::network_stats(&self.read_proc("net/dev"), default_iface.as_deref(), now);
         stats.fs = statvfs(&self.cfg.root_dir).map(|i| node::fs_stats(i, now));
         stats.runtime = self.runtime_stats();
-        let max_pid = self
-            .read_proc("sys/kernel/pid_max")
-            .trim()
-            .parse::<i64>()
-            .ok();
+        // The pid.available signal's one definition (the host provider's).
+        let pids = self.host.pids();
         stats.rlimit = Some(RlimitStats {
             time: now,
-            max_pid,
-            num_of_running_processes: node::process_count(),
+            max_pid: pids.and_then(|(max, _)| i64::try_from(max).ok()),
+            num_of_running_processes: pids.and_then(|(_, n)| i64::try_from(n).ok()),
         });
         stats
     }
@@ -415,7 +417,7 @@ impl SummaryProvider {
         &self,
         only_cpu_and_memory: bool,
         node_fs: Option<&FsStats>,
-    ) -> Result<Vec<PodStats>, String> {
+    ) -> Result<Vec<PodStats>, CriError> {
         let sandboxes = self.runtime.list_pod_sandboxes()?;
         let containers = self.runtime.list_containers()?;
         let container_stats = self.runtime.list_container_stats()?;
@@ -553,7 +555,12 @@ impl SummaryProvider {
             }
             Err(e) => {
                 log::debug!("ListPodSandboxStats: {e}; pod totals are summed from containers");
-                *retry = Some(std::time::Instant::now() + SANDBOX_STATS_RETRY);
+                let wait = if e.code == Some(grpcio::RpcStatusCode::UNIMPLEMENTED) {
+                    SANDBOX_STATS_UNIMPLEMENTED_RETRY
+                } else {
+                    SANDBOX_STATS_RETRY
+                };
+                *retry = Some(std::time::Instant::now() + wait);
                 HashMap::new()
             }
         }

@@ -179,13 +179,3 @@ pub fn disk_usage(dir: &Path) -> Option<(u64, u64)> {
     }
     Some((bytes, inodes))
 }
-
-/// Number of processes on the node (sysinfo.procs, as upstream).
-pub fn process_count() -> Option<i64> {
-    // SAFETY: sysinfo fills the struct we own.
-    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sysinfo(&mut si) } != 0 {
-        return None;
-    }
-    Some(i64::from(si.procs))
-}

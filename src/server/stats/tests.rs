@@ -141,21 +141,23 @@ struct FakeRuntime {
 }
 
 impl StatsRuntime for FakeRuntime {
-    fn list_containers(&self) -> Result<Vec<api::Container>, String> {
+    fn list_containers(&self) -> Result<Vec<api::Container>, CriError> {
         Ok(self.containers.clone())
     }
-    fn list_pod_sandboxes(&self) -> Result<Vec<api::PodSandbox>, String> {
+    fn list_pod_sandboxes(&self) -> Result<Vec<api::PodSandbox>, CriError> {
         Ok(self.sandboxes.clone())
     }
-    fn list_container_stats(&self) -> Result<Vec<api::ContainerStats>, String> {
+    fn list_container_stats(&self) -> Result<Vec<api::ContainerStats>, CriError> {
         Ok(self.stats.lock().unwrap().clone())
     }
-    fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>, String> {
-        self.sandbox_stats
-            .clone()
-            .ok_or_else(|| "Unimplemented".to_string())
+    fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>, CriError> {
+        self.sandbox_stats.clone().ok_or_else(|| CriError {
+            method: "ListPodSandboxStats",
+            code: Some(grpcio::RpcStatusCode::UNIMPLEMENTED),
+            message: "unknown method".into(),
+        })
     }
-    fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, String> {
+    fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, CriError> {
         Ok(api::ImageFsInfoResponse {
             image_filesystems: vec![api::FilesystemUsage {
                 timestamp: T0,
@@ -200,6 +202,7 @@ fn fake_proc(dir: &Path, cpu_user_ticks: u64) {
     )
     .unwrap();
     fs::write(dir.join("sys/kernel/pid_max"), "4194304\n").unwrap();
+    fs::write(dir.join("loadavg"), "0.10 0.20 0.30 2/350 4242\n").unwrap();
 }
 
 fn provider_and_runtime(
@@ -350,6 +353,7 @@ fn summary_json_uses_upstream_field_names() {
     );
     assert_eq!(keys(&node["rlimit"]), set(&["time", "maxpid", "curproc"]));
     assert_eq!(node["rlimit"]["maxpid"], 4194304);
+    assert_eq!(node["rlimit"]["curproc"], 350);
     assert_eq!(
         keys(&node["swap"]),
         set(&["time", "swapAvailableBytes", "swapUsageBytes"])
