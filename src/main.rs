@@ -1,6 +1,7 @@
 //! rkubelet: a synchronous, thread-per-module Kubernetes node agent.
 
 mod app;
+mod certificate;
 mod client;
 mod cm;
 mod config;

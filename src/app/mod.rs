@@ -139,13 +139,14 @@ fn shutdown_on_signals() -> anyhow::Result<Receiver<()>> {
 
 fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i32> {
     let node = node_name(flags)?;
+    let shutdown = shutdown_on_signals()?;
+    tls_bootstrap(flags, &node, &shutdown)?;
     let client = api_client(flags, config)?;
     if client.is_none() {
         log::info!(
             "no API server defined: running in standalone mode, no node status will be sent"
         );
     }
-    let shutdown = shutdown_on_signals()?;
     let (recorder, events_thread) = event_recorder(client.as_ref(), &node, config, &shutdown)?;
     // Every module thread, joined in order at shutdown.
     let mut owned: Vec<Worker> = events_thread.into_iter().map(Worker::adopt).collect();
@@ -378,6 +379,23 @@ fn start_container_manager(
         .map_err(|e| anyhow::anyhow!("machine info: {e}"))?;
     let capacity = crate::cm::Capacity::read(cores, machine_memory);
     crate::cm::start_from_config(config, capacity).context("container manager")
+}
+
+/// With --bootstrap-kubeconfig, makes sure --kubeconfig holds a valid
+/// client certificate first (upstream server.go calls LoadClientCert there).
+fn tls_bootstrap(flags: &KubeletFlags, node: &str, shutdown: &Receiver<()>) -> anyhow::Result<()> {
+    let Some(boot) = &flags.bootstrap_kubeconfig else {
+        return Ok(());
+    };
+    let Some(kubeconfig) = &flags.kubeconfig else {
+        anyhow::bail!("--bootstrap-kubeconfig {} needs --kubeconfig: the path the bootstrapped kubeconfig is written to", boot.display());
+    };
+    let paths = crate::certificate::bootstrap::Paths {
+        kubeconfig,
+        bootstrap_kubeconfig: boot,
+        cert_dir: &flags.cert_dir,
+    };
+    crate::certificate::bootstrap::load_client_cert(&paths, node, shutdown).context("TLS bootstrap")
 }
 
 /// The API client when --kubeconfig is given, with kubeAPIQPS/kubeAPIBurst.

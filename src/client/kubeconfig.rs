@@ -320,3 +320,65 @@ fn resolve(base: &Path, file: &str) -> PathBuf {
         base.join(p)
     }
 }
+
+/// The current context's cluster as written (a CA file resolved against the
+/// kubeconfig's directory) and its user's client certificate PEM: what the
+/// TLS bootstrap (`certificate::bootstrap`) copies into the kubeconfig it
+/// writes, and checks for expiry.
+#[derive(Debug, Default, PartialEq)]
+pub struct CurrentEntries {
+    pub server: String,
+    pub ca_file: Option<PathBuf>,
+    pub ca_data: Option<Vec<u8>>,
+    pub insecure: bool,
+    pub client_cert: Option<Vec<u8>>,
+}
+
+/// Reads [`CurrentEntries`] from a kubeconfig; errors name the file and field.
+pub fn load_current(path: &Path) -> anyhow::Result<CurrentEntries> {
+    let fail = |e: String| anyhow::anyhow!("kubeconfig {}: {e}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let kc: KubeConfig =
+        serde_norway::from_str(&text).map_err(|e| fail(format!("parsing YAML: {e}")))?;
+    let base = path.parent().unwrap_or_else(|| Path::new("."));
+    current_entries(&kc, base).map_err(|e| fail(format!("{}: {}", e.field, e.msg)))
+}
+
+fn current_entries(kc: &KubeConfig, base: &Path) -> Result<CurrentEntries, FieldError> {
+    let (ctx_idx, ctx) = current_context(kc)?;
+    let (ci, cluster) = find(&kc.clusters, |c| c.name == ctx.cluster).ok_or_else(|| {
+        field_err(
+            format!("contexts[{ctx_idx}].context.cluster"),
+            format!("cluster {:?} not found in clusters", ctx.cluster),
+        )
+    })?;
+    let c = &cluster.cluster;
+    let ca_data = non_empty(&c.certificate_authority_data)
+        .map(|d| {
+            decode_base64(d).map_err(|e| {
+                field_err(
+                    format!("clusters[{ci}].cluster.certificate-authority-data"),
+                    e,
+                )
+            })
+        })
+        .transpose()?;
+    let client_cert = match find(&kc.users, |u| u.name == ctx.user) {
+        Some((ui, u)) => pem_source(
+            &format!("users[{ui}].user"),
+            "client-certificate",
+            &u.user.client_certificate,
+            &u.user.client_certificate_data,
+            base,
+        )?
+        .map(|(_, pem)| pem),
+        None => None,
+    };
+    Ok(CurrentEntries {
+        server: server_url(ci, c)?,
+        ca_file: non_empty(&c.certificate_authority).map(|f| resolve(base, f)),
+        ca_data,
+        insecure: c.insecure_skip_tls_verify,
+        client_cert,
+    })
+}

@@ -185,6 +185,11 @@ impl Client {
         self.json("GET", path, None)
     }
 
+    /// GET returning the body as is (e.g. `/healthz`, which answers text).
+    pub fn get_raw(&self, path: &str) -> Result<Vec<u8>, ApiError> {
+        self.execute("GET", path, None)
+    }
+
     pub fn list<T: DeserializeOwned>(&self, path_and_query: &str) -> Result<T, ApiError> {
         self.json("GET", path_and_query, None)
     }

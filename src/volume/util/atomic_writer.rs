@@ -209,7 +209,7 @@ fn chrono_like_timestamp() -> String {
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian
 /// (H. Hinnant's civil_from_days).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

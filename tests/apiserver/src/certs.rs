@@ -377,7 +377,7 @@ impl Pki {
 
 // ---- a very small DER reader, enough to pull CN and O out of a certificate subject ----
 
-fn tlv(buf: &[u8], pos: usize) -> Option<(u8, usize, usize)> {
+pub(crate) fn tlv(buf: &[u8], pos: usize) -> Option<(u8, usize, usize)> {
     let tag = *buf.get(pos)?;
     let l0 = *buf.get(pos + 1)? as usize;
     let (len, hdr) = if l0 < 0x80 {
@@ -415,6 +415,11 @@ pub fn subject_identity(der: &[u8]) -> Option<(String, Vec<String>)> {
         pos = tlv(der, pos)?.2;
     }
     let (_, s0, s1) = tlv(der, pos)?;
+    name_identity(der, s0, s1)
+}
+
+/// (CN, [O...]) of the DER Name whose contents are `der[s0..s1]`.
+pub(crate) fn name_identity(der: &[u8], s0: usize, s1: usize) -> Option<(String, Vec<String>)> {
     let (mut cn, mut orgs) = (String::new(), vec![]);
     let mut p = s0;
     while p < s1 {
@@ -438,6 +443,19 @@ pub fn subject_identity(der: &[u8]) -> Option<(String, Vec<String>)> {
 }
 
 impl Pki {
+    /// Signs `params` for `key` with the cluster CA (the csrsigning
+    /// controller's signer, which uses the cluster CA too); PEM out.
+    pub fn sign_with_ca(
+        &self,
+        params: CertificateParams,
+        key: &impl rcgen::PublicKeyData,
+    ) -> Res<String> {
+        let cert = params
+            .signed_by(key, &self.ca_cert, &self.ca_key)
+            .map_err(e("sign"))?;
+        Ok(cert.pem())
+    }
+
     /// Issues credentials and kubeconfigs for a node added at run time.
     pub fn add_node(&mut self, name: &str, server: &str) -> Res<()> {
         if !crate::kinds::is_dns_subdomain(name) {

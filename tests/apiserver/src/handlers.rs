@@ -3,6 +3,7 @@
 //! subresources, with the real server's preconditions and error shapes.
 
 use crate::certs::User;
+use crate::csr;
 use crate::http::Request;
 use crate::kinds;
 use crate::patch::{self, JsonPatchError};
@@ -280,7 +281,7 @@ pub fn handle(
                     }
                 }
                 ("GET", false, None) => list(api, &route, req),
-                ("POST", false, None) => create(api, &route, req, dry_run),
+                ("POST", false, None) => create(api, &route, req, dry_run, user),
                 ("POST", true, Some("binding")) if route.def.is("", "pods") => {
                     bind(api, &route, req)
                 }
@@ -293,6 +294,9 @@ pub fn handle(
                 ("PUT", true, None)
                 | ("PUT", true, Some("status"))
                 | ("PUT", true, Some("finalize")) => update(api, &route, req, dry_run),
+                ("PUT", true, Some("approval")) if route.def.is(csr::GROUP, csr::PLURAL) => {
+                    update(api, &route, req, dry_run)
+                }
                 ("PATCH", true, None) | ("PATCH", true, Some("status")) => {
                     patch_obj(api, &route, req, dry_run)
                 }
@@ -322,6 +326,14 @@ fn authorize(
     info: &Info,
     req: &Request,
 ) -> Result<(), ApiError> {
+    let group = route.def.group;
+    if !csr::bootstrapper_allowed(user, group, route.def.plural, &info.verb) {
+        return Err(ApiError::forbidden(
+            &route.def.qualified(),
+            route.name.as_deref().unwrap_or(""),
+            &format!("User {:?} cannot {} this resource", user.name, info.verb),
+        ));
+    }
     let Some(node) = user.node_name() else {
         return Ok(());
     };
@@ -744,7 +756,13 @@ fn watch_req(api: &Api, route: &Route, req: &Request) -> Result<Reply, ApiError>
 
 // ---------------------------------------------------------------- write
 
-fn create(api: &Api, route: &Route, req: &Request, dry_run: bool) -> Result<Reply, ApiError> {
+fn create(
+    api: &Api,
+    route: &Route,
+    req: &Request,
+    dry_run: bool,
+    user: &User,
+) -> Result<Reply, ApiError> {
     let def = route.def;
     let mut obj = decode_body(req, def)?;
     let ns = ns_of(route).to_string();
@@ -797,6 +815,9 @@ fn create(api: &Api, route: &Route, req: &Request, dry_run: bool) -> Result<Repl
     kinds::reset_status_on_create(def, &mut obj);
     let name = name_of(&obj).to_string();
     invalid(def, &name, kinds::validate(def, &obj, None))?;
+    if def.is(csr::GROUP, csr::PLURAL) {
+        invalid(def, &name, csr::prepare_create(&mut obj, user))?;
+    }
     if g.get(def.key, &ns, &name).is_some() {
         return Err(ApiError::already_exists(&def.qualified(), &name));
     }
@@ -874,8 +895,15 @@ fn prepare_update(
                 }
             }
             crate::volumekinds::prepare_status_update(def, old, &mut new);
+            if def.is(csr::GROUP, csr::PLURAL) {
+                csr::prepare_status(old, &mut new);
+            }
         }
         Some("ephemeralcontainers") => new = crate::ephemeral::prepare(old, &new),
+        Some("approval") => {
+            new = csr::prepare_approval(old, &new);
+            invalid(def, &name, csr::validate_conditions(&new))?;
+        }
         Some("finalize") => {
             // namespaces/finalize: only spec.finalizers changes.
             let fin = get(&new, &["spec", "finalizers"]).cloned();

@@ -326,7 +326,17 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> FieldErr
     let name = crate::util::name_of(obj);
     let name_ok = match (def.group, def.plural) {
         ("", "namespaces") | ("", "services") => is_dns_label(name),
-        ("", "events") | ("events.k8s.io", "events") => !name.is_empty() && !name.contains('/'),
+        // Path-segment names (ValidateCertificateRequestName too: kubelets
+        // name CSRs node-csr-<base64url>).
+        ("", "events")
+        | ("events.k8s.io", "events")
+        | ("certificates.k8s.io", "certificatesigningrequests") => {
+            !name.is_empty()
+                && !name.contains('/')
+                && !name.contains('%')
+                && name != "."
+                && name != ".."
+        }
         _ => is_dns_subdomain(name),
     };
     if name.is_empty() {

@@ -2,8 +2,10 @@
 //! double for rkubelet's cluster-mode tests. See README.md.
 
 pub mod admission;
+pub mod bootstraptoken;
 pub mod certs;
 pub mod control;
+pub mod csr;
 pub mod ephemeral;
 pub mod handlers;
 pub mod http;

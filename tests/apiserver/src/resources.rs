@@ -246,6 +246,17 @@ pub static RESOURCES: &[ResourceDef] = &[
         &[],
         "runtimeclasses.node.k8s.io"
     ),
+    res!(
+        "certificates.k8s.io",
+        "v1",
+        "certificatesigningrequests",
+        "CertificateSigningRequest",
+        false,
+        true,
+        &["csr"],
+        &["approval"],
+        "certificatesigningrequests.certificates.k8s.io"
+    ),
 ];
 
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {
@@ -373,6 +384,7 @@ pub fn field_labels(def: &ResourceDef) -> &'static [&'static str] {
         ("", "nodes") => &["spec.unschedulable"],
         ("", "namespaces") => &["status.phase"],
         ("", "secrets") => &["type"],
+        ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
         ("", "events") => &[
             "involvedObject.kind",
             "involvedObject.namespace",

@@ -78,6 +78,7 @@ pub struct Server {
     conns: AtomicUsize,
     url: String,
     kubelet: KubeletClient,
+    csr: crate::csr::Controllers,
 }
 
 pub struct Handle {
@@ -120,6 +121,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         token_log: Default::default(),
     };
     handlers::bootstrap(&api);
+    crate::bootstraptoken::ensure(&api, &cfg.dir, &url, &pki.ca_pem)?;
     let server = Arc::new(Server {
         audit: Audit::open(&cfg.dir.join("audit.log")),
         cfg: cfg.clone(),
@@ -132,6 +134,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         conns: AtomicUsize::new(0),
         url: url.clone(),
         kubelet,
+        csr: Default::default(),
     });
     let s = server.clone();
     std::thread::Builder::new()
@@ -146,6 +149,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
             handlers::namespace_controller_tick(&s.api);
             crate::pvcontroller::tick(&s.api);
             crate::admission::namespace_defaults_tick(&s.api);
+            crate::csr::controller_tick(&s.api, &s.pki, &s.csr);
         })
         .map_err(|e| e.to_string())?;
     Ok(Handle {
@@ -316,11 +320,13 @@ fn authenticate(srv: &Server, req: &Request, cert_user: &Option<User>) -> Result
             .strip_prefix("Bearer ")
             .or_else(|| h.strip_prefix("bearer "))
             .map(str::trim);
-        let pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
-        return match tok.and_then(|t| pki.tokens.get(t)) {
-            Some(u) => Ok(with_auth(u.clone())),
-            None => Err(ApiError::unauthorized()),
+        let known = {
+            let pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            tok.and_then(|t| pki.tokens.get(t)).cloned()
         };
+        let user =
+            known.or_else(|| tok.and_then(|t| crate::bootstraptoken::authenticate(&srv.api, t)));
+        return user.map(with_auth).ok_or_else(ApiError::unauthorized);
     }
     if srv.cfg.anonymous_auth {
         Ok(User {
@@ -671,6 +677,22 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
             }
         }
         ("GET", "/__double/stats") => (200, srv.stats.to_json()),
+        ("POST", "/__double/csr") => {
+            let v = match body() {
+                Ok(v) => v,
+                Err(e) => return e,
+            };
+            if let Some(on) = v.get("autoApprove").and_then(|x| x.as_bool()) {
+                srv.csr
+                    .auto_approve
+                    .store(on, std::sync::atomic::Ordering::Relaxed);
+            }
+            let on = srv
+                .csr
+                .auto_approve
+                .load(std::sync::atomic::Ordering::Relaxed);
+            (200, json!({"autoApprove": on}))
+        }
         ("POST", "/__double/stats/reset") => {
             srv.stats.reset();
             (200, srv.stats.to_json())

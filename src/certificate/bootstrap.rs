@@ -1,0 +1,240 @@
+//! The client TLS bootstrap (upstream `pkg/kubelet/certificate/bootstrap`,
+//! LoadClientCert): when `--kubeconfig` is missing, unreadable or holds an
+//! expired client certificate, ask for one with the bootstrap kubeconfig's
+//! credentials (a bootstrap token), through a
+//! `kubernetes.io/kube-apiserver-client-kubelet` CSR, then write the pair to
+//! `<cert-dir>/kubelet-client-<stamp>.pem` (+ `kubelet-client-current.pem`)
+//! and a kubeconfig pointing at it with the bootstrap kubeconfig's server
+//! and CA. Runs on the main thread before any module starts; every wait is
+//! bounded by [`BOOTSTRAP_TIMEOUT`] and interrupted by shutdown.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context};
+use base64::Engine;
+use crossbeam_channel::Receiver;
+
+use super::csr::{self, CsrError};
+use super::store::{write_private, FileStore};
+use super::x509;
+use crate::client::kubeconfig::{self, CurrentEntries};
+use crate::client::Client;
+
+/// Upstream waits up to an hour for the certificate.
+pub const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Upstream's waitForServer: up to a minute for /healthz, then try anyway.
+const SERVER_WAIT: Duration = Duration::from_secs(60);
+/// Back-off between failed API attempts.
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The key waits here until a certificate is issued for it, so a restart
+/// asks again under the same CSR name (upstream tmpPrivateKeyFile).
+const TMP_PRIVATE_KEY_FILE: &str = "kubelet-client.key.tmp";
+
+/// Where the bootstrap reads and writes.
+pub struct Paths<'a> {
+    pub kubeconfig: &'a Path,
+    pub bootstrap_kubeconfig: &'a Path,
+    pub cert_dir: &'a Path,
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// LoadClientCert: a no-op when the kubeconfig is still valid, else the
+/// whole bootstrap. An error (bad bootstrap kubeconfig, CSR denied, timeout)
+/// stops the kubelet, as upstream's does.
+pub fn load_client_cert(p: &Paths, node: &str, shutdown: &Receiver<()>) -> anyhow::Result<()> {
+    if client_config_still_valid(p.kubeconfig, unix_now())? {
+        log::info!(
+            "kubeconfig {} exists and is valid, skipping the TLS bootstrap",
+            p.kubeconfig.display()
+        );
+        return Ok(());
+    }
+    log::info!(
+        "using bootstrap kubeconfig {} to request a client certificate for node {node}",
+        p.bootstrap_kubeconfig.display()
+    );
+    let boot = load_bootstrap(p.bootstrap_kubeconfig)?;
+    let client = Client::new(kubeconfig::load(p.bootstrap_kubeconfig)?)
+        .context("API client for the bootstrap kubeconfig")?;
+    let store = FileStore::new(p.cert_dir);
+    fs::create_dir_all(p.cert_dir)
+        .with_context(|| format!("create cert directory {}", p.cert_dir.display()))?;
+    let tmp_key = p.cert_dir.join(TMP_PRIVATE_KEY_FILE);
+    let key = load_or_generate_key(&store, &tmp_key)?;
+    let deadline = Instant::now() + BOOTSTRAP_TIMEOUT;
+    wait_for_server(&client, shutdown)?;
+    let cert = request_node_certificate(&client, &key, node, deadline, shutdown)?;
+    let file = store.update(&cert, &key.serialize_pem(), unix_now())?;
+    log::info!("client certificate issued, written to {}", file.display());
+    if let Err(e) = fs::remove_file(&tmp_key) {
+        log::debug!("removing {}: {e}", tmp_key.display());
+    }
+    write_kubeconfig(p.kubeconfig, &boot, &store.current_path())
+}
+
+/// The bootstrap kubeconfig's cluster, with an error naming the file.
+fn load_bootstrap(path: &Path) -> anyhow::Result<CurrentEntries> {
+    kubeconfig::load_current(path).map_err(|e| anyhow!("unable to load bootstrap kubeconfig: {e}"))
+}
+
+/// isClientConfigStillValid: false when the file is absent or its client
+/// certificate cannot be read or has expired (each logged); an error only
+/// when the file exists but cannot be examined at all.
+pub fn client_config_still_valid(path: &Path, now: i64) -> anyhow::Result<bool> {
+    match fs::metadata(path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => bail!("error reading existing kubeconfig {}: {e}", path.display()),
+    }
+    let certs = kubeconfig::load(path)
+        .and_then(|_| kubeconfig::load_current(path))
+        .and_then(|c| {
+            c.client_cert
+                .ok_or_else(|| anyhow!("no client certificate"))
+        })
+        .and_then(|pem| crate::client::tls::parse_certs(&pem).map_err(|e| anyhow!(e)));
+    let certs = match certs {
+        Ok(c) if !c.is_empty() => c,
+        Ok(_) => {
+            log::warn!("kubeconfig {}: no client certificate", path.display());
+            return Ok(false);
+        }
+        Err(e) => {
+            log::warn!(
+                "unable to read existing kubeconfig {}: {e:#}",
+                path.display()
+            );
+            return Ok(false);
+        }
+    };
+    for cert in &certs {
+        match x509::not_after(cert) {
+            Some(t) if t >= now => {}
+            t => {
+                log::warn!(
+                    "part of the existing client certificate in {} is expired or unreadable (notAfter {t:?})",
+                    path.display()
+                );
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The current pair's key if it parses, else the key left by an earlier
+/// try, else a new one saved for the next try.
+fn load_or_generate_key(store: &FileStore, tmp: &Path) -> anyhow::Result<rcgen::KeyPair> {
+    let parse = |pem: String| rcgen::KeyPair::from_pem(&pem).ok();
+    if let Some(k) = store.current_key_pem(unix_now()).and_then(parse) {
+        return Ok(k);
+    }
+    if let Some(k) = fs::read_to_string(tmp).ok().and_then(parse) {
+        return Ok(k);
+    }
+    log::info!("no valid private key found, creating a new one");
+    let key = csr::generate_key()?;
+    write_private(tmp, &key.serialize_pem())?;
+    Ok(key)
+}
+
+/// waitForServer: /healthz every 2 s for up to a minute; failing that, the
+/// CSR request goes ahead (with its own back-off).
+fn wait_for_server(client: &Client, shutdown: &Receiver<()>) -> anyhow::Result<()> {
+    let until = Instant::now() + SERVER_WAIT;
+    while Instant::now() < until {
+        match client.get_raw("/healthz") {
+            Ok(_) => return Ok(()),
+            Err(e) => log::info!("failed to connect to apiserver: {e}"),
+        }
+        csr::sleep_or_shutdown(Duration::from_secs(2), shutdown)?;
+    }
+    log::info!("timed out waiting to connect to apiserver; requesting anyway");
+    Ok(())
+}
+
+/// requestNodeCertificate with retries: API failures back off (1 s doubling
+/// to 30 s) until the deadline; Denied, Failed and shutdown end it.
+fn request_node_certificate(
+    client: &Client,
+    key: &rcgen::KeyPair,
+    node: &str,
+    deadline: Instant,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<String> {
+    let name = csr::digested_name(key, node);
+    let obj = csr::csr_object(&name, &csr::make_csr_pem(key, node)?);
+    let mut backoff = BACKOFF_START;
+    loop {
+        let attempt = csr::request_certificate(client, &obj)
+            .and_then(|(n, uid)| csr::wait_for_certificate(client, &n, &uid, deadline, shutdown));
+        match attempt {
+            Ok(pem) => return Ok(pem),
+            Err(CsrError::Fatal(e)) => return Err(e),
+            // Refused (invalid, unauthorized, forbidden): retrying will not help.
+            Err(CsrError::Api(e)) if e.code().is_some_and(|c| c < 500 && c != 429) => {
+                return Err(anyhow!("CSR {name}: {e}"));
+            }
+            Err(CsrError::Api(e)) => {
+                if Instant::now() + backoff >= deadline {
+                    bail!("CSR {name}: giving up after {BOOTSTRAP_TIMEOUT:?}: {e}");
+                }
+                log::warn!("CSR {name}: {e}; retrying in {backoff:?}");
+                csr::sleep_or_shutdown(backoff, shutdown)?;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// writeKubeconfigFromBootstrapping: the bootstrap kubeconfig's server and
+/// CA (its file if it named one, else its data), the pair file as both
+/// client-certificate and client-key; written 0600 through a rename.
+fn write_kubeconfig(path: &Path, boot: &CurrentEntries, pem: &Path) -> anyhow::Result<()> {
+    let text = kubeconfig_text(boot, pem);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+    write_private(&tmp, &text)?;
+    fs::rename(&tmp, path)
+        .with_context(|| format!("rename {} to {}", tmp.display(), path.display()))?;
+    log::info!("wrote kubeconfig {}", path.display());
+    Ok(())
+}
+
+fn kubeconfig_text(boot: &CurrentEntries, pem: &Path) -> String {
+    let ca = match (&boot.ca_file, &boot.ca_data) {
+        (Some(f), _) => format!("    certificate-authority: {}\n", f.display()),
+        (None, Some(d)) => format!(
+            "    certificate-authority-data: {}\n",
+            base64::engine::general_purpose::STANDARD.encode(d)
+        ),
+        (None, None) => String::new(),
+    };
+    let insecure = if boot.insecure {
+        "    insecure-skip-tls-verify: true\n"
+    } else {
+        ""
+    };
+    let pem = pem.display();
+    format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n{ca}{insecure}    server: {server}\n  name: default-cluster\n\
+         contexts:\n- context:\n    cluster: default-cluster\n    namespace: default\n    user: default-auth\n  name: default-context\n\
+         current-context: default-context\nkind: Config\npreferences: {{}}\n\
+         users:\n- name: default-auth\n  user:\n    client-certificate: {pem}\n    client-key: {pem}\n",
+        server = boot.server
+    )
+}
+
+#[cfg(test)]
+#[path = "bootstrap_tests.rs"]
+mod tests;

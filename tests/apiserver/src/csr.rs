@@ -1,0 +1,399 @@
+//! certificates.k8s.io/v1 CertificateSigningRequests: the apiserver's
+//! strategy (pkg/registry/certificates/certificates: spec.username/groups/uid
+//! from the requester on create, the PKCS#10 request parsed and its signature
+//! checked, status reset; `/approval` changes only the Approved/Denied/Failed
+//! conditions) and kube-controller-manager's csrapproving (kubelet client
+//! CSRs from a bootstrapper or the node itself) and csrsigning (the cluster
+//! CA) controllers. Only ECDSA P-256 requests can be verified and signed,
+//! which is what rkubelet and upstream's kubelet (since 1.x, ECDSA keys)
+//! send; anything else is rejected at create as an unparseable request.
+
+use crate::certs::{name_identity, tlv, User};
+use crate::handlers::Api;
+use crate::kinds::FieldErrs;
+use crate::util::{get, get_str, now_rfc3339, obj_field_mut};
+use base64::Engine;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub const GROUP: &str = "certificates.k8s.io";
+pub const PLURAL: &str = "certificatesigningrequests";
+pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+/// kube-controller-manager's --cluster-signing-duration default.
+const DEFAULT_DURATION: Duration = Duration::from_secs(365 * 86_400);
+/// The signer backdates certificates by 5 minutes for clock skew.
+const BACKDATE: Duration = Duration::from_secs(300);
+
+/// Whether the approving controller runs (`POST /__double/csr
+/// {"autoApprove": false}` turns it off so a test can approve or deny).
+pub struct Controllers {
+    pub auto_approve: AtomicBool,
+}
+
+impl Default for Controllers {
+    fn default() -> Self {
+        Controllers {
+            auto_approve: AtomicBool::new(true),
+        }
+    }
+}
+
+/// A parsed PKCS#10 request: subject and the raw EC point.
+pub struct Request {
+    pub cn: String,
+    pub orgs: Vec<String>,
+    pub public_key: Vec<u8>,
+}
+
+impl rcgen::PublicKeyData for Request {
+    fn der_bytes(&self) -> &[u8] {
+        &self.public_key
+    }
+    fn algorithm(&self) -> &rcgen::SignatureAlgorithm {
+        &rcgen::PKCS_ECDSA_P256_SHA256
+    }
+}
+
+const OID_EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+
+/// Parses a PEM CERTIFICATE REQUEST and checks its self-signature.
+pub fn parse_request(pem: &[u8]) -> Result<Request, String> {
+    let text = std::str::from_utf8(pem).map_err(|_| "not PEM".to_string())?;
+    let body: String = text
+        .lines()
+        .skip_while(|l| !l.starts_with("-----BEGIN CERTIFICATE REQUEST-----"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("-----END"))
+        .collect();
+    if body.is_empty() {
+        return Err("PEM block type must be CERTIFICATE REQUEST".into());
+    }
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .map_err(|e| format!("invalid PEM: {e}"))?;
+    parse_der(&der).ok_or_else(|| "asn1: structure error".to_string())?
+}
+
+fn parse_der(der: &[u8]) -> Option<Result<Request, String>> {
+    let (_, c0, _) = tlv(der, 0)?;
+    let (_, i0, i1) = tlv(der, c0)?; // certificationRequestInfo
+    let info = &der[c0..i1];
+    let version = tlv(der, i0)?;
+    let (_, s0, s1) = tlv(der, version.2)?; // subject
+    let (cn, orgs) = name_identity(der, s0, s1)?;
+    let (_, k0, _) = tlv(der, s1)?; // subjectPKInfo
+    let (_, a0, a1) = tlv(der, k0)?;
+    let (_, o0, o1) = tlv(der, a0)?;
+    let (_, b0, b1) = tlv(der, a1)?; // subjectPublicKey BIT STRING
+    if &der[o0..o1] != OID_EC_PUBLIC_KEY {
+        return Some(Err("only ECDSA P-256 requests are supported".into()));
+    }
+    let public_key = der.get(b0 + 1..b1)?.to_vec();
+    let (_, _, alg_end) = tlv(der, i1)?; // signatureAlgorithm
+    let (_, g0, g1) = tlv(der, alg_end)?; // signature BIT STRING
+    let sig = der.get(g0 + 1..g1)?;
+    let key = ring::signature::UnparsedPublicKey::new(
+        &ring::signature::ECDSA_P256_SHA256_ASN1,
+        &public_key,
+    );
+    if key.verify(info, sig).is_err() {
+        return Some(Err("x509: ECDSA verification failure".into()));
+    }
+    Some(Ok(Request {
+        cn,
+        orgs,
+        public_key,
+    }))
+}
+
+fn request_pem(csr: &Value) -> Result<Vec<u8>, String> {
+    let b64 = get_str(csr, &["spec", "request"]).unwrap_or("");
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|e| format!("illegal base64 data: {e}"))
+}
+
+/// The create strategy: who asked, status reset, then validation.
+pub fn prepare_create(obj: &mut Value, user: &User) -> FieldErrs {
+    let spec = obj_field_mut(obj, "spec");
+    spec.insert("username".into(), json!(user.name));
+    spec.insert("groups".into(), json!(user.groups));
+    spec.remove("uid");
+    spec.remove("extra");
+    obj["status"] = json!({});
+    let mut errs: FieldErrs = vec![];
+    let field = |f: &str| format!("spec.{f}");
+    match request_pem(obj).and_then(|p| parse_request(&p)) {
+        Ok(_) => {}
+        Err(e) => errs.push((field("request"), "FieldValueInvalid", e)),
+    }
+    if get_str(obj, &["spec", "signerName"])
+        .unwrap_or("")
+        .is_empty()
+    {
+        errs.push((
+            field("signerName"),
+            "FieldValueRequired",
+            "Required value".into(),
+        ));
+    }
+    let usages = get(obj, &["spec", "usages"]).and_then(|u| u.as_array());
+    if usages.is_none_or(|u| u.is_empty()) {
+        errs.push((
+            field("usages"),
+            "FieldValueRequired",
+            "Required value".into(),
+        ));
+    }
+    errs
+}
+
+fn conditions(csr: &Value) -> Vec<Value> {
+    get(csr, &["status", "conditions"])
+        .and_then(|c| c.as_array())
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn has_condition(csr: &Value, t: &str) -> bool {
+    conditions(csr)
+        .iter()
+        .any(|c| get_str(c, &["type"]) == Some(t) && get_str(c, &["status"]) == Some("True"))
+}
+
+/// `/approval`: only the Approved/Denied conditions come from the request;
+/// the rest of the object stays as stored.
+pub fn prepare_approval(old: &Value, new: &Value) -> Value {
+    let mut out = old.clone();
+    let now = now_rfc3339();
+    let conds: Vec<Value> = conditions(new)
+        .into_iter()
+        .map(|mut c| {
+            for k in ["lastUpdateTime", "lastTransitionTime"] {
+                if get_str(&c, &[k]).unwrap_or("").is_empty() {
+                    c[k] = json!(now);
+                }
+            }
+            c
+        })
+        .collect();
+    obj_field_mut(&mut out, "status").insert("conditions".into(), json!(conds));
+    if let Some(rv) = get(new, &["metadata", "resourceVersion"]) {
+        out["metadata"]["resourceVersion"] = rv.clone();
+    }
+    out
+}
+
+/// `/status` (the signer's path): Approved and Denied stay as they were;
+/// only `/approval` changes them.
+pub fn prepare_status(old: &Value, new: &mut Value) {
+    let approval = |c: &Value| matches!(get_str(c, &["type"]), Some("Approved" | "Denied"));
+    let mut conds: Vec<Value> = conditions(old).into_iter().filter(approval).collect();
+    conds.extend(conditions(new).into_iter().filter(|c| !approval(c)));
+    let status = obj_field_mut(new, "status");
+    // omitempty, as the real server serialises it.
+    if conds.is_empty() {
+        status.remove("conditions");
+    } else {
+        status.insert("conditions".into(), json!(conds));
+    }
+}
+
+/// Approval validation: Approved and Denied exclude each other.
+pub fn validate_conditions(csr: &Value) -> FieldErrs {
+    if has_condition(csr, "Approved") && has_condition(csr, "Denied") {
+        return vec![(
+            "status.conditions".into(),
+            "FieldValueInvalid",
+            "Approved and Denied conditions are mutually exclusive".into(),
+        )];
+    }
+    vec![]
+}
+
+fn add_condition(csr: &mut Value, t: &str, reason: &str, message: &str) {
+    let now = now_rfc3339();
+    let mut conds = conditions(csr);
+    conds.push(
+        json!({"type": t, "status": "True", "reason": reason, "message": message,
+        "lastUpdateTime": now, "lastTransitionTime": now}),
+    );
+    obj_field_mut(csr, "status").insert("conditions".into(), json!(conds));
+}
+
+fn usages(csr: &Value) -> Vec<String> {
+    get(csr, &["spec", "usages"])
+        .and_then(|u| u.as_array())
+        .map(|u| {
+            u.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// csrapproving's isNodeClientCert plus its requester check: a kubelet client
+/// CSR from a bootstrapper (nodeclient) or from that node (selfnodeclient).
+fn approvable(csr: &Value, req: &Request) -> bool {
+    let groups: Vec<&str> = get(csr, &["spec", "groups"])
+        .and_then(|g| g.as_array())
+        .map(|g| g.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    let user = get_str(csr, &["spec", "username"]).unwrap_or("");
+    let allowed = ["digital signature", "key encipherment", "client auth"];
+    let node_cert = req.orgs == ["system:nodes"]
+        && req.cn.starts_with("system:node:")
+        && usages(csr).iter().all(|u| allowed.contains(&u.as_str()))
+        && usages(csr).iter().any(|u| u == "client auth");
+    node_cert && (groups.contains(&"system:bootstrappers") || user == req.cn)
+}
+
+/// The signer's certificate for an approved request: the subject and
+/// usages asked for, valid from 5 minutes ago for expirationSeconds (at
+/// least 10 minutes) or the default duration.
+fn certificate_params(csr: &Value, req: &Request) -> rcgen::CertificateParams {
+    use rcgen::{DnType, ExtendedKeyUsagePurpose as E, KeyUsagePurpose as K};
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name
+        .push(DnType::CommonName, req.cn.clone());
+    for o in &req.orgs {
+        p.distinguished_name
+            .push(DnType::OrganizationName, o.clone());
+    }
+    for u in usages(csr) {
+        match u.as_str() {
+            "digital signature" => p.key_usages.push(K::DigitalSignature),
+            "key encipherment" => p.key_usages.push(K::KeyEncipherment),
+            "client auth" => p.extended_key_usages.push(E::ClientAuth),
+            "server auth" => p.extended_key_usages.push(E::ServerAuth),
+            _ => {}
+        }
+    }
+    let secs = get(csr, &["spec", "expirationSeconds"]).and_then(|x| x.as_u64());
+    let life = secs.map_or(DEFAULT_DURATION, |s| Duration::from_secs(s.max(600)));
+    let now = time::OffsetDateTime::now_utc();
+    p.not_before = now - BACKDATE;
+    p.not_after = now + life;
+    p.use_authority_key_identifier_extension = true;
+    p
+}
+
+/// One pass of the approving and signing controllers over kubelet client
+/// CSRs; each step is its own write, as the two controllers make them.
+pub fn controller_tick(api: &Api, pki: &std::sync::Mutex<crate::certs::Pki>, c: &Controllers) {
+    let mut g = api.store.lock();
+    for csr in g.list(PLURAL_KEY, None) {
+        if get_str(&csr, &["spec", "signerName"]) != Some(KUBELET_CLIENT_SIGNER)
+            || has_condition(&csr, "Denied")
+            || has_condition(&csr, "Failed")
+            || !get_str(&csr, &["status", "certificate"])
+                .unwrap_or("")
+                .is_empty()
+        {
+            continue;
+        }
+        let Ok(req) = request_pem(&csr).and_then(|p| parse_request(&p)) else {
+            continue;
+        };
+        let mut n = (*csr).clone();
+        if !has_condition(&csr, "Approved") {
+            if !c.auto_approve.load(Ordering::Relaxed) || !approvable(&csr, &req) {
+                continue;
+            }
+            let msg = "Auto approving kubelet client certificate after SubjectAccessReview.";
+            add_condition(&mut n, "Approved", "AutoApproved", msg);
+            g.put(PLURAL_KEY, n);
+            continue;
+        }
+        let signed = pki
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sign_with_ca(certificate_params(&csr, &req), &req);
+        match signed {
+            Ok(pem) => {
+                let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
+                obj_field_mut(&mut n, "status").insert("certificate".into(), json!(b64));
+            }
+            Err(e) => add_condition(&mut n, "Failed", "SignerValidationFailure", &e),
+        }
+        g.put(PLURAL_KEY, n);
+    }
+}
+
+/// The store key of CSRs (resources.rs).
+pub const PLURAL_KEY: &str = "certificatesigningrequests.certificates.k8s.io";
+
+/// kubeadm's RBAC for bootstrap tokens (system:node-bootstrapper and the
+/// auto-approve binding): CSRs only (create, get, list, watch), plus the
+/// public discovery a client reads.
+pub fn bootstrapper_allowed(user: &User, group: &str, plural: &str, verb: &str) -> bool {
+    if !user.groups.iter().any(|g| g == "system:bootstrappers") {
+        return true;
+    }
+    group == GROUP && plural == PLURAL && matches!(verb, "create" | "get" | "list" | "watch")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pem_for(cn: &str, orgs: &[&str]) -> String {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::default();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        for o in orgs {
+            p.distinguished_name
+                .push(rcgen::DnType::OrganizationName, *o);
+        }
+        p.serialize_request(&key).expect("csr").pem().expect("pem")
+    }
+
+    #[test]
+    fn parses_subject_and_verifies_signature() {
+        let pem = pem_for("system:node:n1", &["system:nodes"]);
+        let r = parse_request(pem.as_bytes()).expect("parse");
+        assert_eq!(r.cn, "system:node:n1");
+        assert_eq!(r.orgs, vec!["system:nodes"]);
+        assert_eq!(r.public_key.len(), 65);
+        // A flipped bit in the signed info fails verification.
+        let der_b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        let mut der = base64::engine::general_purpose::STANDARD
+            .decode(der_b64)
+            .expect("b64");
+        let at = der.windows(2).position(|w| w == b"n1").expect("CN in DER");
+        der[at + 1] = b'2';
+        let bad = format!(
+            "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
+            base64::engine::general_purpose::STANDARD.encode(der)
+        );
+        assert!(parse_request(bad.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn approves_bootstrapper_node_client_csrs_only() {
+        let pem = pem_for("system:node:n1", &["system:nodes"]);
+        let req = parse_request(pem.as_bytes()).expect("parse");
+        let csr = |user: &str, groups: &[&str], usages: &[&str]| json!({"spec": {"username": user, "groups": groups, "usages": usages}});
+        let u = ["digital signature", "client auth"];
+        assert!(approvable(
+            &csr("system:bootstrap:abcdef", &["system:bootstrappers"], &u),
+            &req
+        ));
+        assert!(approvable(
+            &csr("system:node:n1", &["system:nodes"], &u),
+            &req
+        ));
+        assert!(!approvable(
+            &csr("system:node:n2", &["system:nodes"], &u),
+            &req
+        ));
+        let server = ["digital signature", "server auth"];
+        assert!(!approvable(
+            &csr("x", &["system:bootstrappers"], &server),
+            &req
+        ));
+    }
+}
