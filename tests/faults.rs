@@ -49,8 +49,12 @@ fn kill_9_mid_burst_restarts_no_running_container() {
         })
     });
     cl.env.kill_kubelet();
-    // What runs once the kubelet is gone, including starts that were in
-    // flight at the kill and completed in containerd.
+    // What runs once the kubelet is gone and containerd has settled: a
+    // StartContainer the kill cut short may have started the task and then
+    // been failed by containerd (StartError), which may be retried; a start
+    // that completed must be adopted. Nothing else changes the containers
+    // while no kubelet runs.
+    std::thread::sleep(secs(3));
     let at_kill = cl.env.snapshot();
     let before = running_containers(&at_kill);
     let sandboxes_before: HashMap<&str, String> = at_kill
