@@ -75,19 +75,14 @@ impl EvictionDeps for KubeletDeps {
             .runtime()
             .image_fs_info()
             .map_err(|e| format!("image filesystem info: {e}"))?;
-        let mount = info
-            .image_filesystems
-            .first()
-            .and_then(|f| f.fs_id.as_ref())
-            .map(|id| id.mountpoint.clone())
-            .filter(|m| !m.is_empty())
+        let mount = crate::cri::image_fs_mountpoint(&info)
             .ok_or("the runtime reported no image filesystem")?;
         let dev = |p: &Path| {
             std::fs::metadata(p)
                 .map(|m| m.dev())
                 .map_err(|e| format!("stat {}: {e}", p.display()))
         };
-        Ok(dev(Path::new(&mount))? != dev(&self.kubelet.settings.root_dir)?)
+        Ok(dev(Path::new(mount))? != dev(&self.kubelet.settings.root_dir)?)
     }
 
     fn delete_unused_images(&self) -> Result<(), String> {

@@ -107,13 +107,7 @@ pub fn from_yaml(text: &str, base_dir: &Path) -> anyhow::Result<RestConfig> {
 }
 
 fn build(kc: &KubeConfig, base: &Path) -> Result<RestConfig, FieldError> {
-    let (ctx_idx, ctx) = current_context(kc)?;
-    let (ci, cluster) = find(&kc.clusters, |c| c.name == ctx.cluster).ok_or_else(|| {
-        field_err(
-            format!("contexts[{ctx_idx}].context.cluster"),
-            format!("cluster {:?} not found in clusters", ctx.cluster),
-        )
-    })?;
+    let (ctx_idx, ctx, ci, cluster) = current_cluster(kc)?;
     let user = if ctx.user.is_empty() {
         None
     } else {
@@ -161,6 +155,19 @@ fn current_context(kc: &KubeConfig) -> Result<(usize, &Context), FieldError> {
                 format!("context {:?} not found in contexts", kc.current_context),
             )
         })
+}
+
+/// The current context and the cluster it names, with their indices for
+/// error fields.
+fn current_cluster(kc: &KubeConfig) -> Result<(usize, &Context, usize, &NamedCluster), FieldError> {
+    let (ctx_idx, ctx) = current_context(kc)?;
+    let (ci, cluster) = find(&kc.clusters, |c| c.name == ctx.cluster).ok_or_else(|| {
+        field_err(
+            format!("contexts[{ctx_idx}].context.cluster"),
+            format!("cluster {:?} not found in clusters", ctx.cluster),
+        )
+    })?;
+    Ok((ctx_idx, ctx, ci, cluster))
 }
 
 fn server_url(ci: usize, c: &Cluster) -> Result<String, FieldError> {
@@ -345,13 +352,7 @@ pub fn load_current(path: &Path) -> anyhow::Result<CurrentEntries> {
 }
 
 fn current_entries(kc: &KubeConfig, base: &Path) -> Result<CurrentEntries, FieldError> {
-    let (ctx_idx, ctx) = current_context(kc)?;
-    let (ci, cluster) = find(&kc.clusters, |c| c.name == ctx.cluster).ok_or_else(|| {
-        field_err(
-            format!("contexts[{ctx_idx}].context.cluster"),
-            format!("cluster {:?} not found in clusters", ctx.cluster),
-        )
-    })?;
+    let (_, ctx, ci, cluster) = current_cluster(kc)?;
     let c = &cluster.cluster;
     let ca_data = non_empty(&c.certificate_authority_data)
         .map(|d| {

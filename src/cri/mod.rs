@@ -16,4 +16,4 @@ pub mod remote;
 pub mod services;
 
 pub use remote::{AsyncStop, CriError, RemoteRuntime};
-pub use services::{ImageService, RuntimeService};
+pub use services::{image_fs_mountpoint, ImageService, RuntimeService};

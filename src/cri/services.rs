@@ -22,6 +22,16 @@ pub trait ImageService: Send + Sync {
     fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, CriError>;
 }
 
+/// The mount point of the runtime's (first) image filesystem, as
+/// ImageFsInfo reports it; `None` when it names none.
+pub fn image_fs_mountpoint(info: &api::ImageFsInfoResponse) -> Option<&str> {
+    info.image_filesystems
+        .first()
+        .and_then(|f| f.fs_id.as_ref())
+        .map(|id| id.mountpoint.as_str())
+        .filter(|m| !m.is_empty())
+}
+
 /// The runtime (container and sandbox) calls of modules on the seam.
 pub trait RuntimeService: Send + Sync {
     fn list_containers(

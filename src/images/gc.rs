@@ -324,15 +324,9 @@ impl ImageGcManager {
                 what: "image filesystem info",
                 source,
             })?;
-        let mount = info
-            .image_filesystems
-            .first()
-            .and_then(|f| f.fs_id.as_ref())
-            .map(|id| id.mountpoint.clone())
-            .filter(|m| !m.is_empty())
-            .ok_or_else(|| {
-                ImageGcError::ImageFs("the runtime reported no image filesystem".into())
-            })?;
+        let mount = crate::cri::image_fs_mountpoint(&info).ok_or_else(|| {
+            ImageGcError::ImageFs("the runtime reported no image filesystem".into())
+        })?;
         let fs =
             (self.statfs)(Path::new(&mount)).map_err(|e| ImageGcError::ImageFs(e.to_string()))?;
         Ok((fs.capacity, fs.available))
