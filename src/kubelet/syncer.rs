@@ -324,6 +324,10 @@ impl PodSyncer for Syncer {
         status: &PodStatus,
     ) -> Result<bool, SyncFailure> {
         log::debug!("pod {}: sync ({update:?})", pod.full_name());
+        // The prober first: a container without a readiness probe is ready
+        // once the prober knows it runs, and the status below reads that
+        // (upstream's generateAPIPodStatus calls UpdatePodStatus first).
+        self.tell_prober(pod, status);
         let phase = self.update_status(pod, status, false);
         if phase.is_terminal() {
             log::info!("pod {} reached phase {phase}", pod.full_name());
@@ -350,7 +354,6 @@ impl PodSyncer for Syncer {
             return Err(e.into());
         }
         self.ensure_pod_cgroup(pod)?;
-        self.tell_prober(pod, status);
         let probes = self.probe_results(pod, status);
         let reasons = self.runtime.waiting_reasons(pod.uid());
         let errors = self.runtime.sync_pod(pod, status, &probes);
