@@ -1,6 +1,7 @@
 //! rkubelet: a synchronous, thread-per-module Kubernetes node agent.
 
 mod app;
+mod apparmor;
 mod certificate;
 mod client;
 mod cm;
@@ -29,10 +30,12 @@ mod podutil;
 mod podworkers;
 mod prober;
 mod runonce;
+mod runtimeclass;
 mod secret;
 mod server;
 mod stats;
 mod status;
+mod sysctl;
 mod token;
 mod types;
 mod util;

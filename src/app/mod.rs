@@ -30,6 +30,7 @@ use crate::kubelet::{ClusterDeps, Kubelet, LoopChannels, Managers, Settings};
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags, LoadError};
 use crate::kuberuntime::lifecycle::RuntimeExec;
 use crate::kuberuntime::{KubeRuntimeManager, RuntimeManagerConfig};
+use crate::lifecycle::handlers::SecurityAdmitHandlers;
 use crate::metrics;
 use crate::pleg::GenericPleg;
 use crate::pod::mirror_client::{MirrorClient, NodeUid};
@@ -174,6 +175,8 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         sync_frequency: config.sync_frequency.0,
         max_pods: usize::try_from(config.max_pods).unwrap_or(0),
         pod_workers: POD_WORKER_THREADS,
+        security: SecurityAdmitHandlers::for_node(&config.allowed_unsafe_sysctls)
+            .map_err(anyhow::Error::msg)?,
     };
     std::fs::create_dir_all(&settings.root_dir)
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
@@ -202,10 +205,15 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             container_logs_dir: container_logs_dir(&config.pod_logs_dir),
             node_allocatable: allocatable,
             pod_cgroups: container_manager.as_ref().map(|cm| cm.namer()),
+            seccomp_default: config.seccomp_default,
         },
         Arc::clone(&recorder),
     ));
 
+    if let Some(w) = &volume_deps.watches {
+        let classes = crate::runtimeclass::Manager::start(w).context("watch RuntimeClasses")?;
+        manager.set_runtime_classes(classes);
+    }
     let pod_config = Arc::new(PodConfig::try_new().context("start the pod config merger")?);
     owned.extend(
         start_sources(config, &node, &pod_config, &shutdown)?

@@ -58,6 +58,9 @@ pub struct VolumeDeps {
     pub objects: Option<ApiObjects>,
     /// For the pod manager: the secret and configMap managers.
     pub registrars: Vec<Arc<dyn PodRegistrar>>,
+    /// The `object-watches` multiplexer (cluster mode), which the
+    /// RuntimeClass watch shares.
+    pub watches: Option<Arc<MultiWatch>>,
 }
 
 /// The token manager, the secret and configMap managers (cluster mode
@@ -81,6 +84,7 @@ pub fn volume_managers(
             volume_manager: VolumeManager::new(host, flags.root_dir.clone(), Arc::clone(recorder)),
             objects: None,
             registrars: Vec::new(),
+            watches: None,
         });
     };
     let tokens = Arc::new(TokenManager::new(Box::new(ApiTokenRequester::new(
@@ -123,6 +127,7 @@ pub fn volume_managers(
         volume_manager,
         objects: Some(objects),
         registrars,
+        watches: Some(watches),
     })
 }
 

@@ -206,10 +206,16 @@ impl RemoteRuntime {
         })
     }
 
-    pub fn run_pod_sandbox(&self, config: api::PodSandboxConfig) -> Result<String> {
+    /// `runtime_handler` is the RuntimeClass's handler; "" is the default.
+    pub fn run_pod_sandbox(
+        &self,
+        config: api::PodSandboxConfig,
+        runtime_handler: &str,
+    ) -> Result<String> {
         timed("run_pod_sandbox", || {
             let req = api::RunPodSandboxRequest {
                 config: Some(config).into(),
+                runtime_handler: runtime_handler.to_string(),
                 ..Default::default()
             };
             self.runtime

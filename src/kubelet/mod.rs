@@ -68,6 +68,8 @@ pub struct Settings {
     pub sync_frequency: Duration,
     pub max_pods: usize,
     pub pod_workers: usize,
+    /// The sysctl allowlist and the host's AppArmor support (admission).
+    pub security: crate::lifecycle::handlers::SecurityAdmitHandlers,
 }
 
 #[derive(Default)]
@@ -552,11 +554,16 @@ impl Kubelet {
                 let active = self.active_pods();
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
                 let max_pods = self.settings.max_pods as i64;
-                // The eviction manager's handler comes first, as upstream.
+                // In upstream's order: eviction, sysctls, the predicates, AppArmor.
+                let security = &self.settings.security;
                 let admitted = self
                     .eviction
                     .admit(&pod)
-                    .and_then(|()| admission::admit(&pod, &active, node.as_ref(), max_pods));
+                    .and_then(|()| security.sysctls.admit(&pod))
+                    .and_then(|()| admission::admit(&pod, &active, node.as_ref(), max_pods))
+                    .and_then(|()| {
+                        crate::lifecycle::handlers::admit_apparmor(&security.apparmor, &pod)
+                    });
                 if let Err(r) = admitted {
                     self.reject_pod(&pod, &r.reason, &r.message);
                     continue;

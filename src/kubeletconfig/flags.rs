@@ -527,6 +527,9 @@ pub(crate) struct Cli {
     /// Register the node with the given taints ("<key>=<value>:<effect>", comma separated).
     #[arg(long, value_name = "TAINT,...", value_parser = parse_taints, action = ArgAction::Append)]
     pub register_with_taints: Vec<Taints>,
+    /// Comma-separated unsafe sysctls or sysctl patterns (ending in *) pods may set.
+    #[arg(long, value_name = "SYSCTL,...", value_parser = parse_list, action = ArgAction::Append)]
+    pub allowed_unsafe_sysctls: Vec<List>,
     /// Use RuntimeDefault as the default seccomp profile for all workloads.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub seccomp_default: Option<bool>,
@@ -748,7 +751,13 @@ impl Cli {
                 set.insert(field, flag);
             }
         }
-        let lists: [ListFlag; 3] = [
+        let lists: [ListFlag; 4] = [
+            (
+                &self.allowed_unsafe_sysctls,
+                &mut cfg.allowed_unsafe_sysctls,
+                "allowedUnsafeSysctls",
+                "--allowed-unsafe-sysctls",
+            ),
             (
                 &self.cluster_dns,
                 &mut cfg.cluster_dns,
@@ -977,6 +986,17 @@ mod tests {
         let mut cfg = KubeletConfiguration::default();
         c.apply_to(&mut cfg);
         assert_eq!(cfg.cluster_dns, vec!["10.0.0.10", "10.0.0.11", "fd00::a"]);
+    }
+
+    #[test]
+    fn allowed_unsafe_sysctls_flag_sets_the_list() {
+        let c = ok(&["--allowed-unsafe-sysctls=kernel.msg*,net.core.somaxconn"]);
+        let mut cfg = KubeletConfiguration::default();
+        c.apply_to(&mut cfg);
+        assert_eq!(
+            cfg.allowed_unsafe_sysctls,
+            vec!["kernel.msg*", "net.core.somaxconn"]
+        );
     }
 
     #[test]

@@ -8,34 +8,13 @@ use anyhow::{bail, Context};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
 use protobuf::EnumOrUnknown;
 
-use super::{labels, sandbox, RuntimeManagerConfig};
+use super::{labels, sandbox, security_context, RuntimeManagerConfig};
 use crate::cri::api;
 use crate::fieldpath::{self, PodFacts};
 use crate::podutil::PodExt;
 use crate::util::quantity;
 use crate::volume::MountedVolume;
 
-/// Upstream's defaults for what an unprivileged container may not see.
-const DEFAULT_MASKED_PATHS: &[&str] = &[
-    "/proc/asound",
-    "/proc/acpi",
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/proc/sched_debug",
-    "/proc/scsi",
-    "/sys/firmware",
-    "/sys/devices/virtual/powercap",
-];
-const DEFAULT_READONLY_PATHS: &[&str] = &[
-    "/proc/bus",
-    "/proc/fs",
-    "/proc/irq",
-    "/proc/sys",
-    "/proc/sysrq-trigger",
-];
 const MIN_CPU_SHARES: i64 = 2;
 const MIN_QUOTA_PERIOD_US: i64 = 1000;
 
@@ -53,6 +32,8 @@ pub struct ContainerContext<'a> {
     pub volumes: &'a HashMap<String, MountedVolume>,
     /// The node's IPs for `status.hostIP(s)` (upstream: from the Node).
     pub host_ips: &'a [String],
+    /// The image's user, looked up when `runAsNonRoot` must be verified.
+    pub image_user: Option<&'a security_context::ImageUser>,
 }
 
 /// The API objects container environments can refer to.
@@ -96,6 +77,10 @@ pub fn generate_container_config(
     ctx: &ContainerContext<'_>,
 ) -> anyhow::Result<api::ContainerConfig> {
     let c = ctx.container;
+    if let Some(user) = ctx.image_user {
+        security_context::verify_run_as_non_root(ctx.pod, c, user).map_err(anyhow::Error::msg)?;
+    }
+    let linux = linux_config(ctx)?;
     let env = resolve_env(ctx)?;
     let expand = |v: &Vec<String>| v.iter().map(|s| expand_vars(s, &env)).collect::<Vec<_>>();
     Ok(api::ContainerConfig {
@@ -129,69 +114,25 @@ pub fn generate_container_config(
         stdin: c.stdin.unwrap_or(false),
         stdin_once: c.stdin_once.unwrap_or(false),
         tty: c.tty.unwrap_or(false),
-        linux: Some(linux_config(ctx)).into(),
+        linux: Some(linux).into(),
         ..Default::default()
     })
 }
 
-fn linux_config(ctx: &ContainerContext<'_>) -> api::LinuxContainerConfig {
-    let sc = ctx.container.security_context.as_ref();
-    let pod_sc = ctx.pod.spec_or_default().security_context.as_ref();
-    let privileged = sc.and_then(|s| s.privileged).unwrap_or(false);
-    let caps = sc.and_then(|s| s.capabilities.as_ref());
-    let int64 = |v: Option<i64>| {
-        v.map(|value| api::Int64Value {
-            value,
-            ..Default::default()
-        })
-        .into()
+fn linux_config(ctx: &ContainerContext<'_>) -> anyhow::Result<api::LinuxContainerConfig> {
+    let seccomp_root = ctx.cfg.root_dir.join("seccomp");
+    let opts = security_context::SecurityOptions {
+        seccomp_root: &seccomp_root,
+        seccomp_default: ctx.cfg.seccomp_default,
     };
-    api::LinuxContainerConfig {
+    let mut sc = security_context::container_security_context(ctx.pod, ctx.container, opts)
+        .map_err(anyhow::Error::msg)?;
+    sc.namespace_options = Some(sandbox::namespace_options(ctx.pod)).into();
+    Ok(api::LinuxContainerConfig {
         resources: Some(resources(ctx)).into(),
-        security_context: Some(api::LinuxContainerSecurityContext {
-            privileged,
-            namespace_options: Some(sandbox::namespace_options(ctx.pod)).into(),
-            run_as_user: int64(
-                sc.and_then(|s| s.run_as_user)
-                    .or(pod_sc.and_then(|s| s.run_as_user)),
-            ),
-            run_as_group: int64(
-                sc.and_then(|s| s.run_as_group)
-                    .or(pod_sc.and_then(|s| s.run_as_group)),
-            ),
-            readonly_rootfs: sc
-                .and_then(|s| s.read_only_root_filesystem)
-                .unwrap_or(false),
-            no_new_privs: sc.and_then(|s| s.allow_privilege_escalation) == Some(false),
-            capabilities: caps
-                .map(|c| api::Capability {
-                    add_capabilities: c.add.clone().unwrap_or_default(),
-                    drop_capabilities: c.drop.clone().unwrap_or_default(),
-                    ..Default::default()
-                })
-                .into(),
-            supplemental_groups: pod_sc
-                .and_then(|s| s.supplemental_groups.clone())
-                .unwrap_or_default(),
-            masked_paths: if privileged {
-                vec![]
-            } else {
-                strings(DEFAULT_MASKED_PATHS)
-            },
-            readonly_paths: if privileged {
-                vec![]
-            } else {
-                strings(DEFAULT_READONLY_PATHS)
-            },
-            ..Default::default()
-        })
-        .into(),
+        security_context: Some(sc).into(),
         ..Default::default()
-    }
-}
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
+    })
 }
 
 /// Requests and limits as cgroup settings (upstream

@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub mod post_start;
 pub mod qos;
 pub mod sandbox;
+pub mod security_context;
 mod sidecar;
 mod start;
 pub mod termination;
@@ -66,6 +67,9 @@ pub struct RuntimeManagerConfig {
     /// With cgroupsPerQOS: names each pod's cgroup, the sandbox's
     /// cgroup_parent. None leaves the choice to the runtime.
     pub pod_cgroups: Option<crate::cm::PodCgroupNamer>,
+    /// `seccompDefault`: containers without a seccomp profile get
+    /// RuntimeDefault rather than Unconfined.
+    pub seccomp_default: bool,
 }
 
 impl RuntimeManagerConfig {
@@ -85,6 +89,7 @@ impl RuntimeManagerConfig {
             container_logs_dir: std::env::temp_dir().join("rkubelet-test-containers"),
             node_allocatable: crate::fieldpath::NodeAllocatable::default(),
             pod_cgroups: None,
+            seccomp_default: false,
         }
     }
 }
@@ -193,6 +198,8 @@ pub struct KubeRuntimeManager {
     post_start: post_start::PostStartHooks,
     /// Runs httpGet and sleep hooks (exec hooks are async CRI calls).
     hook_runner: Arc<HandlerRunner>,
+    /// RuntimeClass -> handler, with an API server; None in standalone mode.
+    runtime_classes: std::sync::RwLock<Option<Arc<crate::runtimeclass::Manager>>>,
 }
 
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
@@ -236,6 +243,31 @@ impl KubeRuntimeManager {
             killer: killer::Killer::new(Arc::clone(&runtime) as Arc<dyn killer::StopContainer>),
             post_start: post_start::PostStartHooks::default(),
             hook_runner: Arc::default(),
+            runtime_classes: std::sync::RwLock::new(None),
+        }
+    }
+
+    /// With an API server: where `runtimeClassName` is resolved.
+    pub fn set_runtime_classes(&self, m: Arc<crate::runtimeclass::Manager>) {
+        *self
+            .runtime_classes
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(m);
+    }
+
+    /// The pod's RuntimeClass handler (upstream createPodSandbox's
+    /// LookupRuntimeHandler); standalone mode has no classes to look in.
+    fn runtime_handler(&self, pod: &Pod) -> Result<String, crate::runtimeclass::LookupError> {
+        let name = pod.spec_or_default().runtime_class_name.as_deref();
+        let classes = self
+            .runtime_classes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match (classes, name.filter(|n| !n.is_empty())) {
+            (_, None) => Ok(String::new()),
+            (Some(m), name) => m.lookup_runtime_handler(name),
+            (None, Some(n)) => Err(crate::runtimeclass::LookupError::NoApiServer(n.into())),
         }
     }
 
@@ -527,6 +559,38 @@ impl KubeRuntimeManager {
     }
 
     fn create_sandbox(&self, pod: &Pod, attempt: u32) -> Result<(String, Vec<String>), SyncError> {
+        // Upstream: the event carries the error, the pod's status the
+        // longer message createPodSandbox builds.
+        let fail = |err: String| {
+            self.recorder.pod_event(
+                pod,
+                EventType::Warning,
+                events::FAILED_CREATE_POD_SANDBOX,
+                &format!("Failed to create pod sandbox: {err}"),
+            );
+            let msg = format!(
+                "Failed to create sandbox for pod \"{}({})\": {err}",
+                pod.full_name(),
+                pod.uid()
+            );
+            SyncError::new(None, "CreatePodSandboxError", msg)
+        };
+        let handler = self.runtime_handler(pod).map_err(|e| {
+            crate::metrics::started_pod(false);
+            fail(e.to_string())
+        })?;
+        if !handler.is_empty() {
+            log::info!(
+                "pod {}: running with runtime handler {handler:?}",
+                pod.full_name()
+            );
+        }
+        for field in security_context::unsupported_fields(pod) {
+            log::warn!(
+                "pod {}: {field} is not supported by rkubelet and is ignored",
+                pod.full_name()
+            );
+        }
         let config = sandbox::generate_sandbox_config(pod, attempt, &self.cfg);
         std::fs::create_dir_all(&config.log_directory).map_err(|e| {
             SyncError::new(
@@ -535,18 +599,9 @@ impl KubeRuntimeManager {
                 format!("create pod log directory {}: {e}", config.log_directory),
             )
         })?;
-        let result = self.runtime.run_pod_sandbox(config);
+        let result = self.runtime.run_pod_sandbox(config, &handler);
         crate::metrics::started_pod(result.is_ok());
-        let id = result.map_err(|e| {
-            let msg = format!("Failed to create pod sandbox: {e}");
-            self.recorder.pod_event(
-                pod,
-                EventType::Warning,
-                events::FAILED_CREATE_POD_SANDBOX,
-                &msg,
-            );
-            SyncError::new(None, "CreatePodSandboxError", msg)
-        })?;
+        let id = result.map_err(|e| fail(e.to_string()))?;
         let status = self
             .runtime
             .pod_sandbox_status(&id)

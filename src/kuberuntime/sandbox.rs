@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use protobuf::EnumOrUnknown;
 
 use super::labels;
+use super::security_context;
 use super::RuntimeManagerConfig;
 use crate::container::SandboxStatus;
 use crate::cri::api;
@@ -48,35 +49,17 @@ pub fn generate_sandbox_config(
         linux: Some(api::LinuxPodSandboxConfig {
             security_context: Some(api::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespace_options(pod)).into(),
-                privileged: pod
-                    .containers()
-                    .iter()
-                    .chain(pod.init_containers())
-                    .any(|c| {
-                        c.security_context
-                            .as_ref()
-                            .and_then(|s| s.privileged)
-                            .unwrap_or(false)
-                    }),
-                run_as_user: spec
-                    .security_context
-                    .as_ref()
-                    .and_then(|s| s.run_as_user)
-                    .map(|v| api::Int64Value {
-                        value: v,
-                        ..Default::default()
-                    })
-                    .into(),
-                ..Default::default()
+                ..security_context::sandbox_security_context(pod)
             })
             .into(),
+            // Names in the dotted form (upstream ConvertPodSysctlsVariableToDotsSeparator).
             sysctls: spec
                 .security_context
                 .as_ref()
                 .and_then(|s| s.sysctls.as_ref())
                 .into_iter()
                 .flatten()
-                .map(|s| (s.name.clone(), s.value.clone()))
+                .map(|s| (crate::sysctl::normalize_name(&s.name), s.value.clone()))
                 .collect(),
             // Upstream GetPodCgroupParent: containerd places the sandbox
             // and every container of the pod below it.

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::lifecycle::HookAction;
 use super::{
-    container, ephemeral, labels, lifecycle, pull_secrets, sandbox, KubeRuntimeManager, SyncError,
-    CRASH_BACKOFF_INITIAL,
+    container, ephemeral, labels, lifecycle, pull_secrets, sandbox, security_context,
+    KubeRuntimeManager, SyncError, CRASH_BACKOFF_INITIAL,
 };
 use crate::container::{ContainerState, PodStatus};
 use crate::cri::api;
@@ -83,7 +83,9 @@ impl KubeRuntimeManager {
             .map(|v| v.mounted_volumes(t.pod.uid()))
             .unwrap_or_default();
         let host_ips = self.host_ips();
+        let image_user = self.image_user_if_needed(t.pod, c, &image_ref)?;
         let ctx = container::ContainerContext {
+            image_user: image_user.as_ref(),
             volumes: &volumes,
             host_ips: &host_ips,
             pod: t.pod,
@@ -99,17 +101,7 @@ impl KubeRuntimeManager {
                 ephemeral::set_pid_target(t.pod, &c.name, t.status, &mut config)?;
                 Ok(config)
             })
-            .map_err(|e| {
-                let msg = format!("Error: {e:#}");
-                self.recorder.pod_container_event(
-                    t.pod,
-                    &c.name,
-                    EventType::Warning,
-                    events::FAILED_TO_CREATE_CONTAINER,
-                    &msg,
-                );
-                SyncError::new(Some(&c.name), "CreateContainerConfigError", msg)
-            })?;
+            .map_err(|e| self.config_error(t.pod, c, format!("{e:#}")))?;
         let kind = container_metric_label(t.pod, c);
         crate::metrics::started_container(kind);
         let id = self
@@ -156,6 +148,39 @@ impl KubeRuntimeManager {
         self.link_container_log(t.pod, c, &id, restart_count);
         self.run_post_start(t, c, &id);
         Ok(())
+    }
+
+    /// Upstream's ErrCreateContainerConfig: the container waits with the
+    /// message, and an event carries it after "Error: ".
+    fn config_error(&self, pod: &Pod, c: &Container, msg: String) -> SyncError {
+        self.recorder.pod_container_event(
+            pod,
+            &c.name,
+            EventType::Warning,
+            events::FAILED_TO_CREATE_CONTAINER,
+            &format!("Error: {msg}"),
+        );
+        SyncError::new(Some(&c.name), "CreateContainerConfigError", msg)
+    }
+
+    /// The image's user from CRI ImageStatus (upstream getImageUser), only
+    /// when `runAsNonRoot` needs it: the runtime applies the image's user
+    /// itself otherwise, so the common start costs no extra call.
+    fn image_user_if_needed(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        image_ref: &str,
+    ) -> Result<Option<security_context::ImageUser>, SyncError> {
+        if !security_context::needs_image_user(pod, c) {
+            return Ok(None);
+        }
+        match self.runtime.image_status(image_ref) {
+            Ok(image) => Ok(Some(security_context::ImageUser::from_image(
+                image.as_ref(),
+            ))),
+            Err(e) => Err(self.config_error(pod, c, e.to_string())),
+        }
     }
 
     /// The /var/log/containers symlink log collectors look for.

@@ -4,3 +4,4 @@
 
 pub mod admission;
 pub mod handler_runner;
+pub mod handlers;

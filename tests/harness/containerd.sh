@@ -205,6 +205,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         SystemdCgroup = false
         # runc state of CRI containers stays under DIR too.
         Root = "$dir/runc"
+    # A second handler for RuntimeClass tests: runc again, under its own name.
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc-test]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc-test.options]
+        SystemdCgroup = false
+        Root = "$dir/runc"
 EOF
 }
 

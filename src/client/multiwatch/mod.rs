@@ -38,6 +38,14 @@ pub const THREAD_NAME: &str = "object-watches";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WatchId(u64);
 
+#[cfg(test)]
+impl WatchId {
+    /// An id for sinks driven by hand in tests.
+    pub fn for_tests(n: u64) -> WatchId {
+        WatchId(n)
+    }
+}
+
 /// What to list and watch: a collection path narrowed by a field selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchTarget {

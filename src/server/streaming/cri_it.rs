@@ -183,7 +183,9 @@ fn real_containerd() {
         .into(),
         ..Default::default()
     };
-    let sandbox = rt.run_pod_sandbox(sb_cfg.clone()).expect("RunPodSandbox");
+    let sandbox = rt
+        .run_pod_sandbox(sb_cfg.clone(), "")
+        .expect("RunPodSandbox");
     let _cleanup = Cleanup {
         rt: Arc::clone(&rt),
         sandbox: sandbox.clone(),

@@ -811,6 +811,7 @@ fn create(
     kinds::apply_defaults(def, &mut obj);
     if def.is("", "pods") {
         crate::admission::admit_pod_create(&g, &ns, &admission_name, &mut obj)?;
+        crate::runtimeclass::admit_pod_create(&g, &admission_name, &mut obj)?;
     }
     kinds::reset_status_on_create(def, &mut obj);
     let name = name_of(&obj).to_string();

@@ -280,7 +280,7 @@ pub fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
 // ---------------------------------------------------------------- validation
 
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+pub const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -418,6 +418,9 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> FieldErr
         ("", "pods") => validate_pod(obj, old, &mut errs),
         ("", "configmaps") | ("", "secrets") => {
             crate::volumekinds::validate(def, obj, old, &mut errs)
+        }
+        (crate::runtimeclass::GROUP, crate::runtimeclass::PLURAL) => {
+            crate::runtimeclass::validate(obj, old, &mut errs)
         }
         ("coordination.k8s.io", "leases") => {
             if let Some(d) = get(obj, &["spec", "leaseDurationSeconds"]).and_then(|x| x.as_i64()) {

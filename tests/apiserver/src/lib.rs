@@ -16,6 +16,7 @@ pub mod patch;
 pub mod pvcontroller;
 pub mod resources;
 pub mod reviews;
+pub mod runtimeclass;
 pub mod selectors;
 pub mod server;
 pub mod status;
