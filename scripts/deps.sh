@@ -21,7 +21,7 @@
 # do not need it).
 set -euo pipefail
 
-pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file curl make bc)
+pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file curl make bc dbus)
 
 say() { echo "deps.sh: $*" >&2; }
 die() { say "$*"; exit 1; }

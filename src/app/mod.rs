@@ -41,6 +41,7 @@ use crate::types;
 use crate::util::worker::{self, Worker};
 
 mod eviction;
+mod nodeshutdown;
 mod servers;
 mod shutdown;
 mod volumes;
@@ -246,6 +247,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             token_manager: volume_deps.tokens.clone(),
             container_manager,
             eviction: eviction::eviction_manager(config)?,
+            node_shutdown: crate::nodeshutdown::Manager::from_config(config),
         },
     );
     for r in &volume_deps.registrars {
@@ -324,10 +326,15 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .map(Worker::adopt),
     );
     owned.push(start_log_manager(config, &kubelet, &shutdown)?);
+    owned.extend(nodeshutdown::start_node_shutdown_manager(
+        &kubelet, &recorder, &shutdown,
+    )?);
     owned.extend(
         crate::oom::start(Arc::clone(&recorder), kubepods_v2, &shutdown)
             .context("spawn oom thread")?,
     );
+    // Upstream notifies once RunKubelet has started the kubelet and healthz.
+    crate::util::sd_notify::notify_logged(crate::util::sd_notify::READY);
     kubelet.sync_loop(&LoopChannels {
         config: pod_config.updates(),
         pleg: pleg_rx,
@@ -335,6 +342,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         shutdown,
     });
     log::info!("sync loop stopped; stopping the modules");
+    crate::util::sd_notify::notify_logged(crate::util::sd_notify::STOPPING);
     stop_modules(owned);
     log::info!("exiting");
     Ok(0)

@@ -9,7 +9,7 @@ mod sync_error;
 mod syncer;
 
 pub use runtime_state::{RuntimeCondition, RuntimeState, RuntimeStatus};
-pub use syncer::Syncer;
+pub use syncer::{KilledStatus, Syncer};
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -111,6 +111,8 @@ pub struct Kubelet {
     pub container_deletor: pod_container_deletor::PodContainerDeletor,
     /// The node's pressure conditions and the eviction admission rule.
     pub eviction: Arc<crate::eviction::Manager>,
+    /// Graceful node shutdown: its admission rule and Ready error.
+    pub node_shutdown: Arc<crate::nodeshutdown::Manager>,
 }
 
 /// The managers the kubelet is built from besides the runtime (upstream
@@ -122,6 +124,7 @@ pub struct Managers {
     /// None when cgroupsPerQOS is off.
     pub container_manager: Option<Arc<ContainerManager>>,
     pub eviction: Arc<crate::eviction::Manager>,
+    pub node_shutdown: Arc<crate::nodeshutdown::Manager>,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -151,6 +154,7 @@ impl Kubelet {
             token_manager,
             container_manager,
             eviction,
+            node_shutdown,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::default());
@@ -228,6 +232,7 @@ impl Kubelet {
             volume_manager,
             container_deletor: Default::default(),
             eviction,
+            node_shutdown,
         })
     }
 
@@ -463,7 +468,8 @@ impl Kubelet {
                 let admitted = self
                     .eviction
                     .admit(&pod)
-                    .and_then(|()| admission::admit(&pod, &active, node.as_ref(), max_pods));
+                    .and_then(|()| admission::admit(&pod, &active, node.as_ref(), max_pods))
+                    .and_then(|()| self.node_shutdown.admit());
                 if let Err(r) = admitted {
                     self.reject_pod(&pod, &r.reason, &r.message);
                     continue;
