@@ -40,6 +40,7 @@ use crate::server::kubelet::{self as kubelet_server, ServerConfig};
 use crate::types;
 use crate::util::worker::{self, Worker};
 
+mod check;
 mod eviction;
 mod nodeshutdown;
 mod servers;
@@ -64,15 +65,28 @@ const MIN_SYNC_LOOP_HEALTH: Duration = Duration::from_secs(300);
 
 /// The process entry point: returns the exit code.
 pub fn main() -> i32 {
-    let (flags, config) = match kubeletconfig::load(std::env::args_os()) {
+    // `rkubelet check FLAGS...`: the preflight, with the flags a start takes.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let check = args.get(1).is_some_and(|a| a == "check");
+    if check {
+        args.remove(1);
+    }
+    let (flags, config) = match kubeletconfig::load(args) {
         Ok(v) => v,
         Err(LoadError::Clap(e)) => e.exit(),
+        Err(LoadError::Invalid(e)) if check => {
+            println!("FAIL  configuration: {e:#}\n      fix: correct the named flag or field");
+            return 1;
+        }
         Err(LoadError::Invalid(e)) => {
             eprintln!("rkubelet: {e:#}");
             return 1;
         }
     };
     crate::util::logging::init(flags.verbosity);
+    if check {
+        return check::run(&flags, &config);
+    }
     log::info!(
         "rkubelet {} (Kubernetes {})",
         kubeletconfig::VERSION,
