@@ -43,7 +43,7 @@ fn wait_for_runtime(kl: &Kubelet) -> Result<(), String> {
     let deadline = Instant::now() + RUNTIME_WAIT;
     loop {
         kl.update_runtime_up();
-        let errs = kl.runtime_state.runtime_errors();
+        let errs = kl.runtime_state().runtime_errors();
         if errs.is_empty() {
             return Ok(());
         }
@@ -83,7 +83,7 @@ fn run_pod(kl: &Kubelet, pod: &Arc<Pod>) -> Result<(), String> {
     let mut delay = FIRST_RETRY_DELAY;
     for _ in 0..MAX_RETRIES {
         let status = kl
-            .runtime
+            .runtime()
             .get_pod_status(pod.uid(), pod.name(), pod.namespace())
             .map_err(|e| e.to_string())?;
         let running = pod.containers().iter().all(|c| {
@@ -94,7 +94,7 @@ fn run_pod(kl: &Kubelet, pod: &Arc<Pod>) -> Result<(), String> {
         if running {
             return Ok(());
         }
-        if let Err(e) = kl.syncer.sync_pod(UpdateType::Create, pod, &status) {
+        if let Err(e) = kl.syncer().sync_pod(UpdateType::Create, pod, &status) {
             log::warn!("runonce: pod {}: {}", pod.full_name(), e.error);
         }
         std::thread::sleep(delay);
@@ -109,12 +109,12 @@ fn print_status(kl: &Kubelet, pods: &[Arc<Pod>]) {
     println!("{:<40} {:<10} {:<8} CONTAINERS", "POD", "PHASE", "READY");
     for pod in pods {
         let fresh = kl
-            .runtime
+            .runtime()
             .get_pod_status(pod.uid(), pod.name(), pod.namespace());
         if let Ok(st) = &fresh {
-            kl.syncer.refresh_status(pod, st);
+            kl.syncer().refresh_status(pod, st);
         }
-        let status = kl.status_manager.get(pod.uid()).unwrap_or_default();
+        let status = kl.status_manager().get(pod.uid()).unwrap_or_default();
         let cs = status.container_statuses.unwrap_or_default();
         let ready = cs.iter().filter(|c| c.ready).count();
         let states: Vec<String> = cs

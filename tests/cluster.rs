@@ -18,7 +18,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -28,40 +28,6 @@ use common::*;
 // --- one test's cluster (tests/common/cluster.rs), and what only these tests need ---
 
 impl Cluster {
-    /// Waits until the double has no pending faults left (rkubelet ran into
-    /// them all) and says how long that took.
-    fn wait_faults_consumed(&mut self, what: &str, timeout: Duration) -> Option<()> {
-        let t0 = Instant::now();
-        let done = poll(timeout, || {
-            self.env.assert_kubelet_alive();
-            (self.api.pending_faults() == 0).then_some(())
-        });
-        eprintln!(
-            "{what} consumed: {} after {:?}",
-            done.is_some(),
-            t0.elapsed()
-        );
-        done
-    }
-
-    fn renew_time(&self) -> Option<String> {
-        self.api.lease()?["spec"]["renewTime"]
-            .as_str()
-            .map(String::from)
-    }
-
-    /// Waits for a lease renewTime later than `after` (seconds since the epoch).
-    fn wait_renewed_after(&mut self, after: f64, timeout: Duration) -> String {
-        self.eventually(
-            timeout,
-            &format!("the lease renewed after {after:.6}"),
-            |api| {
-                let t = api.lease()?["spec"]["renewTime"].as_str()?.to_string();
-                (rfc3339_secs(&t)? > after).then_some(t)
-            },
-        )
-    }
-
     fn audit(&self) -> Vec<Value> {
         self.double.audit()
     }
@@ -201,6 +167,14 @@ fn registers_ready_and_renews_lease() {
 #[test]
 fn bound_pod_runs_and_reports_status() {
     let mut cl = Cluster::new("bound_pod_runs_and_reports_status", 22);
+    // Upstream's default resync: Ready must follow the running container at
+    // once, not at the pod's next periodic sync a minute later.
+    let config = std::fs::read_to_string(&cl.config).unwrap();
+    std::fs::write(
+        &cl.config,
+        config.replace("syncFrequency: 10s", "syncFrequency: 1m"),
+    )
+    .unwrap();
     cl.start_kubelet();
     let node = cl.wait_node_ready(secs(20));
 
@@ -321,6 +295,23 @@ fn bound_pod_runs_and_reports_status() {
         problems.len(),
         problems.join("\n"),
         pretty_status(&p)
+    );
+
+    // A burst: every pod is Ready well before a minute's resync would
+    // make it so (the prober must know a container runs before the status
+    // that reads its readiness is made).
+    let t1 = Instant::now();
+    let burst: Vec<String> = (0..12).map(|i| format!("burst-{i}")).collect();
+    for name in &burst {
+        cl.api.create_pod(&api_pod(name, SLEEPER));
+    }
+    for name in &burst {
+        cl.wait_pod_ready(name, secs(30));
+    }
+    eprintln!(
+        "{} pods Running+Ready after {:?}",
+        burst.len(),
+        t1.elapsed()
     );
 }
 
@@ -695,48 +686,6 @@ fn api_outage_keeps_pods_and_recovers() {
         );
         assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
     }
-}
-
-fn now_secs() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
-/// "2026-11-22T18:45:34.393398Z" (or without the fraction) as seconds since the epoch.
-fn rfc3339_secs(s: &str) -> Option<f64> {
-    let s = s.strip_suffix('Z')?;
-    let (date, time) = s.split_once('T')?;
-    let d: Vec<i64> = date
-        .split('-')
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let t: Vec<i64> = hms
-        .split(':')
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    if d.len() != 3 || t.len() != 3 {
-        return None;
-    }
-    // Days from the civil date (H. Hinnant's algorithm).
-    let (y, m) = if d[1] <= 2 {
-        (d[0] - 1, d[1] + 9)
-    } else {
-        (d[0], d[1] - 3)
-    };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * m + 2) / 5 + d[2] - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146097 + doe - 719468;
-    let frac: f64 = if frac.is_empty() {
-        0.0
-    } else {
-        format!("0.{frac}").parse().ok()?
-    };
-    Some((days * 86400 + t[0] * 3600 + t[1] * 60 + t[2]) as f64 + frac)
 }
 
 // 8 -------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ mod common;
 
 use std::fs;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use common::cluster::*;
 use common::*;
@@ -42,23 +42,6 @@ fn available_mib() -> u64 {
             .unwrap_or_else(|| panic!("no {k} in /proc/meminfo"))
     };
     (field("MemFree:") + field("Inactive(file):")) / 1024
-}
-
-fn wait_pod(cl: &mut Cluster, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let mut last = Value::Null;
-    let got = poll(secs(120), || {
-        cl.env.assert_kubelet_alive();
-        let p = cl.api.pod(name)?;
-        last = p.clone();
-        pred(&p).then_some(p)
-    });
-    got.unwrap_or_else(|| {
-        panic!(
-            "pod {name}: {what}: not within 120 s; last status:\n{}\nrkubelet log tail:\n{}",
-            pretty_status(&last),
-            cl.env.log_tail(60)
-        )
-    })
 }
 
 #[test]
@@ -98,7 +81,7 @@ fn memory_pressure_evicts_best_effort_first_and_refuses_new_ones() {
         "awk 'BEGIN {{ s = sprintf(\"%{HOG_BYTES}s\", \"\"); t = sprintf(\"%{HOG_BYTES}s\", \"\"); print length(s) + length(t); system(\"sleep 3600\") }}'"
     );
     cl.api.create_pod(&api_pod("hog", &hog));
-    let evicted = wait_pod(&mut cl, "hog", "evicted", |p| phase(p) == "Failed");
+    let evicted = cl.wait_pod("hog", secs(120), "evicted", |p| phase(p) == "Failed");
     assert_eq!(
         evicted["status"]["reason"],
         "Evicted",
@@ -144,7 +127,7 @@ fn memory_pressure_evicts_best_effort_first_and_refuses_new_ones() {
 
     // A new BestEffort pod is refused meanwhile; a Guaranteed one would not be.
     cl.api.create_pod(&api_pod("late", SLEEPER));
-    let refused = wait_pod(&mut cl, "late", "refused", |p| phase(p) == "Failed");
+    let refused = cl.wait_pod("late", secs(120), "refused", |p| phase(p) == "Failed");
     assert_eq!(
         refused["status"]["reason"],
         "Evicted",
@@ -204,7 +187,7 @@ fn empty_dir_over_its_size_limit_is_evicted() {
     };
     cl.api.create_pod(&with_scratch("within", 2));
     cl.api.create_pod(&with_scratch("filler", 20));
-    let evicted = wait_pod(&mut cl, "filler", "evicted", |p| phase(p) == "Failed");
+    let evicted = cl.wait_pod("filler", secs(120), "evicted", |p| phase(p) == "Failed");
     assert_eq!(
         evicted["status"]["reason"],
         "Evicted",

@@ -1,13 +1,18 @@
 //! Fault suite (issue 12): the real rkubelet against a real containerd and
 //! the API server double, with faults injected from outside: SIGKILL in
-//! the middle of a burst, and containerd killed under running pods.
+//! the middle of a burst, containerd killed under running pods, an API
+//! server that throttles, answers garbage and then goes away for a minute,
+//! and a full disk under --root-dir.
 //!
 //!     cargo test --release --test faults
 
 mod common;
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::time::{Duration, Instant};
+
+use serde_json::json;
 
 use common::cluster::*;
 use common::*;
@@ -143,5 +148,198 @@ fn containerd_killed_and_restarted_loses_no_pod() {
         before,
         "containers were lost or replaced:\n{}",
         after.summary()
+    );
+}
+
+/// The kubelet's resident set, in KiB.
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The API server throttles (429 with Retry-After), answers bodies that are
+/// not JSON, cuts every watch, and then is gone for a minute: rkubelet
+/// stays up with its pods running and its memory bounded, and status, lease
+/// and new pods resume once the API is back.
+#[test]
+fn api_throttling_garbage_and_a_minute_down_are_survived() {
+    let mut cl = Cluster::new("api_throttling_garbage_and_a_minute_down", 68);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    for n in ["a", "b"] {
+        cl.api.create_pod(&api_pod(n, SLEEPER));
+    }
+    for n in ["a", "b"] {
+        cl.wait_pod_ready(n, secs(30));
+    }
+    let before = running_containers(&cl.env.snapshot());
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    cl.api
+        .fault(json!({"status": 429, "retryAfterSeconds": 1, "count": 30}));
+    cl.api.fault(json!({"garbageBody": true, "count": 10}));
+    cl.api.fault(json!({"closeWatches": true}));
+    let consumed = cl.wait_faults_consumed("30 throttled and 10 garbage answers", secs(120));
+    assert!(
+        consumed.is_some(),
+        "rkubelet did not run into the faults within 120 s"
+    );
+    cl.wait_renewed_after(now_secs(), secs(30));
+
+    let pid = cl.env.kubelet_pid().expect("rkubelet runs");
+    let rss_before = rss_kb(pid);
+    cl.double.kill();
+    let t0 = Instant::now();
+    let mut rss_max = rss_before;
+    while t0.elapsed() < secs(60) {
+        cl.env.assert_kubelet_alive();
+        rss_max = rss_max.max(rss_kb(pid));
+        std::thread::sleep(secs(1));
+    }
+    eprintln!("a minute without the API: RSS {rss_before} KiB before, {rss_max} KiB at most");
+    assert_eq!(
+        running_containers(&cl.env.snapshot()),
+        before,
+        "containers changed while the API was down"
+    );
+    cl.env.wait_healthy(secs(5));
+    // Bounded: retries and backoff hold no growing backlog.
+    assert!(
+        rss_max < rss_before + 4096,
+        "RSS grew from {rss_before} KiB to {rss_max} KiB while the API was down"
+    );
+
+    let t_back = Instant::now();
+    cl.double.start();
+    cl.wait_renewed_after(now_secs(), secs(30));
+    eprintln!(
+        "lease renewed {:?} after the API came back",
+        t_back.elapsed()
+    );
+    cl.api.create_pod(&api_pod("after", SLEEPER));
+    // As client-go's, the pod reflector waits its backoff (grown to 30 s,
+    // up to 100 % jitter, during the outage) before watching again, and
+    // again before relisting when that watch finds its resourceVersion
+    // expired: a new pod may take two minutes to be seen, as upstream.
+    cl.wait_pod_ready("after", secs(150));
+    eprintln!(
+        "a pod created after the outage Ready {:?} after the API came back",
+        t_back.elapsed()
+    );
+    for n in ["a", "b"] {
+        cl.wait_pod_ready(n, secs(10));
+    }
+    let after = running_containers(&cl.env.snapshot());
+    for (k, id) in &before {
+        assert_eq!(after.get(k), Some(id), "{k:?} was restarted");
+    }
+}
+
+/// Fills the filesystem under `dir` to the last byte; returns the filler.
+fn fill_up(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).expect("create the filler");
+    for chunk in [1 << 20, 4096, 1] {
+        let buf = vec![0x5au8; chunk];
+        while f.write_all(&buf).is_ok() {}
+    }
+    let _ = f.sync_all();
+    path
+}
+
+/// --root-dir on a small tmpfs filled to the last byte: a pod whose
+/// configMap volume cannot be written waits with an event naming the error,
+/// a running pod is untouched, and once space returns the pod starts with
+/// complete files and no leftovers of the failed writes.
+#[test]
+fn full_root_dir_is_reported_and_recovered() {
+    let mut cl = Cluster::new("full_root_dir_is_reported_and_recovered", 69);
+    let root = cl.env.root.clone();
+    nix::mount::mount(
+        Some("tmpfs"),
+        &root,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        Some("size=16m,mode=0755"),
+    )
+    .expect("mount a tmpfs on the root dir");
+    let big = "x".repeat(200_000);
+    cl.api.must(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"},
+                     "data": {"big": big, "small": "hello"}}),
+        ),
+        &[201],
+    );
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    cl.api.create_pod(&api_pod("early", SLEEPER));
+    cl.wait_pod_ready("early", secs(30));
+    let early = running_containers(&cl.env.snapshot());
+
+    let filler = fill_up(&root);
+    let mut late = api_pod(
+        "late",
+        "[ \"$(cat /cfg/small)\" = hello ] && [ $(wc -c < /cfg/big) -eq 200000 ] && exec sleep 3600; exit 1",
+    );
+    late["spec"]["volumes"] = json!([{"name": "cfg", "configMap": {"name": "app"}}]);
+    late["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "cfg", "mountPath": "/cfg"}]);
+    cl.api.create_pod(&late);
+    let event = cl.eventually(secs(30), "an event naming the full disk", |api| {
+        api.events_for("default", "late").into_iter().find(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("No space left on device"))
+        })
+    });
+    eprintln!(
+        "with the disk full: {} {}",
+        event["reason"], event["message"]
+    );
+    assert_eq!(event["type"], "Warning", "{event}");
+    let p = cl.api.pod("late").expect("the pod");
+    assert!(!running_ready(&p), "{}", pretty_status(&p));
+    cl.env.assert_kubelet_alive();
+    assert_eq!(running_containers(&cl.env.snapshot()), early);
+
+    std::fs::remove_file(&filler).expect("remove the filler");
+    let t0 = Instant::now();
+    let p = cl.wait_pod_ready("late", secs(60));
+    eprintln!("Ready {:?} after space returned", t0.elapsed());
+    let uid = p["metadata"]["uid"].as_str().expect("uid").to_string();
+    let vol = root.join(format!("pods/{uid}/volumes/kubernetes.io~configmap/cfg"));
+    assert_eq!(
+        std::fs::read_to_string(vol.join("small")).ok().as_deref(),
+        Some("hello")
+    );
+    assert_eq!(
+        std::fs::metadata(vol.join("big")).map(|m| m.len()).ok(),
+        Some(200_000)
+    );
+    // The atomic writer's layout: one timestamped directory, `..data`
+    // pointing at it, and the user-visible links; nothing half-written.
+    let mut names: Vec<String> = std::fs::read_dir(&vol)
+        .expect("read the volume")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let stamped: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("..") && *n != "..data")
+        .collect();
+    assert_eq!(stamped.len(), 1, "leftovers in the volume: {names:?}");
+    assert!(names.contains(&"..data".to_string()), "{names:?}");
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["restartCount"],
+        0,
+        "{}",
+        pretty_status(&p)
     );
 }

@@ -1202,5 +1202,86 @@ fn bad_input() {
     );
     eprintln!("[kapi-bad] slow client cut off after {after:?}");
     assert_eq!(k.get("/pods").0, 200);
+
+    // Random bytes instead of a TLS handshake, from 16 clients at once,
+    // each then waiting for the server to hang up.
+    let port = node.port;
+    let noisy: Vec<_> = (0..16u64)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                tcp.set_read_timeout(Some(secs(20))).unwrap();
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ i;
+                let bytes: Vec<u8> = (0..64 * 1024)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                let _ = tcp.write_all(&bytes);
+                // EOF or a reset: the server hung up; a timeout: it hung.
+                match tcp.read_to_end(&mut Vec::new()) {
+                    Ok(_) => true,
+                    Err(e) => !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ),
+                }
+            })
+        })
+        .collect();
+    // A request head cut off by a half-close (the client shut its write
+    // side), and an upgrade request followed at once by a half-close.
+    let mut cut = tls_connect(port, kubelet_tls(None));
+    let _ = cut.write_all(b"GET /pods HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: ");
+    let _ = cut.flush();
+    let _ = cut.sock.shutdown(std::net::Shutdown::Write);
+    let mut upgrade = tls_connect(port, kubelet_tls(None));
+    let _ = upgrade.write_all(
+        format!(
+            "GET /exec/default/none/c?command=true&stdout=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+             Authorization: Bearer {}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\
+             X-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n",
+            node.admin_token
+        )
+        .as_bytes(),
+    );
+    let _ = upgrade.flush();
+    let _ = upgrade.sock.shutdown(std::net::Shutdown::Write);
+    let t0 = Instant::now();
+    assert_eq!(
+        k.get("/pods").0,
+        200,
+        "beside random bytes and half-closed clients"
+    );
+    assert!(
+        t0.elapsed() < secs(5),
+        "a normal request took {:?} beside random bytes and half-closed clients",
+        t0.elapsed()
+    );
+    for (i, h) in noisy.into_iter().enumerate() {
+        assert!(
+            h.join().unwrap(),
+            "random-bytes client {i} was never hung up on"
+        );
+    }
+    for (what, mut s) in [("cut-off head", cut), ("half-closed upgrade", upgrade)] {
+        s.sock.set_read_timeout(Some(secs(20))).unwrap();
+        let mut got = Vec::new();
+        let r = s.read_to_end(&mut got);
+        let timed_out = matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+            || e.kind() == std::io::ErrorKind::TimedOut);
+        assert!(
+            !timed_out,
+            "{what}: the server kept the connection open 20 s"
+        );
+        eprintln!(
+            "[kapi-bad] {what}: {:?}",
+            String::from_utf8_lossy(&got[..got.len().min(40)])
+        );
+    }
+    assert_eq!(k.get("/pods").0, 200);
     node.env.assert_kubelet_alive();
 }

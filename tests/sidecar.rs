@@ -53,27 +53,6 @@ fn init_status<'a>(p: &'a Value, name: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
-fn wait_pod(
-    cl: &mut Cluster,
-    name: &str,
-    what: &str,
-    mut pred: impl FnMut(&Value) -> bool,
-) -> Value {
-    let mut last = Value::Null;
-    let got = poll(secs(60), || {
-        cl.env.assert_kubelet_alive();
-        let p = cl.api.pod(name)?;
-        last = p.clone();
-        pred(&p).then_some(p)
-    });
-    got.unwrap_or_else(|| {
-        panic!(
-            "pod {name}: {what}: not within 60 s; last status:\n{}",
-            pretty_status(&last)
-        )
-    })
-}
-
 /// The sidecar's startup probe holds back the next init container; the app
 /// runs beside the sidecar, whose readiness counts for Ready; the sidecar
 /// is restarted when it exits, without the pod going back to Pending or
@@ -108,7 +87,7 @@ fn sidecar_runs_beside_app_and_restarts() {
     );
     cl.api.create_pod(&p);
 
-    let p = wait_pod(&mut cl, "with-sidecar", "Running and Ready", running_ready);
+    let p = cl.wait_pod("with-sidecar", secs(60), "Running and Ready", running_ready);
     let proxy = init_status(&p, "proxy");
     assert!(proxy["state"]["running"].is_object(), "{proxy}");
     assert_eq!(
@@ -126,7 +105,7 @@ fn sidecar_runs_beside_app_and_restarts() {
     // The sidecar crashes once and comes back after its back-off (10 s);
     // meanwhile the pod stays Running.
     let mut phases = Vec::new();
-    let p = wait_pod(&mut cl, "with-sidecar", "sidecar restarted", |p| {
+    let p = cl.wait_pod("with-sidecar", secs(60), "sidecar restarted", |p| {
         phases.push(phase(p).to_string());
         let proxy = init_status(p, "proxy");
         proxy["restartCount"] == 1 && proxy["ready"] == true && running_ready(p)
@@ -161,7 +140,7 @@ fn never_pod_succeeds_and_sidecars_stop_in_reverse_order() {
     let p = pod("job", "Never", vec![s1, s2], "sleep 3; exit 0");
     cl.api.create_pod(&p);
 
-    let p = wait_pod(&mut cl, "job", "Succeeded", |p| phase(p) == "Succeeded");
+    let p = cl.wait_pod("job", secs(60), "Succeeded", |p| phase(p) == "Succeeded");
     let c = &p["status"]["containerStatuses"][0];
     assert_eq!(c["state"]["terminated"]["exitCode"], 0, "{c}");
     for s in ["s1", "s2"] {

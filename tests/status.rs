@@ -26,30 +26,11 @@ fn started(name: &str, n: u32) -> Cluster {
 
 /// What status tests add to the shared cluster.
 trait StatusCluster {
-    fn wait_pod(&mut self, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value;
     fn patch(&self, path: &str, body: Value) -> Value;
     fn set_condition(&self, name: &str, ty: &str, status: &str, at: &str) -> Value;
 }
 
 impl StatusCluster for Cluster {
-    /// Waits until `pred` holds for the pod; returns it.
-    fn wait_pod(&mut self, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let what = format!("pod {name}: {what}");
-        let mut last = Value::Null;
-        let got = poll(secs(60), || {
-            self.env.assert_kubelet_alive();
-            let p = self.api.pod(name)?;
-            last = p.clone();
-            pred(&p).then_some(p)
-        });
-        got.unwrap_or_else(|| {
-            panic!(
-                "{what}: not within 60 s; last status:\n{}",
-                pretty_status(&last)
-            )
-        })
-    }
-
     /// A merge patch (what `kubectl patch --type=merge` sends).
     fn patch(&self, path: &str, body: Value) -> Value {
         self.api.must("PATCH", path, Some(&body), &[200])
@@ -294,7 +275,7 @@ fn init_containers_succeed() {
         ]}),
     );
     let created = cl.api.create_pod(&pod);
-    let p = cl.wait_pod("init-ok", "i1 running, app waiting", |p| {
+    let p = cl.wait_pod("init-ok", secs(60), "i1 running, app waiting", |p| {
         p["status"]["initContainerStatuses"][0]["state"]["running"].is_object()
     });
     let mut want = base("Pending");
@@ -333,7 +314,7 @@ fn init_containers_succeed() {
     want["containerStatuses"] = json!([not_created(&created, "c", false, "PodInitializing")]);
     assert_status(&p, want);
 
-    let p = cl.wait_pod("init-ok", "Running and Ready", running_ready);
+    let p = cl.wait_pod("init-ok", secs(60), "Running and Ready", running_ready);
     let mut want = base("Running");
     want["conditions"] = json!([
         cond("PodReadyToStartContainers", "True", None, None),
@@ -381,11 +362,11 @@ fn init_container_fails_under_restart_never() {
         json!({"restartPolicy": "Never", "initContainers": [busybox("init1", "exit 3")]}),
     );
     let created = cl.api.create_pod(&pod);
-    cl.wait_pod("init-fail", "Failed", |p| phase(p) == "Failed");
+    cl.wait_pod("init-fail", secs(60), "Failed", |p| phase(p) == "Failed");
     // The first Failed status can be written before the sandbox is stopped
     // (PodReadyToStartContainers still True), as upstream's can: wait for
     // the status after termination, then give the kubelet a few more syncs.
-    cl.wait_pod("init-fail", "sandbox stopped", |p| {
+    cl.wait_pod("init-fail", secs(60), "sandbox stopped", |p| {
         condition(p, "PodReadyToStartContainers").is_some_and(|c| c["status"] == "False")
     });
     std::thread::sleep(secs(3));
@@ -433,7 +414,7 @@ fn readiness_gate_flipped_by_another_writer() {
     );
     let created = cl.api.create_pod(&pod);
     let running = json!({"running": {"startedAt": "<time>"}});
-    let p = cl.wait_pod("gated", "Running, containers ready", |p| {
+    let p = cl.wait_pod("gated", secs(60), "Running, containers ready", |p| {
         phase(p) == "Running" && condition_true(p, "ContainersReady")
     });
     let mut want = base("Running");
@@ -466,7 +447,7 @@ fn readiness_gate_flipped_by_another_writer() {
     let at = "2001-02-03T04:05:06Z";
     cl.set_condition("gated", GATE, "False", at);
     let msg = "the status of pod readiness gate \"example.com/ready\" is not \"True\", but False";
-    let p = cl.wait_pod("gated", "Ready says the gate is False", |p| {
+    let p = cl.wait_pod("gated", secs(60), "Ready says the gate is False", |p| {
         condition(p, "Ready").is_some_and(|c| c["message"] == msg)
     });
     let gate = |status: &str| json!({"type": GATE, "status": status, "lastTransitionTime": at});
@@ -494,7 +475,7 @@ fn readiness_gate_flipped_by_another_writer() {
 
     // Flipped True: Ready turns True.
     cl.set_condition("gated", GATE, "True", at);
-    let p = cl.wait_pod("gated", "Ready", |p| condition_true(p, "Ready"));
+    let p = cl.wait_pod("gated", secs(60), "Ready", |p| condition_true(p, "Ready"));
     let mut conds = vec![gate("True")];
     conds.extend(
         kubelet_conds(cond("Ready", "True", None, None))
@@ -514,7 +495,9 @@ fn readiness_gate_flipped_by_another_writer() {
         json!({"status": {"conditions": [gate("True"), cond_now("Ready", "False")]}}),
     );
     cl.start_kubelet();
-    let p = cl.wait_pod("gated", "Ready again", |p| condition_true(p, "Ready"));
+    let p = cl.wait_pod("gated", secs(60), "Ready again", |p| {
+        condition_true(p, "Ready")
+    });
     assert_eq!(
         condition(&p, GATE),
         Some(&gate("True")),
@@ -534,9 +517,9 @@ fn active_deadline_fails_the_pod() {
         json!({"activeDeadlineSeconds": 5}),
     );
     let created = cl.api.create_pod(&pod);
-    cl.wait_pod("deadline", "Running", |p| phase(p) == "Running");
+    cl.wait_pod("deadline", secs(60), "Running", |p| phase(p) == "Running");
     let t0 = Instant::now();
-    let p = cl.wait_pod("deadline", "Failed", |p| phase(p) == "Failed");
+    let p = cl.wait_pod("deadline", secs(60), "Failed", |p| phase(p) == "Failed");
     let start = p["status"]["startTime"].as_str().unwrap_or("").to_string();
     assert!(
         t0.elapsed() <= secs(20),
@@ -560,7 +543,7 @@ fn active_deadline_fails_the_pod() {
             .is_none()
             .then_some(())
     });
-    let p = cl.wait_pod("deadline", "container terminated", |p| {
+    let p = cl.wait_pod("deadline", secs(60), "container terminated", |p| {
         p["status"]["containerStatuses"][0]["state"]["terminated"].is_object()
     });
     let mut want = base("Failed");
@@ -604,7 +587,9 @@ fn active_deadline_update_takes_effect() {
         json!({"activeDeadlineSeconds": 8}),
     );
     cl.api.create_pod(&pod);
-    cl.wait_pod("deadline-upd", "Running", |p| phase(p) == "Running");
+    cl.wait_pod("deadline-upd", secs(60), "Running", |p| {
+        phase(p) == "Running"
+    });
     cl.patch(
         &pod_path("deadline-upd"),
         json!({"spec": {"activeDeadlineSeconds": 3600}}),
@@ -620,7 +605,7 @@ fn active_deadline_update_takes_effect() {
         &pod_path("deadline-upd"),
         json!({"spec": {"activeDeadlineSeconds": 5}}),
     );
-    let p = cl.wait_pod("deadline-upd", "Failed", |p| phase(p) == "Failed");
+    let p = cl.wait_pod("deadline-upd", secs(60), "Failed", |p| phase(p) == "Failed");
     assert!(t0.elapsed() < secs(10), "took {:?}", t0.elapsed());
     assert_eq!(p["status"]["reason"], "DeadlineExceeded");
     let env = &mut cl.env;

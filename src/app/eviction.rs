@@ -16,7 +16,6 @@ use crate::images::gc::ImageGcManager;
 use crate::kubelet::Kubelet;
 use crate::podutil::PodExt;
 use crate::server::stats::types::{Summary, Time};
-use crate::server::stats::{StatsConfig, SummaryProvider};
 use crate::util::worker::Worker;
 
 /// At most this many entries are walked to size one emptyDir.
@@ -24,17 +23,16 @@ const EMPTY_DIR_WALK_LIMIT: usize = 100_000;
 
 struct KubeletDeps {
     kubelet: Arc<Kubelet>,
-    summary: Arc<SummaryProvider>,
     image_gc: Arc<ImageGcManager>,
 }
 
 impl EvictionDeps for KubeletDeps {
-    fn summary(&self) -> Result<Summary, String> {
-        self.summary.summary(false).map_err(|e| e.to_string())
+    fn summary(&self) -> anyhow::Result<Summary> {
+        Ok(self.kubelet.stats_provider().summary(false)?)
     }
 
     fn pods_cgroup_memory(&self) -> Option<PodsCgroupMemory> {
-        let cm = self.kubelet.syncer.container_manager.as_ref()?;
+        let cm = self.kubelet.container_manager()?;
         let Some(m) = cm.kubepods_memory() else {
             log::debug!("eviction manager: kubepods memory unknown");
             return None;
@@ -50,13 +48,13 @@ impl EvictionDeps for KubeletDeps {
         self.kubelet.active_pods()
     }
 
-    fn kill_pod(&self, pod: &Arc<Pod>, grace_seconds: i64, message: &str) -> Result<(), String> {
+    fn kill_pod(&self, pod: &Arc<Pod>, grace_seconds: i64, message: &str) -> anyhow::Result<()> {
         self.kubelet.evict_pod(pod, grace_seconds, message);
         Ok(())
     }
 
     fn record_eviction(&self, pod: &Pod, message: &str) {
-        self.kubelet.runtime.recorder().pod_event(
+        self.kubelet.runtime().recorder().pod_event(
             pod,
             EventType::Warning,
             crate::eviction::REASON,
@@ -68,41 +66,39 @@ impl EvictionDeps for KubeletDeps {
         self.kubelet.pod_stopped(pod)
     }
 
-    fn has_dedicated_image_fs(&self) -> Result<bool, String> {
+    fn has_dedicated_image_fs(&self) -> anyhow::Result<bool> {
         let info = self
             .kubelet
-            .runtime
+            .runtime()
             .runtime()
             .image_fs_info()
-            .map_err(|e| format!("image filesystem info: {e}"))?;
+            .context("image filesystem info")?;
         let mount = crate::cri::image_fs_mountpoint(&info)
-            .ok_or("the runtime reported no image filesystem")?;
+            .context("the runtime reported no image filesystem")?;
         let dev = |p: &Path| {
             std::fs::metadata(p)
                 .map(|m| m.dev())
-                .map_err(|e| format!("stat {}: {e}", p.display()))
+                .with_context(|| format!("stat {}", p.display()))
         };
-        Ok(dev(Path::new(mount))? != dev(&self.kubelet.settings.root_dir)?)
+        Ok(dev(Path::new(mount))? != dev(&self.kubelet.settings().root_dir)?)
     }
 
-    fn delete_unused_images(&self) -> Result<(), String> {
-        self.image_gc
-            .delete_unused_images()
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    fn delete_unused_images(&self) -> anyhow::Result<()> {
+        self.image_gc.delete_unused_images()?;
+        Ok(())
     }
 
-    fn delete_all_unused_containers(&self) -> Result<(), String> {
+    fn delete_all_unused_containers(&self) -> anyhow::Result<()> {
         let k = &self.kubelet;
-        k.runtime
-            .garbage_collect(&k.pod_manager.uids(), k.sources_ready())
-            .map_err(|e| e.to_string())
+        k.runtime()
+            .garbage_collect(&k.pod_manager().uids(), k.sources_ready())
+            .context("container garbage collection")
     }
 
     fn empty_dir_usage(&self, pod: &Pod, volume: &str) -> Option<u64> {
         let dir = self
             .kubelet
-            .settings
+            .settings()
             .root_dir
             .join("pods")
             .join(pod.uid())
@@ -115,25 +111,14 @@ impl EvictionDeps for KubeletDeps {
 /// Starts the `eviction-manager` thread.
 pub(super) fn start_eviction_manager(
     kubelet: &Arc<Kubelet>,
-    node_name: &str,
     image_gc: Arc<ImageGcManager>,
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Worker> {
-    let mut cfg = StatsConfig::new(node_name, kubelet.settings.root_dir.clone());
-    cfg.pod_logs_dir = kubelet.settings.pod_logs_dir.clone();
-    // Pod memory from the pod cgroups, as /stats/summary has it.
-    let pod_cgroups = kubelet
-        .syncer
-        .container_manager
-        .clone()
-        .map(|cm| cm as Arc<dyn crate::server::stats::PodCgroups>);
-    let runtime = Arc::clone(kubelet.runtime.runtime());
     let deps = KubeletDeps {
         kubelet: Arc::clone(kubelet),
-        summary: SummaryProvider::with_pod_cgroups(runtime, cfg, pod_cgroups),
         image_gc,
     };
-    Arc::clone(&kubelet.eviction)
+    Arc::clone(kubelet.eviction())
         .start(Arc::new(deps), shutdown.clone())
         .context("spawn eviction-manager thread")
 }

@@ -37,6 +37,7 @@ use crate::prober::ProberManager;
 use crate::server::healthz::{Healthz, NamedCheck};
 use crate::server::host::{self as server_host, ServerHost};
 use crate::server::kubelet::{self as kubelet_server, ServerConfig};
+use crate::server::stats::{StatsConfig, SummaryProvider};
 use crate::types;
 use crate::util::worker::{self, Worker};
 
@@ -248,6 +249,17 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         probe_tx,
         PROBE_WORKER_THREADS,
     );
+    // The one stats provider: /stats/summary and the eviction manager read
+    // it; pod memory comes from the pod cgroups when there are some.
+    let mut stats_cfg = StatsConfig::new(&node, settings.root_dir.clone());
+    stats_cfg.pod_logs_dir = settings.pod_logs_dir.clone();
+    let stats_provider = SummaryProvider::with_pod_cgroups(
+        Arc::clone(&runtime) as Arc<dyn crate::server::stats::StatsRuntime>,
+        stats_cfg,
+        container_manager
+            .clone()
+            .map(|cm| cm as Arc<dyn crate::server::stats::PodCgroups>),
+    );
     let kubelet = Kubelet::new(
         settings,
         manager,
@@ -261,11 +273,12 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             token_manager: volume_deps.tokens.clone(),
             container_manager,
             eviction: eviction::eviction_manager(config)?,
+            stats_provider,
             node_shutdown: crate::nodeshutdown::Manager::from_config(config),
         },
     );
     for r in &volume_deps.registrars {
-        kubelet.pod_manager.add_registrar(Arc::clone(r));
+        kubelet.pod_manager().add_registrar(Arc::clone(r));
     }
     let cluster_threads = match (&client, &volume_deps.objects) {
         (Some(c), Some(objects)) => start_cluster_modules(
@@ -283,14 +296,14 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     owned.extend(cluster_threads);
 
     // Before runonce too: its pods wait for their volumes like any other.
-    let vm = Arc::clone(&kubelet.volume_manager);
+    let vm = Arc::clone(kubelet.volume_manager());
     owned.push(
         worker::spawn_supervised("volume-manager", shutdown.clone(), move |stop| vm.run(stop))
             .context("spawn volume-manager thread")?,
     );
     owned.extend(
         kubelet
-            .runtime
+            .runtime()
             .start_threads(&shutdown)
             .context("start the image puller and the hook runner")?,
     );
@@ -320,7 +333,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }
-    let cri = kubelet.runtime.runtime();
+    let cri = kubelet.runtime().runtime();
     let image_gc = Arc::new(crate::images::gc::ImageGcManager::new(
         Arc::clone(cri) as Arc<dyn crate::cri::ImageService>,
         Arc::clone(cri) as Arc<dyn crate::cri::RuntimeService>,
@@ -328,9 +341,14 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         flags.pod_infra_container_image.clone(),
         Arc::clone(&recorder),
     ));
-    owned.extend(start_modules(&kubelet, Arc::clone(&image_gc), &shutdown)?);
+    owned.extend(start_modules(
+        &kubelet,
+        Arc::clone(&image_gc),
+        volume_deps.tokens.clone(),
+        &shutdown,
+    )?);
     owned.push(eviction::start_eviction_manager(
-        &kubelet, &node, image_gc, &shutdown,
+        &kubelet, image_gc, &shutdown,
     )?);
     owned.extend(
         prober
@@ -530,7 +548,7 @@ fn start_cluster_modules(
         )
         .context("start the API pod source")?,
     ));
-    let holder = Arc::clone(&kubelet.node);
+    let holder = Arc::clone(kubelet.node());
     let node_path = paths::with_query(
         &paths::nodes(),
         &[("fieldSelector", &format!("metadata.name={node}"))],
@@ -554,7 +572,7 @@ fn start_cluster_modules(
     ));
     handles.push(
         kubelet
-            .status_manager
+            .status_manager()
             .start(client.clone(), shutdown.clone())
             .context("start the status manager")?,
     );
@@ -582,7 +600,7 @@ fn start_cluster_modules(
         )
         .context("start the services reflector")?,
     ));
-    kubelet.runtime.set_env_source(Arc::new(ApiEnvSource::new(
+    kubelet.runtime().set_env_source(Arc::new(ApiEnvSource::new(
         services,
         Arc::clone(&objects.config_maps),
         Arc::clone(&objects.secrets),
@@ -596,7 +614,7 @@ fn start_cluster_modules(
     // The Ready condition follows the runtime at once, not at the next tick.
     let kick = Arc::clone(&nsm);
     kubelet
-        .runtime_state
+        .runtime_state()
         .set_on_change(Box::new(move || kick.kick()));
     handles.push(nsm.start(shutdown.clone()).context("start node status")?);
     let lease_nsm = Arc::clone(&nsm);
@@ -672,7 +690,7 @@ fn start_log_manager(
     kubelet: &Arc<Kubelet>,
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Worker> {
-    let rt = Arc::clone(kubelet.runtime.runtime());
+    let rt = Arc::clone(kubelet.runtime().runtime());
     let mgr = crate::logs::LogManager::new(
         rt.clone(),
         crate::logs::LogConfig::from_kubelet_config(config)?,
@@ -687,14 +705,20 @@ fn start_log_manager(
 fn start_modules(
     kubelet: &Arc<Kubelet>,
     image_gc: Arc<crate::images::gc::ImageGcManager>,
+    tokens: Option<Arc<crate::token::TokenManager>>,
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Vec<Worker>> {
     let mut handles = Vec::new();
-    handles.push(kubelet.pleg.start(shutdown.clone()).context("start PLEG")?);
+    handles.push(
+        kubelet
+            .pleg()
+            .start(shutdown.clone())
+            .context("start PLEG")?,
+    );
     handles.extend(
         kubelet
-            .pod_workers
-            .start(kubelet.settings.pod_workers, shutdown.clone())
+            .pod_workers()
+            .start(kubelet.settings().pod_workers, shutdown.clone())
             .context("start pod workers")?
             .into_iter()
             .map(Worker::adopt),
@@ -711,15 +735,15 @@ fn start_modules(
     )?);
     let gc = worker::spawn_supervised("gc", shutdown.clone(), {
         let k = Arc::clone(kubelet);
-        let deletions = kubelet.container_deletor.queue();
+        let deletions = kubelet.container_deletor().queue();
         move |shutdown| {
             let ticker = crossbeam_channel::tick(GC_PERIOD);
             loop {
                 crossbeam_channel::select! {
-                    recv(ticker) -> _ => garbage_collect(&k, &image_gc),
+                    recv(ticker) -> _ => garbage_collect(&k, &image_gc, tokens.as_deref()),
                     // Dead instances a ContainerDied event named.
                     recv(deletions) -> id => if let Ok(id) = id {
-                        if let Err(e) = k.runtime.remove_container(&id) {
+                        if let Err(e) = k.runtime().remove_container(&id) {
                             log::warn!("remove dead container {id}: {e}");
                         }
                     },
@@ -734,15 +758,19 @@ fn start_modules(
 
 /// One round of the `gc` thread: containers and sandboxes every minute,
 /// images every 5 min, expired tokens.
-fn garbage_collect(k: &Kubelet, image_gc: &crate::images::gc::ImageGcManager) {
-    let desired = k.pod_manager.uids();
-    if let Err(e) = k.runtime.garbage_collect(&desired, k.sources_ready()) {
+fn garbage_collect(
+    k: &Kubelet,
+    image_gc: &crate::images::gc::ImageGcManager,
+    tokens: Option<&crate::token::TokenManager>,
+) {
+    let desired = k.pod_manager().uids();
+    if let Err(e) = k.runtime().garbage_collect(&desired, k.sources_ready()) {
         log::warn!("container garbage collection failed: {e}");
     }
     // After the container GC, so the images of containers it just
     // removed can go in the same round (every 5 min).
     image_gc.maybe_garbage_collect();
-    if let Some(tokens) = &k.syncer.token_manager {
+    if let Some(tokens) = tokens {
         tokens.cleanup();
     }
 }

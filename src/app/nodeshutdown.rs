@@ -39,7 +39,7 @@ impl ShutdownDeps for KubeletDeps {
     /// may not be in it yet.
     fn pod_stopped(&self, pod: &Pod) -> bool {
         use crate::podutil::PodExt;
-        self.kubelet.pod_workers.is_terminated(pod.uid())
+        self.kubelet.pod_workers().is_terminated(pod.uid())
     }
 
     fn node_event(&self, message: &str) {
@@ -48,7 +48,7 @@ impl ShutdownDeps for KubeletDeps {
     }
 
     fn sync_node_status(&self) {
-        self.kubelet.runtime_state.node_status_changed();
+        self.kubelet.runtime_state().node_status_changed();
     }
 }
 
@@ -63,7 +63,7 @@ pub(super) fn start_node_shutdown_manager(
         recorder: Arc::clone(recorder),
     };
     kubelet
-        .node_shutdown
+        .node_shutdown()
         .start(Arc::new(deps), shutdown.clone())
         .context("spawn node-shutdown thread")
 }

@@ -10,7 +10,7 @@ pub(super) fn kubelet_health(
 ) -> Box<dyn Fn() -> KubeletHealth + Send + Sync> {
     let k = Arc::clone(kubelet);
     Box::new(move || {
-        let images = match k.runtime.runtime().list_images() {
+        let images = match k.runtime().runtime().list_images() {
             Ok(list) => list
                 .into_iter()
                 .map(|i| ImageInfo {
@@ -24,19 +24,19 @@ pub(super) fn kubelet_health(
             }
         };
         KubeletHealth {
-            runtime_errors: k.runtime_state.runtime_errors(),
-            network_error: k.runtime_state.network_error(),
+            runtime_errors: k.runtime_state().runtime_errors(),
+            network_error: k.runtime_state().network_error(),
             pleg_error: k
-                .pleg
+                .pleg()
                 .healthy()
                 .err()
                 .map(|e| format!("PLEG is not healthy: {e}")),
-            runtime_version: k.runtime_state.runtime_version(),
+            runtime_version: k.runtime_state().runtime_version(),
             images,
-            memory_pressure: k.eviction.is_under_memory_pressure(),
-            disk_pressure: k.eviction.is_under_disk_pressure(),
-            pid_pressure: k.eviction.is_under_pid_pressure(),
-            shutdown_error: k.node_shutdown.shutdown_status(),
+            memory_pressure: k.eviction().is_under_memory_pressure(),
+            disk_pressure: k.eviction().is_under_disk_pressure(),
+            pid_pressure: k.eviction().is_under_pid_pressure(),
+            shutdown_error: k.node_shutdown().shutdown_status(),
         }
     })
 }
@@ -63,28 +63,20 @@ pub(super) fn healthz_checks(
         },
         NamedCheck {
             name: "syncloop",
-            check: Box::new(move || {
-                match *k1
-                    .sync_loop_monitor
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                {
-                    None => Err("sync loop did not start".into()),
-                    Some(t) if t.elapsed() > limit => {
-                        Err("sync loop took longer than expected".into())
-                    }
-                    Some(_) => Ok(()),
-                }
+            check: Box::new(move || match k1.last_loop_iteration() {
+                None => Err("sync loop did not start".into()),
+                Some(t) if t.elapsed() > limit => Err("sync loop took longer than expected".into()),
+                Some(_) => Ok(()),
             }),
         },
         NamedCheck {
             name: "pleg",
-            check: Box::new(move || k2.pleg.healthy()),
+            check: Box::new(move || k2.pleg().healthy()),
         },
         NamedCheck {
             name: "runtime",
             check: Box::new(move || {
-                let errs = k3.runtime_state.runtime_errors();
+                let errs = k3.runtime_state().runtime_errors();
                 if errs.is_empty() {
                     Ok(())
                 } else {
@@ -157,7 +149,7 @@ pub(super) fn start_kubelet_server(
         node_name: node.to_string(),
         config_json: serde_json::to_value(config).unwrap_or_default(),
     });
-    let routes = server_host::routes(kubelet, node, config.streaming_connection_idle_timeout.0);
+    let routes = server_host::routes(kubelet, config.streaming_connection_idle_timeout.0);
     log::info!(
         "starting the kubelet API server on {}:{}",
         config.address,

@@ -25,7 +25,7 @@ impl Manager {
         let summary = match deps.summary() {
             Ok(s) => s,
             Err(e) => {
-                log::error!("eviction manager: failed to get summary stats: {e}");
+                log::error!("eviction manager: failed to get summary stats: {e:#}");
                 return None;
             }
         };
@@ -108,7 +108,7 @@ impl Manager {
                 v
             }
             Err(e) => {
-                log::debug!("eviction manager: image filesystem unknown yet: {e}");
+                log::debug!("eviction manager: image filesystem unknown yet: {e:#}");
                 false
             }
         }
@@ -186,19 +186,19 @@ impl Manager {
         }
         if containers {
             if let Err(e) = deps.delete_all_unused_containers() {
-                log::warn!("eviction manager: unexpected error when attempting to reduce {signal} pressure: {e}");
+                log::warn!("eviction manager: unexpected error when attempting to reduce {signal} pressure: {e:#}");
             }
         }
         if images {
             if let Err(e) = deps.delete_unused_images() {
-                log::warn!("eviction manager: unexpected error when attempting to reduce {signal} pressure: {e}");
+                log::warn!("eviction manager: unexpected error when attempting to reduce {signal} pressure: {e:#}");
             }
         }
         let summary = match deps.summary() {
             Ok(s) => s,
             Err(e) => {
                 log::error!(
-                    "eviction manager: failed to get summary stats after resource reclaim: {e}"
+                    "eviction manager: failed to get summary stats after resource reclaim: {e:#}"
                 );
                 return false;
             }
@@ -239,7 +239,7 @@ impl Manager {
             }
             Err(e) => {
                 log::error!(
-                    "eviction manager: pod {} failed to evict: {e}",
+                    "eviction manager: pod {} failed to evict: {e:#}",
                     pod.full_name()
                 );
                 false

@@ -91,10 +91,11 @@ impl Config {
 
 /// What the manager reads and acts on (upstream's injected summary
 /// provider, podFunc, killPodFunc, podCleanedUpFunc, image and container
-/// GC, recorder).
+/// GC, recorder). The manager only logs their errors, so they carry their
+/// cause and context rather than a type to branch on.
 pub trait EvictionDeps: Send + Sync {
     /// The stats summary (upstream summaryProvider.Get).
-    fn summary(&self) -> Result<Summary, String>;
+    fn summary(&self) -> anyhow::Result<Summary>;
     /// The kubepods cgroup's memory, when allocatable memory is watched.
     fn pods_cgroup_memory(&self) -> Option<PodsCgroupMemory>;
     /// Admitted pods not yet finished (upstream GetActivePods).
@@ -102,17 +103,17 @@ pub trait EvictionDeps: Send + Sync {
     /// Fails the pod (phase Failed, reason Evicted, `message`) and stops it
     /// with `grace_seconds`, without waiting for the stop (upstream
     /// killPodFunc with its status function).
-    fn kill_pod(&self, pod: &Arc<Pod>, grace_seconds: i64, message: &str) -> Result<(), String>;
+    fn kill_pod(&self, pod: &Arc<Pod>, grace_seconds: i64, message: &str) -> anyhow::Result<()>;
     /// A Warning event `Evicted` on the pod.
     fn record_eviction(&self, pod: &Pod, message: &str);
     /// Whether the pod's containers are stopped (upstream podCleanedUpFunc).
     fn pod_cleaned_up(&self, pod: &Pod) -> bool;
     /// Whether images live on a filesystem of their own.
-    fn has_dedicated_image_fs(&self) -> Result<bool, String>;
+    fn has_dedicated_image_fs(&self) -> anyhow::Result<bool>;
     /// upstream ImageGC.DeleteUnusedImages.
-    fn delete_unused_images(&self) -> Result<(), String>;
+    fn delete_unused_images(&self) -> anyhow::Result<()>;
     /// upstream ContainerGC.DeleteAllUnusedContainers.
-    fn delete_all_unused_containers(&self) -> Result<(), String>;
+    fn delete_all_unused_containers(&self) -> anyhow::Result<()>;
     /// Bytes used under a pod's emptyDir volume, None when unknown.
     fn empty_dir_usage(&self, pod: &Pod, volume: &str) -> Option<u64>;
 }

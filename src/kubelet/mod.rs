@@ -9,6 +9,7 @@ mod sync_error;
 mod syncer;
 
 pub use runtime_state::{RuntimeCondition, RuntimeState, RuntimeStatus};
+use syncer::SyncerParts;
 pub use syncer::{KilledStatus, Syncer};
 
 use std::collections::{HashMap, HashSet};
@@ -33,6 +34,7 @@ use crate::podworkers::{
     PodSyncer, PodWorkers, SyncFailure, UpdatePodOptions, UpdateType, WORKER_BACKOFF,
 };
 use crate::prober::{ContainerInfo, ProbeKind, ProbeResult, ProberManager, ResultUpdate};
+use crate::server::stats::SummaryProvider;
 use crate::status::conditions::need_to_reconcile_readiness;
 use crate::status::generate::{
     generate_api_pod_status, StatusContext, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE,
@@ -86,33 +88,43 @@ pub struct LoopChannels {
     pub shutdown: Receiver<()>,
 }
 
+/// The kubelet: what the sync loop and housekeeping use (upstream's Kubelet
+/// struct). The pod sync itself is [`Syncer`]'s, which holds what it uses;
+/// the other modules read through the accessors below.
 pub struct Kubelet {
-    pub settings: Settings,
-    pub runtime: Arc<KubeRuntimeManager>,
-    pub cache: Arc<Cache>,
-    pub pleg: Arc<GenericPleg>,
-    pub pod_workers: Arc<PodWorkers>,
-    pub pod_manager: Arc<PodManager>,
-    pub status_manager: Arc<StatusManager>,
-    pub work_queue: Arc<WorkQueue>,
-    pub runtime_state: Arc<RuntimeState>,
-    pub syncer: Arc<Syncer>,
+    settings: Settings,
+    runtime: Arc<KubeRuntimeManager>,
+    cache: Arc<Cache>,
+    pleg: Arc<GenericPleg>,
+    pod_workers: Arc<PodWorkers>,
+    pod_manager: Arc<PodManager>,
+    status_manager: Arc<StatusManager>,
+    work_queue: Arc<WorkQueue>,
+    runtime_state: Arc<RuntimeState>,
+    syncer: Arc<Syncer>,
+    /// Probes start and stop with the pods (upstream probeManager).
+    prober: Arc<ProberManager>,
+    /// With an API server: removes orphaned mirror pods.
+    mirror_client: Option<Arc<MirrorClient>>,
+    /// With cgroupsPerQOS: housekeeping removes orphaned pod cgroups.
+    container_manager: Option<Arc<ContainerManager>>,
     /// When the sync loop last began an iteration (for /healthz).
-    pub sync_loop_monitor: Mutex<Option<Instant>>,
+    sync_loop_monitor: Mutex<Option<Instant>>,
     /// Sources the sync loop has received updates from.
     seen_sources: Mutex<HashSet<String>>,
     /// Whether every configured source has delivered (PodConfig).
     sources_ready: SourcesReady,
     /// This node's Node object, when there is an API server (admission
     /// checks labels and allocatable against it).
-    pub node: Arc<RwLock<Option<Node>>>,
-    pub volume_manager: Arc<VolumeManager>,
+    node: Arc<RwLock<Option<Node>>>,
+    volume_manager: Arc<VolumeManager>,
     /// Dead containers to remove now, for the `gc` thread.
-    pub container_deletor: pod_container_deletor::PodContainerDeletor,
+    container_deletor: pod_container_deletor::PodContainerDeletor,
     /// The node's pressure conditions and the eviction admission rule.
-    pub eviction: Arc<crate::eviction::Manager>,
+    eviction: Arc<crate::eviction::Manager>,
+    stats_provider: Arc<SummaryProvider>,
     /// Graceful node shutdown: its admission rule and Ready error.
-    pub node_shutdown: Arc<crate::nodeshutdown::Manager>,
+    node_shutdown: Arc<crate::nodeshutdown::Manager>,
 }
 
 /// The managers the kubelet is built from besides the runtime (upstream
@@ -124,6 +136,9 @@ pub struct Managers {
     /// None when cgroupsPerQOS is off.
     pub container_manager: Option<Arc<ContainerManager>>,
     pub eviction: Arc<crate::eviction::Manager>,
+    /// The one stats provider: /stats/summary and the eviction manager
+    /// read it (upstream kl.StatsProvider).
+    pub stats_provider: Arc<SummaryProvider>,
     pub node_shutdown: Arc<crate::nodeshutdown::Manager>,
 }
 
@@ -154,6 +169,7 @@ impl Kubelet {
             token_manager,
             container_manager,
             eviction,
+            stats_provider,
             node_shutdown,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
@@ -163,21 +179,20 @@ impl Kubelet {
             .map_or_else(|| Arc::new(RwLock::new(None)), |c| Arc::clone(&c.node));
         let runtime_state = Arc::new(RuntimeState::default());
         let work_queue = Arc::new(WorkQueue::new());
-        let syncer = Arc::new(Syncer {
+        let mirror_client = cluster.map(|c| c.mirror_client);
+        let syncer = Arc::new(Syncer::new(SyncerParts {
             runtime: Arc::clone(&runtime),
             node: Arc::clone(&node),
             status_manager: Arc::clone(&status_manager),
             pod_manager: Arc::clone(&pod_manager),
-            mirror_client: cluster.map(|c| c.mirror_client),
+            mirror_client: mirror_client.clone(),
             runtime_state: Arc::clone(&runtime_state),
             settings: settings.clone(),
-            liveness_failed: Mutex::new(HashSet::new()),
             prober: Arc::clone(&prober),
             volume_manager: Arc::clone(&volume_manager),
             token_manager,
             container_manager: container_manager.clone(),
-            evicted: Mutex::new(HashMap::new()),
-        });
+        }));
         if let Some(cm) = &container_manager {
             // The QoS tiers are sized for the pods not yet finished.
             let (pods, statuses) = (Arc::clone(&pod_manager), Arc::clone(&status_manager));
@@ -225,6 +240,9 @@ impl Kubelet {
             work_queue,
             runtime_state,
             syncer,
+            prober,
+            mirror_client,
+            container_manager,
             sync_loop_monitor: Mutex::new(None),
             seen_sources: Mutex::new(HashSet::new()),
             sources_ready,
@@ -232,8 +250,88 @@ impl Kubelet {
             volume_manager,
             container_deletor: Default::default(),
             eviction,
+            stats_provider,
             node_shutdown,
         })
+    }
+
+    // What the other modules read: the servers, node status, the
+    // eviction manager's deps and run-once mode.
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn runtime(&self) -> &Arc<KubeRuntimeManager> {
+        &self.runtime
+    }
+
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    pub fn pleg(&self) -> &Arc<GenericPleg> {
+        &self.pleg
+    }
+
+    pub fn pod_workers(&self) -> &Arc<PodWorkers> {
+        &self.pod_workers
+    }
+
+    pub fn pod_manager(&self) -> &Arc<PodManager> {
+        &self.pod_manager
+    }
+
+    pub fn status_manager(&self) -> &Arc<StatusManager> {
+        &self.status_manager
+    }
+
+    pub fn runtime_state(&self) -> &RuntimeState {
+        &self.runtime_state
+    }
+
+    pub fn syncer(&self) -> &Syncer {
+        &self.syncer
+    }
+
+    /// This node's Node object, as the Node reflector fills it.
+    pub fn node(&self) -> &Arc<RwLock<Option<Node>>> {
+        &self.node
+    }
+
+    pub fn volume_manager(&self) -> &Arc<VolumeManager> {
+        &self.volume_manager
+    }
+
+    pub fn container_deletor(&self) -> &pod_container_deletor::PodContainerDeletor {
+        &self.container_deletor
+    }
+
+    pub fn eviction(&self) -> &Arc<crate::eviction::Manager> {
+        &self.eviction
+    }
+
+    /// The one stats provider (upstream kl.StatsProvider).
+    pub fn stats_provider(&self) -> &Arc<SummaryProvider> {
+        &self.stats_provider
+    }
+
+    /// Graceful node shutdown: its admission rule and Ready error.
+    pub fn node_shutdown(&self) -> &Arc<crate::nodeshutdown::Manager> {
+        &self.node_shutdown
+    }
+
+    /// The pod cgroups, when cgroupsPerQOS is on.
+    pub fn container_manager(&self) -> Option<&Arc<ContainerManager>> {
+        self.container_manager.as_ref()
+    }
+
+    /// When the sync loop last began an iteration: None before it started.
+    pub fn last_loop_iteration(&self) -> Option<Instant> {
+        *self
+            .sync_loop_monitor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn sources_ready(&self) -> bool {
@@ -475,7 +573,7 @@ impl Kubelet {
                     continue;
                 }
             }
-            self.syncer.prober.add_pod(&pod);
+            self.prober.add_pod(&pod);
             self.dispatch(pod, UpdateType::Create);
         }
     }
@@ -538,7 +636,7 @@ impl Kubelet {
                 continue;
             }
             self.pod_manager.remove(pod.uid());
-            self.syncer.prober.remove_pod(pod.uid());
+            self.prober.remove_pod(pod.uid());
             self.pod_workers.update_pod(UpdatePodOptions {
                 update_type: UpdateType::Kill,
                 pod: Some(pod),
@@ -616,11 +714,7 @@ impl Kubelet {
                 r.container_name,
                 pod.full_name()
             );
-            self.syncer
-                .liveness_failed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(r.container_id);
+            self.syncer.record_liveness_failure(r.container_id);
         }
         self.dispatch(pod, UpdateType::Sync);
     }
@@ -638,7 +732,7 @@ impl Kubelet {
     /// Mirror pods whose static pod is gone are removed from the API once
     /// the static pod has stopped (upstream deleteOrphanedMirrorPods).
     fn delete_orphaned_mirror_pods(&self) {
-        let Some(mc) = &self.syncer.mirror_client else {
+        let Some(mc) = &self.mirror_client else {
             return;
         };
         for mirror in self.pod_manager.orphaned_mirrors() {
@@ -685,7 +779,7 @@ impl Kubelet {
             .chain(running.iter().map(|rp| rp.uid.clone()))
             .collect();
         self.volume_manager.cleanup_orphaned_pod_dirs(&active);
-        if let Some(cm) = &self.syncer.container_manager {
+        if let Some(cm) = &self.container_manager {
             // Only cgroups of pods neither known nor running go, and not
             // while their volumes are still set up.
             let pods_dir = self.settings.root_dir.join("pods");

@@ -10,30 +10,31 @@ use crate::podworkers::Termination;
 use crate::types::PodPhase;
 
 /// What the pod workers call: turns a pod and its runtime status into CRI
-/// actions and an API status.
+/// actions and an API status. It holds what the pod sync uses, nothing of
+/// the sync loop's.
 pub struct Syncer {
-    pub runtime: Arc<KubeRuntimeManager>,
+    runtime: Arc<KubeRuntimeManager>,
     /// This node's Node object (for hostIP), when there is an API server.
-    pub node: Arc<RwLock<Option<Node>>>,
-    pub status_manager: Arc<StatusManager>,
-    pub pod_manager: Arc<PodManager>,
+    node: Arc<RwLock<Option<Node>>>,
+    status_manager: Arc<StatusManager>,
+    pod_manager: Arc<PodManager>,
     /// With an API server: keeps each static pod's mirror pod in place.
-    pub mirror_client: Option<Arc<MirrorClient>>,
-    pub runtime_state: Arc<RuntimeState>,
-    pub settings: Settings,
+    mirror_client: Option<Arc<MirrorClient>>,
+    runtime_state: Arc<RuntimeState>,
+    settings: Settings,
     /// Containers whose liveness probe failed, by container ID.
-    pub liveness_failed: Mutex<HashSet<String>>,
+    liveness_failed: Mutex<HashSet<String>>,
     /// Probe results: readiness and startup feed the status.
-    pub prober: Arc<ProberManager>,
+    prober: Arc<ProberManager>,
     /// Sets up and tears down the pods' volumes.
-    pub volume_manager: Arc<VolumeManager>,
+    volume_manager: Arc<VolumeManager>,
     /// With an API server: service-account tokens, forgotten with their pod.
-    pub token_manager: Option<Arc<TokenManager>>,
+    token_manager: Option<Arc<TokenManager>>,
     /// With cgroupsPerQOS: the pod cgroups.
-    pub container_manager: Option<Arc<ContainerManager>>,
+    container_manager: Option<Arc<ContainerManager>>,
     /// Pods the eviction or node shutdown manager stopped, by UID, with
     /// the status they carry (upstream killPodNow's status function).
-    pub evicted: Mutex<HashMap<String, KilledStatus>>,
+    evicted: Mutex<HashMap<String, KilledStatus>>,
 }
 
 /// The status a pod the kubelet stopped for the node's sake carries.
@@ -46,7 +47,46 @@ pub struct KilledStatus {
     pub keep_succeeded: bool,
 }
 
+/// What a [`Syncer`] is built from.
+pub(super) struct SyncerParts {
+    pub runtime: Arc<KubeRuntimeManager>,
+    pub node: Arc<RwLock<Option<Node>>>,
+    pub status_manager: Arc<StatusManager>,
+    pub pod_manager: Arc<PodManager>,
+    pub mirror_client: Option<Arc<MirrorClient>>,
+    pub runtime_state: Arc<RuntimeState>,
+    pub settings: Settings,
+    pub prober: Arc<ProberManager>,
+    pub volume_manager: Arc<VolumeManager>,
+    pub token_manager: Option<Arc<TokenManager>>,
+    pub container_manager: Option<Arc<ContainerManager>>,
+}
+
 impl Syncer {
+    pub(super) fn new(p: SyncerParts) -> Syncer {
+        Syncer {
+            runtime: p.runtime,
+            node: p.node,
+            status_manager: p.status_manager,
+            pod_manager: p.pod_manager,
+            mirror_client: p.mirror_client,
+            runtime_state: p.runtime_state,
+            settings: p.settings,
+            liveness_failed: Mutex::new(HashSet::new()),
+            prober: p.prober,
+            volume_manager: p.volume_manager,
+            token_manager: p.token_manager,
+            container_manager: p.container_manager,
+            evicted: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A liveness or startup probe failed: the pod's next sync restarts
+    /// the container.
+    pub(super) fn record_liveness_failure(&self, container_id: String) {
+        lock(&self.liveness_failed).insert(container_id);
+    }
+
     /// Regenerates the pod's API status from a runtime status.
     pub fn refresh_status(&self, pod: &Pod, status: &PodStatus) {
         self.update_status(pod, status, false);
@@ -274,10 +314,7 @@ impl Syncer {
     }
 
     fn liveness_failures(&self, status: &PodStatus) -> HashSet<String> {
-        let mut failed = self
-            .liveness_failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut failed = lock(&self.liveness_failed);
         let ids: HashSet<&str> = status.containers.iter().map(|c| c.id.as_str()).collect();
         let mine: HashSet<String> = failed
             .iter()
@@ -304,6 +341,10 @@ impl PodSyncer for Syncer {
         status: &PodStatus,
     ) -> Result<bool, SyncFailure> {
         log::debug!("pod {}: sync ({update:?})", pod.full_name());
+        // The prober first: a container without a readiness probe is ready
+        // once the prober knows it runs, and the status below reads that
+        // (upstream's generateAPIPodStatus calls UpdatePodStatus first).
+        self.tell_prober(pod, status);
         let phase = self.update_status(pod, status, false);
         if phase.is_terminal() {
             log::info!("pod {} reached phase {phase}", pod.full_name());
@@ -330,11 +371,15 @@ impl PodSyncer for Syncer {
             return Err(e.into());
         }
         self.ensure_pod_cgroup(pod)?;
-        self.tell_prober(pod, status);
         let probes = self.probe_results(pod, status);
+        let reasons = self.runtime.waiting_reasons(pod.uid());
         let errors = self.runtime.sync_pod(pod, status, &probes);
-        // Record the reasons the sync found (CrashLoopBackOff, ...) now.
-        self.update_status(pod, status, false);
+        // A start that failed for a new reason (CrashLoopBackOff,
+        // ErrImagePull, ...) or succeeded after one makes the status set
+        // above stale: make it again now rather than at the next sync.
+        if self.runtime.waiting_reasons(pod.uid()) != reasons {
+            self.update_status(pod, status, false);
+        }
         if errors.is_empty() {
             Ok(false)
         } else {

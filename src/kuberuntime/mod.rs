@@ -166,6 +166,10 @@ pub trait PodVolumes: Send + Sync {
     fn mounted_volumes(&self, pod_uid: &str) -> HashMap<String, crate::volume::MountedVolume>;
 }
 
+/// A pod's containers that are waiting, by name: (reason, message) as the
+/// last start attempt left them (upstream's reasonCache).
+pub type WaitingReasons = std::collections::BTreeMap<String, (String, String)>;
+
 pub struct KubeRuntimeManager {
     runtime: Arc<RemoteRuntime>,
     cfg: RuntimeManagerConfig,
@@ -178,9 +182,9 @@ pub struct KubeRuntimeManager {
     volumes: std::sync::RwLock<Option<Arc<dyn PodVolumes>>>,
     /// The node's IPs as the kubelet knows them (--node-ip, else the Node).
     host_ips: std::sync::RwLock<Option<HostIps>>,
-    /// Why each container of each pod is waiting: (pod uid, container) ->
-    /// (reason, message), read by status generation.
-    reasons: Mutex<HashMap<(String, String), (String, String)>>,
+    /// Why each container of each pod is waiting, by pod UID, read by
+    /// status generation.
+    reasons: Mutex<HashMap<String, WaitingReasons>>,
     /// Termination messages of exited instances, read once each.
     term_messages: termination::TerminationMessages,
     /// Container stops under way, off the pod workers.
@@ -652,15 +656,22 @@ impl KubeRuntimeManager {
     /// Why the named container is waiting, if a sync recorded a reason.
     pub fn waiting_reason(&self, uid: &str, container: &str) -> Option<(String, String)> {
         let reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
-        reasons
-            .get(&(uid.to_string(), container.to_string()))
-            .cloned()
+        reasons.get(uid)?.get(container).cloned()
+    }
+
+    /// Every waiting reason recorded for the pod's containers, by name:
+    /// the pod syncer compares them around a sync to know whether the
+    /// status it made before the sync is out of date.
+    pub fn waiting_reasons(&self, uid: &str) -> WaitingReasons {
+        let reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
+        reasons.get(uid).cloned().unwrap_or_default()
     }
 
     pub fn forget_pod(&self, uid: &str) {
-        let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
-        reasons.retain(|(u, _), _| u != uid);
-        drop(reasons);
+        self.reasons
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
         self.term_messages.forget_pod(uid);
         self.images.forget_pod(uid);
         self.killer.forget_pod(uid);

@@ -36,14 +36,21 @@ impl KubeRuntimeManager {
         c: &Container,
     ) -> Result<(), SyncError> {
         let result = self.try_start_container(t, c);
-        let key = (t.pod.uid().to_string(), c.name.clone());
         let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
         match &result {
             Ok(()) => {
-                reasons.remove(&key);
+                if let Some(pod) = reasons.get_mut(t.pod.uid()) {
+                    pod.remove(&c.name);
+                    if pod.is_empty() {
+                        reasons.remove(t.pod.uid());
+                    }
+                }
             }
             Err(e) => {
-                reasons.insert(key, (e.reason.to_string(), e.message.clone()));
+                reasons
+                    .entry(t.pod.uid().to_string())
+                    .or_default()
+                    .insert(c.name.clone(), (e.reason.to_string(), e.message.clone()));
             }
         }
         result

@@ -14,7 +14,6 @@ use crate::kubelet::Kubelet;
 use crate::metrics;
 use crate::podutil::PodExt;
 use crate::server::kubelet::{handler, Handler, HostError, KubeletHost, RawStream};
-use crate::server::stats::{StatsConfig, SummaryProvider};
 use crate::server::streaming::{
     ClientStream, Reply, StreamRequest, StreamingConfig, StreamingServer,
 };
@@ -32,12 +31,12 @@ impl KubeletHost for ServerHost {
 
     fn pods(&self) -> Vec<Pod> {
         let k = &self.kubelet;
-        k.pod_manager
+        k.pod_manager()
             .pods()
             .into_iter()
             .map(|p| {
                 let mut p = Pod::clone(&p);
-                if let Some(st) = k.status_manager.get(p.uid()) {
+                if let Some(st) = k.status_manager().get(p.uid()) {
                     p.status = Some(st);
                 }
                 p
@@ -47,7 +46,7 @@ impl KubeletHost for ServerHost {
 
     fn running_pods(&self) -> Vec<Pod> {
         self.kubelet
-            .pleg
+            .pleg()
             .running_pods()
             .iter()
             .filter(|rp| rp.is_running())
@@ -78,7 +77,7 @@ impl KubeletHost for ServerHost {
     }
 
     fn pod_logs_dir(&self) -> PathBuf {
-        self.kubelet.settings.pod_logs_dir.clone()
+        self.kubelet.settings().pod_logs_dir.clone()
     }
 
     fn container_log(
@@ -91,7 +90,7 @@ impl KubeletHost for ServerHost {
         let full = crate::container::pod_full_name(pod, namespace);
         let p = self
             .kubelet
-            .pod_manager
+            .pod_manager()
             .get_by_full_name(&full)
             .ok_or_else(|| HostError::NotFound(format!("pod {namespace}/{pod} not found")))?;
         // Init, regular and ephemeral containers alike (kubectl logs of a
@@ -101,7 +100,7 @@ impl KubeletHost for ServerHost {
                 "container {container:?} is not valid for pod {pod}"
             )));
         }
-        let (status, _) = self.kubelet.cache.get(p.uid());
+        let (status, _) = self.kubelet.cache().get(p.uid());
         let newest = status.find_container(container).ok_or_else(|| {
             HostError::Invalid(format!(
                 "container {container:?} in pod {pod:?} is waiting to start"
@@ -131,7 +130,7 @@ impl KubeletHost for ServerHost {
             )
         };
         let path = crate::server::kubelet::container_log_path(
-            &self.kubelet.settings.pod_logs_dir,
+            &self.kubelet.settings().pod_logs_dir,
             namespace,
             pod,
             p.uid(),
@@ -144,20 +143,9 @@ impl KubeletHost for ServerHost {
 
 /// /stats/summary, /metrics/resource, /metrics, /exec, /attach,
 /// /portForward, served through the API server's router.
-pub fn routes(
-    kubelet: &Arc<Kubelet>,
-    node_name: &str,
-    idle_timeout: Duration,
-) -> Vec<(String, Arc<dyn Handler>)> {
-    let runtime: Arc<RemoteRuntime> = Arc::clone(kubelet.runtime.runtime());
-    let mut stats_cfg = StatsConfig::new(node_name, kubelet.settings.root_dir.clone());
-    stats_cfg.pod_logs_dir = kubelet.settings.pod_logs_dir.clone();
-    let pod_cgroups = kubelet
-        .syncer
-        .container_manager
-        .clone()
-        .map(|cm| cm as Arc<dyn crate::server::stats::PodCgroups>);
-    let stats = SummaryProvider::with_pod_cgroups(runtime.clone(), stats_cfg, pod_cgroups);
+pub fn routes(kubelet: &Arc<Kubelet>, idle_timeout: Duration) -> Vec<(String, Arc<dyn Handler>)> {
+    let runtime: Arc<RemoteRuntime> = Arc::clone(kubelet.runtime().runtime());
+    let stats = Arc::clone(kubelet.stats_provider());
     let stats_handler = handler(move |req, resp| {
         let query = req.target().split_once('?').map_or("", |x| x.1).to_string();
         match stats.handle(req.method(), req.path(), &query) {
@@ -173,7 +161,7 @@ pub fn routes(
         )
     });
 
-    let pods = Arc::clone(&kubelet.pod_manager);
+    let pods = Arc::clone(kubelet.pod_manager());
     let lookup = move |ns: &str, name: &str| {
         pods.get_by_full_name(&crate::container::pod_full_name(name, ns))
             .map(|p| Pod::clone(&p))

@@ -548,18 +548,109 @@ impl Cluster {
 
     /// Waits until the pod runs and is Ready in the API; returns it.
     pub fn wait_pod_ready(&mut self, name: &str, timeout: Duration) -> Value {
+        self.wait_pod(name, timeout, "Running+Ready", running_ready)
+    }
+
+    /// Waits until the API's copy of the pod satisfies `pred`; returns it.
+    /// On timeout, panics with `what`, the last status and rkubelet's log.
+    pub fn wait_pod(
+        &mut self,
+        name: &str,
+        timeout: Duration,
+        what: &str,
+        mut pred: impl FnMut(&Value) -> bool,
+    ) -> Value {
         let mut last = Value::Null;
         let got = poll(timeout, || {
             self.env.assert_kubelet_alive();
             let p = self.api.pod(name)?;
             last = p.clone();
-            running_ready(&p).then_some(p)
+            pred(&p).then_some(p)
         });
         got.unwrap_or_else(|| {
             panic!(
-                "pod {name}: not Running+Ready in the API within {timeout:?}; last status:\n{}",
-                pretty_status(&last)
+                "pod {name}: not {what} in the API within {timeout:?}; last status:\n{}\nrkubelet log tail:\n{}",
+                pretty_status(&last),
+                self.env.log_tail(60)
             )
         })
     }
+
+    /// Waits until the double has no pending faults left (rkubelet ran into
+    /// them all) and says how long that took.
+    pub fn wait_faults_consumed(&mut self, what: &str, timeout: Duration) -> Option<()> {
+        let t0 = std::time::Instant::now();
+        let done = poll(timeout, || {
+            self.env.assert_kubelet_alive();
+            (self.api.pending_faults() == 0).then_some(())
+        });
+        eprintln!(
+            "{what} consumed: {} after {:?}",
+            done.is_some(),
+            t0.elapsed()
+        );
+        done
+    }
+
+    /// The node lease's renewTime.
+    pub fn renew_time(&self) -> Option<String> {
+        self.api.lease()?["spec"]["renewTime"]
+            .as_str()
+            .map(String::from)
+    }
+
+    /// Waits for a lease renewTime later than `after` (seconds since the epoch).
+    pub fn wait_renewed_after(&mut self, after: f64, timeout: Duration) -> String {
+        self.eventually(
+            timeout,
+            &format!("the lease renewed after {after:.6}"),
+            |api| {
+                let t = api.lease()?["spec"]["renewTime"].as_str()?.to_string();
+                (rfc3339_secs(&t)? > after).then_some(t)
+            },
+        )
+    }
+}
+
+/// Now, in seconds since the epoch.
+pub fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// "2026-11-22T18:45:34.393398Z" (or without the fraction) as seconds since the epoch.
+pub fn rfc3339_secs(s: &str) -> Option<f64> {
+    let s = s.strip_suffix('Z')?;
+    let (date, time) = s.split_once('T')?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let t: Vec<i64> = hms
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if d.len() != 3 || t.len() != 3 {
+        return None;
+    }
+    // Days from the civil date (H. Hinnant's algorithm).
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d[2] - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    let frac: f64 = if frac.is_empty() {
+        0.0
+    } else {
+        format!("0.{frac}").parse().ok()?
+    };
+    Some((days * 86400 + t[0] * 3600 + t[1] * 60 + t[2]) as f64 + frac)
 }

@@ -20,6 +20,9 @@ pub enum FaultKind {
     Stall { ms: u64 },
     /// The next watch sends one malformed line, then the connection is cut.
     TruncateWatch,
+    /// Answer 200 with a body that is not JSON, then close (a broken
+    /// proxy or a corrupted response).
+    Garbage,
 }
 
 #[derive(Debug, Clone)]
@@ -41,6 +44,7 @@ impl Fault {
             FaultKind::Drop => json!({"dropConnections": true}),
             FaultKind::Stall { ms } => json!({"stallMs": ms}),
             FaultKind::TruncateWatch => json!({"truncateWatch": true}),
+            FaultKind::Garbage => json!({"garbageBody": true}),
         };
         v["remaining"] = json!(self.remaining);
         v["pathContains"] = json!(self.path_contains);
@@ -56,6 +60,7 @@ pub struct Decision {
     pub drop: bool,
     pub status: Option<(u16, Option<u64>)>,
     pub truncate_watch: bool,
+    pub garbage: bool,
 }
 
 #[derive(Default)]
@@ -108,6 +113,9 @@ impl Faults {
         if obj.get("truncateWatch").and_then(|x| x.as_bool()) == Some(true) {
             new.push(mk(FaultKind::TruncateWatch, count));
         }
+        if obj.get("garbageBody").and_then(|x| x.as_bool()) == Some(true) {
+            new.push(mk(FaultKind::Garbage, count));
+        }
         let n = new.len();
         self.rules
             .lock()
@@ -135,6 +143,7 @@ impl Faults {
         let mut d = Decision::default();
         let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
         let (mut stall, mut drop, mut status, mut trunc) = (false, false, false, false);
+        let mut garbage = false;
         for r in rules.iter_mut() {
             if r.remaining == 0
                 || r.path_contains
@@ -161,6 +170,10 @@ impl Faults {
                 FaultKind::TruncateWatch if !trunc && verb == "watch" => {
                     trunc = true;
                     d.truncate_watch = true;
+                }
+                FaultKind::Garbage if !garbage => {
+                    garbage = true;
+                    d.garbage = true;
                 }
                 _ => continue,
             }
@@ -315,6 +328,11 @@ mod tests {
         let d = f.decide("/api/v1/pods", "watch");
         assert!(d.drop && d.status.is_some());
         assert!(f.decide("/api/v1/pods", "watch").status.is_none());
+        f.add(&json!({"garbageBody": true, "pathContains": "/nodes"}))
+            .unwrap();
+        assert!(!f.decide("/api/v1/pods", "get").garbage);
+        assert!(f.decide("/api/v1/nodes/n", "get").garbage);
+        assert!(!f.decide("/api/v1/nodes/n", "get").garbage);
         assert!(f.add(&json!({"status": 9999})).is_err());
         assert!(f.add(&json!([1])).is_err());
     }

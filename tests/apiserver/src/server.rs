@@ -480,6 +480,13 @@ fn process<W: Write>(
         finish(0);
         return Next::Close;
     }
+    if decision.garbage {
+        finish(200);
+        // Half an object, then bytes no JSON decoder takes.
+        let body = b"{\"kind\":\"Status\",\"metadata\":{\"name\":\x00\xff\xfe<html>";
+        let _ = http::write_response(w, 200, &json_headers(), body, true);
+        return Next::Close;
+    }
     let result: Result<Reply, ApiError> = if let Some((code, retry)) = decision.status {
         Err(ApiError::for_code(code, retry))
     } else {

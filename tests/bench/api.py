@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""A tiny admin client of the API server double for the bench scripts
+(python3 standard library only): `api.py COMMAND ARGS...` with WORK (the
+bench's work dir, holding the double's api/) and URL in the environment.
+Importable: soak.py uses call() and ready()."""
+import http.client, json, os, ssl, sys, time
+
+work = os.environ["WORK"]
+url = os.environ["URL"]
+host, port = url.split("//")[1].split(":")
+ctx = ssl.create_default_context(cafile=f"{work}/api/ca.crt")
+token = open(f"{work}/api/admin-token").read().strip()
+conn = None
+
+def call(method, path, body=None):
+    global conn
+    for attempt in range(3):
+        try:
+            if conn is None:
+                conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+            h = {"Authorization": "Bearer " + token, "User-Agent": "rk-bench/1"}
+            data = None
+            if body is not None:
+                data = json.dumps(body)
+                h["Content-Type"] = "application/json"
+            conn.request(method, path, body=data, headers=h)
+            r = conn.getresponse()
+            text = r.read()
+            return r.status, (json.loads(text) if text else None)
+        except (OSError, http.client.HTTPException):
+            conn = None
+            if attempt == 2:
+                raise
+
+def ready(p):
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in p.get("status", {}).get("conditions", []))
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "node-ready":
+        code, n = call("GET", "/api/v1/nodes/" + sys.argv[2])
+        sys.exit(0 if code == 200 and ready(n) else 1)
+    elif cmd == "start-pods":
+        # plain: no volumes at all (automountServiceAccountToken false), the
+        # figure comparable with earlier runs; volumes: the admission's projected
+        # token volume plus a configMap and a secret volume each.
+        node, n, limit, kind = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+        def pod(i):
+            spec = {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "sleep", "image": "docker.io/library/busybox:1.36",
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "command": ["sleep", "100000"]}]}
+            if kind == "plain":
+                spec["automountServiceAccountToken"] = False
+            else:
+                spec["volumes"] = [{"name": "cfg", "configMap": {"name": "bench-config"}},
+                                   {"name": "sec", "secret": {"secretName": "bench-secret"}}]
+                spec["containers"][0]["volumeMounts"] = [
+                    {"name": "cfg", "mountPath": "/cfg"}, {"name": "sec", "mountPath": "/sec"}]
+            return {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"bench-{kind}-{i}", "namespace": "default",
+                                 "labels": {"bench": kind}},
+                    "spec": spec}
+        if kind != "plain":
+            call("POST", "/api/v1/namespaces/default/configmaps",
+                 {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bench-config"},
+                  "data": {"a": "1"}})
+            call("POST", "/api/v1/namespaces/default/secrets",
+                 {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bench-secret"},
+                  "data": {"k": "dg=="}})
+        pods = [pod(i) for i in range(1, n + 1)]
+        t0 = time.monotonic()
+        for p in pods:
+            code, body = call("POST", "/api/v1/namespaces/default/pods", p)
+            if code != 201:
+                sys.exit(f"create {p['metadata']['name']}: {code} {body}")
+        created = time.monotonic() - t0
+        while True:
+            code, lst = call("GET", "/api/v1/namespaces/default/pods?labelSelector=bench%3D" + kind)
+            n_ready = sum(1 for p in lst["items"] if ready(p)) if code == 200 else 0
+            if n_ready >= n:
+                break
+            if time.monotonic() - t0 > limit:
+                sys.exit(f"only {n_ready}/{n} pods Ready after {limit} s")
+            time.sleep(0.05)
+        print(f"{time.monotonic() - t0:.2f} {created:.2f}")
+    elif cmd == "delete-pods":
+        # DELETE every pod of a kind at once with the given grace (busybox sleep
+        # as PID 1 ignores SIGTERM, so each one takes the whole grace period);
+        # seconds until none is left in the API.
+        kind, grace, limit = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+        sel = "/api/v1/namespaces/default/pods?labelSelector=bench%3D" + kind
+        code, lst = call("GET", sel)
+        names = [p["metadata"]["name"] for p in lst["items"]]
+        t0 = time.monotonic()
+        for n in names:
+            code, body = call("DELETE", "/api/v1/namespaces/default/pods/" + n,
+                              {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": grace})
+            if code not in (200, 202):
+                sys.exit(f"delete {n}: {code} {body}")
+        while True:
+            code, lst = call("GET", sel)
+            if code == 200 and not lst["items"]:
+                break
+            if time.monotonic() - t0 > limit:
+                sys.exit(f"{len(lst['items'])} pods still in the API after {limit} s")
+            time.sleep(0.05)
+        print(f"{time.monotonic() - t0:.2f} {len(names)}")
+    elif cmd == "stats-reset":
+        call("POST", "/__double/stats/reset", {})
+    elif cmd == "stats":
+        user, kind = sys.argv[2], sys.argv[3]
+        code, s = call("GET", "/__double/stats")
+        secs = s["elapsedSeconds"]
+        per_min = lambda c: c * 60.0 / secs
+        if kind == "total":
+            print(f"{per_min(s['byUser'].get(user, 0)):.1f} (all clients {s['perMinute']:.1f}, over {secs:.0f} s)")
+        else:
+            print(" ".join(f"{k.replace(' ', ':')}={per_min(v):.1f}"
+                           for k, v in sorted(s["byVerbResource"].items(), key=lambda kv: -kv[1])))
+
+
+if __name__ == "__main__":
+    main()
