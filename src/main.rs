@@ -22,6 +22,7 @@ mod lifecycle;
 mod logs;
 mod metrics;
 mod nodelease;
+mod nodeshutdown;
 mod nodestatus;
 mod oom;
 mod pleg;

@@ -423,6 +423,14 @@ impl PodWorkers {
         self.lock().contains_key(uid)
     }
 
+    /// Whether the pod's containers have all been stopped by its worker
+    /// (it reached the terminated phase), or the workers do not know it.
+    pub fn is_terminated(&self, uid: &str) -> bool {
+        self.lock()
+            .get(uid)
+            .is_none_or(|st| st.phase == Phase::Terminated)
+    }
+
     /// Every pod a worker still tracks (syncing, terminating or terminated).
     pub fn known_uids(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()

@@ -42,7 +42,9 @@ use crate::server::stats::{StatsConfig, SummaryProvider};
 use crate::types;
 use crate::util::worker::{self, Worker};
 
+mod check;
 mod eviction;
+mod nodeshutdown;
 mod servers;
 mod shutdown;
 mod volumes;
@@ -65,15 +67,28 @@ const MIN_SYNC_LOOP_HEALTH: Duration = Duration::from_secs(300);
 
 /// The process entry point: returns the exit code.
 pub fn main() -> i32 {
-    let (flags, config) = match kubeletconfig::load(std::env::args_os()) {
+    // `rkubelet check FLAGS...`: the preflight, with the flags a start takes.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let check = args.get(1).is_some_and(|a| a == "check");
+    if check {
+        args.remove(1);
+    }
+    let (flags, config) = match kubeletconfig::load(args) {
         Ok(v) => v,
         Err(LoadError::Clap(e)) => e.exit(),
+        Err(LoadError::Invalid(e)) if check => {
+            println!("FAIL  configuration: {e:#}\n      fix: correct the named flag or field");
+            return 1;
+        }
         Err(LoadError::Invalid(e)) => {
             eprintln!("rkubelet: {e:#}");
             return 1;
         }
     };
     crate::util::logging::init(flags.verbosity);
+    if check {
+        return check::run(&flags, &config);
+    }
     log::info!(
         "rkubelet {} (Kubernetes {})",
         kubeletconfig::VERSION,
@@ -267,6 +282,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             container_manager,
             eviction: eviction::eviction_manager(config)?,
             stats_provider,
+            node_shutdown: crate::nodeshutdown::Manager::from_config(config),
         },
     );
     for r in &volume_deps.registrars {
@@ -350,10 +366,15 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .map(Worker::adopt),
     );
     owned.push(start_log_manager(config, &kubelet, &shutdown)?);
+    owned.extend(nodeshutdown::start_node_shutdown_manager(
+        &kubelet, &recorder, &shutdown,
+    )?);
     owned.extend(
         crate::oom::start(Arc::clone(&recorder), kubepods_v2, &shutdown)
             .context("spawn oom thread")?,
     );
+    // Upstream notifies once RunKubelet has started the kubelet and healthz.
+    crate::util::sd_notify::notify_logged(crate::util::sd_notify::READY);
     kubelet.sync_loop(&LoopChannels {
         config: pod_config.updates(),
         pleg: pleg_rx,
@@ -361,6 +382,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         shutdown,
     });
     log::info!("sync loop stopped; stopping the modules");
+    crate::util::sd_notify::notify_logged(crate::util::sd_notify::STOPPING);
     stop_modules(owned);
     log::info!("exiting");
     Ok(0)

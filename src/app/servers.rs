@@ -36,6 +36,7 @@ pub(super) fn kubelet_health(
             memory_pressure: k.eviction().is_under_memory_pressure(),
             disk_pressure: k.eviction().is_under_disk_pressure(),
             pid_pressure: k.eviction().is_under_pid_pressure(),
+            shutdown_error: k.node_shutdown().shutdown_status(),
         }
     })
 }

@@ -28,6 +28,7 @@ const SHUTDOWN_STAGES: &[(&str, &[&str])] = &[
             "eviction-manager",
             "log-manager",
             "oom",
+            "node-shutdown",
         ],
     ),
     (

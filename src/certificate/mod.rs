@@ -7,4 +7,4 @@
 pub mod bootstrap;
 mod csr;
 mod store;
-mod x509;
+pub mod x509;

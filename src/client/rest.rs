@@ -185,6 +185,16 @@ impl Client {
         self.json("GET", path, None)
     }
 
+    /// GET `path` once, without retries, for the answer's `Date` header
+    /// (`rkubelet check` compares it with the local clock).
+    pub fn get_date(&self, path: &str) -> Result<Option<String>, ApiError> {
+        let request = label("GET", path);
+        let resp = self
+            .send(&self.inner.agent, "GET", path, None, &[], &request)
+            .map_err(|f| f.err)?;
+        Ok(resp.header("Date").map(String::from))
+    }
+
     /// GET returning the body as is (e.g. `/healthz`, which answers text).
     pub fn get_raw(&self, path: &str) -> Result<Vec<u8>, ApiError> {
         self.execute("GET", path, None)

@@ -85,6 +85,32 @@ impl Hierarchies {
         }
     }
 
+    /// The controllers pods are limited by that this host lacks: v1 ones
+    /// not mounted, v2 ones the root does not offer (cgroup.controllers).
+    pub fn missing_controllers(&self) -> Vec<&'static str> {
+        match self.version {
+            Version::V1 => V1_REQUIRED
+                .iter()
+                .copied()
+                .filter(|c| self.controller(c).is_none())
+                .collect(),
+            Version::V2 => {
+                let root = self
+                    .mounts
+                    .first()
+                    .map(|m| m.path.join("cgroup.controllers"));
+                let offered = root
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+                    .unwrap_or_default();
+                let offered: Vec<&str> = offered.split_whitespace().collect();
+                ["cpu", "memory", "pids"]
+                    .into_iter()
+                    .filter(|c| !offered.contains(c))
+                    .collect()
+            }
+        }
+    }
+
     /// The mount carrying a v1 controller.
     fn controller(&self, name: &str) -> Option<&Path> {
         self.mounts

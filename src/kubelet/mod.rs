@@ -9,8 +9,8 @@ mod sync_error;
 mod syncer;
 
 pub use runtime_state::{RuntimeCondition, RuntimeState, RuntimeStatus};
-pub use syncer::Syncer;
 use syncer::SyncerParts;
+pub use syncer::{KilledStatus, Syncer};
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -125,6 +125,8 @@ pub struct Kubelet {
     /// The node's pressure conditions and the eviction admission rule.
     eviction: Arc<crate::eviction::Manager>,
     stats_provider: Arc<SummaryProvider>,
+    /// Graceful node shutdown: its admission rule and Ready error.
+    node_shutdown: Arc<crate::nodeshutdown::Manager>,
 }
 
 /// The managers the kubelet is built from besides the runtime (upstream
@@ -139,6 +141,7 @@ pub struct Managers {
     /// The one stats provider: /stats/summary and the eviction manager
     /// read it (upstream kl.StatsProvider).
     pub stats_provider: Arc<SummaryProvider>,
+    pub node_shutdown: Arc<crate::nodeshutdown::Manager>,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -169,6 +172,7 @@ impl Kubelet {
             container_manager,
             eviction,
             stats_provider,
+            node_shutdown,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::default());
@@ -249,6 +253,7 @@ impl Kubelet {
             container_deletor: Default::default(),
             eviction,
             stats_provider,
+            node_shutdown,
         })
     }
 
@@ -311,6 +316,11 @@ impl Kubelet {
     /// The one stats provider (upstream kl.StatsProvider).
     pub fn stats_provider(&self) -> &Arc<SummaryProvider> {
         &self.stats_provider
+    }
+
+    /// Graceful node shutdown: its admission rule and Ready error.
+    pub fn node_shutdown(&self) -> &Arc<crate::nodeshutdown::Manager> {
+        &self.node_shutdown
     }
 
     /// The pod cgroups, when cgroupsPerQOS is on.
@@ -554,13 +564,15 @@ impl Kubelet {
                 let active = self.active_pods();
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
                 let max_pods = self.settings.max_pods as i64;
-                // In upstream's order: eviction, sysctls, the predicates, AppArmor.
+                // In upstream's order: eviction, sysctls, the predicates, node
+                // shutdown, AppArmor.
                 let security = &self.settings.security;
                 let admitted = self
                     .eviction
                     .admit(&pod)
                     .and_then(|()| security.sysctls.admit(&pod))
                     .and_then(|()| admission::admit(&pod, &active, node.as_ref(), max_pods))
+                    .and_then(|()| self.node_shutdown.admit())
                     .and_then(|()| {
                         crate::lifecycle::handlers::admit_apparmor(&security.apparmor, &pod)
                     });

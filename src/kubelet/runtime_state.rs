@@ -89,6 +89,14 @@ impl RuntimeState {
         }
     }
 
+    /// Tells the change callback that something else the Ready condition
+    /// reads changed (the node shutting down).
+    pub fn node_status_changed(&self) {
+        if let Some(f) = self.on_change.get() {
+            f();
+        }
+    }
+
     /// Records one CRI Status answer (upstream updateRuntimeUp), and tells
     /// the change callback when the runtime went down or came back.
     pub fn update(&self, result: Result<RuntimeStatus, String>) {

@@ -32,9 +32,19 @@ pub struct Syncer {
     token_manager: Option<Arc<TokenManager>>,
     /// With cgroupsPerQOS: the pod cgroups.
     container_manager: Option<Arc<ContainerManager>>,
-    /// Pods the eviction manager evicted, by UID, with the message their
-    /// status carries (upstream killPodNow's status function).
-    evicted: Mutex<HashMap<String, String>>,
+    /// Pods the eviction or node shutdown manager stopped, by UID, with
+    /// the status they carry (upstream killPodNow's status function).
+    evicted: Mutex<HashMap<String, KilledStatus>>,
+}
+
+/// The status a pod the kubelet stopped for the node's sake carries.
+#[derive(Clone, Debug)]
+pub struct KilledStatus {
+    /// `Evicted`, or `Terminated` for a node shutdown.
+    pub reason: &'static str,
+    pub message: String,
+    /// A Succeeded pod stays Succeeded (node shutdown); else Failed.
+    pub keep_succeeded: bool,
 }
 
 /// What a [`Syncer`] is built from.
@@ -138,10 +148,10 @@ impl Syncer {
         phase
     }
 
-    /// Marks the pod evicted: from now on its status is Failed with
-    /// reason Evicted and `message`.
-    pub fn mark_evicted(&self, uid: &str, message: &str) {
-        lock(&self.evicted).insert(uid.to_string(), message.to_string());
+    /// Marks the pod stopped by the kubelet: from now on its status
+    /// carries `status`.
+    pub fn mark_killed(&self, uid: &str, status: KilledStatus) {
+        lock(&self.evicted).insert(uid.to_string(), status);
     }
 
     /// Forgets a gone pod's eviction.
@@ -155,11 +165,18 @@ impl Syncer {
     /// With upstream's DisruptionTarget condition (reason
     /// TerminationByKubelet); the status manager keeps its transition time.
     fn apply_eviction(&self, pod: &Pod, s: &mut k8s_openapi::api::core::v1::PodStatus) {
-        let Some(message) = lock(&self.evicted).get(pod.uid()).cloned() else {
+        let Some(KilledStatus {
+            reason,
+            message,
+            keep_succeeded,
+        }) = lock(&self.evicted).get(pod.uid()).cloned()
+        else {
             return;
         };
-        s.phase = Some(PodPhase::Failed.as_str().into());
-        s.reason = Some(crate::eviction::REASON.into());
+        if !(keep_succeeded && PodPhase::of(Some(s)) == PodPhase::Succeeded) {
+            s.phase = Some(PodPhase::Failed.as_str().into());
+        }
+        s.reason = Some(reason.into());
         s.message = Some(message.clone());
         let now = k8s_openapi::jiff::Timestamp::now();
         let at = k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);

@@ -159,6 +159,9 @@ pub struct KubeletHealth {
     pub memory_pressure: bool,
     pub disk_pressure: bool,
     pub pid_pressure: bool,
+    /// The node shutdown manager's "node is shutting down" (upstream
+    /// ShutdownStatus, last of the Ready errors).
+    pub shutdown_error: Option<String>,
 }
 
 pub type HealthFn = Box<dyn Fn() -> KubeletHealth + Send + Sync>;
@@ -428,6 +431,7 @@ impl NodeStatusManager {
         let mut errors = inputs.health.runtime_errors.clone();
         errors.extend(inputs.health.pleg_error.clone());
         errors.extend(inputs.health.network_error.clone());
+        errors.extend(inputs.health.shutdown_error.clone());
         setters::set_ready_condition(node, &now, &errors, events);
         setters::record_schedulable_event(node, &mut state.last_unschedulable, events);
     }

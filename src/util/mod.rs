@@ -6,6 +6,7 @@ pub mod fault;
 pub mod logging;
 pub mod manager;
 pub mod quantity;
+pub mod sd_notify;
 pub mod strategicpatch;
 pub mod worker;
 pub mod workqueue;

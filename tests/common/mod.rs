@@ -417,6 +417,8 @@ pub struct Env {
     pub config: PathBuf,
     pub log_path: PathBuf,
     pub port: u16,
+    /// Extra environment for rkubelet (e.g. NOTIFY_SOCKET).
+    pub kubelet_env: Vec<(String, String)>,
     kubelet: Option<Child>,
     started: Instant,
 }
@@ -439,6 +441,7 @@ impl Env {
             sock: String::new(),
             dir,
             port: 20000 + n as u16,
+            kubelet_env: Vec::new(),
             kubelet: None,
             started: Instant::now(),
         };
@@ -1004,6 +1007,7 @@ impl Env {
         .unwrap();
         let child = Command::new(rkubelet_bin())
             .args(args)
+            .envs(self.kubelet_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(f.try_clone().unwrap())
             .stderr(f)
