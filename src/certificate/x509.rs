@@ -28,6 +28,11 @@ const GENERALIZED_TIME: u8 = 0x18;
 
 /// notAfter of a DER certificate, in seconds since the Unix epoch.
 pub fn not_after(der: &[u8]) -> Option<i64> {
+    validity(der).map(|(_, after)| after)
+}
+
+/// (notBefore, notAfter) of a DER certificate, in seconds since the Unix epoch.
+pub fn validity(der: &[u8]) -> Option<(i64, i64)> {
     let (_, c0, _) = tlv(der, 0)?; // Certificate
     let (_, t0, _) = tlv(der, c0)?; // TBSCertificate
     let mut pos = t0;
@@ -38,9 +43,29 @@ pub fn not_after(der: &[u8]) -> Option<i64> {
         pos = tlv(der, pos)?.2; // serialNumber, signature, issuer
     }
     let (_, v0, _) = tlv(der, pos)?; // Validity
-    let not_before_end = tlv(der, v0)?.2;
-    let (tag, a0, a1) = tlv(der, not_before_end)?;
-    parse_time(tag, std::str::from_utf8(&der[a0..a1]).ok()?)
+    let time = |pos: usize| -> Option<(i64, usize)> {
+        let (tag, a0, a1) = tlv(der, pos)?;
+        Some((
+            parse_time(tag, std::str::from_utf8(&der[a0..a1]).ok()?)?,
+            a1,
+        ))
+    };
+    let (before, end) = time(v0)?;
+    let (after, _) = time(end)?;
+    Some((before, after))
+}
+
+/// The X.509 version (1 when the optional `[0] version` is absent, which
+/// rustls refuses: it accepts v3 only).
+pub fn version(der: &[u8]) -> Option<u8> {
+    let (_, c0, _) = tlv(der, 0)?;
+    let (_, t0, _) = tlv(der, c0)?;
+    let (tag, v0, v1) = tlv(der, t0)?;
+    if tag != 0xa0 {
+        return Some(1);
+    }
+    let (_, i0, i1) = tlv(der, v0)?; // INTEGER
+    (i1 == i0 + 1 && i1 <= v1).then(|| der[i0] + 1)
 }
 
 /// UTCTime `YYMMDDHHMMSSZ` (years 1950–2049, RFC 5280) or GeneralizedTime
