@@ -55,9 +55,12 @@ pub(crate) fn server_config(
             CertSlot::new(ClientIdentity { certs, key }).context("serving certificate and key")?
         }
     };
-    let (provider, versions, warnings) =
-        super::tls_options::provider(src.min_version, src.cipher_suites)
-            .map_err(anyhow::Error::msg)?;
+    let super::tls_options::Settings {
+        provider,
+        versions,
+        warnings,
+    } = super::tls_options::settings(src.min_version, src.cipher_suites)
+        .map_err(anyhow::Error::msg)?;
     for w in warnings {
         log::warn!("{w}");
     }

@@ -146,19 +146,16 @@ pub fn cipher_suites(
     Ok((suites, warnings))
 }
 
-/// The crypto provider and versions for 10250 from the two settings, with
-/// the warnings to log.
-pub fn provider(
-    min: &str,
-    names: &[String],
-) -> Result<
-    (
-        Arc<CryptoProvider>,
-        &'static [&'static SupportedProtocolVersion],
-        Vec<String>,
-    ),
-    String,
-> {
+/// What 10250's rustls config is built from.
+pub struct Settings {
+    pub provider: Arc<CryptoProvider>,
+    pub versions: &'static [&'static SupportedProtocolVersion],
+    /// To log at start.
+    pub warnings: Vec<String>,
+}
+
+/// The crypto provider and versions for 10250 from the two settings.
+pub fn settings(min: &str, names: &[String]) -> Result<Settings, String> {
     let (versions, warning) = versions(min)?;
     let tls12_allowed = versions.contains(&&rustls::version::TLS12);
     let (suites, mut warnings) = cipher_suites(names, tls12_allowed)?;
@@ -167,7 +164,11 @@ pub fn provider(
         cipher_suites: suites,
         ..ring::default_provider()
     };
-    Ok((Arc::new(provider), versions, warnings))
+    Ok(Settings {
+        provider: Arc::new(provider),
+        versions,
+        warnings,
+    })
 }
 
 #[cfg(test)]

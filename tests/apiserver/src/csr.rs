@@ -456,6 +456,32 @@ mod tests {
     }
 
     #[test]
+    fn serving_requests_carry_their_sans_and_are_checked() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p =
+            rcgen::CertificateParams::new(vec!["node1".to_string(), "10.0.0.7".to_string()])
+                .expect("sans");
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name
+            .push(rcgen::DnType::OrganizationName, "system:nodes");
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "system:node:node1");
+        let pem = p.serialize_request(&key).expect("csr").pem().expect("pem");
+        let r = parse_request(pem.as_bytes()).expect("parse");
+        assert_eq!(r.sans.len(), 2);
+        assert!(
+            matches!(&r.sans[1], rcgen::SanType::IpAddress(ip) if ip.to_string() == "10.0.0.7")
+        );
+        let csr = json!({"spec": {"usages": ["digital signature", "server auth"]}});
+        assert_eq!(serving_ok(&csr, &r), Ok(()));
+        let client = json!({"spec": {"usages": ["digital signature", "client auth"]}});
+        assert!(serving_ok(&client, &r).is_err());
+        let no_sans = parse_request(pem_for("system:node:node1", &["system:nodes"]).as_bytes())
+            .expect("parse");
+        assert!(serving_ok(&csr, &no_sans).is_err());
+    }
+
+    #[test]
     fn approves_bootstrapper_node_client_csrs_only() {
         let pem = pem_for("system:node:n1", &["system:nodes"]);
         let req = parse_request(pem.as_bytes()).expect("parse");
