@@ -384,6 +384,11 @@ fn serving_certificate_is_requested_and_served_once_approved() {
         "{again}"
     );
     assert_eq!(csrs_of(&cl.api, "kubernetes.io/kubelet-serving").len(), 1);
+    // Its SANs are the node's addresses: the 10 s template check leaves it.
+    std::thread::sleep(secs(15));
+    cl.env.assert_kubelet_alive();
+    assert_eq!(csrs_of(&cl.api, "kubernetes.io/kubelet-serving").len(), 1);
+    assert!(cl.env.log_lines_with("serving certificate SANs").is_empty());
 }
 
 #[test]

@@ -39,6 +39,9 @@ const BACKOFF_START: Duration = Duration::from_secs(2);
 const BACKOFF_MAX: Duration = Duration::from_secs(32);
 /// A serving certificate waits for the node's addresses this long at a time.
 const NO_ADDRESSES_RETRY: Duration = Duration::from_secs(5);
+/// How often the serving certificate's SANs are compared with the node's
+/// addresses (upstream checks its template every second).
+const TEMPLATE_CHECK: Duration = Duration::from_secs(10);
 /// The node event of a rotation that did not happen (rkubelet's own reason:
 /// upstream only logs).
 pub const ROTATION_FAILED: &str = "CertificateRotationFailed";
@@ -118,6 +121,10 @@ pub struct Manager {
     deps: Deps,
     state: State,
     backoff: Duration,
+    /// When the serving certificate's SANs are next compared with the node's.
+    template_check: Instant,
+    /// The slot holds a certificate from the signer (not the self-signed one).
+    signed: bool,
 }
 
 fn unix_now() -> i64 {
@@ -171,6 +178,8 @@ impl Manager {
             deps,
             state: State::Idle { due },
             backoff: BACKOFF_START,
+            template_check: Instant::now() + TEMPLATE_CHECK,
+            signed,
         };
         m.log_schedule(due);
         m
@@ -188,9 +197,38 @@ impl Manager {
     /// When [`Manager::step`] wants to run next.
     pub fn due(&self) -> Instant {
         match &self.state {
+            State::Idle { due } if self.kind == Kind::Serving => (*due).min(self.template_check),
             State::Idle { due } => *due,
             State::Waiting { poll, .. } => *poll,
         }
+    }
+
+    /// upstream's template check: a serving certificate whose SANs are not
+    /// the node's current addresses is rotated at once (when they are known).
+    fn template_changed(&mut self) -> bool {
+        if self.kind != Kind::Serving || !self.signed || Instant::now() < self.template_check {
+            return false;
+        }
+        self.template_check = Instant::now() + TEMPLATE_CHECK;
+        let want = (self.deps.sans)();
+        let Some(have) = self
+            .deps
+            .slot
+            .leaf()
+            .and_then(|c| x509::subject_alt_names(c.as_ref()))
+        else {
+            return false;
+        };
+        let changed = !want.is_empty() && {
+            let (mut a, mut b) = (want.clone(), have.clone());
+            a.sort();
+            b.sort();
+            a != b
+        };
+        if changed {
+            log::info!("serving certificate SANs {have:?} differ from the node's addresses {want:?}: rotating");
+        }
+        changed
     }
 
     /// Does whatever is due: sends a CSR, reads a pending one, installs an
@@ -198,6 +236,12 @@ impl Manager {
     pub fn step(&mut self) {
         if Instant::now() < self.due() {
             return;
+        }
+        if let State::Idle { due } = self.state {
+            // Woken for the template check only: rotate if it changed.
+            if due > Instant::now() && !self.template_changed() {
+                return;
+            }
         }
         let state = std::mem::replace(
             &mut self.state,
@@ -322,6 +366,7 @@ impl Manager {
             .set(ClientIdentity { certs, key })
             .context("the issued certificate does not match its key")?;
         (self.deps.on_rotated)();
+        self.signed = true;
         self.backoff = BACKOFF_START;
         let due = instant_at(rotation_deadline(
             nb,

@@ -68,6 +68,58 @@ pub fn version(der: &[u8]) -> Option<u8> {
     (i1 == i0 + 1 && i1 <= v1).then(|| der[i0] + 1)
 }
 
+/// The DNS names and IP addresses (as text) of the subjectAltName
+/// extension, in order; empty without one. None when the DER is malformed.
+pub fn subject_alt_names(der: &[u8]) -> Option<Vec<String>> {
+    let (_, c0, _) = tlv(der, 0)?;
+    let (_, t0, t1) = tlv(der, c0)?;
+    let mut pos = t0;
+    let mut exts = None;
+    while pos < t1 {
+        let (tag, s, e) = tlv(der, pos)?;
+        if tag == 0xa3 {
+            exts = Some(tlv(der, s)?); // [3] EXPLICIT Extensions
+        }
+        pos = e;
+    }
+    let Some((_, mut p, end)) = exts else {
+        return Some(Vec::new());
+    };
+    while p < end {
+        let (_, x0, x1) = tlv(der, p)?; // Extension
+        let (_, o0, o1) = tlv(der, x0)?;
+        if der[o0..o1] == [0x55, 0x1d, 0x11] {
+            let mut q = o1;
+            if tlv(der, q)?.0 == 0x01 {
+                q = tlv(der, q)?.2; // critical
+            }
+            let (_, v0, _) = tlv(der, q)?; // OCTET STRING
+            return general_names(der, v0);
+        }
+        p = x1;
+    }
+    Some(Vec::new())
+}
+
+fn general_names(der: &[u8], pos: usize) -> Option<Vec<String>> {
+    let (_, mut p, end) = tlv(der, pos)?;
+    let mut out = Vec::new();
+    while p < end {
+        let (tag, v0, v1) = tlv(der, p)?;
+        let v = &der[v0..v1];
+        match (tag, v.len()) {
+            (0x82, _) => out.push(String::from_utf8_lossy(v).into_owned()),
+            (0x87, 4) => out.push(std::net::IpAddr::from(<[u8; 4]>::try_from(v).ok()?).to_string()),
+            (0x87, 16) => {
+                out.push(std::net::IpAddr::from(<[u8; 16]>::try_from(v).ok()?).to_string())
+            }
+            _ => {}
+        }
+        p = v1;
+    }
+    Some(out)
+}
+
 /// UTCTime `YYMMDDHHMMSSZ` (years 1950–2049, RFC 5280) or GeneralizedTime
 /// `YYYYMMDDHHMMSSZ`.
 fn parse_time(tag: u8, s: &str) -> Option<i64> {
@@ -109,6 +161,22 @@ mod tests {
             Some(2_524_608_000)
         );
         assert_eq!(parse_time(UTC_TIME, "7001010000Z"), None);
+    }
+
+    #[test]
+    fn reads_dns_and_ip_sans() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let p = rcgen::CertificateParams::new(vec!["node1".to_string(), "10.0.0.7".to_string()])
+            .expect("params");
+        let cert = p.self_signed(&key).expect("cert");
+        assert_eq!(
+            subject_alt_names(cert.der()),
+            Some(vec!["node1".to_string(), "10.0.0.7".to_string()])
+        );
+        let none = rcgen::CertificateParams::default()
+            .self_signed(&key)
+            .expect("cert");
+        assert_eq!(subject_alt_names(none.der()), Some(Vec::new()));
     }
 
     #[test]
