@@ -42,6 +42,7 @@ use crate::server::stats::{StatsConfig, SummaryProvider};
 use crate::types;
 use crate::util::worker::{self, Worker};
 
+mod certificates;
 mod check;
 mod eviction;
 mod nodeshutdown;
@@ -163,6 +164,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         log::info!(
             "no API server defined: running in standalone mode, no node status will be sent"
         );
+    } else {
+        for w in kubeletconfig::insecure_settings(config) {
+            log::warn!("insecure: {w}");
+        }
     }
     let (recorder, events_thread) = event_recorder(client.as_ref(), &node, config, &shutdown)?;
     // Every module thread, joined in order at shutdown.
@@ -320,16 +325,23 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     metrics::set_node_name(&node);
     // Pods run without the API server on 10250 (logs, exec, metrics):
     // failing to start it is reported, not fatal (upstream exits).
+    let certs = certificates::certificate_managers(
+        flags,
+        config,
+        client.as_ref(),
+        &recorder,
+        &node,
+        &node_object,
+    );
     let server = if flags.runonce {
         Vec::new()
     } else {
         start_kubelet_server(
             flags,
             config,
-            &kubelet,
-            &node,
-            &healthz,
+            (&kubelet, &node, &healthz),
             client.as_ref(),
+            certs.serving_slot.clone(),
             &shutdown,
         )
         .unwrap_or_else(|e| {
@@ -338,6 +350,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         })
     };
     owned.extend(server.into_iter().map(Worker::adopt));
+    owned.extend(certificates::start(certs, &shutdown)?);
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }

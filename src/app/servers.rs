@@ -134,16 +134,16 @@ pub(super) fn start_healthz(
 pub(super) fn start_kubelet_server(
     flags: &KubeletFlags,
     config: &KubeletConfiguration,
-    kubelet: &Arc<Kubelet>,
-    node: &str,
-    healthz: &Arc<Healthz>,
+    (kubelet, node, healthz): (&Arc<Kubelet>, &str, &Arc<Healthz>),
     client: Option<&Client>,
+    serving_cert: Option<Arc<crate::client::tls::CertSlot>>,
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
     if !config.enable_server {
         return Ok(Vec::new());
     }
-    let server_cfg = ServerConfig::from_kubelet_config(config, &flags.cert_dir)?;
+    let mut server_cfg = ServerConfig::from_kubelet_config(config, &flags.cert_dir)?;
+    server_cfg.serving_cert = serving_cert;
     let host = Arc::new(ServerHost {
         kubelet: Arc::clone(kubelet),
         node_name: node.to_string(),

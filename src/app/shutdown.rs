@@ -33,7 +33,13 @@ const SHUTDOWN_STAGES: &[(&str, &[&str])] = &[
     ),
     (
         "status",
-        &["status-manager", "node-status", "node-lease", "events"],
+        &[
+            "status-manager",
+            "node-status",
+            "node-lease",
+            "certificate-manager",
+            "events",
+        ],
     ),
 ];
 

@@ -33,7 +33,18 @@ pub fn generate_key() -> anyhow::Result<rcgen::KeyPair> {
 
 /// The PEM request for `O=system:nodes, CN=system:node:<node>`, no SANs.
 pub fn make_csr_pem(key: &rcgen::KeyPair, node: &str) -> anyhow::Result<String> {
-    let mut p = rcgen::CertificateParams::default();
+    make_csr_pem_with_sans(key, node, &[])
+}
+
+/// As [`make_csr_pem`], with subject alternative names (DNS names and IP
+/// addresses, as the serving certificate's request carries).
+pub fn make_csr_pem_with_sans(
+    key: &rcgen::KeyPair,
+    node: &str,
+    sans: &[String],
+) -> anyhow::Result<String> {
+    let mut p =
+        rcgen::CertificateParams::new(sans.to_vec()).context("subject alternative names")?;
     p.distinguished_name = rcgen::DistinguishedName::new();
     p.distinguished_name
         .push(rcgen::DnType::OrganizationName, NODES_GROUP);
@@ -62,6 +73,21 @@ pub fn digested_name(key: &rcgen::KeyPair, node: &str) -> String {
         write(u.as_bytes());
     }
     format!("node-csr-{}", encode(ctx.finish().as_ref()))
+}
+
+/// A CSR named by the server (`generateName: csr-`), as the certificate
+/// manager creates for rotations and the serving certificate.
+pub fn generated_csr_object(pem: &str, signer: &str, usages: &[&str]) -> Value {
+    json!({
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"generateName": "csr-"},
+        "spec": {
+            "request": base64::engine::general_purpose::STANDARD.encode(pem),
+            "signerName": signer,
+            "usages": usages,
+        },
+    })
 }
 
 /// The CertificateSigningRequest object to create.
@@ -104,6 +130,10 @@ pub fn request_certificate(client: &Client, obj: &Value) -> Result<(String, Stri
             existing
         }
         Err(e) => return Err(CsrError::Api(e)),
+    };
+    let name = match str_at(&created, &["metadata", "name"]) {
+        "" => name,
+        n => n.to_string(),
     };
     Ok((name, str_at(&created, &["metadata", "uid"]).to_string()))
 }

@@ -1,10 +1,12 @@
-//! Kubelet certificates (upstream `pkg/kubelet/certificate`): for now only
-//! the client TLS bootstrap ([`bootstrap`], upstream
-//! `pkg/kubelet/certificate/bootstrap`), with client-go's
-//! `util/certificate/csr` ([`csr`]) and `util/certificate`'s file store
-//! ([`store`]). Rotation and the serving certificate are not done yet.
+//! Kubelet certificates (upstream `pkg/kubelet/certificate`): the client
+//! TLS bootstrap ([`bootstrap`], upstream `pkg/kubelet/certificate/bootstrap`),
+//! the rotation of the client and serving certificates ([`manager`], upstream
+//! client-go `util/certificate`'s Manager as `kubelet.go` sets it up), with
+//! client-go's `util/certificate/csr` ([`csr`]) and `util/certificate`'s
+//! file store ([`store`]).
 
 pub mod bootstrap;
 mod csr;
+pub mod manager;
 mod store;
 pub mod x509;

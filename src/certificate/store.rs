@@ -12,21 +12,30 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 pub const PAIR_NAME: &str = "kubelet-client";
+/// The serving pair's name (upstream's serving certificate store).
+pub const SERVER_PAIR_NAME: &str = "kubelet-server";
 
 pub struct FileStore {
     dir: PathBuf,
+    pair: &'static str,
 }
 
 impl FileStore {
+    /// The client certificate's store.
     pub fn new(dir: &Path) -> FileStore {
+        FileStore::with_pair(dir, PAIR_NAME)
+    }
+
+    pub fn with_pair(dir: &Path, pair: &'static str) -> FileStore {
         FileStore {
             dir: dir.to_path_buf(),
+            pair,
         }
     }
 
     /// `<dir>/kubelet-client-current.pem`, what the kubeconfig points at.
     pub fn current_path(&self) -> PathBuf {
-        self.dir.join(format!("{PAIR_NAME}-current.pem"))
+        self.dir.join(format!("{}-current.pem", self.pair))
     }
 
     /// The key PEM of the current pair while its certificate is valid at
@@ -45,9 +54,11 @@ impl FileStore {
     pub fn update(&self, cert_pem: &str, key_pem: &str, now: i64) -> anyhow::Result<PathBuf> {
         fs::create_dir_all(&self.dir)
             .with_context(|| format!("create cert directory {}", self.dir.display()))?;
-        let file = self.dir.join(format!("{PAIR_NAME}-{}.pem", timestamp(now)));
+        let file = self
+            .dir
+            .join(format!("{}-{}.pem", self.pair, timestamp(now)));
         write_private(&file, &format!("{}\n{}", cert_pem.trim_end(), key_pem))?;
-        let updated = self.dir.join(format!("{PAIR_NAME}-updated.pem"));
+        let updated = self.dir.join(format!("{}-updated.pem", self.pair));
         let _ = fs::remove_file(&updated);
         std::os::unix::fs::symlink(&file, &updated)
             .with_context(|| format!("symlink {}", updated.display()))?;

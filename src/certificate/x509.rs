@@ -28,6 +28,11 @@ const GENERALIZED_TIME: u8 = 0x18;
 
 /// notAfter of a DER certificate, in seconds since the Unix epoch.
 pub fn not_after(der: &[u8]) -> Option<i64> {
+    validity(der).map(|(_, after)| after)
+}
+
+/// (notBefore, notAfter) of a DER certificate, in seconds since the Unix epoch.
+pub fn validity(der: &[u8]) -> Option<(i64, i64)> {
     let (_, c0, _) = tlv(der, 0)?; // Certificate
     let (_, t0, _) = tlv(der, c0)?; // TBSCertificate
     let mut pos = t0;
@@ -38,9 +43,81 @@ pub fn not_after(der: &[u8]) -> Option<i64> {
         pos = tlv(der, pos)?.2; // serialNumber, signature, issuer
     }
     let (_, v0, _) = tlv(der, pos)?; // Validity
-    let not_before_end = tlv(der, v0)?.2;
-    let (tag, a0, a1) = tlv(der, not_before_end)?;
-    parse_time(tag, std::str::from_utf8(&der[a0..a1]).ok()?)
+    let time = |pos: usize| -> Option<(i64, usize)> {
+        let (tag, a0, a1) = tlv(der, pos)?;
+        Some((
+            parse_time(tag, std::str::from_utf8(&der[a0..a1]).ok()?)?,
+            a1,
+        ))
+    };
+    let (before, end) = time(v0)?;
+    let (after, _) = time(end)?;
+    Some((before, after))
+}
+
+/// The X.509 version (1 when the optional `[0] version` is absent, which
+/// rustls refuses: it accepts v3 only).
+pub fn version(der: &[u8]) -> Option<u8> {
+    let (_, c0, _) = tlv(der, 0)?;
+    let (_, t0, _) = tlv(der, c0)?;
+    let (tag, v0, v1) = tlv(der, t0)?;
+    if tag != 0xa0 {
+        return Some(1);
+    }
+    let (_, i0, i1) = tlv(der, v0)?; // INTEGER
+    (i1 == i0 + 1 && i1 <= v1).then(|| der[i0] + 1)
+}
+
+/// The DNS names and IP addresses (as text) of the subjectAltName
+/// extension, in order; empty without one. None when the DER is malformed.
+pub fn subject_alt_names(der: &[u8]) -> Option<Vec<String>> {
+    let (_, c0, _) = tlv(der, 0)?;
+    let (_, t0, t1) = tlv(der, c0)?;
+    let mut pos = t0;
+    let mut exts = None;
+    while pos < t1 {
+        let (tag, s, e) = tlv(der, pos)?;
+        if tag == 0xa3 {
+            exts = Some(tlv(der, s)?); // [3] EXPLICIT Extensions
+        }
+        pos = e;
+    }
+    let Some((_, mut p, end)) = exts else {
+        return Some(Vec::new());
+    };
+    while p < end {
+        let (_, x0, x1) = tlv(der, p)?; // Extension
+        let (_, o0, o1) = tlv(der, x0)?;
+        if der[o0..o1] == [0x55, 0x1d, 0x11] {
+            let mut q = o1;
+            if tlv(der, q)?.0 == 0x01 {
+                q = tlv(der, q)?.2; // critical
+            }
+            let (_, v0, _) = tlv(der, q)?; // OCTET STRING
+            return general_names(der, v0);
+        }
+        p = x1;
+    }
+    Some(Vec::new())
+}
+
+fn general_names(der: &[u8], pos: usize) -> Option<Vec<String>> {
+    let (_, mut p, end) = tlv(der, pos)?;
+    let mut out = Vec::new();
+    while p < end {
+        let (tag, v0, v1) = tlv(der, p)?;
+        let v = &der[v0..v1];
+        match (tag, v.len()) {
+            (0x82, _) => out.push(String::from_utf8_lossy(v).into_owned()),
+            (0x87, 4) => out.push(std::net::IpAddr::from(<[u8; 4]>::try_from(v).ok()?).to_string()),
+            (0x87, 16) => {
+                out.push(std::net::IpAddr::from(<[u8; 16]>::try_from(v).ok()?).to_string())
+            }
+            _ => {}
+        }
+        p = v1;
+    }
+    Some(out)
 }
 
 /// UTCTime `YYMMDDHHMMSSZ` (years 1950–2049, RFC 5280) or GeneralizedTime
@@ -84,6 +161,60 @@ mod tests {
             Some(2_524_608_000)
         );
         assert_eq!(parse_time(UTC_TIME, "7001010000Z"), None);
+    }
+
+    #[test]
+    fn reads_dns_and_ip_sans() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let p = rcgen::CertificateParams::new(vec!["node1".to_string(), "10.0.0.7".to_string()])
+            .expect("params");
+        let cert = p.self_signed(&key).expect("cert");
+        assert_eq!(
+            subject_alt_names(cert.der()),
+            Some(vec!["node1".to_string(), "10.0.0.7".to_string()])
+        );
+        let none = rcgen::CertificateParams::default()
+            .self_signed(&key)
+            .expect("cert");
+        assert_eq!(subject_alt_names(none.der()), Some(Vec::new()));
+    }
+
+    #[test]
+    fn reads_the_version() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::default()
+            .self_signed(&key)
+            .expect("cert");
+        assert_eq!(version(cert.der()), Some(3));
+        // A TBSCertificate that starts with the serial: no [0] version, v1.
+        assert_eq!(
+            version(&[0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01]),
+            Some(1)
+        );
+        assert_eq!(version(b"junk"), None);
+    }
+
+    #[test]
+    fn expired_and_v1_client_certificates_say_how_to_fix_them() {
+        use crate::client::kubeconfig::check_client_cert;
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::default();
+        p.not_before = rcgen::date_time_ymd(2019, 1, 1);
+        p.not_after = rcgen::date_time_ymd(2020, 1, 1);
+        let cert = p.self_signed(&key).expect("cert");
+        let der = vec![cert.der().clone()];
+        let err = check_client_cert(&der, 1_700_000_000).expect_err("expired");
+        assert!(err.contains("expired at 2020-01-01T00:00:00Z"), "{err}");
+        assert!(err.contains("--bootstrap-kubeconfig"), "{err}");
+        assert!(check_client_cert(&der, 1_500_000_000).is_ok());
+        let v1 = vec![rustls::pki_types::CertificateDer::from(vec![
+            0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01,
+        ])];
+        let err = check_client_cert(&v1, 0).expect_err("v1");
+        assert!(
+            err.contains("X.509 v1") && err.contains("reissue it as v3"),
+            "{err}"
+        );
     }
 
     #[test]

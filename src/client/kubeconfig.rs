@@ -129,12 +129,13 @@ fn build(kc: &KubeConfig, base: &Path) -> Result<RestConfig, FieldError> {
         ),
         None => (None, Auth::None),
     };
-    let tls = tls::client_config(trust, identity).map_err(|e| {
+    let (tls, client_cert) = tls::client_config(trust, identity).map_err(|e| {
         let field = user.map_or("users".to_string(), |(ui, _)| format!("users[{ui}].user"));
         field_err(field, format!("building TLS config: {e}"))
     })?;
     let mut cfg = RestConfig::new(server);
     cfg.tls = tls;
+    cfg.client_cert = client_cert;
     cfg.auth = auth;
     Ok(cfg)
 }
@@ -246,11 +247,74 @@ fn client_identity(ui: usize, u: &User, base: &Path) -> Result<Option<ClientIden
             field,
             "set without client-certificate or client-certificate-data",
         )),
-        (Some((cert_field, cert)), Some((key_field, key))) => Ok(Some(ClientIdentity {
-            certs: tls::parse_certs(&cert).map_err(|e| field_err(cert_field, e))?,
-            key: tls::parse_key(&key).map_err(|e| field_err(key_field, e))?,
-        })),
+        (Some((cert_field, cert)), Some((key_field, key))) => {
+            let origin = match non_empty(&u.client_certificate_data) {
+                Some(_) => "the inline certificate".to_string(),
+                None => resolve(base, u.client_certificate.as_deref().unwrap_or(""))
+                    .display()
+                    .to_string(),
+            };
+            let certs = tls::parse_certs(&cert).map_err(|e| {
+                field_err(
+                    &cert_field,
+                    format!("{origin}: {e}: it must hold a PEM CERTIFICATE block"),
+                )
+            })?;
+            check_client_cert(&certs, unix_now())
+                .map_err(|e| field_err(&cert_field, format!("{origin}: {e}")))?;
+            Ok(Some(ClientIdentity {
+                certs,
+                key: tls::parse_key(&key).map_err(|e| field_err(key_field, e))?,
+            }))
+        }
     }
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// What rustls or the API server would refuse later with a vaguer error:
+/// an X.509 v1 leaf (rustls takes v3 only), a leaf that is not DER, or one
+/// that has expired (every request would be 401). Each with its fix.
+pub(crate) fn check_client_cert(
+    certs: &[rustls::pki_types::CertificateDer<'_>],
+    now: i64,
+) -> Result<(), String> {
+    use crate::certificate::x509;
+    let Some(leaf) = certs.first() else {
+        return Err("no certificate".into());
+    };
+    match x509::version(leaf.as_ref()) {
+        Some(3) => {}
+        Some(v) => {
+            return Err(format!(
+                "the certificate is X.509 v{v}, and only v3 is accepted (rustls): reissue it as v3, with extensions (kubeadm, or openssl x509 -req with -extfile)"
+            ))
+        }
+        None => return Err("not a readable X.509 certificate (DER)".into()),
+    }
+    match x509::not_after(leaf.as_ref()) {
+        Some(t) if t < now => Err(format!(
+            "the certificate expired at {} (notAfter): renew it (kubeadm certs renew), or start with --bootstrap-kubeconfig to request a new one",
+            rfc3339(t)
+        )),
+        Some(_) => Ok(()),
+        None => Err("the certificate's validity cannot be read".into()),
+    }
+}
+
+fn rfc3339(secs: i64) -> String {
+    let (y, mo, d) = crate::volume::util::atomic_writer::civil_from_days(secs.div_euclid(86_400));
+    let r = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        r / 3600,
+        r % 3600 / 60,
+        r % 60
+    )
 }
 
 fn auth(ui: usize, u: &User, base: &Path) -> Result<Auth, FieldError> {

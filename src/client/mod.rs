@@ -43,6 +43,9 @@ pub struct RestConfig {
     /// `https://host:port`, optionally with a path prefix; no trailing slash needed.
     pub server: String,
     pub tls: Arc<rustls::ClientConfig>,
+    /// The client certificate `tls` presents, when there is one: swapping
+    /// it changes the identity of every new connection.
+    pub client_cert: Option<Arc<tls::CertSlot>>,
     pub auth: Auth,
     /// Requests per second; 0 means [`DEFAULT_QPS`], negative means unlimited.
     pub qps: f32,
@@ -59,6 +62,7 @@ impl RestConfig {
         RestConfig {
             server: server.into(),
             tls: tls::default_config(),
+            client_cert: None,
             auth: Auth::None,
             qps: DEFAULT_QPS,
             burst: DEFAULT_BURST,

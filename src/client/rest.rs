@@ -16,7 +16,7 @@
 //! - Everything else returns at once.
 
 use std::io::Read;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
@@ -26,7 +26,7 @@ use serde::Serialize;
 use super::auth::TokenSource;
 use super::error::is_retryable_code;
 use super::flowcontrol::{random_unit, TokenBucket};
-use super::tls::{CapturingConnector, SocketSlot};
+use super::tls::{CapturingConnector, CertSlot, ConnTracker, SocketSlot};
 use super::watch::WatchStream;
 use super::{ApiError, PatchType, RestConfig, DEFAULT_BURST, DEFAULT_QPS, DEFAULT_TIMEOUT};
 
@@ -53,8 +53,12 @@ pub struct Client {
 
 struct Inner {
     base: String,
-    agent: ureq::Agent,
+    /// Replaced by [`Client::close_connections`], dropping the idle pool.
+    agent: RwLock<ureq::Agent>,
     tls: Arc<rustls::ClientConfig>,
+    client_cert: Option<Arc<CertSlot>>,
+    /// Open watch connections, closed with the pool.
+    watches: ConnTracker,
     token: TokenSource,
     timeout: Duration,
     user_agent: String,
@@ -113,16 +117,13 @@ impl Client {
         } else {
             cfg.timeout
         };
-        let agent = ureq::AgentBuilder::new()
-            .tls_config(cfg.tls.clone())
-            .timeout(timeout)
-            .redirects(0)
-            .user_agent(&cfg.user_agent)
-            .build();
+        let agent = pool_agent(&cfg.tls, timeout, &cfg.user_agent);
         let inner = Inner {
             base,
-            agent,
+            agent: RwLock::new(agent),
             tls: cfg.tls,
+            client_cert: cfg.client_cert,
+            watches: ConnTracker::default(),
             token: TokenSource::new(cfg.auth),
             timeout,
             user_agent: cfg.user_agent,
@@ -140,6 +141,30 @@ impl Client {
             inner: self.inner.clone(),
             limiter: limiter(qps, burst),
         }
+    }
+
+    /// The client certificate the connections present, when the kubeconfig
+    /// gave one: the certificate manager swaps rotated pairs into it.
+    pub fn client_cert(&self) -> Option<&Arc<CertSlot>> {
+        self.inner.client_cert.as_ref()
+    }
+
+    /// Drops every idle pooled connection and shuts the open watches down,
+    /// as upstream's rotating transport does after a rotation: the next
+    /// requests and the reflectors' re-watches connect again, presenting
+    /// the current client certificate. Requests in flight finish on theirs.
+    pub fn close_connections(&self) -> usize {
+        let fresh = pool_agent(&self.inner.tls, self.inner.timeout, &self.inner.user_agent);
+        *self.inner.agent.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        self.inner.watches.close_all()
+    }
+
+    fn agent(&self) -> ureq::Agent {
+        self.inner
+            .agent
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The server URL without a trailing slash.
@@ -190,7 +215,7 @@ impl Client {
     pub fn get_date(&self, path: &str) -> Result<Option<String>, ApiError> {
         let request = label("GET", path);
         let resp = self
-            .send(&self.inner.agent, "GET", path, None, &[], &request)
+            .send(&self.agent(), "GET", path, None, &[], &request)
             .map_err(|f| f.err)?;
         Ok(resp.header("Date").map(String::from))
     }
@@ -254,6 +279,7 @@ impl Client {
     ) -> Result<WatchStream, ApiError> {
         let request = label("GET", path_and_query);
         let slot = SocketSlot::default();
+        self.inner.watches.track(&slot);
         let agent = self.watch_agent(idle, slot.clone());
         let resp = self.with_retries("GET", &request, || {
             // Uncompressed, so each event can be read as soon as it arrives.
@@ -278,7 +304,7 @@ impl Client {
     fn execute(&self, verb: &str, path: &str, body: Option<&Body>) -> Result<Vec<u8>, ApiError> {
         let request = label(verb, path);
         self.with_retries(verb, &request, || {
-            let resp = self.send(&self.inner.agent, verb, path, body, &[], &request)?;
+            let resp = self.send(&self.agent(), verb, path, body, &[], &request)?;
             read_body(resp, MAX_BODY).map_err(|e| Failure {
                 err: ApiError::transport(&request, format!("reading response: {e}")),
                 retry: Retry::IfIdempotent,
@@ -398,6 +424,16 @@ impl Client {
             .user_agent(&self.inner.user_agent)
             .build()
     }
+}
+
+/// The pooled agent of ordinary requests.
+fn pool_agent(tls: &Arc<rustls::ClientConfig>, timeout: Duration, user_agent: &str) -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .tls_config(tls.clone())
+        .timeout(timeout)
+        .redirects(0)
+        .user_agent(user_agent)
+        .build()
 }
 
 /// client-go's rest.Config defaults: 0 → 5 qps / 10 burst, negative → unlimited.

@@ -1,12 +1,13 @@
 //! TLS for the API client: rustls with the ring provider (the one ureq 2 uses).
 
 use std::net::TcpStream;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 /// A client certificate chain with its private key.
@@ -29,11 +30,82 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// Builds the rustls config for [`crate::client::RestConfig::tls`].
+/// A certificate and key that can be replaced while connections use it:
+/// the client certificate every API connection presents (swapped by the
+/// certificate manager after a rotation, upstream's rotating transport) and
+/// the serving certificate of 10250. A new handshake takes the pair current
+/// at that moment; established connections keep theirs.
+#[derive(Debug, Default)]
+pub struct CertSlot {
+    current: RwLock<Option<Arc<CertifiedKey>>>,
+}
+
+impl CertSlot {
+    /// A slot holding `identity`, checked as [`CertSlot::set`] does.
+    pub fn new(identity: ClientIdentity) -> Result<Arc<CertSlot>, rustls::Error> {
+        let slot = Arc::new(CertSlot::default());
+        slot.set(identity)?;
+        Ok(slot)
+    }
+
+    /// Replaces the pair; an unusable key, or a key that is not the
+    /// certificate's, is refused and the old pair stays.
+    pub fn set(&self, identity: ClientIdentity) -> Result<(), rustls::Error> {
+        let key = certified_key(identity)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(key));
+        Ok(())
+    }
+
+    /// The current leaf certificate, if any.
+    pub fn leaf(&self) -> Option<CertificateDer<'static>> {
+        let cur = self.current.read().unwrap_or_else(|e| e.into_inner());
+        cur.as_ref().and_then(|k| k.cert.first().cloned())
+    }
+
+    fn get(&self) -> Option<Arc<CertifiedKey>> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+fn certified_key(id: ClientIdentity) -> Result<CertifiedKey, rustls::Error> {
+    if id.certs.is_empty() {
+        return Err(rustls::Error::General("no certificate".into()));
+    }
+    let key = provider().key_provider.load_private_key(id.key)?;
+    let ck = CertifiedKey::new(id.certs, key);
+    match ck.keys_match() {
+        // A key type whose public key rustls cannot derive is taken on trust.
+        Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(ck),
+        Err(e) => Err(e),
+    }
+}
+
+impl rustls::client::ResolvesClientCert for CertSlot {
+    fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        self.get()
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+impl rustls::server::ResolvesServerCert for CertSlot {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.get()
+    }
+}
+
+/// Builds the rustls config for [`crate::client::RestConfig::tls`]; with an
+/// identity, the certificate is presented from `slot`, which the caller may
+/// swap later.
 pub fn client_config(
     trust: ServerTrust,
     identity: Option<ClientIdentity>,
-) -> Result<Arc<ClientConfig>, rustls::Error> {
+) -> Result<(Arc<ClientConfig>, Option<Arc<CertSlot>>), rustls::Error> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
@@ -44,11 +116,14 @@ pub fn client_config(
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(provider))),
     };
-    let config = match identity {
-        Some(id) => builder.with_client_auth_cert(id.certs, id.key)?,
-        None => builder.with_no_client_auth(),
+    let (config, slot) = match identity {
+        Some(id) => {
+            let slot = CertSlot::new(id)?;
+            (builder.with_client_cert_resolver(slot.clone()), Some(slot))
+        }
+        None => (builder.with_no_client_auth(), None),
     };
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), slot))
 }
 
 /// The default TLS config: Mozilla roots, no client certificate.
@@ -158,6 +233,35 @@ impl ServerCertVerifier for AcceptAnyServerCert {
 /// The socket of a watch connection, kept so dropping the stream can shut the
 /// connection down and wake its reader thread at once.
 pub(crate) type SocketSlot = Arc<Mutex<Option<TcpStream>>>;
+
+/// The open watch connections of one client, so that a certificate rotation
+/// can close them (upstream's rotating transport closes every connection;
+/// the reflectors reconnect, presenting the new certificate).
+#[derive(Default)]
+pub(crate) struct ConnTracker {
+    slots: Mutex<Vec<Weak<Mutex<Option<TcpStream>>>>>,
+}
+
+impl ConnTracker {
+    pub(crate) fn track(&self, slot: &SocketSlot) {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.retain(|w| w.strong_count() > 0);
+        slots.push(Arc::downgrade(slot));
+    }
+
+    /// Shuts every tracked socket down; returns how many were open.
+    pub(crate) fn close_all(&self) -> usize {
+        let slots = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut n = 0;
+        for slot in slots.iter().filter_map(Weak::upgrade) {
+            if let Some(sock) = slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                let _ = sock.shutdown(std::net::Shutdown::Both);
+                n += 1;
+            }
+        }
+        n
+    }
+}
 
 /// ureq's rustls connector, plus a clone of the TCP socket put in `slot`.
 /// ureq 2 exposes the socket nowhere else.

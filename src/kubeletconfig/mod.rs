@@ -7,7 +7,10 @@
 //! given on the command line. As upstream, a kubelet started without
 //! `--config` gets the historical command-line defaults (anonymous auth,
 //! AlwaysAllow authorization, read-only port 10255) instead of the secure
-//! v1beta1 file defaults.
+//! v1beta1 file defaults. Beyond upstream, with `--kubeconfig` those four
+//! settings take the file defaults unless a flag sets them
+//! ([`cluster_defaults`]); and `rotateCertificates` is on with
+//! `--bootstrap-kubeconfig` unless set, as kubeadm's configuration has it.
 
 mod duration;
 mod file;
@@ -75,6 +78,13 @@ where
     };
     let flag_fields = cli.apply_to(&mut config);
     let kubelet_flags = cli.to_flags(&config);
+    cluster_defaults(
+        &mut config,
+        &kubelet_flags,
+        config_path.is_some(),
+        &file_keys,
+        &flag_fields,
+    );
     let sources = Sources {
         file: config_path.as_deref(),
         file_keys: &file_keys,
@@ -89,6 +99,63 @@ where
         )));
     }
     Ok((kubelet_flags, config))
+}
+
+/// Secure defaults in cluster mode (README, deviations): without a config
+/// file, a kubelet with `--kubeconfig` takes the v1beta1 file defaults for
+/// anonymous authentication (off), webhook authentication (on),
+/// authorization (Webhook) and the read-only port (0) where no flag set
+/// them; upstream keeps its flag defaults, which leave /pods, /exec and
+/// /logs open. With `--bootstrap-kubeconfig`, `rotateCertificates` defaults
+/// to true.
+fn cluster_defaults(
+    c: &mut KubeletConfiguration,
+    flags: &KubeletFlags,
+    has_file: bool,
+    file_keys: &BTreeSet<String>,
+    flag_fields: &flags::FlagFields,
+) {
+    let by_flag = |f: &str| flag_fields.contains_key(f);
+    if flags.kubeconfig.is_some() && !has_file {
+        let file = KubeletConfiguration::default();
+        if !by_flag("authentication.anonymous.enabled") {
+            c.authentication.anonymous.enabled = file.authentication.anonymous.enabled;
+        }
+        if !by_flag("authentication.webhook.enabled") {
+            c.authentication.webhook.enabled = file.authentication.webhook.enabled;
+        }
+        if !by_flag("authorization.mode") {
+            c.authorization.mode = file.authorization.mode;
+        }
+        if !by_flag("readOnlyPort") {
+            c.read_only_port = file.read_only_port;
+        }
+    }
+    if flags.bootstrap_kubeconfig.is_some()
+        && !file_keys.contains("rotateCertificates")
+        && !by_flag("rotateCertificates")
+    {
+        c.rotate_certificates = true;
+    }
+}
+
+/// The settings that open the kubelet API to anyone who reaches it, to warn
+/// about at start in cluster mode (where they can only be explicit).
+pub fn insecure_settings(c: &KubeletConfiguration) -> Vec<String> {
+    let mut out = Vec::new();
+    if c.authentication.anonymous.enabled {
+        out.push("authentication.anonymous.enabled (--anonymous-auth) is true: requests without credentials reach the kubelet API".to_string());
+    }
+    if c.authorization.mode == AUTHORIZATION_MODE_ALWAYS_ALLOW {
+        out.push("authorization.mode (--authorization-mode) is AlwaysAllow: every authenticated request is allowed, /exec and /pods included".to_string());
+    }
+    if c.read_only_port != 0 {
+        out.push(format!(
+            "readOnlyPort (--read-only-port) is {}: /pods and /stats are served without authentication over plain HTTP",
+            c.read_only_port
+        ));
+    }
+    out
 }
 
 /// Validates a configuration on its own (no source attribution).

@@ -564,3 +564,55 @@ fn standalone_validate_helper() {
     };
     assert!(e.contains("\"maxPods\""), "{e}");
 }
+
+#[test]
+fn kubeconfig_without_config_file_gets_secure_defaults() {
+    let (_, c) = ok(&["--kubeconfig", "/etc/kubernetes/kubelet.conf"]);
+    assert!(!c.authentication.anonymous.enabled);
+    assert!(c.authentication.webhook.enabled);
+    assert_eq!(c.authorization.mode, "Webhook");
+    assert_eq!(c.read_only_port, 0);
+    assert!(insecure_settings(&c).is_empty());
+    assert!(
+        !c.rotate_certificates,
+        "upstream's default without a bootstrap kubeconfig"
+    );
+
+    // An explicit insecure choice stands (and is warned about at start).
+    let (_, c) = ok(&[
+        "--kubeconfig",
+        "/k",
+        "--anonymous-auth=true",
+        "--authorization-mode",
+        "AlwaysAllow",
+        "--read-only-port",
+        "10255",
+    ]);
+    assert!(c.authentication.anonymous.enabled);
+    assert_eq!(c.authorization.mode, "AlwaysAllow");
+    assert_eq!(c.read_only_port, 10255);
+    assert_eq!(insecure_settings(&c).len(), 3);
+}
+
+#[test]
+fn bootstrap_kubeconfig_turns_rotation_on_unless_set() {
+    let (_, c) = ok(&["--kubeconfig", "/k", "--bootstrap-kubeconfig", "/b"]);
+    assert!(c.rotate_certificates);
+    let (_, c) = ok(&[
+        "--kubeconfig",
+        "/k",
+        "--bootstrap-kubeconfig",
+        "/b",
+        "--rotate-certificates=false",
+    ]);
+    assert!(!c.rotate_certificates);
+    let f = yaml("rotateCertificates: false\n");
+    let (_, c) = ok(&[
+        &f.arg(),
+        "--kubeconfig",
+        "/k",
+        "--bootstrap-kubeconfig",
+        "/b",
+    ]);
+    assert!(!c.rotate_certificates);
+}

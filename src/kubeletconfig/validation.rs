@@ -670,6 +670,17 @@ fn validate_tls(c: &KubeletConfiguration, e: &mut Errors) {
             "VersionTLS13",
         ],
     );
+    // Go's names, mapped onto rustls' suites: an unknown name, or a list
+    // leaving TLS 1.2 without a suite, stops the start naming it.
+    if let Ok((versions, _)) = crate::server::kubelet::tls_options::versions(&c.tls_min_version) {
+        let tls12 = versions.contains(&&rustls::version::TLS12);
+        if let Err(msg) =
+            crate::server::kubelet::tls_options::cipher_suites(&c.tls_cipher_suites, tls12)
+        {
+            let reason = msg.trim_start_matches("tlsCipherSuites: ").to_string();
+            e.push("tlsCipherSuites", c.tls_cipher_suites.join(","), reason);
+        }
+    }
     // One without the other cannot be loaded; upstream would fail later with a vaguer error.
     let (cert, key) = (&c.tls_cert_file, &c.tls_private_key_file);
     e.check(

@@ -132,7 +132,7 @@ fn agent() -> &'static ureq::Agent {
         let insecure =
             crate::client::tls::client_config(crate::client::tls::ServerTrust::Insecure, None);
         match insecure {
-            Ok(tls) => builder.tls_config(tls),
+            Ok((tls, _)) => builder.tls_config(tls),
             Err(_) => builder,
         }
         .build()

@@ -82,6 +82,7 @@ mod listener;
 mod nodelogs;
 mod routes;
 mod tls;
+pub mod tls_options;
 
 #[cfg(test)]
 mod tests;
@@ -182,6 +183,11 @@ pub struct ServerConfig {
     pub tls_private_key_file: Option<PathBuf>,
     /// Where a self-signed kubelet.crt/kubelet.key live without the above.
     pub cert_dir: PathBuf,
+    /// The serving certificate manager's slot (`serverTLSBootstrap`).
+    pub serving_cert: Option<Arc<crate::client::tls::CertSlot>>,
+    /// tlsMinVersion, tlsCipherSuites (Go's names).
+    pub tls_min_version: String,
+    pub tls_cipher_suites: Vec<String>,
     /// Verifies client certificates (x509 authentication) when set.
     pub client_ca_file: Option<PathBuf>,
     pub anonymous: bool,
@@ -228,6 +234,9 @@ impl ServerConfig {
             tls_cert_file: optional_path(&c.tls_cert_file),
             tls_private_key_file: optional_path(&c.tls_private_key_file),
             cert_dir: cert_dir.to_path_buf(),
+            serving_cert: None,
+            tls_min_version: c.tls_min_version.clone(),
+            tls_cipher_suites: c.tls_cipher_suites.clone(),
             client_ca_file: optional_path(&authn.x509.client_ca_file),
             anonymous: authn.anonymous.enabled,
             webhook_authn: authn.webhook.enabled,
@@ -280,6 +289,9 @@ pub(crate) fn spawn_servers(
         key_file: cfg.tls_private_key_file.as_deref(),
         cert_dir: &cfg.cert_dir,
         host: &node,
+        slot: cfg.serving_cert.clone(),
+        min_version: &cfg.tls_min_version,
+        cipher_suites: &cfg.tls_cipher_suites,
     };
     let tls = tls::server_config(&src, cfg.client_ca_file.as_deref())?;
     let settings = auth::AuthSettings {

@@ -17,7 +17,7 @@ use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
 use super::auth::UserInfo;
 use super::http::{Sock, Transport};
-use crate::client::tls::{parse_certs, parse_key, parse_roots};
+use crate::client::tls::{parse_certs, parse_key, parse_roots, CertSlot, ClientIdentity};
 
 const SELF_SIGNED_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 
@@ -28,6 +28,13 @@ pub(crate) struct CertSource<'a> {
     pub cert_dir: &'a Path,
     /// Names the self-signed certificate (the node's hostname).
     pub host: &'a str,
+    /// Where the certificate is presented from: the serving certificate
+    /// manager's slot (`serverTLSBootstrap`), filled here with the
+    /// self-signed pair while it is empty; else a slot of our own.
+    pub slot: Option<Arc<CertSlot>>,
+    /// tlsMinVersion and tlsCipherSuites.
+    pub min_version: &'a str,
+    pub cipher_suites: &'a [String],
 }
 
 /// The rustls server configuration for port 10250.
@@ -35,10 +42,30 @@ pub(crate) fn server_config(
     src: &CertSource<'_>,
     client_ca_file: Option<&Path>,
 ) -> anyhow::Result<Arc<ServerConfig>> {
-    let (chain, key) = load_serving_cert(src)?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let slot = match &src.slot {
+        Some(slot) if slot.leaf().is_some() => slot.clone(),
+        Some(slot) => {
+            let (certs, key) = load_serving_cert(src)?;
+            slot.set(ClientIdentity { certs, key })
+                .context("serving certificate and key")?;
+            slot.clone()
+        }
+        None => {
+            let (certs, key) = load_serving_cert(src)?;
+            CertSlot::new(ClientIdentity { certs, key }).context("serving certificate and key")?
+        }
+    };
+    let super::tls_options::Settings {
+        provider,
+        versions,
+        warnings,
+    } = super::tls_options::settings(src.min_version, src.cipher_suites)
+        .map_err(anyhow::Error::msg)?;
+    for w in warnings {
+        log::warn!("{w}");
+    }
     let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .context("TLS versions")?;
     let builder = match client_ca_file {
         Some(path) => {
@@ -54,10 +81,7 @@ pub(crate) fn server_config(
         }
         None => builder.with_no_client_auth(),
     };
-    let cfg = builder
-        .with_single_cert(chain, key)
-        .context("serving certificate and key")?;
-    Ok(Arc::new(cfg))
+    Ok(Arc::new(builder.with_cert_resolver(slot)))
 }
 
 fn load_serving_cert(

@@ -3,8 +3,10 @@
 //! from the requester on create, the PKCS#10 request parsed and its signature
 //! checked, status reset; `/approval` changes only the Approved/Denied/Failed
 //! conditions) and kube-controller-manager's csrapproving (kubelet client
-//! CSRs from a bootstrapper or the node itself) and csrsigning (the cluster
-//! CA) controllers. Only ECDSA P-256 requests can be verified and signed,
+//! CSRs from a bootstrapper or the node itself; kubelet-serving CSRs are
+//! never auto-approved, as kube-controller-manager has no approver for
+//! them) and csrsigning (the cluster CA, SANs copied from the request)
+//! controllers. Only ECDSA P-256 requests can be verified and signed,
 //! which is what rkubelet and upstream's kubelet (since 1.x, ECDSA keys)
 //! send; anything else is rejected at create as an unparseable request.
 
@@ -14,12 +16,13 @@ use crate::kinds::FieldErrs;
 use crate::util::{get, get_str, now_rfc3339, obj_field_mut};
 use base64::Engine;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 pub const GROUP: &str = "certificates.k8s.io";
 pub const PLURAL: &str = "certificatesigningrequests";
 pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+pub const KUBELET_SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 /// kube-controller-manager's --cluster-signing-duration default.
 const DEFAULT_DURATION: Duration = Duration::from_secs(365 * 86_400);
 /// The signer backdates certificates by 5 minutes for clock skew.
@@ -29,21 +32,28 @@ const BACKDATE: Duration = Duration::from_secs(300);
 /// {"autoApprove": false}` turns it off so a test can approve or deny).
 pub struct Controllers {
     pub auto_approve: AtomicBool,
+    /// TEST-ONLY, no real API has it: `{"certTTLSeconds": n}` makes the
+    /// signer issue certificates valid from now for n seconds (no backdate,
+    /// no 600 s minimum), so a test can watch rotations; 0 = the real rules.
+    pub test_ttl_seconds: AtomicU64,
 }
 
 impl Default for Controllers {
     fn default() -> Self {
         Controllers {
             auto_approve: AtomicBool::new(true),
+            test_ttl_seconds: AtomicU64::new(0),
         }
     }
 }
 
-/// A parsed PKCS#10 request: subject and the raw EC point.
+/// A parsed PKCS#10 request: subject, the raw EC point and the SANs of its
+/// extensionRequest.
 pub struct Request {
     pub cn: String,
     pub orgs: Vec<String>,
     pub public_key: Vec<u8>,
+    pub sans: Vec<rcgen::SanType>,
 }
 
 impl rcgen::PublicKeyData for Request {
@@ -82,7 +92,11 @@ fn parse_der(der: &[u8]) -> Option<Result<Request, String>> {
     let version = tlv(der, i0)?;
     let (_, s0, s1) = tlv(der, version.2)?; // subject
     let (cn, orgs) = name_identity(der, s0, s1)?;
-    let (_, k0, _) = tlv(der, s1)?; // subjectPKInfo
+    let (_, k0, k1) = tlv(der, s1)?; // subjectPKInfo
+    let sans = match tlv(der, k1) {
+        Some((0xa0, a0, a1)) if a1 <= i1 => request_sans(&der[a0..a1])?,
+        _ => Vec::new(),
+    };
     let (_, a0, a1) = tlv(der, k0)?;
     let (_, o0, o1) = tlv(der, a0)?;
     let (_, b0, b1) = tlv(der, a1)?; // subjectPublicKey BIT STRING
@@ -104,7 +118,46 @@ fn parse_der(der: &[u8]) -> Option<Result<Request, String>> {
         cn,
         orgs,
         public_key,
+        sans,
     }))
+}
+
+const OID_SAN: &[u8] = &[0x06, 0x03, 0x55, 0x1d, 0x11];
+
+/// The DNS and IP SANs of a subjectAltName extension in the request's
+/// attributes (found by its OID; a critical flag may precede the value).
+fn request_sans(attrs: &[u8]) -> Option<Vec<rcgen::SanType>> {
+    let Some(at) = attrs.windows(OID_SAN.len()).position(|w| w == OID_SAN) else {
+        return Some(Vec::new());
+    };
+    let mut pos = at + OID_SAN.len();
+    if attrs.get(pos) == Some(&0x01) {
+        pos = tlv(attrs, pos)?.2; // critical
+    }
+    let (tag, o0, _) = tlv(attrs, pos)?;
+    if tag != 0x04 {
+        return None;
+    }
+    let (_, mut p, end) = tlv(attrs, o0)?; // GeneralNames
+    let mut out = Vec::new();
+    while p < end {
+        let (tag, v0, v1) = tlv(attrs, p)?;
+        let v = &attrs[v0..v1];
+        match tag {
+            0x82 => out.push(rcgen::SanType::DnsName(
+                String::from_utf8_lossy(v).into_owned().try_into().ok()?,
+            )),
+            0x87 if v.len() == 4 => out.push(rcgen::SanType::IpAddress(std::net::IpAddr::from(
+                <[u8; 4]>::try_from(v).ok()?,
+            ))),
+            0x87 if v.len() == 16 => out.push(rcgen::SanType::IpAddress(std::net::IpAddr::from(
+                <[u8; 16]>::try_from(v).ok()?,
+            ))),
+            _ => {}
+        }
+        p = v1;
+    }
+    Some(out)
 }
 
 fn request_pem(csr: &Value) -> Result<Vec<u8>, String> {
@@ -252,7 +305,7 @@ fn approvable(csr: &Value, req: &Request) -> bool {
 /// The signer's certificate for an approved request: the subject and
 /// usages asked for, valid from 5 minutes ago for expirationSeconds (at
 /// least 10 minutes) or the default duration.
-fn certificate_params(csr: &Value, req: &Request) -> rcgen::CertificateParams {
+fn certificate_params(csr: &Value, req: &Request, test_ttl: u64) -> rcgen::CertificateParams {
     use rcgen::{DnType, ExtendedKeyUsagePurpose as E, KeyUsagePurpose as K};
     let mut p = rcgen::CertificateParams::default();
     p.distinguished_name = rcgen::DistinguishedName::new();
@@ -271,13 +324,35 @@ fn certificate_params(csr: &Value, req: &Request) -> rcgen::CertificateParams {
             _ => {}
         }
     }
+    p.subject_alt_names = req.sans.clone();
     let secs = get(csr, &["spec", "expirationSeconds"]).and_then(|x| x.as_u64());
     let life = secs.map_or(DEFAULT_DURATION, |s| Duration::from_secs(s.max(600)));
     let now = time::OffsetDateTime::now_utc();
     p.not_before = now - BACKDATE;
     p.not_after = now + life;
+    if test_ttl > 0 {
+        p.not_before = now;
+        p.not_after = now + Duration::from_secs(test_ttl);
+    }
     p.use_authority_key_identifier_extension = true;
     p
+}
+
+/// The kubelet-serving signer's checks (csrsigning isKubeletServing): a
+/// node's subject, server auth among the serving usages, DNS/IP SANs only.
+fn serving_ok(csr: &Value, req: &Request) -> Result<(), String> {
+    let allowed = ["digital signature", "key encipherment", "server auth"];
+    let u = usages(csr);
+    if req.orgs != ["system:nodes"] || !req.cn.starts_with("system:node:") {
+        return Err("subject must be O=system:nodes, CN=system:node:<name>".into());
+    }
+    if !u.iter().all(|x| allowed.contains(&x.as_str())) || !u.iter().any(|x| x == "server auth") {
+        return Err(format!("usages {u:?} are not kubelet serving usages"));
+    }
+    if req.sans.is_empty() {
+        return Err("a kubelet serving certificate needs DNS or IP SANs".into());
+    }
+    Ok(())
 }
 
 /// One pass of the approving and signing controllers over kubelet client
@@ -285,7 +360,8 @@ fn certificate_params(csr: &Value, req: &Request) -> rcgen::CertificateParams {
 pub fn controller_tick(api: &Api, pki: &std::sync::Mutex<crate::certs::Pki>, c: &Controllers) {
     let mut g = api.store.lock();
     for csr in g.list(PLURAL_KEY, None) {
-        if get_str(&csr, &["spec", "signerName"]) != Some(KUBELET_CLIENT_SIGNER)
+        let signer = get_str(&csr, &["spec", "signerName"]);
+        if !matches!(signer, Some(KUBELET_CLIENT_SIGNER | KUBELET_SERVING_SIGNER))
             || has_condition(&csr, "Denied")
             || has_condition(&csr, "Failed")
             || !get_str(&csr, &["status", "certificate"])
@@ -299,7 +375,8 @@ pub fn controller_tick(api: &Api, pki: &std::sync::Mutex<crate::certs::Pki>, c: 
         };
         let mut n = (*csr).clone();
         if !has_condition(&csr, "Approved") {
-            if !c.auto_approve.load(Ordering::Relaxed) || !approvable(&csr, &req) {
+            let client = signer == Some(KUBELET_CLIENT_SIGNER);
+            if !client || !c.auto_approve.load(Ordering::Relaxed) || !approvable(&csr, &req) {
                 continue;
             }
             let msg = "Auto approving kubelet client certificate after SubjectAccessReview.";
@@ -307,10 +384,16 @@ pub fn controller_tick(api: &Api, pki: &std::sync::Mutex<crate::certs::Pki>, c: 
             g.put(PLURAL_KEY, n);
             continue;
         }
-        let signed = pki
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .sign_with_ca(certificate_params(&csr, &req), &req);
+        let ttl = c.test_ttl_seconds.load(Ordering::Relaxed);
+        let signed = match signer {
+            Some(KUBELET_SERVING_SIGNER) => serving_ok(&csr, &req),
+            _ => Ok(()),
+        }
+        .and_then(|()| {
+            pki.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .sign_with_ca(certificate_params(&csr, &req, ttl), &req)
+        });
         match signed {
             Ok(pem) => {
                 let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
@@ -370,6 +453,32 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode(der)
         );
         assert!(parse_request(bad.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn serving_requests_carry_their_sans_and_are_checked() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p =
+            rcgen::CertificateParams::new(vec!["node1".to_string(), "10.0.0.7".to_string()])
+                .expect("sans");
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name
+            .push(rcgen::DnType::OrganizationName, "system:nodes");
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "system:node:node1");
+        let pem = p.serialize_request(&key).expect("csr").pem().expect("pem");
+        let r = parse_request(pem.as_bytes()).expect("parse");
+        assert_eq!(r.sans.len(), 2);
+        assert!(
+            matches!(&r.sans[1], rcgen::SanType::IpAddress(ip) if ip.to_string() == "10.0.0.7")
+        );
+        let csr = json!({"spec": {"usages": ["digital signature", "server auth"]}});
+        assert_eq!(serving_ok(&csr, &r), Ok(()));
+        let client = json!({"spec": {"usages": ["digital signature", "client auth"]}});
+        assert!(serving_ok(&client, &r).is_err());
+        let no_sans = parse_request(pem_for("system:node:node1", &["system:nodes"]).as_bytes())
+            .expect("parse");
+        assert!(serving_ok(&csr, &no_sans).is_err());
     }
 
     #[test]

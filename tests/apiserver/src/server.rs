@@ -694,6 +694,11 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
                     .auto_approve
                     .store(on, std::sync::atomic::Ordering::Relaxed);
             }
+            if let Some(ttl) = v.get("certTTLSeconds").and_then(|x| x.as_u64()) {
+                srv.csr
+                    .test_ttl_seconds
+                    .store(ttl, std::sync::atomic::Ordering::Relaxed);
+            }
             let on = srv
                 .csr
                 .auto_approve

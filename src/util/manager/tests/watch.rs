@@ -339,7 +339,9 @@ fn watches_over_tls_with_client_certificate_and_token() {
     };
     let roots = tls::parse_roots(CA_CRT.as_bytes()).expect("ca");
     let mut cfg = RestConfig::new(api.url.clone());
-    cfg.tls = tls::client_config(ServerTrust::Roots(roots), Some(identity)).expect("tls");
+    cfg.tls = tls::client_config(ServerTrust::Roots(roots), Some(identity))
+        .expect("tls")
+        .0;
     cfg.auth = Auth::Bearer("tok".into());
     cfg.qps = -1.0;
     cfg.timeout = Duration::from_secs(5);
