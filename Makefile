@@ -14,7 +14,7 @@ CARGO_TEST_ARGS ?=
 CLIPPY_FLAGS ?= -D warnings
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo bench soak static fmt clippy clean deps
+.PHONY: help build test demo bench soak fuzz static fmt clippy clean deps
 
 help: ## this list
 	@echo "usage: make TARGET"
@@ -38,6 +38,9 @@ bench: build ## run the benchmarks: standalone (tests/bench/run.sh), then cluste
 soak: build ## soak benchmark, not in CI: pod churn with probes and logs, standalone and cluster side by side, SOAK_SECS (3600); CSVs + PNG in tests/bench/results
 	$(CARGO) build --release -p rkubelet-apiserver-double
 	bash tests/bench/soak.sh
+
+fuzz: ## every fuzz target (fuzz/) for FUZZ_SECS (60) each with cargo-fuzz, installed if missing; not in CI
+	bash scripts/fuzz.sh
 
 static: ## fully static x86_64 musl binary (cargo-zigbuild; installs its tools if missing)
 	bash scripts/static.sh

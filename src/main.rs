@@ -1,66 +1,6 @@
-//! rkubelet: a synchronous, thread-per-module Kubernetes node agent.
-
-mod app;
-mod apparmor;
-mod certificate;
-mod client;
-mod cm;
-mod config;
-mod configmap;
-mod container;
-mod credentialprovider;
-mod cri;
-mod envvars;
-mod events;
-mod eviction;
-mod fieldpath;
-mod images;
-mod kubelet;
-mod kubeletconfig;
-mod kuberuntime;
-mod lifecycle;
-mod logs;
-mod metrics;
-mod nodelease;
-mod nodeshutdown;
-mod nodestatus;
-mod oom;
-mod pleg;
-mod pod;
-mod podutil;
-mod podworkers;
-mod prober;
-mod runonce;
-mod runtimeclass;
-mod secret;
-mod server;
-mod stats;
-mod status;
-mod sysctl;
-mod token;
-mod types;
-mod util;
-mod volume;
-mod volumemanager;
+//! rkubelet: a synchronous, thread-per-module Kubernetes node agent (the
+//! crate is src/lib.rs).
 
 fn main() {
-    limit_malloc_arenas();
-    std::process::exit(app::main());
-}
-
-/// glibc gives each thread that allocates its own arena (up to 8 per core)
-/// and keeps what a burst freed in it: with a fixed set of module threads
-/// that each build transient lists of all pods (summaries, status), that
-/// is megabytes of RSS holding nothing. Two arenas keep contention low for
-/// a process that is mostly idle. `MALLOC_ARENA_MAX` set by the operator
-/// wins; musl (the static build) has no arenas.
-fn limit_malloc_arenas() {
-    #[cfg(target_env = "gnu")]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt only sets an allocator parameter; called before
-        // any thread but main exists.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
-    }
+    std::process::exit(rkubelet::main());
 }

@@ -158,6 +158,29 @@ pub fn insecure_settings(c: &KubeletConfiguration) -> Vec<String> {
     out
 }
 
+/// The fuzz targets' way in (fuzz/): a KubeletConfiguration file's text
+/// through decoding and validation, as `load` takes it.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_config_file(text: &str) {
+    if let Ok(loaded) = file::parse(text) {
+        let _ = validation::validate_configuration(&loaded.config);
+    }
+}
+
+/// The fuzz targets' way in: command-line arguments through flag parsing,
+/// the flag overrides and validation, without reading a --config file.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_flags(args: Vec<String>) {
+    let Ok(cli) = flags::Cli::try_parse_from(args) else {
+        return;
+    };
+    let mut config = KubeletConfiguration::legacy_flag_defaults();
+    cli.apply_to(&mut config);
+    let flags = cli.to_flags(&config);
+    let _ = validation::validate_configuration(&config);
+    let _ = validate_flags(&flags);
+}
+
 /// Validates a configuration on its own (no source attribution).
 #[cfg(test)]
 pub fn validate(config: &KubeletConfiguration) -> anyhow::Result<()> {

@@ -316,6 +316,13 @@ fn merge_pod_status(old: Option<&PodStatus>, mut new: PodStatus) -> PodStatus {
     new
 }
 
+/// The fuzz targets' way in (fuzz/): the status PATCH from the API's copy
+/// of a pod to a new status.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_status_patch(api_pod: &Pod, status: &PodStatus) -> Value {
+    status_patch(api_pod, status)
+}
+
 /// The PATCH body for `pods/status`: a two-way strategic merge patch with
 /// the pod's UID as a precondition (only the new side carries it, so it
 /// always appears in the patch, as upstream does).

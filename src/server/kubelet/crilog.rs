@@ -58,6 +58,14 @@ struct Line<'a> {
     message: &'a [u8],
 }
 
+/// The fuzz targets' way in (fuzz/): one CRI log line.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_line(line: &[u8]) {
+    if let Ok(l) = parse_line(line) {
+        let _ = format_timestamp(l.timestamp);
+    }
+}
+
 /// Parses one CRI log line (with its newline, if any).
 fn parse_line(line: &[u8]) -> Result<Line<'_>, String> {
     let mut fields = line.splitn(4, |b| *b == b' ');

@@ -466,6 +466,15 @@ fn is_disconnect(e: &io::Error) -> bool {
     )
 }
 
+/// The fuzz targets' way in: a request head as the listener parses it,
+/// then its target split and decoded as a Request does.
+#[cfg(feature = "fuzzing")]
+pub(super) fn fuzz_head(buf: &[u8]) -> Option<String> {
+    let (head, _) = parse_head(buf, &Limits::default()).ok()??;
+    let (path, _query) = split_target(&head.target).ok()?;
+    Some(path)
+}
+
 /// Parses a complete head from `buf`: Some((head, bytes used)), None if more is needed.
 fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(Head, usize)>, ReadError> {
     let mut headers = vec![httparse::EMPTY_HEADER; limits.max_headers];

@@ -84,6 +84,15 @@ mod routes;
 mod tls;
 pub mod tls_options;
 
+/// The fuzz targets' way in (fuzz/): an HTTP request head, its target, and
+/// the authorization attributes (verb, subresources) its path maps to.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_request(data: &[u8]) {
+    if let Some(path) = http::fuzz_head(data) {
+        let _ = auth::subresources(&path);
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
