@@ -31,7 +31,7 @@ for t in "${targets[@]}"; do
     if cargo fuzz run -s none "$t" "$work" "corpus/$t" -- \
         -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
         # "#N DONE cov: C ft: F corp: K/..." and the final execution count
-        summary=$(grep -E '^#[0-9]+ +DONE' "$log" | tail -1)
+        summary=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true)
         echo "    ${summary:-$(tail -1 "$log")}"
     else
         echo "    FAILED: see $log and fuzz/artifacts/$t" >&2

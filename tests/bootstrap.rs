@@ -12,41 +12,11 @@ mod common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use common::cluster::*;
 use common::*;
-
-const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
-
-/// The cluster flags with `--kubeconfig` moved to a file that does not exist
-/// yet, plus the bootstrap kubeconfig and a cert dir under the test's dir.
-fn bootstrap_args(cl: &Cluster) -> (Vec<String>, PathBuf, PathBuf) {
-    let kubeconfig = cl.env.dir.join("kubelet.conf");
-    let cert_dir = cl.env.dir.join("pki");
-    let boot = cl.double.dir.join("bootstrap-kubelet.kubeconfig");
-    let mut args = cluster_kubelet_args(&cl.double, &cl.env, &cl.config, &[]);
-    let at = args
-        .iter()
-        .position(|a| a == "--kubeconfig")
-        .expect("--kubeconfig");
-    args[at + 1] = kubeconfig.display().to_string();
-    args.extend([
-        "--bootstrap-kubeconfig".to_string(),
-        boot.display().to_string(),
-        "--cert-dir".to_string(),
-        cert_dir.display().to_string(),
-    ]);
-    (args, kubeconfig, cert_dir)
-}
-
-fn csrs(api: &Api) -> Vec<Value> {
-    api.get(CSRS)
-        .and_then(|l| l["items"].as_array().cloned())
-        .unwrap_or_default()
-}
 
 #[test]
 fn joins_with_only_a_bootstrap_kubeconfig() {

@@ -22,36 +22,10 @@ use serde_json::{json, Value};
 use common::cluster::*;
 use common::*;
 
-const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
-
-/// As tests/bootstrap.rs: `--kubeconfig` not there yet, the bootstrap
-/// kubeconfig and a cert dir under the test's dir.
-fn bootstrap_args(cl: &Cluster) -> (Vec<String>, PathBuf, PathBuf) {
-    let kubeconfig = cl.env.dir.join("kubelet.conf");
-    let cert_dir = cl.env.dir.join("pki");
-    let boot = cl.double.dir.join("bootstrap-kubelet.kubeconfig");
-    let mut args = cluster_kubelet_args(&cl.double, &cl.env, &cl.config, &[]);
-    let at = args.iter().position(|a| a == "--kubeconfig").unwrap();
-    args[at + 1] = kubeconfig.display().to_string();
-    args.extend([
-        "--bootstrap-kubeconfig".to_string(),
-        boot.display().to_string(),
-        "--cert-dir".to_string(),
-        cert_dir.display().to_string(),
-    ]);
-    (args, kubeconfig, cert_dir)
-}
-
 fn append_config(cl: &Cluster, text: &str) {
     let mut c = fs::read_to_string(&cl.config).unwrap();
     c.push_str(text);
     fs::write(&cl.config, c).unwrap();
-}
-
-fn csrs(api: &Api) -> Vec<Value> {
-    api.get(CSRS)
-        .and_then(|l| l["items"].as_array().cloned())
-        .unwrap_or_default()
 }
 
 fn csrs_of(api: &Api, signer: &str) -> Vec<Value> {

@@ -32,16 +32,6 @@ fn pod_log_file(
         .filter(|p| p.is_file())
 }
 
-/// The text of CRI-format log lines ("<time> <stream> <P|F> <text>").
-fn log_text(path: &std::path::Path) -> String {
-    fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.splitn(4, ' ').nth(3))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 // 1 -------------------------------------------------------------------------------
 
 #[test]

@@ -35,12 +35,7 @@ fn container_log(env: &Env, ns_name: &str, uid: &str) -> String {
         .join(format!("{ns_name}_{uid}"))
         .join("c")
         .join("0.log");
-    fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.splitn(4, ' ').nth(3))
-        .collect::<Vec<_>>()
-        .join("\n")
+    log_text(&path)
 }
 
 /// Waits until the API pod's container log holds `needle`; returns the log.

@@ -99,6 +99,8 @@ kind: KubeletConfiguration
 cgroupRoot: $cgroot
 podLogsDir: $work/logs
 healthzPort: $port
+port: $((10350 + n))
+readOnlyPort: 0
 containerRuntimeEndpoint: unix://$sock
 fileCheckFrequency: 5s
 failSwapOn: false

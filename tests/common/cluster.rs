@@ -654,3 +654,34 @@ pub fn rfc3339_secs(s: &str) -> Option<f64> {
     };
     Some((days * 86400 + t[0] * 3600 + t[1] * 60 + t[2]) as f64 + frac)
 }
+
+/// The certificatesigningrequests collection.
+pub const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+
+/// The cluster flags with `--kubeconfig` moved to a file that does not exist
+/// yet, plus the bootstrap kubeconfig and a cert dir under the test's dir.
+pub fn bootstrap_args(cl: &Cluster) -> (Vec<String>, PathBuf, PathBuf) {
+    let kubeconfig = cl.env.dir.join("kubelet.conf");
+    let cert_dir = cl.env.dir.join("pki");
+    let boot = cl.double.dir.join("bootstrap-kubelet.kubeconfig");
+    let mut args = cluster_kubelet_args(&cl.double, &cl.env, &cl.config, &[]);
+    let at = args
+        .iter()
+        .position(|a| a == "--kubeconfig")
+        .expect("--kubeconfig");
+    args[at + 1] = kubeconfig.display().to_string();
+    args.extend([
+        "--bootstrap-kubeconfig".to_string(),
+        boot.display().to_string(),
+        "--cert-dir".to_string(),
+        cert_dir.display().to_string(),
+    ]);
+    (args, kubeconfig, cert_dir)
+}
+
+/// Every CSR in the double.
+pub fn csrs(api: &Api) -> Vec<Value> {
+    api.get(CSRS)
+        .and_then(|l| l["items"].as_array().cloned())
+        .unwrap_or_default()
+}

@@ -1056,3 +1056,13 @@ impl Env {
         ro_port
     }
 }
+
+/// The text of CRI-format log lines ("<time> <stream> <P|F> <text>").
+pub fn log_text(path: &std::path::Path) -> String {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.splitn(4, ' ').nth(3))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
