@@ -6,7 +6,9 @@
 # a CSV and prints the slope of each; gnuplot (Debian's gnuplot-nox,
 # installed if missing) draws them into one PNG.
 #
-#   bash tests/bench/soak.sh [both|standalone|cluster]
+#   bash tests/bench/soak.sh [both|standalone|cluster|plot]
+#
+# (`plot` only draws the PNG again from the CSVs in SOAK_OUT.)
 #
 # Settable: SOAK_SECS, SOAK_SAMPLE_SECS, SOAK_CHURN_SECS (20: two pods
 # replaced), SOAK_POOL (10 pods), SOAK_WARMUP_SECS (300: left out of the
@@ -31,7 +33,7 @@ set terminal pngcairo size 1000,900 font ",10"
 set output "$out/soak.png"
 set datafile separator ","
 set key autotitle columnhead
-set multiplot layout 3,1 title "rkubelet soak: $(date -u +%F), $(( ${SOAK_SECS:-3600} / 60 )) min, ${SOAK_POOL:-10} pods, 2 replaced every ${SOAK_CHURN_SECS:-20} s"
+set multiplot layout 3,1 title "rkubelet soak: $(date -u -r "$out/soak-cluster.csv" +%F), $(( ${SOAK_SECS:-3600} / 60 )) min, ${SOAK_POOL:-10} pods, 2 replaced every ${SOAK_CHURN_SECS:-20} s"
 set xlabel "minutes"
 set grid
 set ylabel "RSS (MiB)"
@@ -48,6 +50,10 @@ GP
     echo "plot: $out/soak.png"
 }
 
+if [ "$mode" = plot ]; then
+    plot
+    exit 0
+fi
 if [ "$mode" = both ]; then
     [ -x "$bin" ] || (cd "$root" && cargo build --release)
     [ -x "$double" ] || (cd "$root" && cargo build --release -p rkubelet-apiserver-double)
@@ -67,7 +73,7 @@ fi
 case $mode in
 standalone) n=0 ;;
 cluster) n=1 ;;
-*) echo "usage: $0 [both|standalone|cluster]" >&2; exit 2 ;;
+*) echo "usage: $0 [both|standalone|cluster|plot]" >&2; exit 2 ;;
 esac
 node=soak-node
 cgroot=/rk-soak-$mode
