@@ -66,11 +66,23 @@ where
 {
     let cli = flags::Cli::try_parse_from(args).map_err(LoadError::Clap)?;
     let config_path = cli.config.clone().filter(|p| !p.as_os_str().is_empty());
-    let (mut config, file_keys) = match &config_path {
-        Some(path) => {
-            let loaded = file::load(path).map_err(LoadError::Invalid)?;
-            (loaded.config, loaded.keys)
-        }
+    let loaded = match &config_path {
+        Some(path) => Some(file::load(path).map_err(LoadError::Invalid)?),
+        None => None,
+    };
+    resolve(&cli, config_path.as_deref(), loaded)
+}
+
+/// What `load` does once the `--config` file (at `config_path`) is read:
+/// flag overrides, cluster defaults and validation, each problem named by
+/// where its setting came from.
+fn resolve(
+    cli: &flags::Cli,
+    config_path: Option<&Path>,
+    file: Option<file::LoadedFile>,
+) -> Result<(KubeletFlags, KubeletConfiguration), LoadError> {
+    let (mut config, file_keys) = match file {
+        Some(loaded) => (loaded.config, loaded.keys),
         None => (
             KubeletConfiguration::legacy_flag_defaults(),
             BTreeSet::new(),
@@ -86,7 +98,7 @@ where
         &flag_fields,
     );
     let sources = Sources {
-        file: config_path.as_deref(),
+        file: config_path,
         file_keys: &file_keys,
         flag_fields: &flag_fields,
     };
@@ -167,18 +179,14 @@ pub fn fuzz_config_file(text: &str) {
     }
 }
 
-/// The fuzz targets' way in: command-line arguments through flag parsing,
-/// the flag overrides and validation, without reading a --config file.
+/// The fuzz targets' way in: command-line arguments through `load`'s own
+/// steps after the file (flag overrides, cluster defaults, validation),
+/// without reading a --config file.
 #[cfg(feature = "fuzzing")]
 pub fn fuzz_flags(args: Vec<String>) {
-    let Ok(cli) = flags::Cli::try_parse_from(args) else {
-        return;
-    };
-    let mut config = KubeletConfiguration::legacy_flag_defaults();
-    cli.apply_to(&mut config);
-    let flags = cli.to_flags(&config);
-    let _ = validation::validate_configuration(&config);
-    let _ = validate_flags(&flags);
+    if let Ok(cli) = flags::Cli::try_parse_from(args) {
+        let _ = resolve(&cli, None, None);
+    }
 }
 
 /// Validates a configuration on its own (no source attribution).
