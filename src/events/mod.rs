@@ -104,6 +104,12 @@ pub trait EventRecorder: Send + Sync {
     fn node_event(&self, kind: EventType, reason: &str, message: &str) {
         let _ = (kind, reason, message);
     }
+
+    /// The pod with this UID is gone from the node for good: forget what
+    /// was kept to correlate its events.
+    fn forget_pod(&self, uid: &str) {
+        let _ = uid;
+    }
 }
 
 /// Writes events to the log, in the shape `kubectl get events` shows them.

@@ -731,6 +731,7 @@ impl KubeRuntimeManager {
         self.images.forget_pod(uid);
         self.killer.forget_pod(uid);
         self.post_start.forget_pod(uid);
+        self.recorder.forget_pod(uid);
     }
 
     /// Who is told (by pod UID) when a container stop finishes.

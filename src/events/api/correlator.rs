@@ -48,6 +48,16 @@ impl Correlator {
         }
     }
 
+    /// Drops every entry about the object `uid`. client-go keeps them until
+    /// the LRU evicts them; a kubelet churning pods would then carry up to
+    /// 3 × 4096 entries (megabytes) about pods long gone.
+    pub(super) fn forget_object(&mut self, uid: &str) {
+        let keep = |key: &str| key_object_uid(key) != Some(uid);
+        self.aggregator.retain(keep);
+        self.logger.retain(keep);
+        self.spam.retain(keep);
+    }
+
     /// Aggregates, counts and filters one event (client-go's EventCorrelate):
     /// None when the spam filter drops it.
     pub(super) fn correlate(
@@ -196,6 +206,12 @@ pub(super) fn repeat_patch(event: &Event) -> serde_json::Value {
 
 pub(super) fn join_key(parts: &[&str]) -> String {
     parts.join("\u{0}")
+}
+
+/// The involved object's UID in any of the keys below, which all start
+/// with the source's 2 parts and then the object's 5.
+pub(super) fn key_object_uid(key: &str) -> Option<&str> {
+    key.split('\u{0}').nth(2 + 3)
 }
 
 pub(super) fn source_parts(e: &Event) -> [&str; 2] {

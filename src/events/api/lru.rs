@@ -21,6 +21,12 @@ impl<V> Lru<V> {
         }
     }
 
+    /// Keeps only the entries whose key `keep` accepts.
+    pub(super) fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.map.retain(|k, _| keep(k));
+        self.order.retain(|_, k| keep(k));
+    }
+
     pub(super) fn len(&self) -> usize {
         self.map.len()
     }

@@ -96,9 +96,9 @@ pub struct ApiRecorder {
     sink: Arc<dyn EventSink>,
     /// Boxed: a bounded channel allocates all its slots up front, and an
     /// Event is about a kilobyte (1 MB for the queue, unboxed).
-    tx: Sender<Box<Event>>,
+    tx: Sender<Queued>,
     /// Taken by [`ApiRecorder::start`].
-    rx: Mutex<Option<Receiver<Box<Event>>>>,
+    rx: Mutex<Option<Receiver<Queued>>>,
     drops: DropWarner,
     retry_sleep: Duration,
 }
@@ -216,9 +216,10 @@ impl ApiRecorder {
 
     /// Queues without blocking; a full queue drops the event.
     pub(super) fn enqueue(&self, event: Event) {
-        match self.tx.try_send(Box::new(event)) {
+        match self.tx.try_send(Queued::Event(Box::new(event))) {
             Ok(()) => {}
-            Err(TrySendError::Full(event)) => self.drops.dropped(&event),
+            Err(TrySendError::Full(Queued::Event(event))) => self.drops.dropped(&event),
+            Err(TrySendError::Full(Queued::Forget(_))) => {}
             // The recorder owns the receiver until start hands it to the
             // thread; it is gone only once that thread has stopped.
             Err(TrySendError::Disconnected(_)) => {}
@@ -253,6 +254,19 @@ impl EventRecorder for ApiRecorder {
         }
         self.enqueue(self.make_event(self.node_reference(), kind, reason, message));
     }
+
+    /// Queued behind the pod's last events, so those are still counted.
+    /// Not sent when the queue is full: the caches stay bounded anyway.
+    fn forget_pod(&self, uid: &str) {
+        let _ = self.tx.try_send(Queued::Forget(uid.into()));
+    }
+}
+
+/// What the events thread is handed, in order.
+pub(super) enum Queued {
+    Event(Box<Event>),
+    /// The object with this UID is gone for good: drop its cache entries.
+    Forget(Box<str>),
 }
 
 /// A reference to the pod (client-go's GetReference), or to one of its

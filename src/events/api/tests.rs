@@ -218,6 +218,85 @@ fn correlation_caches_stay_bounded() {
 }
 
 #[test]
+fn forgetting_an_object_drops_only_its_entries() {
+    let r = offline();
+    let mut c = Correlator::new();
+    let t0 = Instant::now();
+    for uid in ["uid-1", "uid-2"] {
+        for reason in ["Pulled", "Created", "Started"] {
+            let mut e = pod_ev(&r, reason, "m");
+            e.involved_object.uid = Some(uid.into());
+            let _ = c.correlate(e, t0, Timestamp::now());
+        }
+    }
+    assert_eq!(
+        (c.aggregator.len(), c.logger.len(), c.spam.len()),
+        (6, 6, 2)
+    );
+    c.forget_object("uid-1");
+    assert_eq!(
+        (c.aggregator.len(), c.logger.len(), c.spam.len()),
+        (3, 3, 1)
+    );
+    for lru in [
+        &c.aggregator.map.keys().collect::<Vec<_>>(),
+        &c.logger.map.keys().collect(),
+    ] {
+        assert!(
+            lru.iter().all(|k| key_object_uid(k) == Some("uid-2")),
+            "{lru:?}"
+        );
+    }
+    assert_eq!(
+        c.aggregator.order.len(),
+        3,
+        "the LRU order forgets them too"
+    );
+    c.forget_object("uid-unknown");
+    assert_eq!(c.logger.len(), 3);
+}
+
+#[test]
+fn a_forgotten_pod_is_forgotten_after_its_queued_events() {
+    let sink = Arc::new(FakeSink::default());
+    let (r, stop, h) = started(sink.clone(), Duration::from_millis(1));
+    r.pod_event(
+        &pod(),
+        EventType::Normal,
+        "Killing",
+        "Stopping container app",
+    );
+    r.pod_event(
+        &pod(),
+        EventType::Normal,
+        "Killing",
+        "Stopping container app",
+    );
+    r.forget_pod("uid-1");
+    r.pod_event(
+        &pod(),
+        EventType::Normal,
+        "Killing",
+        "Stopping container app",
+    );
+    wait_until("three writes", || sink.calls().len() == 3);
+    let calls = sink.calls();
+    // The repeat queued before the forget is still counted; the one after
+    // it starts afresh.
+    assert!(matches!(&calls[0], Call::Create(_)), "{calls:?}");
+    assert!(
+        matches!(&calls[1], Call::Patch(_, p) if p["count"] == 2),
+        "{calls:?}"
+    );
+    assert!(
+        matches!(&calls[2], Call::Create(e) if e.count == Some(1)),
+        "{calls:?}"
+    );
+    drop(stop);
+    h.join().expect("join");
+}
+
+#[test]
 fn pod_event_shape() {
     let r = offline();
     let before = Timestamp::now().as_nanosecond();

@@ -7,7 +7,7 @@ use super::*;
 pub(super) struct Worker {
     pub(super) sink: Arc<dyn EventSink>,
     pub(super) correlator: Correlator,
-    pub(super) rx: Receiver<Box<Event>>,
+    pub(super) rx: Receiver<Queued>,
     pub(super) retry_sleep: Duration,
 }
 
@@ -16,12 +16,13 @@ impl Worker {
         loop {
             select! {
                 recv(shutdown) -> _ => break,
-                recv(self.rx) -> event => match event {
-                    Ok(event) => {
+                recv(self.rx) -> queued => match queued {
+                    Ok(Queued::Event(event)) => {
                         if !self.record_to_sink(*event, shutdown) {
                             break;
                         }
                     }
+                    Ok(Queued::Forget(uid)) => self.correlator.forget_object(&uid),
                     Err(_) => break,
                 },
             }
