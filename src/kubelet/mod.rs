@@ -536,6 +536,7 @@ impl Kubelet {
                         // Whoever held the older copy holds this one now.
                         self.pod_workers.refresh_pod(&p);
                         self.volume_manager.refresh_pod(&p);
+                        self.prober.refresh_pod(&p);
                         // Another writer changed a readiness gate: sync so
                         // Ready follows (upstream HandlePodReconcile).
                         if need_to_reconcile_readiness(&p) {
@@ -630,6 +631,7 @@ impl Kubelet {
                 continue;
             }
             self.pod_manager.add_or_update(Arc::clone(&pod));
+            self.prober.refresh_pod(&pod);
             self.dispatch(pod, UpdateType::Update);
         }
     }

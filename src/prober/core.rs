@@ -183,7 +183,8 @@ impl Core {
     }
 
     /// Registers the pod's probes not registered yet (upstream AddPod), and
-    /// keeps the newest pod object for events and deletion.
+    /// keeps the newest pod object, which the probes read (named ports,
+    /// deletion). A pod without probes is not kept: the pod manager has it.
     pub fn add_pod(&mut self, pod: &Arc<Pod>, now: Now) {
         let uid = pod.uid().to_string();
         if uid.is_empty() {
@@ -205,8 +206,8 @@ impl Core {
             }
         }
         let entry = self.pods.entry(uid).or_default();
-        entry.pod = Some(pod);
         entry.keys.extend(added.iter().cloned());
+        entry.pod = (!entry.keys.is_empty()).then_some(pod);
         for key in added {
             let not_before = self.probes.get(&key).map(|p| p.not_before);
             if let Some(at) = not_before {
@@ -242,6 +243,15 @@ impl Core {
         }
         let random = RandomState::new().build_hasher().finish();
         period.mul_f64((random >> 11) as f64 / (1u64 << 53) as f64)
+    }
+
+    /// A newer object of a pod already added (a status or metadata change):
+    /// kept in place of the older one, so that the probes see its deletion
+    /// and the older copy is freed now.
+    pub fn refresh_pod(&mut self, pod: &Arc<Pod>) {
+        if let Some(kept) = self.pods.get_mut(pod.uid()).and_then(|e| e.pod.as_mut()) {
+            *kept = Arc::clone(pod);
+        }
     }
 
     /// Drops the pod's probes, results and queue entries (upstream RemovePod).

@@ -92,6 +92,11 @@ impl ProberManager {
         self.wake();
     }
 
+    /// See [`Core::refresh_pod`]; no probe changes, so no wake-up.
+    pub fn refresh_pod(&self, pod: &Arc<Pod>) {
+        self.lock().refresh_pod(pod);
+    }
+
     pub fn remove_pod(&self, uid: &str) {
         self.lock().remove_pod(uid);
         self.wake();

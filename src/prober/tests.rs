@@ -372,6 +372,34 @@ fn deleting_pod_quiets_liveness() {
 }
 
 #[test]
+fn a_refreshed_pod_replaces_the_kept_one() {
+    let t0 = Now::real();
+    let mut c = core(t0);
+    let probed = pod(
+        "p",
+        vec![container("a", Some(probe(1, 0, 1, 1)), None, None)],
+    );
+    c.add_pod(&probed, t0);
+    c.update_pod_status("p", None, &[running("a", "c1", t0.wall)], t0);
+    // The kubelet's Update of the same pod, now being deleted: the probes
+    // see it, and the older object is no longer held.
+    let mut newer = (*probed).clone();
+    newer.metadata.deletion_timestamp = Some(Time(Default::default()));
+    let newer = Arc::new(newer);
+    c.refresh_pod(&newer);
+    assert_eq!(Arc::strong_count(&probed), 1);
+    assert_eq!(Arc::strong_count(&newer), 2);
+    assert!(c.take_due(t0).is_empty());
+    assert!(!c.liveness_failed("c1"));
+
+    // A pod without probes is not kept at all, nor after a refresh.
+    let plain = pod("q", vec![container("a", None, None, None)]);
+    c.add_pod(&plain, t0);
+    c.refresh_pod(&plain);
+    assert_eq!(Arc::strong_count(&plain), 1);
+}
+
+#[test]
 fn remove_pod_leaves_nothing_scheduled() {
     let t0 = Now::real();
     let mut c = core(t0);
