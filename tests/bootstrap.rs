@@ -152,7 +152,6 @@ fn without_rotation_a_denied_csr_stops_the_kubelet_naming_it() {
     );
 
     // A missing bootstrap kubeconfig is named.
-    let mut args = args;
     let at = args
         .iter()
         .position(|a| a == "--bootstrap-kubeconfig")
