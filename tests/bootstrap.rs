@@ -4,7 +4,13 @@
 //! API server double (whose csrapproving/csrsigning stand-ins approve and
 //! sign node client CSRs, or leave them to the test) and a real containerd.
 //!
-//! Env numbers 90..=92: healthz 20000+N, API server 21000+N.
+//! With `rotateCertificates` (on by default with a bootstrap kubeconfig) the
+//! bootstrap runs in the background, as upstream's: static pods run while
+//! the CSR waits, and a denied CSR is asked again. Without it the bootstrap
+//! blocks the start and a denial stops the kubelet, as upstream's
+//! LoadClientCert.
+//!
+//! Env numbers 90..=92 and 98: healthz 20000+N, API server 21000+N.
 //!
 //!     cargo test --release --test bootstrap
 
@@ -29,12 +35,13 @@ fn joins_with_only_a_bootstrap_kubeconfig() {
         eprintln!("{l}");
     }
 
-    // One CSR, asked for with the bootstrap token, approved and issued.
+    // One CSR, asked for with the bootstrap token, approved and issued;
+    // named by generateName, as upstream's certificate manager does.
     let all = csrs(&cl.api);
     assert_eq!(all.len(), 1, "CSRs: {all:?}");
     let csr = &all[0];
     let name = csr["metadata"]["name"].as_str().unwrap_or("");
-    assert!(name.starts_with("node-csr-"), "name {name}");
+    assert!(name.starts_with("csr-"), "name {name}");
     assert_eq!(
         csr["spec"]["signerName"],
         "kubernetes.io/kube-apiserver-client-kubelet"
@@ -92,18 +99,27 @@ fn joins_with_only_a_bootstrap_kubeconfig() {
 }
 
 #[test]
-fn denied_csr_stops_the_kubelet_naming_it() {
-    let mut cl = Cluster::new("denied_csr_stops_the_kubelet_naming_it", 91);
+fn without_rotation_a_denied_csr_stops_the_kubelet_naming_it() {
+    let mut cl = Cluster::new(
+        "without_rotation_a_denied_csr_stops_the_kubelet_naming_it",
+        91,
+    );
     cl.api.must(
         "POST",
         "/__double/csr",
         Some(&json!({"autoApprove": false})),
         &[200],
     );
-    let (args, kubeconfig, _) = bootstrap_args(&cl);
+    // upstream's LoadClientCert: the blocking bootstrap, before anything runs.
+    let (mut args, kubeconfig, _) = bootstrap_args(&cl);
+    args.push("--rotate-certificates=false".to_string());
     cl.env.start_kubelet_with_args(&args);
     let csr = eventually(secs(30), "the kubelet's CSR", || csrs(&cl.api).pop());
     let name = csr["metadata"]["name"].as_str().unwrap_or("").to_string();
+    assert!(
+        name.starts_with("node-csr-"),
+        "LoadClientCert's name: {name}"
+    );
     // As `kubectl certificate deny` does.
     let mut denied = csr.clone();
     denied["status"]["conditions"] = json!([{"type": "Denied", "status": "True",
@@ -136,7 +152,6 @@ fn denied_csr_stops_the_kubelet_naming_it() {
     );
 
     // A missing bootstrap kubeconfig is named.
-    let mut args = args;
     let at = args
         .iter()
         .position(|a| a == "--bootstrap-kubeconfig")
@@ -167,12 +182,119 @@ fn waits_for_the_api_server_then_joins() {
     let down = poll(secs(20), || {
         cl.env.assert_kubelet_alive();
         (!cl.env
-            .log_lines_with("failed to connect to apiserver")
+            .log_lines_with("client certificate bootstrap failed")
             .is_empty())
         .then_some(())
     });
     assert!(down.is_some(), "no retry logged:\n{}", cl.env.log_tail(10));
+    let line = cl
+        .env
+        .log_lines_with("client certificate bootstrap failed")
+        .pop();
+    eprintln!("{line:?}");
     cl.double.start();
     cl.wait_node_ready(secs(60));
     assert!(kubeconfig.exists());
+}
+
+/// Sets one condition on a CSR through `/approval`, as `kubectl certificate
+/// approve|deny` does.
+fn decide(api: &Api, csr: &serde_json::Value, kind: &str, reason: &str) {
+    let name = csr["metadata"]["name"].as_str().unwrap_or("");
+    let mut v = csr.clone();
+    v["status"]["conditions"] = json!([{"type": kind, "status": "True",
+        "reason": reason, "message": format!("{kind} by the test")}]);
+    api.must("PUT", &format!("{CSRS}/{name}/approval"), Some(&v), &[200]);
+}
+
+#[test]
+fn static_pods_run_while_the_csr_waits_and_a_denial_is_retried() {
+    let mut cl = Cluster::new(
+        "static_pods_run_while_the_csr_waits_and_a_denial_is_retried",
+        98,
+    );
+    cl.api.must(
+        "POST",
+        "/__double/csr",
+        Some(&json!({"autoApprove": false})),
+        &[200],
+    );
+    let st = pod("early", vec![ctn("c", "sleep 3600")]);
+    cl.env.put_pod(&st);
+    let (args, kubeconfig, cert_dir) = bootstrap_args(&cl);
+    let current = cert_dir.join("kubelet-client-current.pem");
+    let early = st.full_name();
+    cl.env.start_kubelet_with_args(&args);
+
+    // The CSR waits; the static pod runs meanwhile, with no certificate.
+    let first = eventually(secs(30), "the bootstrap CSR", || csrs(&cl.api).pop());
+    cl.env.wait_running(&early, &["c"], secs(60));
+    assert!(!current.exists(), "{} exists", current.display());
+    assert!(
+        kubeconfig.exists(),
+        "upstream's LoadClientConfig writes --kubeconfig at once"
+    );
+    let waiting = eventually(
+        secs(30),
+        "a 'waiting for the client certificate' error",
+        || {
+            cl.env
+                .log_lines_with("waiting for the client certificate")
+                .pop()
+        },
+    );
+    eprintln!("{waiting}");
+    assert!(cl.api.node().is_none(), "registered without a certificate");
+
+    // Denied: logged, and asked again with a new CSR; the kubelet stays.
+    decide(&cl.api, &first, "Denied", "NotOnOurList");
+    let first_name = first["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let second = eventually(secs(40), "a second CSR after the denial", || {
+        csrs(&cl.api)
+            .into_iter()
+            .find(|c| c["metadata"]["name"] != first_name.as_str())
+    });
+    cl.env.assert_kubelet_alive();
+    let line = cl
+        .env
+        .log_lines_with("client certificate bootstrap failed")
+        .into_iter()
+        .find(|l| l.contains(&first_name))
+        .unwrap_or_else(|| panic!("no denial logged:\n{}", cl.env.log_tail(20)));
+    eprintln!("{line}");
+    assert!(
+        line.contains("NotOnOurList") && line.contains("retrying in"),
+        "{line}"
+    );
+    assert_eq!(
+        second["spec"]["username"], first["spec"]["username"],
+        "the retry uses the bootstrap credentials too"
+    );
+    assert!(cl.env.snapshot().running(&early, "c").is_some());
+
+    // Approved: the certificate is written and swapped in, the node joins.
+    let approved_at = std::time::Instant::now();
+    decide(&cl.api, &second, "Approved", "TestApproved");
+    cl.wait_node_ready(secs(40));
+    eprintln!(
+        "FIGURE: approval of the bootstrap CSR to node Ready: {:?}",
+        approved_at.elapsed()
+    );
+    assert!(current.exists());
+    let kc = fs::read_to_string(&kubeconfig).unwrap();
+    assert!(kc.contains(&format!("client-certificate: {}\n", current.display())));
+    // The denial's node event, held by the recorder until it could be sent.
+    let ev = cl.eventually(secs(60), "the CertificateRotationFailed event", |api| {
+        api.events_for("default", NODE)
+            .into_iter()
+            .find(|e| e["reason"] == "CertificateRotationFailed")
+    });
+    assert!(
+        ev["message"].as_str().unwrap_or("").contains(&first_name),
+        "{ev}"
+    );
+    // The static pod kept its container, and now has its mirror pod.
+    cl.eventually(secs(30), "the mirror pod", |api| api.pod(&early));
+    let snap = cl.env.snapshot();
+    assert_eq!(snap.instances(&early, "c").len(), 1, "{}", snap.summary());
 }

@@ -6,7 +6,7 @@
 //! valid for a few seconds) and a real containerd. 10250 is probed with
 //! `openssl s_client`.
 //!
-//! Env numbers 93..=97: healthz 20000+N, API server 21000+N, 10250 on 22000+N.
+//! Env numbers 93..=97 and 99: healthz 20000+N, API server 21000+N, 10250 on 22000+N.
 //!
 //!     cargo test --release --test certificates
 
@@ -114,7 +114,10 @@ fn client_certificate_rotates_twice_without_a_restart() {
     let to_ready = started.elapsed();
     eprintln!("FIGURE: start with a bootstrap kubeconfig to node Ready: {to_ready:?}");
     let pid = cl.env.kubelet_pid().expect("pid");
+    // The node is Ready before every watch is open: let the threads settle.
+    std::thread::sleep(secs(3));
     let before = threads(pid);
+    let names_before = thread_names(pid);
 
     // Two rotations, each a new CSR from the node itself.
     cl.eventually(secs(60), "two client certificate rotations", |_| {
@@ -172,16 +175,123 @@ fn client_certificate_rotates_twice_without_a_restart() {
     let errors = cl.env.log_lines_with("certificate rotation failed");
     assert!(errors.is_empty(), "{errors:?}");
 
-    // Still the same threads (watches reconnected, nothing added).
+    // No thread added (watches reconnected on their own threads; a watch
+    // reader is missing while its reflector backs off after the close, and
+    // gRPC's event engine pool sizes itself to 2 or 3).
     let after = poll(secs(10), || {
         let n = threads(pid);
-        (n == before).then_some(n)
+        (n <= before).then_some(n)
     });
     eprintln!(
         "FIGURE: threads before rotations {before}, after {}",
         threads(pid)
     );
-    assert!(after.is_some(), "threads {before} -> {}", threads(pid));
+    let names_after = thread_names(pid);
+    let gone: Vec<&String> = names_before
+        .iter()
+        .filter(|n| !names_after.contains(n))
+        .collect();
+    let new: Vec<&String> = names_after
+        .iter()
+        .filter(|n| !names_before.contains(n))
+        .collect();
+    eprintln!("threads gone {gone:?}, new {new:?}");
+    assert!(
+        after.is_some(),
+        "threads {before} -> {}: before {names_before:?}, now {:?}",
+        threads(pid),
+        thread_names(pid)
+    );
+}
+
+fn thread_names(pid: u32) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| fs::read_to_string(e.path().join("comm")).ok())
+                .map(|n| n.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// The credential ID the double's audit log gives a request authenticated
+/// by the certificate in `pem` (`X509SHA256=<hex>`, as the apiserver's
+/// x509 authenticator's `authentication.kubernetes.io/credential-id`).
+fn credential_id(pem: &Path) -> String {
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
+        .arg(pem)
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hex = text.trim().rsplit('=').next().unwrap_or("");
+    format!("X509SHA256={}", hex.replace(':', "").to_lowercase())
+}
+
+/// The resources watched with the certificate `id`, per the audit log.
+fn watched_with(double: &Double, id: &str) -> Vec<String> {
+    let mut v: Vec<String> = double
+        .audit()
+        .iter()
+        .filter(|e| e["verb"] == "watch" && e["credentialId"] == id)
+        .filter_map(|e| e["resource"].as_str().map(String::from))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[test]
+fn every_watch_reconnects_with_the_rotated_certificate() {
+    let mut cl = Cluster::new("every_watch_reconnects_with_the_rotated_certificate", 99);
+    // Test-only signer control: 40 s certificates, rotated after 28-36 s.
+    cl.api.must(
+        "POST",
+        "/__double/csr",
+        Some(&json!({"certTTLSeconds": 40})),
+        &[200],
+    );
+    let (args, _, cert_dir) = bootstrap_args(&cl);
+    let current = cert_dir.join("kubelet-client-current.pem");
+    cl.env.start_kubelet_with_args(&args);
+    cl.wait_node_ready(secs(40));
+    // Pods, the node and services (the reflectors) and RuntimeClasses (the
+    // object-watches thread, whose watches live 5-10 min) are watched with
+    // the first certificate.
+    let want = ["nodes", "pods", "runtimeclasses.node.k8s.io", "services"];
+    let all_watched = |double: &Double, id: &str| {
+        let got = watched_with(double, id);
+        want.iter().all(|r| got.iter().any(|g| g == r))
+    };
+    let first = credential_id(&current);
+    let double = &cl.double;
+    eventually(secs(30), "every watch with the first certificate", || {
+        all_watched(double, &first).then_some(())
+    });
+
+    // A rotation: within seconds every one of them is watched again with
+    // the new certificate, long before any watch would time out.
+    eventually(secs(60), "a rotation", || {
+        (rotations(&cert_dir) >= 1).then_some(())
+    });
+    let second = credential_id(&current);
+    assert_ne!(first, second);
+    let rotated = Instant::now();
+    eventually(secs(15), "every watch with the rotated certificate", || {
+        all_watched(double, &second).then_some(())
+    });
+    eprintln!(
+        "FIGURE: rotation to every watch on the new certificate: {:?}",
+        rotated.elapsed()
+    );
+    let line = cl
+        .env
+        .log_lines_with("object watches: the client certificate changed");
+    assert!(!line.is_empty(), "{}", cl.env.log_tail(20));
+    cl.env.assert_kubelet_alive();
 }
 
 /// Rotations so far: pair files beyond the bootstrap's first.
@@ -212,14 +322,13 @@ fn denied_rotation_is_retried_and_the_node_stays() {
     cl.api.create_pod(&api_pod("stays", "sleep 3600"));
     cl.wait_pod_ready("stays", secs(60));
 
-    // The rotation CSR is denied, as `kubectl certificate deny` does.
+    // The rotation CSR (the node's own; the bootstrap's was the token's) is
+    // denied, as `kubectl certificate deny` does.
+    let node_user = format!("system:node:{NODE}");
     let csr = cl.eventually(secs(40), "the rotation CSR", |api| {
-        csrs(api).into_iter().find(|c| {
-            c["metadata"]["name"]
-                .as_str()
-                .unwrap_or("")
-                .starts_with("csr-")
-        })
+        csrs(api)
+            .into_iter()
+            .find(|c| c["spec"]["username"] == node_user.as_str())
     });
     let name = csr["metadata"]["name"].as_str().unwrap().to_string();
     let mut denied = csr.clone();

@@ -5,8 +5,8 @@
 use super::*;
 
 use crate::certificate::manager::{self, Deps, Kind, Manager};
-use crate::certificate::x509;
-use crate::client::tls::{parse_certs, parse_key, CertSlot, ClientIdentity};
+use crate::certificate::store::{FileStore, SERVER_PAIR_NAME};
+use crate::client::tls::CertSlot;
 
 /// The managers to run, and the slot 10250 serves from (serverTLSBootstrap).
 pub(super) struct CertManagers {
@@ -17,7 +17,7 @@ pub(super) struct CertManagers {
 pub(super) fn certificate_managers(
     flags: &KubeletFlags,
     config: &KubeletConfiguration,
-    client: Option<&Client>,
+    (client, bootstrap): (Option<&Client>, Option<Client>),
     recorder: &Arc<dyn EventRecorder>,
     node: &str,
     node_object: &Arc<RwLock<Option<Node>>>,
@@ -41,8 +41,10 @@ pub(super) fn certificate_managers(
         match client.client_cert() {
             Some(slot) => {
                 let c = client.clone();
+                let signed = slot.is_set();
                 let deps = Deps {
                     client: client.clone(),
+                    bootstrap,
                     recorder: Arc::clone(recorder),
                     slot: Arc::clone(slot),
                     sans: Box::new(Vec::new),
@@ -56,7 +58,7 @@ pub(super) fn certificate_managers(
                     node,
                     &flags.cert_dir,
                     deps,
-                    true,
+                    signed,
                 ));
             }
             None => log::warn!(
@@ -74,6 +76,7 @@ pub(super) fn certificate_managers(
         let node_object = Arc::clone(node_object);
         let deps = Deps {
             client: client.clone(),
+            bootstrap: None,
             recorder: Arc::clone(recorder),
             slot: Arc::clone(&slot),
             sans: Box::new(move || serving_sans(&node_object)),
@@ -94,29 +97,14 @@ pub(super) fn certificate_managers(
 /// Puts `<cert-dir>/kubelet-server-current.pem` in `slot` when it loads and
 /// has not expired; false (the self-signed pair serves, a CSR goes out) else.
 fn load_stored_serving_pair(cert_dir: &std::path::Path, slot: &CertSlot) -> bool {
-    let path = cert_dir.join("kubelet-server-current.pem");
-    let Ok(pem) = std::fs::read(&path) else {
-        return false;
-    };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    let loaded = parse_certs(&pem).and_then(|certs| {
-        let not_after = certs.first().and_then(|c| x509::not_after(c.as_ref()));
-        if not_after.is_none_or(|t| t <= now) {
-            return Err("expired".to_string());
-        }
-        let key = parse_key(&pem)?;
-        slot.set(ClientIdentity { certs, key })
-            .map_err(|e| e.to_string())
-    });
-    match loaded {
+    let store = FileStore::with_pair(cert_dir, SERVER_PAIR_NAME);
+    match store.load_current_into(slot, now) {
         Ok(()) => true,
         Err(e) => {
-            log::info!(
-                "serving certificate {}: {e}; requesting a new one",
-                path.display()
-            );
+            log::info!("serving certificate {e}; requesting a new one");
             false
         }
     }

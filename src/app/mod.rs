@@ -158,8 +158,8 @@ fn shutdown_on_signals() -> anyhow::Result<Receiver<()>> {
 fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i32> {
     let node = node_name(flags)?;
     let shutdown = shutdown_on_signals()?;
-    tls_bootstrap(flags, &node, &shutdown)?;
-    let client = api_client(flags, config)?;
+    let background = tls_bootstrap(flags, config, &node, &shutdown)?;
+    let client = api_client(flags, config, background.as_ref().map(|b| b.rest.clone()))?;
     if client.is_none() {
         log::info!(
             "no API server defined: running in standalone mode, no node status will be sent"
@@ -328,7 +328,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     let certs = certificates::certificate_managers(
         flags,
         config,
-        client.as_ref(),
+        (client.as_ref(), background.map(|b| b.bootstrap)),
         &recorder,
         &node,
         &node_object,
@@ -442,11 +442,19 @@ fn start_container_manager(
     crate::cm::start_from_config(config, capacity).context("container manager")
 }
 
-/// With --bootstrap-kubeconfig, makes sure --kubeconfig holds a valid
-/// client certificate first (upstream server.go calls LoadClientCert there).
-fn tls_bootstrap(flags: &KubeletFlags, node: &str, shutdown: &Receiver<()>) -> anyhow::Result<()> {
+/// With --bootstrap-kubeconfig (upstream server.go buildKubeletClientConfig):
+/// with `rotateCertificates`, LoadClientConfig, whose bootstrap the
+/// certificate manager does in the background (Some when it must); without
+/// it, LoadClientCert, which blocks until --kubeconfig holds a valid client
+/// certificate.
+fn tls_bootstrap(
+    flags: &KubeletFlags,
+    config: &KubeletConfiguration,
+    node: &str,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Option<crate::certificate::bootstrap::Background>> {
     let Some(boot) = &flags.bootstrap_kubeconfig else {
-        return Ok(());
+        return Ok(None);
     };
     let Some(kubeconfig) = &flags.kubeconfig else {
         anyhow::bail!("--bootstrap-kubeconfig {} needs --kubeconfig: the path the bootstrapped kubeconfig is written to", boot.display());
@@ -456,18 +464,29 @@ fn tls_bootstrap(flags: &KubeletFlags, node: &str, shutdown: &Receiver<()>) -> a
         bootstrap_kubeconfig: boot,
         cert_dir: &flags.cert_dir,
     };
-    crate::certificate::bootstrap::load_client_cert(&paths, node, shutdown).context("TLS bootstrap")
+    if config.rotate_certificates {
+        return crate::certificate::bootstrap::load_client_config(&paths).context("TLS bootstrap");
+    }
+    crate::certificate::bootstrap::load_client_cert(&paths, node, shutdown)
+        .context("TLS bootstrap")
+        .map(|()| None)
 }
 
-/// The API client when --kubeconfig is given, with kubeAPIQPS/kubeAPIBurst.
+/// The API client when --kubeconfig is given, with kubeAPIQPS/kubeAPIBurst;
+/// `bootstrapping` is its configuration while the TLS bootstrap runs in the
+/// background (the kubeconfig's certificate does not exist yet).
 fn api_client(
     flags: &KubeletFlags,
     config: &KubeletConfiguration,
+    bootstrapping: Option<crate::client::RestConfig>,
 ) -> anyhow::Result<Option<Client>> {
     let Some(path) = &flags.kubeconfig else {
         return Ok(None);
     };
-    let mut rest = kubeconfig::load(path)?;
+    let mut rest = match bootstrapping {
+        Some(rest) => rest,
+        None => kubeconfig::load(path)?,
+    };
     rest.qps = config.kube_api_qps as f32;
     rest.burst = u32::try_from(config.kube_api_burst).unwrap_or(0);
     log::info!("API server {} (kubeconfig {})", rest.server, path.display());

@@ -5,8 +5,14 @@
 //! `kubernetes.io/kube-apiserver-client-kubelet` CSR, then write the pair to
 //! `<cert-dir>/kubelet-client-<stamp>.pem` (+ `kubelet-client-current.pem`)
 //! and a kubeconfig pointing at it with the bootstrap kubeconfig's server
-//! and CA. Runs on the main thread before any module starts; every wait is
-//! bounded by [`BOOTSTRAP_TIMEOUT`] and interrupted by shutdown.
+//! and CA.
+//!
+//! With `rotateCertificates` (upstream LoadClientConfig, [`load_client_config`])
+//! only the kubeconfig is written here; the CSR is the certificate
+//! manager's, in the background, and the kubelet starts at once. Without it
+//! ([`load_client_cert`]) the whole bootstrap runs on the main thread before
+//! any module starts; every wait is bounded by [`BOOTSTRAP_TIMEOUT`] and
+//! interrupted by shutdown.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,6 +26,7 @@ use super::csr::{self, CsrError};
 use super::store::{write_private, FileStore};
 use super::x509;
 use crate::client::kubeconfig::{self, CurrentEntries};
+use crate::client::tls::CertSlot;
 use crate::client::Client;
 
 /// Upstream waits up to an hour for the certificate.
@@ -78,6 +85,55 @@ pub fn load_client_cert(p: &Paths, node: &str, shutdown: &Receiver<()>) -> anyho
         log::debug!("removing {}: {e}", tmp_key.display());
     }
     write_kubeconfig(p.kubeconfig, &boot, &store.current_path())
+}
+
+/// The kubelet's client configuration while the bootstrap runs in the
+/// background (upstream LoadClientConfig, with `rotateCertificates`).
+pub struct Background {
+    /// The bootstrap kubeconfig's credentials, for the CSR (upstream's
+    /// certConfig).
+    pub bootstrap: Client,
+    /// The bootstrap kubeconfig's server and CA without its credentials,
+    /// presenting the client certificate of its `client_cert` slot: empty
+    /// until the CSR is issued, unless the cert dir held a valid pair
+    /// (upstream's userConfig behind the rotating transport).
+    pub rest: crate::client::RestConfig,
+}
+
+/// LoadClientConfig: None when `--kubeconfig` is valid (used as it is).
+/// Otherwise `--kubeconfig` is written at once pointing at
+/// `<cert-dir>/kubelet-client-current.pem`, as upstream does, and the
+/// certificate manager bootstraps in the background with [`Background`],
+/// so the kubelet starts without waiting for the CSR's approval.
+pub fn load_client_config(p: &Paths) -> anyhow::Result<Option<Background>> {
+    if client_config_still_valid(p.kubeconfig, unix_now())? {
+        log::info!(
+            "kubeconfig {} exists and is valid, skipping the TLS bootstrap",
+            p.kubeconfig.display()
+        );
+        return Ok(None);
+    }
+    let boot = load_bootstrap(p.bootstrap_kubeconfig)?;
+    let bootstrap = Client::new(kubeconfig::load(p.bootstrap_kubeconfig)?)
+        .context("API client for the bootstrap kubeconfig")?;
+    fs::create_dir_all(p.cert_dir)
+        .with_context(|| format!("create cert directory {}", p.cert_dir.display()))?;
+    let store = FileStore::new(p.cert_dir);
+    let slot = std::sync::Arc::new(CertSlot::default());
+    match store.load_current_into(&slot, unix_now()) {
+        Ok(()) => log::info!(
+            "kubeconfig {} is not valid; using the stored client certificate {}",
+            p.kubeconfig.display(),
+            store.current_path().display()
+        ),
+        Err(e) => log::info!(
+            "client certificate rotation is on: the TLS bootstrap runs in the background with bootstrap kubeconfig {} (no stored certificate: {e})",
+            p.bootstrap_kubeconfig.display()
+        ),
+    }
+    write_kubeconfig(p.kubeconfig, &boot, &store.current_path())?;
+    let rest = kubeconfig::anonymous_with_cert_slot(p.bootstrap_kubeconfig, slot)?;
+    Ok(Some(Background { bootstrap, rest }))
 }
 
 /// The bootstrap kubeconfig's cluster, with an error naming the file.

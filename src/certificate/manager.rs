@@ -10,6 +10,12 @@
 //! CSR is logged, posted as a node event and asked again after a back-off
 //! (2 s doubling to 32 s, upstream's); nothing else waits for it.
 //!
+//! The client manager also does the TLS bootstrap in the background when it
+//! starts with an empty slot (upstream's bootstrap with `rotateCertificates`):
+//! its CSRs then go out with the bootstrap kubeconfig's credentials
+//! ([`Deps::bootstrap`]), and the API client refuses to send anything until
+//! the first certificate is in (`client::NO_CERT_YET`).
+//!
 //! Every manager is a state machine stepped by one thread,
 //! `certificate-manager`: no call blocks longer than one API request.
 
@@ -32,7 +38,9 @@ pub const KUBELET_SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 const SERVING_USAGES: [&str; 2] = ["digital signature", "server auth"];
 /// client-go's certificateWaitTimeout: a CSR not issued by then is given up.
 const CSR_WAIT: Duration = Duration::from_secs(15 * 60);
-/// How often a pending CSR is read.
+/// How often a pending CSR is read: soon after it is created (a controller
+/// that approves at once is answered at once), then every 2 s.
+const CSR_POLL_FIRST: Duration = Duration::from_millis(250);
 const CSR_POLL: Duration = Duration::from_secs(2);
 /// client-go's rotation back-off: 2 s doubling, then every 32 s.
 const BACKOFF_START: Duration = Duration::from_secs(2);
@@ -89,6 +97,10 @@ impl Kind {
 pub struct Deps {
     /// Creates and reads the CSRs.
     pub client: Client,
+    /// Creates and reads them instead while the slot is empty: the
+    /// bootstrap kubeconfig's credentials (upstream's newClientsetFn picks
+    /// certConfig when there is no current certificate).
+    pub bootstrap: Option<Client>,
     pub recorder: Arc<dyn EventRecorder>,
     /// The pair in use, swapped on rotation.
     pub slot: Arc<CertSlot>,
@@ -185,7 +197,34 @@ impl Manager {
         m
     }
 
+    /// The client for CSRs: the bootstrap credentials until there is a
+    /// certificate, then the certificate itself.
+    fn csr_client(&self) -> &Client {
+        match &self.deps.bootstrap {
+            Some(boot) if !self.deps.slot.is_set() => boot,
+            _ => &self.deps.client,
+        }
+    }
+
+    /// True while the client certificate is still being bootstrapped.
+    fn bootstrapping(&self) -> bool {
+        self.kind == Kind::Client && !self.deps.slot.is_set()
+    }
+
+    /// "client certificate rotation", or "client certificate bootstrap"
+    /// while there is none yet.
+    fn action(&self) -> String {
+        match self.bootstrapping() {
+            true => "client certificate bootstrap".to_string(),
+            false => format!("{} certificate rotation", self.kind.what()),
+        }
+    }
+
     fn log_schedule(&self, due: Instant) {
+        if self.bootstrapping() {
+            log::info!("client certificate bootstrap: no client certificate yet, requesting one");
+            return;
+        }
         let left = due.saturating_duration_since(Instant::now());
         log::info!(
             "{} certificate rotation in {}s",
@@ -281,11 +320,11 @@ impl Manager {
             Err(e) => return self.failed(&format!("{e:#}")),
         };
         let obj = csr::generated_csr_object(&pem, self.kind.signer(), self.kind.usages());
-        match csr::request_certificate(&self.deps.client, &obj) {
+        match csr::request_certificate(self.csr_client(), &obj) {
             Ok((name, uid)) => {
                 log::info!(
-                    "{} certificate rotation: created CSR {name} (signer {})",
-                    self.kind.what(),
+                    "{}: created CSR {name} (signer {}); waiting for it to be approved and issued",
+                    self.action(),
                     self.kind.signer()
                 );
                 State::Waiting {
@@ -293,7 +332,7 @@ impl Manager {
                     uid,
                     key_pem,
                     since: Instant::now(),
-                    poll: Instant::now() + CSR_POLL,
+                    poll: Instant::now() + CSR_POLL_FIRST,
                 }
             }
             Err(csr::CsrError::Api(e)) => self.failed(&format!("creating the CSR: {e}")),
@@ -303,8 +342,7 @@ impl Manager {
 
     fn check_csr(&mut self, name: String, uid: String, key_pem: String, since: Instant) -> State {
         let obj: Value = match self
-            .deps
-            .client
+            .csr_client()
             .get(&paths::certificate_signing_request(&name))
         {
             Ok(v) => v,
@@ -312,10 +350,7 @@ impl Manager {
                 return self.failed(&format!("CSR {name} was deleted before it was issued"))
             }
             Err(e) => {
-                log::warn!(
-                    "{} certificate rotation: reading CSR {name}: {e}",
-                    self.kind.what()
-                );
+                log::warn!("{}: reading CSR {name}: {e}", self.action());
                 return self.still_waiting(name, uid, key_pem, since);
             }
         };
@@ -342,17 +377,23 @@ impl Manager {
                 CSR_WAIT.as_secs()
             ));
         }
+        // Doubling from CSR_POLL_FIRST: the time waited so far, within bounds.
+        let every = since.elapsed().clamp(CSR_POLL_FIRST, CSR_POLL);
         State::Waiting {
             name,
             uid,
             key_pem,
             since,
-            poll: Instant::now() + CSR_POLL,
+            poll: Instant::now() + every,
         }
     }
 
     /// Checks the issued pair, writes it, swaps it in; returns the next due time.
     fn install(&mut self, cert_pem: &str, key_pem: &str) -> anyhow::Result<Instant> {
+        let done = match self.bootstrapping() {
+            true => "client certificate issued (TLS bootstrap done)".to_string(),
+            false => format!("{} certificate rotated", self.kind.what()),
+        };
         let certs =
             parse_certs(cert_pem.as_bytes()).map_err(|e| anyhow!("issued certificate: {e}"))?;
         let (nb, na) = certs
@@ -374,8 +415,7 @@ impl Manager {
             crate::client::flowcontrol::random_unit(),
         ));
         log::info!(
-            "{} certificate rotated: {} (valid {}s more)",
-            self.kind.what(),
+            "{done}: {} (valid {}s more)",
             file.display(),
             na - unix_now()
         );
@@ -388,11 +428,20 @@ impl Manager {
         let wait = self.backoff;
         self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
         let msg = format!(
-            "{} certificate rotation failed: {why}; retrying in {}s{}",
-            self.kind.what(),
+            "{} failed: {why}; retrying in {}s{}",
+            self.action(),
             wait.as_secs(),
             self.expiry_note()
         );
+        if self.bootstrapping() {
+            log::error!("{msg}; meanwhile static pods run and node registration, status, lease and API pods wait for the certificate (this node event is sent only once a certificate is issued, within the event recorder's retries)");
+            self.deps
+                .recorder
+                .node_event(EventType::Warning, ROTATION_FAILED, &msg);
+            return State::Idle {
+                due: Instant::now() + wait,
+            };
+        }
         log::error!("{msg}");
         self.deps
             .recorder

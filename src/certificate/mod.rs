@@ -8,5 +8,5 @@
 pub mod bootstrap;
 mod csr;
 pub mod manager;
-mod store;
+pub mod store;
 pub mod x509;

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use crate::client::tls::{parse_certs, parse_key, CertSlot, ClientIdentity};
+
 pub const PAIR_NAME: &str = "kubelet-client";
 /// The serving pair's name (upstream's serving certificate store).
 pub const SERVER_PAIR_NAME: &str = "kubelet-server";
@@ -31,6 +33,24 @@ impl FileStore {
             dir: dir.to_path_buf(),
             pair,
         }
+    }
+
+    /// Puts the current pair in `slot` when it parses, has not expired at
+    /// `now` and its key matches (upstream's certificate manager starts
+    /// from store.Current()); else says why not.
+    pub fn load_current_into(&self, slot: &CertSlot, now: i64) -> Result<(), String> {
+        let path = self.current_path();
+        let pem = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let certs = parse_certs(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
+        let not_after = certs
+            .first()
+            .and_then(|c| super::x509::not_after(c.as_ref()));
+        if not_after.is_none_or(|t| t <= now) {
+            return Err(format!("{}: expired or unreadable", path.display()));
+        }
+        let key = parse_key(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
+        slot.set(ClientIdentity { certs, key })
+            .map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// `<dir>/kubelet-client-current.pem`, what the kubeconfig points at.

@@ -5,6 +5,7 @@
 //! `kubeconfig /etc/kubernetes/kubelet.conf: users[0].user.client-key-data: invalid base64: ...`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine;
 use serde::Deserialize;
@@ -137,6 +138,34 @@ fn build(kc: &KubeConfig, base: &Path) -> Result<RestConfig, FieldError> {
     cfg.tls = tls;
     cfg.client_cert = client_cert;
     cfg.auth = auth;
+    Ok(cfg)
+}
+
+/// client-go's `AnonymousClientConfig` of the kubeconfig at `path` (its
+/// server and CA, no credentials) presenting the client certificate of
+/// `slot`, which may still be empty: the kubelet's client while the TLS
+/// bootstrap runs in the background (upstream's rotating transport).
+pub fn anonymous_with_cert_slot(
+    path: impl AsRef<Path>,
+    slot: Arc<tls::CertSlot>,
+) -> anyhow::Result<RestConfig> {
+    let path = path.as_ref();
+    let fail = |e: String| anyhow::anyhow!("kubeconfig {}: {e}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let base = path.parent().unwrap_or_else(|| Path::new("."));
+    let kc: KubeConfig =
+        serde_norway::from_str(&text).map_err(|e| fail(format!("parsing YAML: {e}")))?;
+    let cluster = current_cluster(&kc).and_then(|(_, _, ci, c)| {
+        Ok((
+            server_url(ci, &c.cluster)?,
+            server_trust(ci, &c.cluster, base)?,
+        ))
+    });
+    let (server, trust) = cluster.map_err(|e| fail(format!("{}: {}", e.field, e.msg)))?;
+    let mut cfg = RestConfig::new(server);
+    cfg.tls = tls::client_config_with_slot(trust, slot.clone())
+        .map_err(|e| fail(format!("building TLS config: {e}")))?;
+    cfg.client_cert = Some(slot);
     Ok(cfg)
 }
 

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 pub use error::ApiError;
 pub use reflector::{start_reflector, ReflectorEvent};
-pub use rest::Client;
+pub use rest::{Client, NO_CERT_YET};
 pub use watch::{WatchEvent, WatchEventType, WatchStream};
 
 /// client-go's defaults when a config leaves QPS/burst at 0.

@@ -47,6 +47,8 @@ const BACKOFF_RESET: Duration = Duration::from_secs(120);
 const BACKOFF_JITTER: f64 = 1.0;
 /// A watch that ends this fast with no events is a failure, not a timeout.
 const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+/// How often a back-off looks for a new client certificate.
+const GENERATION_CHECK: Duration = Duration::from_secs(1);
 
 pub type Handler<T> = Box<dyn FnMut(ReflectorEvent<T>) + Send>;
 
@@ -143,12 +145,26 @@ impl<T: DeserializeOwned> Reflector<T> {
         )
     }
 
-    /// Sleeps the next backoff delay; false when shut down meanwhile.
+    /// Sleeps the next backoff delay; false when shut down meanwhile. A
+    /// new client certificate (the client's connection generation moved,
+    /// e.g. the TLS bootstrap finished) ends the wait within a second and
+    /// resets the back-off: what failed for want of it may work now.
     fn wait_backoff(&mut self) -> bool {
-        let delay = self.backoff.next_delay();
-        select! {
-            recv(self.shutdown) -> _ => false,
-            default(delay) => true,
+        let until = Instant::now() + self.backoff.next_delay();
+        let generation = self.client.connection_generation();
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            select! {
+                recv(self.shutdown) -> _ => return false,
+                default(left.min(GENERATION_CHECK)) => {}
+            }
+            if self.client.connection_generation() != generation {
+                self.backoff.reset();
+                return true;
+            }
         }
     }
 

@@ -16,6 +16,7 @@
 //! - Everything else returns at once.
 
 use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,9 @@ const MAX_ERROR_BODY: u64 = 1 << 20;
 const WATCH_IDLE_SLACK: Duration = Duration::from_secs(30);
 /// Without `timeoutSeconds` the apiserver closes a watch within 2 × 30 min.
 const WATCH_DEFAULT_IDLE: Duration = Duration::from_secs(3600);
+/// Why a request was not sent while the TLS bootstrap is still running.
+pub const NO_CERT_YET: &str =
+    "waiting for the client certificate: the TLS bootstrap's CSR is not approved and issued yet";
 /// Throttling longer than this is logged, as client-go does.
 const THROTTLE_LOG: Duration = Duration::from_secs(1);
 
@@ -59,6 +63,10 @@ struct Inner {
     client_cert: Option<Arc<CertSlot>>,
     /// Open watch connections, closed with the pool.
     watches: ConnTracker,
+    /// Bumped by every [`Client::close_connections`]: loops that keep
+    /// connections of their own (`object-watches`) or sleep in a back-off
+    /// (the reflectors) compare it to reconnect with the new certificate.
+    generation: AtomicU64,
     token: TokenSource,
     timeout: Duration,
     user_agent: String,
@@ -124,6 +132,7 @@ impl Client {
             tls: cfg.tls,
             client_cert: cfg.client_cert,
             watches: ConnTracker::default(),
+            generation: AtomicU64::new(0),
             token: TokenSource::new(cfg.auth),
             timeout,
             user_agent: cfg.user_agent,
@@ -156,7 +165,29 @@ impl Client {
     pub fn close_connections(&self) -> usize {
         let fresh = pool_agent(&self.inner.tls, self.inner.timeout, &self.inner.user_agent);
         *self.inner.agent.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        self.inner.generation.fetch_add(1, Ordering::SeqCst);
         self.inner.watches.close_all()
+    }
+
+    /// How many times [`Client::close_connections`] ran: a change means
+    /// "reconnect now, with the current client certificate".
+    pub fn connection_generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::SeqCst)
+    }
+
+    /// An error while the client certificate slot is still empty (the TLS
+    /// bootstrap waits for its CSR): nothing is sent, since the API server
+    /// would only refuse an anonymous request.
+    fn check_has_cert(&self, request: &str) -> Result<(), ApiError> {
+        match self.waiting_for_cert() {
+            true => Err(ApiError::transport(request, NO_CERT_YET)),
+            false => Ok(()),
+        }
+    }
+
+    /// True while the client certificate slot is empty (see [`NO_CERT_YET`]).
+    pub fn waiting_for_cert(&self) -> bool {
+        self.inner.client_cert.as_ref().is_some_and(|s| !s.is_set())
     }
 
     fn agent(&self) -> ureq::Agent {
@@ -376,6 +407,7 @@ impl Client {
             let msg = "path must begin with '/'";
             return Err(Failure::never(ApiError::transport(request, msg)));
         }
+        self.check_has_cert(request).map_err(Failure::never)?;
         let mut req = agent
             .request(verb, &format!("{}{}", self.inner.base, path))
             .set("Accept", "application/json");

@@ -56,6 +56,15 @@ impl CertSlot {
         Ok(())
     }
 
+    /// Whether the slot holds a pair yet (it is empty while the client TLS
+    /// bootstrap waits for its CSR).
+    pub fn is_set(&self) -> bool {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     /// The current leaf certificate, if any.
     pub fn leaf(&self) -> Option<CertificateDer<'static>> {
         let cur = self.current.read().unwrap_or_else(|e| e.into_inner());
@@ -106,24 +115,50 @@ pub fn client_config(
     trust: ServerTrust,
     identity: Option<ClientIdentity>,
 ) -> Result<(Arc<ClientConfig>, Option<Arc<CertSlot>>), rustls::Error> {
+    let builder = trusting(trust)?;
+    let (config, slot) = match identity {
+        Some(id) => {
+            let slot = CertSlot::new(id)?;
+            let config = presenting(builder, slot.clone());
+            (config, Some(slot))
+        }
+        None => (builder.with_no_client_auth(), None),
+    };
+    Ok((Arc::new(config), slot))
+}
+
+/// A config presenting the pair in `slot`, without TLS session resumption:
+/// a resumed session carries the identity of the handshake it resumes, so
+/// after a rotation the server would still see the old certificate (Go's
+/// client, upstream's, has no session cache by default either).
+fn presenting(builder: WantsClientCert, slot: Arc<CertSlot>) -> ClientConfig {
+    let mut config = builder.with_client_cert_resolver(slot);
+    config.resumption = rustls::client::Resumption::disabled();
+    config
+}
+
+/// A config presenting whatever `slot` holds, possibly nothing yet (the
+/// kubelet's client while the TLS bootstrap runs in the background).
+pub fn client_config_with_slot(
+    trust: ServerTrust,
+    slot: Arc<CertSlot>,
+) -> Result<Arc<ClientConfig>, rustls::Error> {
+    Ok(Arc::new(presenting(trusting(trust)?, slot)))
+}
+
+type WantsClientCert = rustls::ConfigBuilder<ClientConfig, rustls::client::WantsClientCert>;
+
+fn trusting(trust: ServerTrust) -> Result<WantsClientCert, rustls::Error> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
-    let builder = match trust {
+    Ok(match trust {
         ServerTrust::Roots(roots) => builder.with_root_certificates(roots),
         ServerTrust::WebPki => builder.with_root_certificates(webpki_roots()),
         ServerTrust::Insecure => builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(provider))),
-    };
-    let (config, slot) = match identity {
-        Some(id) => {
-            let slot = CertSlot::new(id)?;
-            (builder.with_client_cert_resolver(slot.clone()), Some(slot))
-        }
-        None => (builder.with_no_client_auth(), None),
-    };
-    Ok((Arc::new(config), slot))
+    })
 }
 
 /// The default TLS config: Mozilla roots, no client certificate.

@@ -43,6 +43,8 @@ const FAST_STATUS_UPDATE_PERIOD: Duration = Duration::from_millis(100);
 /// Registration backoff: 100 ms doubling to 7 s.
 const REGISTER_FIRST_STEP: Duration = Duration::from_millis(100);
 const REGISTER_MAX_STEP: Duration = Duration::from_secs(7);
+/// How often registration looks for the bootstrapped client certificate.
+const CERT_CHECK: Duration = Duration::from_millis(250);
 /// wait.JitterUntil's jitter factor for the status loop.
 const JITTER: f64 = 0.04;
 
@@ -451,6 +453,9 @@ impl NodeStatusManager {
             if wait_for_shutdown(shutdown, step) {
                 return false;
             }
+            if !self.wait_for_client_cert(shutdown) {
+                return false;
+            }
             step = (step * 2).min(REGISTER_MAX_STEP);
             let mut events = Vec::new();
             let node = {
@@ -465,6 +470,25 @@ impl NodeStatusManager {
                 return true;
             }
         }
+    }
+
+    /// While the TLS bootstrap waits for its CSR nothing can be sent: waits
+    /// (logged once) and registers within CERT_CHECK of the certificate
+    /// arriving rather than at the end of a long back-off. False on shutdown.
+    fn wait_for_client_cert(&self, shutdown: &Receiver<()>) -> bool {
+        if !self.client.waiting_for_cert() {
+            return true;
+        }
+        log::info!(
+            "waiting for the client certificate (TLS bootstrap) before registering node {}",
+            self.cfg.node_name
+        );
+        while self.client.waiting_for_cert() {
+            if wait_for_shutdown(shutdown, CERT_CHECK) {
+                return false;
+            }
+        }
+        true
     }
 
     /// tryRegisterWithAPIServer: creates the node, or reconciles the one that

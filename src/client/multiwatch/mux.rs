@@ -91,8 +91,13 @@ pub(crate) fn run(shared: &Shared) {
     let mut watches: HashMap<WatchId, Watch> = HashMap::new();
     let mut fds: Vec<libc::pollfd> = Vec::new();
     let mut ids: Vec<WatchId> = Vec::new();
+    let mut generation = client.connection_generation();
     while !shared.stop.load(Ordering::SeqCst) {
         apply_changes(shared, &mut watches);
+        if client.connection_generation() != generation {
+            generation = client.connection_generation();
+            reconnect_all(&mut watches);
+        }
         let now = Instant::now();
         let mut next = now + MAX_POLL;
         watches.retain(|_, w| {
@@ -138,6 +143,33 @@ pub(crate) fn run(shared: &Shared) {
             }
         }
     }
+}
+
+/// After a certificate rotation (the client closed its connections): every
+/// open request is dropped and every watch starts again at once, without
+/// its back-off, so each connection presents the new certificate (upstream's
+/// rotating transport closes all connections; the reflectors reconnect).
+fn reconnect_all(watches: &mut HashMap<WatchId, Watch>) {
+    let mut open = 0;
+    for w in watches.values_mut() {
+        if matches!(w.phase, Phase::Request { .. }) {
+            open += 1;
+        }
+        let next = match &w.phase {
+            Phase::Request {
+                action: Action::Watch,
+                ..
+            } if !w.rv.is_empty() => Action::Watch,
+            Phase::Pending { action, .. } => *action,
+            Phase::Request { .. } => Action::List,
+        };
+        w.backoff.reset();
+        w.start_now(next);
+    }
+    log::info!(
+        "object watches: the client certificate changed; reconnecting {} watches ({open} open)",
+        watches.len()
+    );
 }
 
 fn pollfd(fd: i32, events: i16) -> libc::pollfd {
@@ -494,6 +526,9 @@ fn request_bytes(
     ep: &Endpoint,
     path: &str,
 ) -> Result<Vec<u8>, String> {
+    if client.waiting_for_cert() {
+        return Err(crate::client::NO_CERT_YET.to_string());
+    }
     let mut head = format!(
         "GET {}{} HTTP/1.1\r\nHost: {}\r\nUser-Agent: {}\r\nAccept: application/json\r\nAccept-Encoding: identity\r\nConnection: close\r\n",
         ep.prefix,

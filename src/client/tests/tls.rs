@@ -123,3 +123,37 @@ fn dropping_a_tls_watch_closes_its_connection() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn an_empty_certificate_slot_sends_nothing_until_it_is_filled() {
+    let srv = TestServer::start_tls(server_config(), |_| Reply::json(200, &pod_json("p", "1")));
+    let path = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
+    let slot = Arc::new(crate::client::tls::CertSlot::default());
+    let cfg = kubeconfig::anonymous_with_cert_slot(&path, slot.clone()).expect("kubeconfig");
+    let c = tls_client(cfg);
+    assert!(c.waiting_for_cert());
+    let err = c
+        .get::<Pod>("/api/v1/pods/p")
+        .expect_err("no certificate yet");
+    assert!(
+        err.to_string().contains(crate::client::NO_CERT_YET),
+        "{err}"
+    );
+    assert!(
+        srv.requests().is_empty(),
+        "nothing is sent without a certificate"
+    );
+
+    // The bootstrap's certificate arrives: swapped in, connections closed.
+    let id = crate::client::tls::ClientIdentity {
+        certs: crate::client::tls::parse_certs(CLIENT_CRT.as_bytes()).expect("cert"),
+        key: crate::client::tls::parse_key(CLIENT_KEY.as_bytes()).expect("key"),
+    };
+    slot.set(id).expect("pair");
+    let generation = c.connection_generation();
+    c.close_connections();
+    assert_eq!(c.connection_generation(), generation + 1);
+    assert!(!c.waiting_for_cert());
+    let _: Pod = c.get("/api/v1/pods/p").expect("get with the certificate");
+    assert!(srv.requests()[0].client_cert);
+}

@@ -243,10 +243,14 @@ fn serve_conn(srv: &Server, tcp: TcpStream) {
         .conn
         .peer_certificates()
         .and_then(|c| c.first())
-        .and_then(|c| subject_identity(c))
-        .map(|(cn, orgs)| User {
-            name: cn,
-            groups: orgs,
+        .and_then(|c| {
+            subject_identity(c).map(|(cn, orgs)| CertAuth {
+                user: User {
+                    name: cn,
+                    groups: orgs,
+                },
+                credential_id: credential_id(c),
+            })
         });
     let peer = tls.sock.peer_addr().ok();
     let mut http = Conn::new(tls);
@@ -305,7 +309,23 @@ fn write_error<W: Write>(w: &mut W, e: &ApiError, close: bool) -> std::io::Resul
     http::write_response(w, e.code, &h, &body, close)
 }
 
-fn authenticate(srv: &Server, req: &Request, cert_user: &Option<User>) -> Result<User, ApiError> {
+/// A connection's client certificate: its user, and the credential ID the
+/// apiserver's x509 authenticator adds to the user's extra
+/// (`authentication.kubernetes.io/credential-id`), which the audit log
+/// records per request as `credentialId`.
+pub struct CertAuth {
+    user: User,
+    credential_id: String,
+}
+
+/// `X509SHA256=` and the lowercase hex SHA-256 of the certificate's DER.
+fn credential_id(der: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, der);
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("X509SHA256={hex}")
+}
+
+fn authenticate(srv: &Server, req: &Request, cert_user: Option<&User>) -> Result<User, ApiError> {
     let with_auth = |mut u: User| {
         if !u.groups.iter().any(|g| g == "system:authenticated") {
             u.groups.push("system:authenticated".into());
@@ -406,13 +426,14 @@ fn process<W: Write>(
     srv: &Server,
     w: &mut W,
     req: &Request,
-    cert_user: &Option<User>,
+    cert: &Option<CertAuth>,
     close: bool,
     peer: Option<std::net::SocketAddr>,
     alive: &dyn Fn() -> bool,
 ) -> Next {
     let started = Instant::now();
-    let auth = authenticate(srv, req, cert_user);
+    let auth = authenticate(srv, req, cert.as_ref().map(|c| &c.user));
+    let credential = cert.as_ref().map(|c| c.credential_id.as_str());
     let (user_name, groups) = match &auth {
         Ok(u) => (u.name.clone(), u.groups.clone()),
         Err(_) => (String::new(), vec![]),
@@ -461,6 +482,14 @@ fn process<W: Write>(
         std::thread::sleep(Duration::from_millis(decision.stall_ms));
     }
     let finish_with = |code: u16, extra: Option<Value>| {
+        let extra = match (extra, credential) {
+            (Some(Value::Object(mut m)), Some(id)) => {
+                m.insert("credentialId".into(), json!(id));
+                Some(Value::Object(m))
+            }
+            (None, Some(id)) => Some(json!({ "credentialId": id })),
+            (extra, _) => extra,
+        };
         srv.stats.record(&info.stats_key(), &ua, &user_name, code);
         srv.audit.log_with(
             &user_name,
