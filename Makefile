@@ -14,7 +14,7 @@ CARGO_TEST_ARGS ?=
 CLIPPY_FLAGS ?= -D warnings
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo bench soak fuzz static fmt clippy clean deps
+.PHONY: help build test demo bench soak fuzz static size fmt clippy clean deps
 
 help: ## this list
 	@echo "usage: make TARGET"
@@ -30,10 +30,11 @@ test: deps ## THE test command: install missing system packages, then cargo test
 demo: ## run rkubelet with etc/manifests against a private containerd (root; Ctrl-C cleans up)
 	bash scripts/demo.sh
 
-bench: build ## run the benchmarks: standalone (tests/bench/run.sh), then cluster mode (tests/bench/cluster.sh)
+bench: build static ## the benchmarks: standalone, cluster mode, probes; then the 8 MB budget of the static binary (fails when over)
 	bash tests/bench/run.sh
 	bash tests/bench/cluster.sh
 	bash tests/bench/probes.sh
+	bash tests/bench/budget.sh
 
 soak: build ## soak benchmark, not in CI: pod churn with probes and logs, standalone and cluster side by side, SOAK_SECS (3600); CSVs + PNG in tests/bench/results
 	$(CARGO) build --release -p rkubelet-apiserver-double
@@ -44,6 +45,9 @@ fuzz: ## every fuzz target (fuzz/) for FUZZ_SECS (60) each with cargo-fuzz, inst
 
 static: ## fully static x86_64 musl binary (cargo-zigbuild; installs its tools if missing)
 	bash scripts/static.sh
+
+size: ## where the static binary's bytes go: cargo bloat by crate, ELF sections, the 8 MB budget, idle RSS by mapping (root)
+	bash scripts/size.sh
 
 fmt: ## cargo fmt
 	$(CARGO) fmt --all

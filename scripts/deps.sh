@@ -8,7 +8,7 @@
 #       the private containerd of tests/harness/containerd.sh (CRI, CNI
 #       bridge, offline busybox/pause images)
 #   cmake g++        grpcio-sys builds gRPC's C core
-#   file             scripts/static.sh checks the static binary
+#   file binutils    scripts/static.sh checks and strips the static binary
 #   curl             scripts/demo.sh polls /healthz
 #   bc               tests/bench/run.sh computes its figures
 #   make             for `make` itself on a bare machine
@@ -23,7 +23,7 @@
 # do not need it).
 set -euo pipefail
 
-pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file curl make bc dbus)
+pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file binutils curl make bc dbus)
 
 say() { echo "deps.sh: $*" >&2; }
 die() { say "$*"; exit 1; }

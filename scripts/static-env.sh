@@ -1,0 +1,69 @@
+# shellcheck shell=bash
+# Sourced by scripts/static.sh and scripts/size.sh: the tools and the
+# environment of the static musl build, so that both drive one and the same
+# build (the same flags keep gRPC's C core from being rebuilt between them).
+# Defines $repo, $target, $out, say and die; exports CARGO_TARGET_DIR and the
+# C/C++ flags. Each tool is installed only if missing: ziglang (pip),
+# cargo-zigbuild (cargo install), the rustup target x86_64-unknown-linux-musl.
+
+repo=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)
+cd "$repo"
+
+target=x86_64-unknown-linux-musl
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target/static}
+out=$CARGO_TARGET_DIR/$target/dist/rkubelet
+
+say() { printf '==> %s\n' "$*"; }
+die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
+
+[[ $(uname -m) == x86_64 ]] || die "this recipe builds on x86_64 hosts only"
+command -v cargo >/dev/null || die "no cargo on PATH"
+command -v rustup >/dev/null || die "no rustup on PATH (needed for the $target target)"
+# cmake and g++ for gRPC's C core (its build scripts), file for the check in
+# static.sh, strip (binutils) for the shipped binary.
+RKUBELET_DEPS_NO_KUBECTL=1 bash scripts/deps.sh
+command -v strip >/dev/null || die "no strip on PATH (Debian's binutils)"
+
+# zig, from PyPI; cargo-zigbuild finds it as `python3 -m ziglang` when no
+# `zig` is on PATH.
+python=$(command -v python3 || true)
+[[ -n $python ]] || die "no python3 (needed for PyPI's ziglang)"
+if ! command -v zig >/dev/null && ! "$python" -m ziglang version >/dev/null 2>&1; then
+    say "installing zig: pip install ziglang"
+    # A Debian python3 refuses pip installs into itself (PEP 668).
+    "$python" -m pip install --quiet ziglang ||
+        "$python" -m pip install --quiet --break-system-packages ziglang
+fi
+if command -v zig >/dev/null; then
+    say "zig $(zig version)"
+else
+    say "zig $("$python" -m ziglang version) (python3 -m ziglang)"
+fi
+
+if ! command -v cargo-zigbuild >/dev/null; then
+    say "installing cargo-zigbuild: cargo install --locked cargo-zigbuild"
+    cargo install --locked cargo-zigbuild
+fi
+say "$(cargo-zigbuild --version 2>/dev/null || cargo zigbuild --version)"
+
+if ! rustup target list --installed | grep -qx "$target"; then
+    say "rustup target add $target"
+    rustup target add "$target"
+fi
+
+# musl's headers hide the *64 (LFS) aliases unless asked; gRPC's C core uses
+# them. zig's newer clang also rejects an old template idiom in its C++.
+# The rest is size (`make size` shows where the bytes go), all upstream gRPC
+# build switches rather than patches:
+# - GRPC_ARES=0: no c-ares DNS resolver (we dial containerd over a unix
+#   socket; gRPC falls back to its native resolver for a DNS name);
+# - GRPC_NO_RLS: no route-lookup-service LB policy (a service-config feature
+#   a unix-socket runtime never uses);
+# - no unwind tables and no C++ exceptions in the C core: nothing unwinds
+#   through it (a Rust panic never crosses the FFI boundary, and gRPC core is
+#   written without exceptions; abseil follows -fno-exceptions and aborts
+#   where it would throw).
+# Changing any of these rebuilds the C core (~15 min).
+c_size="-DGRPC_ARES=0 -DGRPC_NO_RLS -fno-asynchronous-unwind-tables -fno-unwind-tables"
+export CFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE $c_size"
+export CXXFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE -Wno-missing-template-arg-list-after-template-kw $c_size -fno-exceptions"
