@@ -356,9 +356,12 @@ impl ImageManager {
                 }
                 st.inflight.insert(key, vec![waiter]);
             }
+            // Under the lock: the puller takes it before it reports the
+            // pull's end, so a pull that fails at once cannot post Failed
+            // before this Pulling (recording never blocks).
+            let msg = format!("Pulling image {spec_image:?}");
+            self.event(pod, c, EventType::Normal, events::PULLING_IMAGE, &msg);
         }
-        let msg = format!("Pulling image {spec_image:?}");
-        self.event(pod, c, EventType::Normal, events::PULLING_IMAGE, &msg);
         Err(in_progress)
     }
 
