@@ -145,6 +145,14 @@ pub fn is_mirror_pod(pod: &Pod) -> bool {
     pod.annotation(CONFIG_MIRROR_ANNOTATION).is_some()
 }
 
+/// The current time in whole Unix seconds (0 before the epoch), the unit
+/// certificate validity and expiry checks compare in.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// The current time as RFC 3339 with nanoseconds, as the config.seen annotation holds it.
 pub fn now_rfc3339_nano() -> String {
     // jiff's clock needs its "std" feature, which k8s-openapi does not enable.

@@ -97,11 +97,8 @@ pub(super) fn certificate_managers(
 /// Puts `<cert-dir>/kubelet-server-current.pem` in `slot` when it loads and
 /// has not expired; false (the self-signed pair serves, a CSR goes out) else.
 fn load_stored_serving_pair(cert_dir: &std::path::Path, slot: &CertSlot) -> bool {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
     let store = FileStore::with_pair(cert_dir, SERVER_PAIR_NAME);
-    match store.load_current_into(slot, now) {
+    match store.load_current_into(slot, crate::types::unix_now()) {
         Ok(()) => true,
         Err(e) => {
             log::info!("serving certificate {e}; requesting a new one");

@@ -224,7 +224,7 @@ fn check_one_kubeconfig(
             return None;
         }
     };
-    let now = now_unix();
+    let now = crate::types::unix_now();
     let expiry = kubeconfig::load_current(path)
         .ok()
         .and_then(|c| c.client_cert)
@@ -283,16 +283,10 @@ fn check_one_kubeconfig(
     }
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 /// The API server's Date header against the local clock.
 fn check_clock(r: &mut Report, client: &crate::client::Client) {
     const WHAT: &str = "clock skew";
-    let before = now_unix();
+    let before = crate::types::unix_now();
     let date = match client.get_date("/healthz") {
         Ok(Some(d)) => d,
         Ok(None) => return r.skip(WHAT, "the API server sent no Date header"),

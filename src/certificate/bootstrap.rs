@@ -16,7 +16,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use base64::Engine;
@@ -28,6 +28,7 @@ use super::x509;
 use crate::client::kubeconfig::{self, CurrentEntries};
 use crate::client::tls::CertSlot;
 use crate::client::Client;
+use crate::types::unix_now;
 
 /// Upstream waits up to an hour for the certificate.
 pub const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -45,12 +46,6 @@ pub struct Paths<'a> {
     pub kubeconfig: &'a Path,
     pub bootstrap_kubeconfig: &'a Path,
     pub cert_dir: &'a Path,
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// LoadClientCert: a no-op when the kubeconfig is still valid, else the

@@ -20,7 +20,7 @@
 //! `certificate-manager`: no call blocks longer than one API request.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use serde_json::Value;
@@ -31,6 +31,7 @@ use super::x509;
 use crate::client::tls::{parse_certs, parse_key, CertSlot, ClientIdentity};
 use crate::client::{paths, Client};
 use crate::events::{EventRecorder, EventType};
+use crate::types::unix_now;
 
 /// certificatesv1.KubeletServingSignerName.
 pub const KUBELET_SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
@@ -137,12 +138,6 @@ pub struct Manager {
     template_check: Instant,
     /// The slot holds a certificate from the signer (not the self-signed one).
     signed: bool,
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// nextRotationDeadline: notBefore + a uniformly jittered 70–90 % of the
@@ -435,14 +430,9 @@ impl Manager {
         );
         if self.bootstrapping() {
             log::error!("{msg}; meanwhile static pods run and node registration, status, lease and API pods wait for the certificate (this node event is sent only once a certificate is issued, within the event recorder's retries)");
-            self.deps
-                .recorder
-                .node_event(EventType::Warning, ROTATION_FAILED, &msg);
-            return State::Idle {
-                due: Instant::now() + wait,
-            };
+        } else {
+            log::error!("{msg}");
         }
-        log::error!("{msg}");
         self.deps
             .recorder
             .node_event(EventType::Warning, ROTATION_FAILED, &msg);

@@ -289,7 +289,7 @@ fn client_identity(ui: usize, u: &User, base: &Path) -> Result<Option<ClientIden
                     format!("{origin}: {e}: it must hold a PEM CERTIFICATE block"),
                 )
             })?;
-            check_client_cert(&certs, unix_now())
+            check_client_cert(&certs, crate::types::unix_now())
                 .map_err(|e| field_err(&cert_field, format!("{origin}: {e}")))?;
             Ok(Some(ClientIdentity {
                 certs,
@@ -297,12 +297,6 @@ fn client_identity(ui: usize, u: &User, base: &Path) -> Result<Option<ClientIden
             }))
         }
     }
-}
-
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// What rustls or the API server would refuse later with a vaguer error:
@@ -336,14 +330,8 @@ pub(crate) fn check_client_cert(
 }
 
 fn rfc3339(secs: i64) -> String {
-    let (y, mo, d) = crate::volume::util::atomic_writer::civil_from_days(secs.div_euclid(86_400));
-    let r = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        r / 3600,
-        r % 3600 / 60,
-        r % 60
-    )
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .map_or_else(|_| format!("{secs} (Unix seconds)"), |t| t.to_string())
 }
 
 fn auth(ui: usize, u: &User, base: &Path) -> Result<Auth, FieldError> {
