@@ -96,17 +96,19 @@ fn served_cert(port: u16) -> Option<String> {
     Some(x509_text(&dir))
 }
 
+/// Test-only signer control of the double: the certificates it issues from
+/// now on are valid `ttl_secs` seconds.
+fn set_cert_ttl(cl: &Cluster, ttl_secs: u64) {
+    let body = json!({ "certTTLSeconds": ttl_secs });
+    cl.api.must("POST", "/__double/csr", Some(&body), &[200]);
+}
+
 #[test]
 fn client_certificate_rotates_twice_without_a_restart() {
     let mut cl = Cluster::new("client_certificate_rotates_twice_without_a_restart", 93);
     // Test-only signer control: certificates valid 20 s from issue, so the
     // rotation is due after 14-18 s.
-    cl.api.must(
-        "POST",
-        "/__double/csr",
-        Some(&json!({"certTTLSeconds": 20})),
-        &[200],
-    );
+    set_cert_ttl(&cl, 20);
     let (args, _, cert_dir) = bootstrap_args(&cl);
     let started = Instant::now();
     cl.env.start_kubelet_with_args(&args);
@@ -248,12 +250,7 @@ fn watched_with(double: &Double, id: &str) -> Vec<String> {
 fn every_watch_reconnects_with_the_rotated_certificate() {
     let mut cl = Cluster::new("every_watch_reconnects_with_the_rotated_certificate", 99);
     // Test-only signer control: 40 s certificates, rotated after 28-36 s.
-    cl.api.must(
-        "POST",
-        "/__double/csr",
-        Some(&json!({"certTTLSeconds": 40})),
-        &[200],
-    );
+    set_cert_ttl(&cl, 40);
     let (args, _, cert_dir) = bootstrap_args(&cl);
     let current = cert_dir.join("kubelet-client-current.pem");
     cl.env.start_kubelet_with_args(&args);
@@ -304,12 +301,7 @@ fn rotations(cert_dir: &Path) -> usize {
 #[test]
 fn denied_rotation_is_retried_and_the_node_stays() {
     let mut cl = Cluster::new("denied_rotation_is_retried_and_the_node_stays", 94);
-    cl.api.must(
-        "POST",
-        "/__double/csr",
-        Some(&json!({"certTTLSeconds": 30})),
-        &[200],
-    );
+    set_cert_ttl(&cl, 30);
     let (args, _, cert_dir) = bootstrap_args(&cl);
     cl.env.start_kubelet_with_args(&args);
     cl.wait_node_ready(secs(40));
