@@ -813,5 +813,8 @@ impl Kubelet {
                 removed: true,
             });
         }
+        // What the pods that came and went left free in malloc's arenas
+        // goes back to the kernel (as Go's scavenger does upstream).
+        crate::util::memory::release_free_heap();
     }
 }

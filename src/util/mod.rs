@@ -5,6 +5,7 @@ pub mod backoff;
 pub mod fault;
 pub mod logging;
 pub mod manager;
+pub mod memory;
 pub mod quantity;
 pub mod sd_notify;
 pub mod strategicpatch;
