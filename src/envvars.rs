@@ -4,9 +4,47 @@
 
 use crate::volumemanager::host::ObjectGetter;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Service;
+/// What the kubelet keeps of a Service: the fields upstream's
+/// getServiceEnvVarMap reads, and no others. Decoded as this view rather
+/// than as k8s-openapi's Service, so that each watched service costs a few
+/// strings of memory (a cluster may have thousands, with their status and
+/// managedFields) and the binary carries no decoder for the rest.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Service {
+    #[serde(default)]
+    pub metadata: ServiceMeta,
+    #[serde(default)]
+    pub spec: Option<ServiceSpec>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ServiceMeta {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ServiceSpec {
+    #[serde(default, rename = "clusterIP")]
+    pub cluster_ip: Option<String>,
+    #[serde(default)]
+    pub ports: Option<Vec<ServicePort>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ServicePort {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub port: i32,
+    #[serde(default)]
+    pub protocol: Option<String>,
+}
 
 /// The master service whose variables every pod gets.
 const MASTER_SERVICE: (&str, &str) = ("default", "kubernetes");
@@ -66,10 +104,8 @@ fn from_service(s: &Service) -> Vec<(String, String)> {
             ));
         }
     }
-    let proto = |p: &k8s_openapi::api::core::v1::ServicePort| {
-        p.protocol.clone().unwrap_or_else(|| "TCP".into())
-    };
-    let url = |p: &k8s_openapi::api::core::v1::ServicePort| {
+    let proto = |p: &ServicePort| p.protocol.clone().unwrap_or_else(|| "TCP".into());
+    let url = |p: &ServicePort| {
         format!(
             "{}://{}",
             proto(p).to_lowercase(),
@@ -163,7 +199,6 @@ impl crate::kuberuntime::container::EnvSource for ApiEnvSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
 
     fn svc(ns: &str, name: &str, ip: &str, ports: &[(Option<&str>, i32)]) -> Service {
         let mut s = Service::default();
@@ -181,9 +216,28 @@ mod tests {
                     })
                     .collect(),
             ),
-            ..Default::default()
         });
         s
+    }
+
+    /// The view reads a Service as the API server sends it: clusterIP's
+    /// spelling, a port's protocol, and everything else ignored.
+    #[test]
+    fn a_service_from_the_api_decodes_into_the_view() {
+        let json = serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "app", "resourceVersion": "7",
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"clusterIP": "10.96.0.9", "clusterIPs": ["10.96.0.9"], "type": "ClusterIP",
+                     "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353}]},
+            "status": {"loadBalancer": {}}
+        });
+        let svc: Service = serde_json::from_value(json).expect("decode");
+        let env = service_env(&[svc], "app", true);
+        assert_eq!(get(&env, "WEB_SERVICE_HOST"), Some("10.96.0.9"));
+        assert_eq!(get(&env, "WEB_SERVICE_PORT_DNS"), Some("53"));
+        assert_eq!(get(&env, "WEB_PORT"), Some("udp://10.96.0.9:53"));
+        assert_eq!(get(&env, "WEB_PORT_53_UDP_PROTO"), Some("udp"));
     }
 
     fn get<'a>(env: &'a [(String, String)], k: &str) -> Option<&'a str> {

@@ -9,12 +9,12 @@ use std::thread::JoinHandle;
 
 use anyhow::Context;
 use crossbeam_channel::Receiver;
-use k8s_openapi::api::core::v1::{Node, Service, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 
 use super::{kubelet_health, volumes};
 use crate::client::{kubeconfig, paths, start_reflector, Client, ReflectorEvent};
 use crate::config::{self as podconfig, PodConfig};
-use crate::envvars::ApiEnvSource;
+use crate::envvars::{ApiEnvSource, Service};
 use crate::events::{ApiRecorder, EventRecorder, LogRecorder};
 use crate::kubelet::Kubelet;
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags};

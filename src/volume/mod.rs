@@ -26,9 +26,7 @@ pub mod util;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{
-    ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Volume,
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Volume};
 
 use crate::fieldpath::NodeAllocatable;
 use crate::podutil::PodExt;
@@ -84,8 +82,8 @@ pub trait VolumeHost: Send + Sync {
         &self,
         ns: &str,
         name: &str,
-    ) -> Result<Option<PersistentVolumeClaim>, String>;
-    fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, String>;
+    ) -> Result<Option<pvc::ClaimBinding>, String>;
+    fn persistent_volume(&self, name: &str) -> Result<Option<pvc::PersistentVolumeSource>, String>;
     fn node_allocatable(&self) -> NodeAllocatable;
     fn host_ips(&self) -> Vec<String>;
 }

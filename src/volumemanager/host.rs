@@ -5,12 +5,13 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 
 use crate::client::{paths, Client};
 use crate::fieldpath::NodeAllocatable;
 use crate::podutil::PodExt;
 use crate::token::{TokenKey, TokenManager};
+use crate::volume::pvc::{ClaimBinding, PersistentVolumeSource};
 use crate::volume::VolumeHost;
 
 /// Gets a namespaced object by name; `Ok(None)` when it does not exist.
@@ -40,14 +41,10 @@ impl VolumeHost for StandaloneHost {
     fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, String> {
         Err(format!("a serviceAccountToken projection {NEEDS_API}"))
     }
-    fn persistent_volume_claim(
-        &self,
-        _: &str,
-        _: &str,
-    ) -> Result<Option<PersistentVolumeClaim>, String> {
+    fn persistent_volume_claim(&self, _: &str, _: &str) -> Result<Option<ClaimBinding>, String> {
         Err(format!("a persistentVolumeClaim volume {NEEDS_API}"))
     }
-    fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolume>, String> {
+    fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolumeSource>, String> {
         Err(format!("a persistentVolumeClaim volume {NEEDS_API}"))
     }
     fn node_allocatable(&self) -> NodeAllocatable {
@@ -101,11 +98,14 @@ impl VolumeHost for ApiHost {
         &self,
         ns: &str,
         name: &str,
-    ) -> Result<Option<PersistentVolumeClaim>, String> {
+    ) -> Result<Option<ClaimBinding>, String> {
         not_found_is_none(self.client.get(&paths::persistent_volume_claim(ns, name)))
     }
-    fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, String> {
-        not_found_is_none(self.client.get(&paths::persistent_volume(name)))
+    fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolumeSource>, String> {
+        let pv: Option<serde_json::Value> =
+            not_found_is_none(self.client.get(&paths::persistent_volume(name)))?;
+        pv.map(|v| PersistentVolumeSource::from_object(&v))
+            .transpose()
     }
     fn node_allocatable(&self) -> NodeAllocatable {
         self.node.allocatable

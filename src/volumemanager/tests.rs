@@ -1,8 +1,7 @@
 use super::*;
 use crate::fieldpath::NodeAllocatable;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, EmptyDirVolumeSource, PersistentVolume,
-    PersistentVolumeClaim, PodSpec, Secret, Volume,
+    ConfigMap, ConfigMapVolumeSource, EmptyDirVolumeSource, PodSpec, Secret, Volume,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,10 +30,13 @@ impl VolumeHost for FakeHost {
         &self,
         _: &str,
         _: &str,
-    ) -> Result<Option<PersistentVolumeClaim>, String> {
+    ) -> Result<Option<crate::volume::pvc::ClaimBinding>, String> {
         Ok(None)
     }
-    fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolume>, String> {
+    fn persistent_volume(
+        &self,
+        _: &str,
+    ) -> Result<Option<crate::volume::pvc::PersistentVolumeSource>, String> {
         Ok(None)
     }
     fn node_allocatable(&self) -> NodeAllocatable {
