@@ -12,6 +12,25 @@
 //! musl's malloc (the static build) unmaps free groups by itself and has no
 //! `malloc_trim`; there this is a no-op.
 
+/// Caps glibc's malloc at two arenas, before any thread starts. glibc
+/// gives each thread that meets a busy arena a new one, up to 8 per core,
+/// and every arena keeps its own free memory; this kubelet's threads are
+/// mostly idle, and each thread's cache (tcache) keeps the common small
+/// allocations off the arenas' locks anyway. An operator's
+/// MALLOC_ARENA_MAX still wins.
+#[cfg(target_env = "gnu")]
+pub fn limit_arenas() {
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets a malloc parameter; called from main
+        // before any other thread exists.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+    }
+}
+
+/// musl: one allocator state for all threads already.
+#[cfg(not(target_env = "gnu"))]
+pub fn limit_arenas() {}
+
 /// Returns the free pages of every malloc arena to the kernel. True when
 /// glibc released any memory.
 #[cfg(target_env = "gnu")]

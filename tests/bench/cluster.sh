@@ -117,7 +117,8 @@ echo "cluster_idle_$((pods * 3))_pods_api_requests_per_min_by_verb_resource $(ap
 # taken with the 60 pods of earlier runs.
 read -r took n < <(api delete-pods volumes2 2 60) || fail "the second volume pods were not deleted"
 echo "cluster_delete_${n}_more_volume_pods_grace_2s_gone_from_api_seconds $took"
-sleep 5
+# (their teardown, sandboxes and volumes, done before the next figures)
+sleep 15
 
 # Issue 9's deletion figures: stops overlap, no worker waits a grace period.
 # Thread count sampled throughout (max).
