@@ -1,0 +1,89 @@
+//! Housekeeping (upstream HandlePodCleanups, kubelet_pods.go): what is
+//! left of pods no source wants any more, every 2 s on the sync loop.
+
+use std::collections::HashSet;
+
+use super::Kubelet;
+use crate::podutil::PodExt;
+use crate::podworkers::{UpdatePodOptions, UpdateType};
+
+impl Kubelet {
+    /// Mirror pods whose static pod is gone are removed from the API once
+    /// the static pod has stopped (upstream deleteOrphanedMirrorPods).
+    fn delete_orphaned_mirror_pods(&self) {
+        let Some(mc) = &self.mirror_client else {
+            return;
+        };
+        for mirror in self.pod_manager.orphaned_mirrors() {
+            let still_stopping = self.pod_workers.is_known(
+                mirror
+                    .annotation(crate::types::CONFIG_MIRROR_ANNOTATION)
+                    .unwrap_or(""),
+            );
+            log::debug!(
+                "orphaned mirror pod {} (static pod still stopping: {still_stopping})",
+                mirror.namespaced_name()
+            );
+            if still_stopping {
+                continue;
+            }
+            if let Err(e) = mc.delete_mirror_pod(&mirror) {
+                log::warn!(
+                    "delete orphaned mirror pod {}: {e}",
+                    mirror.namespaced_name()
+                );
+            }
+        }
+    }
+
+    /// Housekeeping (upstream HandlePodCleanups): stop workers of pods no
+    /// longer wanted, forget finished ones, and kill runtime pods that no
+    /// source wants (left over from before a restart).
+    pub(super) fn handle_pod_cleanups(&self) {
+        let desired = self.pod_manager.uids();
+        for uid in self.pod_workers.sync_known_pods(&desired) {
+            self.status_manager.remove(&uid);
+            self.syncer.forget_eviction(&uid);
+            self.cache.delete(&uid);
+            self.runtime.forget_pod(&uid);
+        }
+        self.delete_orphaned_mirror_pods();
+        // One relist snapshot for both: a pod that still runs keeps its
+        // directory, and is killed below if no source wants it.
+        let running = self.pleg.running_pods();
+        let active: HashSet<String> = desired
+            .iter()
+            .cloned()
+            .chain(self.pod_workers.known_uids())
+            .chain(running.iter().map(|rp| rp.uid.clone()))
+            .collect();
+        self.volume_manager.cleanup_orphaned_pod_dirs(&active);
+        if let Some(cm) = &self.container_manager {
+            // Only cgroups of pods neither known nor running go, and not
+            // while their volumes are still set up.
+            let pods_dir = self.settings.root_dir.join("pods");
+            cm.housekeeping(&active, &|uid| pods_dir.join(uid).join("volumes").exists());
+        }
+        for rp in running.iter() {
+            if desired.contains(&rp.uid) || self.pod_workers.is_known(&rp.uid) {
+                continue;
+            }
+            log::info!(
+                "cleaning up orphaned pod {}/{} ({})",
+                rp.namespace,
+                rp.name,
+                rp.uid
+            );
+            self.pod_workers.update_pod(UpdatePodOptions {
+                update_type: UpdateType::Kill,
+                pod: None,
+                running_pod: Some(rp.clone()),
+                grace_override: None,
+                removed: true,
+            });
+        }
+        // What the pods that came and went left free in malloc's arenas
+        // goes back to the kernel (as Go's scavenger does upstream).
+        crate::util::memory::release_free_heap();
+    }
+}

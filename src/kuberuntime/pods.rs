@@ -1,0 +1,174 @@
+//! The runtime's view of pods (upstream GetPods and GetPodStatus, in
+//! kuberuntime_manager.go): every pod its sandboxes' and containers'
+//! labels make up, and one pod's statuses inspected.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{from_unix_nanos, labels, sandbox, KubeRuntimeManager};
+use crate::container::{
+    ContainerState, ContainerStatus, PodStatus, RuntimeContainer, RuntimePod, RuntimeSandbox,
+};
+use crate::cri::{api, CriError};
+
+impl KubeRuntimeManager {
+    /// Every pod the runtime holds that carries the kubelet's labels.
+    pub fn get_pods(&self) -> Result<Vec<RuntimePod>, CriError> {
+        let sandboxes = self.runtime.list_pod_sandbox(None)?;
+        let containers = self.runtime.list_containers(None)?;
+        let mut pods: HashMap<String, RuntimePod> = HashMap::new();
+        for sb in sandboxes {
+            let Some(pod) = pod_entry(&mut pods, &sb.labels) else {
+                continue;
+            };
+            pod.sandboxes.push(RuntimeSandbox {
+                id: sb.id.clone(),
+                ready: sb.state.enum_value_or_default() == api::PodSandboxState::SANDBOX_READY,
+                created_at: from_unix_nanos(sb.created_at),
+            });
+        }
+        for c in containers {
+            let Some(pod) = pod_entry(&mut pods, &c.labels) else {
+                continue;
+            };
+            pod.containers.push(RuntimeContainer {
+                id: c.id.clone(),
+                name: c
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.name.clone())
+                    .unwrap_or_default(),
+                state: container_state(c.state.enum_value_or_default()),
+                hash: c
+                    .annotations
+                    .get(labels::CONTAINER_HASH_ANNOTATION)
+                    .cloned()
+                    .unwrap_or_default(),
+                created_at: from_unix_nanos(c.created_at),
+                grace_seconds: c
+                    .annotations
+                    .get(labels::POD_TERMINATION_GRACE_PERIOD_ANNOTATION)
+                    .and_then(|v| v.parse().ok()),
+            });
+        }
+        let mut out: Vec<RuntimePod> = pods.into_values().collect();
+        for p in &mut out {
+            p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+            p.containers
+                .sort_by_key(|x| std::cmp::Reverse(x.created_at));
+        }
+        Ok(out)
+    }
+
+    /// Inspects one pod's sandboxes and containers (upstream GetPodStatus).
+    pub fn get_pod_status(
+        &self,
+        uid: &str,
+        name: &str,
+        namespace: &str,
+    ) -> Result<PodStatus, CriError> {
+        let selector = HashMap::from([(labels::POD_UID_LABEL.to_string(), uid.to_string())]);
+        let sb_filter = api::PodSandboxFilter {
+            label_selector: selector.clone(),
+            ..Default::default()
+        };
+        let mut sandboxes = Vec::new();
+        for sb in self.runtime.list_pod_sandbox(Some(sb_filter))? {
+            match self.runtime.pod_sandbox_status(&sb.id) {
+                Ok(s) => sandboxes.push(sandbox::to_sandbox_status(&s)),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let c_filter = api::ContainerFilter {
+            label_selector: selector,
+            ..Default::default()
+        };
+        let mut containers = Vec::new();
+        for c in self.runtime.list_containers(Some(c_filter))? {
+            match self.runtime.container_status(&c.id) {
+                Ok(s) => {
+                    let mut status = to_container_status(&s);
+                    if status.state == ContainerState::Exited {
+                        status.message = self.term_messages.message(uid, &s);
+                    }
+                    containers.push(status);
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let present: HashSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        self.term_messages.retain(uid, &present);
+        sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+        containers.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+        Ok(PodStatus {
+            uid: uid.to_string(),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            sandboxes,
+            containers,
+        })
+    }
+}
+
+/// The runtime pod an object's labels assign it to; `None` for objects
+/// that are not the kubelet's.
+fn pod_entry<'a>(
+    pods: &'a mut HashMap<String, RuntimePod>,
+    labels: &HashMap<String, String>,
+) -> Option<&'a mut RuntimePod> {
+    let id = labels::pod_identity(labels)?;
+    Some(
+        pods.entry(id.uid.clone())
+            .or_insert_with(|| runtime_pod(id)),
+    )
+}
+
+fn runtime_pod(id: labels::PodIdentity) -> RuntimePod {
+    RuntimePod {
+        uid: id.uid,
+        name: id.name,
+        namespace: id.namespace,
+        ..Default::default()
+    }
+}
+
+fn container_state(s: api::ContainerState) -> ContainerState {
+    match s {
+        api::ContainerState::CONTAINER_CREATED => ContainerState::Created,
+        api::ContainerState::CONTAINER_RUNNING => ContainerState::Running,
+        api::ContainerState::CONTAINER_EXITED => ContainerState::Exited,
+        api::ContainerState::CONTAINER_UNKNOWN => ContainerState::Unknown,
+    }
+}
+
+fn to_container_status(s: &api::ContainerStatus) -> ContainerStatus {
+    let nonzero = |ns: i64| (ns > 0).then(|| from_unix_nanos(ns));
+    ContainerStatus {
+        id: s.id.clone(),
+        name: s
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default(),
+        state: container_state(s.state.enum_value_or_default()),
+        created_at: from_unix_nanos(s.created_at),
+        started_at: nonzero(s.started_at),
+        finished_at: nonzero(s.finished_at),
+        exit_code: s.exit_code,
+        image: s
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default(),
+        image_ref: s.image_ref.clone(),
+        hash: s
+            .annotations
+            .get(labels::CONTAINER_HASH_ANNOTATION)
+            .cloned()
+            .unwrap_or_default(),
+        restart_count: labels::restart_count(&s.annotations),
+        reason: s.reason.clone(),
+        message: s.message.clone(),
+    }
+}
