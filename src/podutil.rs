@@ -1,7 +1,7 @@
 //! Read-only accessors over the API's `Pod`, whose fields are mostly
 //! `Option`s: one place decides what an absent field means.
 
-use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec, Volume};
 
 const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
 const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
@@ -169,4 +169,20 @@ pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
 /// init, regular and ephemeral containers.
 pub fn has_container_named(pod: &Pod, name: &str) -> bool {
     find_container(pod, name).is_some() || pod.ephemeral_containers().iter().any(|c| c.name == name)
+}
+
+/// The source fields a volume spells out (`configMap`, `csi`, ...), read
+/// from its JSON so that a source kind new to the API needs no code here.
+/// Encoded to bytes, as every pod's volumes already are (static pod UIDs,
+/// mirror pods), so that no second Volume encoder is built into the binary.
+pub fn volume_source_fields(v: &Volume) -> Vec<String> {
+    let json = serde_json::to_vec(v).unwrap_or_default();
+    match serde_json::from_slice::<serde_json::Value>(&json) {
+        Ok(serde_json::Value::Object(fields)) => fields
+            .into_iter()
+            .map(|(k, _)| k)
+            .filter(|k| k != "name")
+            .collect(),
+        _ => Vec::new(),
+    }
 }

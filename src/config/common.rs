@@ -433,12 +433,8 @@ fn default_volume(v: &mut Volume) {
 }
 
 /// True when a volume names no source at all (it then defaults to emptyDir).
-/// Checked through serialization so new source kinds need no code here.
 fn has_no_volume_source(v: &Volume) -> bool {
-    match serde_json::to_value(v) {
-        Ok(Value::Object(fields)) => fields.keys().all(|k| k == "name"),
-        _ => false,
-    }
+    crate::podutil::volume_source_fields(v).is_empty()
 }
 
 /// Collects field errors formatted like upstream's field.ErrorList.

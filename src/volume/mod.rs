@@ -154,12 +154,9 @@ impl PluginKind {
 
 fn unsupported_type(vol: &Volume) -> String {
     // Name the source the user wrote, from the volume's own JSON.
-    serde_json::to_value(vol)
-        .ok()
-        .and_then(|v| {
-            v.as_object()
-                .and_then(|o| o.keys().find(|k| *k != "name").cloned())
-        })
+    crate::podutil::volume_source_fields(vol)
+        .into_iter()
+        .next()
         .unwrap_or_else(|| "(none)".into())
 }
 

@@ -20,7 +20,7 @@ use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
 
@@ -169,9 +169,9 @@ impl SarWebhook {
             spec,
             ..Default::default()
         };
-        let resp = self
+        let resp: SarAnswer = self
             .client
-            .create(SUBJECT_ACCESS_REVIEWS, &review)
+            .create_as(SUBJECT_ACCESS_REVIEWS, &review)
             .map_err(|e| format!("subject access review: {e}"))?;
         let allowed = resp.status.is_some_and(|s| s.allowed);
         let ttl = if allowed {
@@ -182,6 +182,19 @@ impl SarWebhook {
         self.cache.insert(key, allowed, ttl);
         Ok(allowed)
     }
+}
+
+/// The part of a SubjectAccessReview's answer the kubelet reads.
+#[derive(Deserialize)]
+struct SarAnswer {
+    #[serde(default)]
+    status: Option<SarVerdict>,
+}
+
+#[derive(Deserialize)]
+struct SarVerdict {
+    #[serde(default)]
+    allowed: bool,
 }
 
 /// What the server needs to authenticate and authorize.
