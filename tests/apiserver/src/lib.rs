@@ -2,6 +2,7 @@
 //! double for rkubelet's cluster-mode tests. See README.md.
 
 pub mod admission;
+pub mod authn;
 pub mod bootstraptoken;
 pub mod certs;
 pub mod control;
