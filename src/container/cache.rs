@@ -65,7 +65,10 @@ impl Cache {
         newer_than(&inner, uid, min)
     }
 
-    pub fn set(&self, uid: &str, status: PodStatus, error: Option<String>, modified: Instant) {
+    pub fn set(&self, uid: &str, mut status: PodStatus, error: Option<String>, modified: Instant) {
+        // Kept until the next relist finds a change: no spare room.
+        status.sandboxes.shrink_to_fit();
+        status.containers.shrink_to_fit();
         let mut inner = self.lock();
         inner.pods.insert(
             uid.to_string(),

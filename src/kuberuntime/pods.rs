@@ -52,6 +52,9 @@ impl KubeRuntimeManager {
         }
         let mut out: Vec<RuntimePod> = pods.into_values().collect();
         for p in &mut out {
+            // The PLEG keeps this list until the next relist: no spare room.
+            p.sandboxes.shrink_to_fit();
+            p.containers.shrink_to_fit();
             p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
             p.containers
                 .sort_by_key(|x| std::cmp::Reverse(x.created_at));
