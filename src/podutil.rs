@@ -1,7 +1,7 @@
 //! Read-only accessors over the API's `Pod`, whose fields are mostly
 //! `Option`s: one place decides what an absent field means.
 
-use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec, Volume};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec, PodStatus, Volume};
 
 const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
 const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
@@ -169,6 +169,25 @@ pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
 /// init, regular and ephemeral containers.
 pub fn has_container_named(pod: &Pod, name: &str) -> bool {
     find_container(pod, name).is_some() || pod.ephemeral_containers().iter().any(|c| c.name == name)
+}
+
+/// Gives back a kept list's spare room: a list decoded or built element by
+/// element grows by doubling, so three elements hold room for four.
+pub fn shrink_list<T>(list: &mut Option<Vec<T>>) {
+    if let Some(l) = list {
+        l.shrink_to_fit();
+    }
+}
+
+/// The same for every list of a pod status that is kept until its next
+/// change (a k8s-openapi ContainerStatus is some 700 bytes).
+pub fn shrink_status_to_fit(status: &mut PodStatus) {
+    shrink_list(&mut status.conditions);
+    shrink_list(&mut status.container_statuses);
+    shrink_list(&mut status.init_container_statuses);
+    shrink_list(&mut status.ephemeral_container_statuses);
+    shrink_list(&mut status.pod_ips);
+    shrink_list(&mut status.host_ips);
 }
 
 /// The source fields a volume spells out (`configMap`, `csi`, ...), read

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::send_update;
 use crate::client::{paths, start_reflector, Client, ReflectorEvent};
+use crate::podutil::{shrink_list, shrink_status_to_fit};
 use crate::types::{PodOperation, PodUpdate, API_SOURCE};
 
 /// The list path of the pods bound to `node_name`.
@@ -67,34 +68,27 @@ fn update_for(event: ReflectorEvent<Pod>) -> PodUpdate {
 /// room for four. The pod is kept for its whole life, so this is paid once.
 fn shrink_to_fit(pod: &mut Pod) {
     if let Some(spec) = pod.spec.as_mut() {
-        shrink(&mut spec.volumes);
+        shrink_list(&mut spec.volumes);
         for v in spec.volumes.iter_mut().flatten() {
             if let Some(p) = v.projected.as_mut() {
-                shrink(&mut p.sources);
+                shrink_list(&mut p.sources);
             }
         }
-        shrink(&mut spec.tolerations);
+        shrink_list(&mut spec.tolerations);
         spec.containers.shrink_to_fit();
-        shrink(&mut spec.init_containers);
+        shrink_list(&mut spec.init_containers);
         let containers = spec
             .containers
             .iter_mut()
             .chain(spec.init_containers.iter_mut().flatten());
         for c in containers {
-            shrink(&mut c.volume_mounts);
-            shrink(&mut c.env);
-            shrink(&mut c.ports);
+            shrink_list(&mut c.volume_mounts);
+            shrink_list(&mut c.env);
+            shrink_list(&mut c.ports);
         }
     }
     if let Some(status) = pod.status.as_mut() {
-        shrink(&mut status.conditions);
-        shrink(&mut status.container_statuses);
-    }
-}
-
-fn shrink<T>(list: &mut Option<Vec<T>>) {
-    if let Some(l) = list {
-        l.shrink_to_fit();
+        shrink_status_to_fit(status);
     }
 }
 

@@ -107,7 +107,8 @@ impl StatusManager {
         if cached == Some(&status) {
             return false;
         }
-        shrink_to_fit(&mut status);
+        // Kept until the next change: no spare room in its lists.
+        crate::podutil::shrink_status_to_fit(&mut status);
         let version = inner.pods.get(&uid).map_or(1, |e| e.version + 1);
         let delete = inner.pods.get(&uid).is_some_and(|e| e.delete);
         inner.pods.insert(
@@ -336,23 +337,6 @@ fn status_patch(api_pod: &Pod, merged: &PodStatus) -> Value {
 /// A kubelet condition whose status did not change keeps its old
 /// transition time (upstream updateLastTransitionTime); other writers'
 /// conditions keep their own.
-/// Gives back the spare room of a status's lists before it is kept until the
-/// next change: lists built by pushing hold room for four, and a
-/// ContainerStatus is some 700 bytes in k8s-openapi's types.
-fn shrink_to_fit(status: &mut PodStatus) {
-    fn shrink<T>(list: &mut Option<Vec<T>>) {
-        if let Some(l) = list {
-            l.shrink_to_fit();
-        }
-    }
-    shrink(&mut status.conditions);
-    shrink(&mut status.container_statuses);
-    shrink(&mut status.init_container_statuses);
-    shrink(&mut status.ephemeral_container_statuses);
-    shrink(&mut status.pod_ips);
-    shrink(&mut status.host_ips);
-}
-
 fn keep_transition_times(old: Option<&PodStatus>, new: &mut PodStatus) {
     let Some(old_conds) = old.and_then(|o| o.conditions.as_ref()) else {
         return;

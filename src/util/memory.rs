@@ -63,8 +63,8 @@ mod tests {
 
     #[test]
     fn free_pages_in_the_middle_of_an_arena_go_back_to_the_kernel() {
-        // In a thread of its own, so the blocks come from one arena that
-        // the other tests do not allocate from meanwhile.
+        // In a thread of its own, so the blocks come from that thread's
+        // arena (other tests' threads may share it, hence the margin below).
         let dropped = std::thread::spawn(|| {
             const MB: usize = 1 << 20;
             // 32 MB of 16 KB blocks (under glibc's mmap threshold, so from
