@@ -85,5 +85,7 @@ impl Kubelet {
         // What the pods that came and went left free in malloc's arenas
         // goes back to the kernel (as Go's scavenger does upstream).
         crate::util::memory::release_free_heap();
+        // And the code that ran once (the start, a burst) leaves the RSS.
+        self.code_trimmer.maybe_trim();
     }
 }

@@ -55,6 +55,9 @@ const VOLUME_WAIT: Duration = Duration::from_secs(2);
 /// volume manager re-queues it sooner once they are.
 const VOLUME_RETRY: Duration = Duration::from_secs(5);
 pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
+/// How often housekeeping unmaps the executable's idle code
+/// (util::memory::IdleCodeTrimmer): what ran within the last minute stays.
+const IDLE_CODE_TRIM_PERIOD: Duration = Duration::from_secs(60);
 /// The runtime is considered down when its status has not been confirmed
 /// for this long (upstream maxWaitForContainerRuntime).
 const RUNTIME_SYNC_THRESHOLD: Duration = Duration::from_secs(30);
@@ -128,6 +131,8 @@ pub struct Kubelet {
     stats_provider: Arc<SummaryProvider>,
     /// Graceful node shutdown: its admission rule and Ready error.
     node_shutdown: Arc<crate::nodeshutdown::Manager>,
+    /// Housekeeping's own: the executable's idle code out of the RSS.
+    code_trimmer: crate::util::memory::IdleCodeTrimmer,
 }
 
 /// The managers the kubelet is built from besides the runtime (upstream
@@ -255,6 +260,7 @@ impl Kubelet {
             eviction,
             stats_provider,
             node_shutdown,
+            code_trimmer: crate::util::memory::IdleCodeTrimmer::new(IDLE_CODE_TRIM_PERIOD),
         })
     }
 

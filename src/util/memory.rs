@@ -11,6 +11,12 @@
 //!
 //! musl's malloc (the static build) unmaps free groups by itself and has no
 //! `malloc_trim`; there this is a no-op.
+//!
+//! The other half of the RSS is the executable's own code and read-only
+//! data, mapped from its file: see [`code`].
+
+mod code;
+pub use code::IdleCodeTrimmer;
 
 /// Caps glibc's malloc at two arenas, before any thread starts. glibc
 /// gives each thread that meets a busy arena a new one, up to 8 per core,
