@@ -10,6 +10,7 @@ mod generated {
 pub use generated::api;
 /// The gRPC health service (`protos/health.proto`) gRPC probes call.
 pub use generated::{health, health_grpc};
+pub mod core_plugins;
 #[cfg(test)]
 pub mod fake;
 pub mod remote;

@@ -131,6 +131,7 @@ impl RemoteRuntime {
     ) -> anyhow::Result<Self> {
         let runtime_target = grpc_target(runtime_endpoint)?;
         let image_target = grpc_target(image_endpoint)?;
+        super::core_plugins::link();
         let env = Arc::new(
             EnvBuilder::new()
                 .cq_count(GRPC_CQ_THREADS)

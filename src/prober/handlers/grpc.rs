@@ -16,6 +16,7 @@ use crate::prober::ProbeResult;
 fn env() -> Arc<Environment> {
     static ENV: OnceLock<Arc<Environment>> = OnceLock::new();
     ENV.get_or_init(|| {
+        crate::cri::core_plugins::link();
         Arc::new(
             EnvBuilder::new()
                 .cq_count(1)

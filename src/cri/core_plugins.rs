@@ -1,0 +1,132 @@
+//! The plugins gRPC's C core registers at `grpc_init`: only what our two
+//! clients use.
+//!
+//! The C core builds its channel stacks, resolvers and load-balancing
+//! policies from one registry, filled by `grpc_core::BuildCoreConfiguration`
+//! (grpcio-sys's `src/core/plugin_registry/grpc_plugin_registry.cc`). That
+//! registry names every plugin of the library, so the linker keeps them all:
+//! grpclb with its protobufs, priority, weighted_target, outlier detection,
+//! round_robin and weighted_round_robin (xDS's and look-aside balancers), the
+//! fault-injection and backend-metric (ORCA) filters, a test resolver and the
+//! HTTP CONNECT proxy. rkubelet dials two kinds of target: the CRI runtime on
+//! a unix socket (`unix:/path`, the sockaddr resolver) and a pod's gRPC
+//! health endpoint (`host:port`, the native DNS resolver), always with
+//! pick_first and no service config. Defining the registry function here
+//! replaces the library's: the archive member that holds gRPC's definition
+//! (it defines nothing else) is then never linked, and the plugins only it
+//! names go with it (about 0.2 MB of the static binary).
+//!
+//! Kept, in gRPC's order: event-engine channel args, the TCP connect
+//! handshaker, pick_first, the client channel, the security handshakers
+//! (insecure credentials go through them), the authority, idle, HTTP,
+//! deadline, message-size and service-config filters, the resource quota,
+//! the DNS and sockaddr resolvers, the security filters, the (empty) extra
+//! filters and the built-ins (the connected channel).
+//!
+//! Dropped, beyond the balancers: the HTTP CONNECT proxy mapper and its
+//! handshaker. Upstream dials the runtime and probes with a context dialer,
+//! which grpc-go never sends through a proxy; gRPC's C core would otherwise
+//! send a gRPC probe of a pod through `$grpc_proxy`/`$http_proxy`.
+//!
+//! Each function below is a C++ function `void f(grpc_core::
+//! CoreConfiguration::Builder*)`; on the SysV and AAPCS64 ABIs a free C++
+//! function of one pointer is called as a C one, so they are declared with
+//! their mangled names. A name that changes with a grpcio-sys upgrade fails
+//! the link, never silently.
+
+use std::ffi::c_void;
+
+/// `grpc_core::CoreConfiguration::Builder`, only ever passed through.
+type Builder = *mut c_void;
+
+extern "C" {
+    #[link_name = "_ZN17grpc_event_engine12experimental44RegisterEventEngineChannelArgPreconditioningEPN9grpc_core17CoreConfiguration7BuilderE"]
+    fn register_event_engine_channel_arg_preconditioning(builder: Builder);
+    #[link_name = "_ZN9grpc_core28RegisterTCPConnectHandshakerEPNS_17CoreConfiguration7BuilderE"]
+    fn register_tcp_connect_handshaker(builder: Builder);
+    #[link_name = "_ZN9grpc_core25RegisterPickFirstLbPolicyEPNS_17CoreConfiguration7BuilderE"]
+    fn register_pick_first_lb_policy(builder: Builder);
+    #[link_name = "_ZN9grpc_core31BuildClientChannelConfigurationEPNS_17CoreConfiguration7BuilderE"]
+    fn build_client_channel_configuration(builder: Builder);
+    #[link_name = "_ZN9grpc_core35SecurityRegisterHandshakerFactoriesEPNS_17CoreConfiguration7BuilderE"]
+    fn security_register_handshaker_factories(builder: Builder);
+    #[link_name = "_ZN9grpc_core29RegisterClientAuthorityFilterEPNS_17CoreConfiguration7BuilderE"]
+    fn register_client_authority_filter(builder: Builder);
+    #[link_name = "_ZN9grpc_core26RegisterChannelIdleFiltersEPNS_17CoreConfiguration7BuilderE"]
+    fn register_channel_idle_filters(builder: Builder);
+    #[link_name = "_ZN9grpc_core19RegisterHttpFiltersEPNS_17CoreConfiguration7BuilderE"]
+    fn register_http_filters(builder: Builder);
+    #[link_name = "_ZN9grpc_core22RegisterDeadlineFilterEPNS_17CoreConfiguration7BuilderE"]
+    fn register_deadline_filter(builder: Builder);
+    #[link_name = "_ZN9grpc_core25RegisterMessageSizeFilterEPNS_17CoreConfiguration7BuilderE"]
+    fn register_message_size_filter(builder: Builder);
+    #[link_name = "_ZN9grpc_core37RegisterServiceConfigChannelArgFilterEPNS_17CoreConfiguration7BuilderE"]
+    fn register_service_config_channel_arg_filter(builder: Builder);
+    #[link_name = "_ZN9grpc_core21RegisterResourceQuotaEPNS_17CoreConfiguration7BuilderE"]
+    fn register_resource_quota(builder: Builder);
+    #[link_name = "_ZN9grpc_core19RegisterDnsResolverEPNS_17CoreConfiguration7BuilderE"]
+    fn register_dns_resolver(builder: Builder);
+    #[link_name = "_ZN9grpc_core24RegisterSockaddrResolverEPNS_17CoreConfiguration7BuilderE"]
+    fn register_sockaddr_resolver(builder: Builder);
+    #[link_name = "_ZN9grpc_core23RegisterSecurityFiltersEPNS_17CoreConfiguration7BuilderE"]
+    fn register_security_filters(builder: Builder);
+    #[link_name = "_ZN9grpc_core20RegisterExtraFiltersEPNS_17CoreConfiguration7BuilderE"]
+    fn register_extra_filters(builder: Builder);
+    #[link_name = "_ZN9grpc_core16RegisterBuiltinsEPNS_17CoreConfiguration7BuilderE"]
+    fn register_builtins(builder: Builder);
+}
+
+/// `grpc_core::BuildCoreConfiguration`: called once by the C core, under
+/// its own lock, the first time a configuration is needed.
+#[export_name = "_ZN9grpc_core22BuildCoreConfigurationEPNS_17CoreConfiguration7BuilderE"]
+extern "C" fn build_core_configuration(builder: Builder) {
+    // SAFETY: each is a registration function of the linked C core, called
+    // with the builder the C core handed us, in the order gRPC's own
+    // registry calls them (the TCP connect handshaker is registered after
+    // any other client handshaker, so that it runs first).
+    unsafe {
+        register_event_engine_channel_arg_preconditioning(builder);
+        register_tcp_connect_handshaker(builder);
+        register_pick_first_lb_policy(builder);
+        build_client_channel_configuration(builder);
+        security_register_handshaker_factories(builder);
+        register_client_authority_filter(builder);
+        register_channel_idle_filters(builder);
+        register_http_filters(builder);
+        register_deadline_filter(builder);
+        register_message_size_filter(builder);
+        register_service_config_channel_arg_filter(builder);
+        register_resource_quota(builder);
+        register_dns_resolver(builder);
+        register_sockaddr_resolver(builder);
+        register_security_filters(builder);
+        register_extra_filters(builder);
+        register_builtins(builder);
+    }
+}
+
+/// Keeps the registry above in the link. Called before any gRPC channel is
+/// built: a codegen unit of the rkubelet library is linked only when
+/// something in it is referenced, and the C core's reference alone comes
+/// too late in the link order to pull it in.
+pub fn link() {
+    std::hint::black_box(build_core_configuration as extern "C" fn(Builder));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" {
+        #[link_name = "_ZN9grpc_core22BuildCoreConfigurationEPNS_17CoreConfiguration7BuilderE"]
+        fn linked_build_core_configuration(builder: Builder);
+    }
+
+    /// The symbol the C core calls is ours, not grpcio-sys's.
+    #[test]
+    fn the_core_calls_this_registry() {
+        let linked = linked_build_core_configuration as unsafe extern "C" fn(Builder) as usize;
+        let ours = build_core_configuration as extern "C" fn(Builder) as usize;
+        assert_eq!(linked, ours);
+    }
+}
