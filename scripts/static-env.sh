@@ -67,3 +67,37 @@ fi
 c_size="-DGRPC_ARES=0 -DGRPC_NO_RLS -fno-asynchronous-unwind-tables -fno-unwind-tables"
 export CFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE $c_size"
 export CXXFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE -Wno-missing-template-arg-list-after-template-kw $c_size -fno-exceptions"
+
+# Rust's std is rebuilt with the binary (cargo's -Z build-std), for size; all
+# of it is measured in the README ("What each change bought"):
+# - std without its `backtrace` feature: no DWARF symbolizer (gimli,
+#   addr2line, rustc_demangle) in a binary that is stripped and so could
+#   never name a frame. A panic still logs its message and file:line.
+# - optimize_for_size: core's and alloc's small sort and formatting code
+#   (the fast stable sort alone was ~0.17 MB over 48 element types).
+# - std compiled with the dist profile (opt-level z, one fat-LTO unit).
+# - -C force-unwind-tables=no: no unwind table for a function LLVM proves
+#   cannot unwind. It takes effect only now that std is compiled here too.
+# - -Z panic-in-drop=abort: drop glue is assumed not to unwind, so the
+#   landing pads that would go on dropping the other fields and locals of a
+#   value whose Drop panicked go. A panic inside a Drop impl now aborts the
+#   process (after the panic hook has logged it) instead of reaching the
+#   pod worker's catch_unwind; a panic anywhere else is caught as before
+#   (tests/panics.rs). Rust already aborts on a panic in drop during an
+#   unwind.
+# build-std and -Z are unstable: RUSTC_BOOTSTRAP=1 lets the machine's one
+# stable toolchain use them, as `make fuzz` does. They need the rust-src
+# component; without it the build goes on with the prebuilt std and says so
+# (the binary is then ~0.9 MB larger and over budget).
+if ! rustup component list --installed | grep -q '^rust-src'; then
+    say "rustup component add rust-src (for -Z build-std)"
+    rustup component add rust-src || true
+fi
+if rustup component list --installed | grep -q '^rust-src'; then
+    export RUSTC_BOOTSTRAP=1
+    export CARGO_UNSTABLE_BUILD_STD=std,panic_unwind
+    export CARGO_UNSTABLE_BUILD_STD_FEATURES=panic-unwind,optimize_for_size
+    export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C force-unwind-tables=no -Z panic-in-drop=abort"
+else
+    say "WARNING: no rust-src component: building with the prebuilt std (larger, over the size budget)"
+fi

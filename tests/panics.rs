@@ -24,15 +24,20 @@ const NOT_MODULES: &[&str] = &[
     "timer_manager",
 ];
 
-/// The names of the process's module threads, sorted.
+/// The names of the process's module threads, sorted. Every thread of ours
+/// is named; one that carries the process's own name is the main thread or
+/// one of gRPC's, which the static musl build leaves unnamed.
 fn threads_of(pid: u32) -> Vec<String> {
+    let comm = |path: std::path::PathBuf| {
+        std::fs::read_to_string(path.join("comm")).map(|n| n.trim().to_string())
+    };
+    let process = comm(format!("/proc/{pid}").into()).unwrap_or_default();
     let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-        .map(|n| n.trim().to_string())
-        .filter(|n| !NOT_MODULES.contains(&n.as_str()))
+        .filter_map(|t| comm(t.path()).ok())
+        .filter(|n| *n != process && !NOT_MODULES.contains(&n.as_str()))
         .collect();
     names.sort();
     names

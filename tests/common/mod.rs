@@ -49,9 +49,14 @@ pub fn repo_dir() -> PathBuf {
 }
 
 /// The rkubelet binary cargo built for this test run (the release one under
-/// `cargo test --release`).
+/// `cargo test --release`), or `$RKUBELET_TEST_BIN`: the suites run as they
+/// are against another build, such as `make static`'s (whose std and flags
+/// differ from the release build's).
 pub fn rkubelet_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_rkubelet"))
+    match std::env::var_os("RKUBELET_TEST_BIN") {
+        Some(bin) if !bin.is_empty() => PathBuf::from(bin),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_rkubelet")),
+    }
 }
 
 fn harness_script() -> PathBuf {
