@@ -14,12 +14,12 @@ CARGO_TEST_ARGS ?=
 CLIPPY_FLAGS ?= -D warnings
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo bench soak fuzz static size fmt clippy clean deps
+.PHONY: help build test demo bench soak fuzz static test-static size fmt clippy clean deps
 
 help: ## this list
 	@echo "usage: make TARGET"
-	@grep -E '^[a-z]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
-		awk -F':.*## ' '{ printf "  %-8s %s\n", $$1, $$2 }'
+	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+		awk -F':.*## ' '{ printf "  %-11s %s\n", $$1, $$2 }'
 
 build: ## cargo build --release (target/release/rkubelet)
 	$(CARGO) build --release
@@ -45,6 +45,11 @@ fuzz: ## every fuzz target (fuzz/) for FUZZ_SECS (60) each with cargo-fuzz, inst
 
 static: ## fully static x86_64 musl binary (cargo-zigbuild; installs its tools if missing)
 	bash scripts/static.sh
+
+test-static: deps static ## the end-to-end suites (real containerd, the API server double) against the static binary
+	RKUBELET_TEST_BIN=$(CURDIR)/target/static/x86_64-unknown-linux-musl/dist/rkubelet \
+		$(CARGO) test --release --features rkubelet/fault-injection --no-fail-fast \
+		--test e2e --test probes --test cluster --test kubelet_api --test volumes $(CARGO_TEST_ARGS)
 
 size: ## where the static binary's bytes go: cargo bloat by crate, ELF sections, the 8 MB budget, idle RSS by mapping (root)
 	bash scripts/size.sh

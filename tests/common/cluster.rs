@@ -18,9 +18,10 @@ use super::*;
 
 // --- the API server double --------------------------------------------------------
 
-/// target/<profile>/apiserver-double, next to the rkubelet binary under test.
+/// target/<profile>/apiserver-double, next to the rkubelet binary cargo
+/// built (not `$RKUBELET_TEST_BIN`, which may live anywhere).
 pub fn double_bin_path() -> PathBuf {
-    rkubelet_bin()
+    PathBuf::from(env!("CARGO_BIN_EXE_rkubelet"))
         .parent()
         .expect("rkubelet binary has a directory")
         .join("apiserver-double")
