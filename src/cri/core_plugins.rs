@@ -14,7 +14,7 @@
 //! pick_first and no service config. Defining the registry function here
 //! replaces the library's: the archive member that holds gRPC's definition
 //! (it defines nothing else) is then never linked, and the plugins only it
-//! names go with it (about 0.2 MB of the static binary).
+//! names go with it (177 KB of the static binary, README "Static binary").
 //!
 //! Kept, in gRPC's order: event-engine channel args, the TCP connect
 //! handshaker, pick_first, the client channel, the security handshakers
