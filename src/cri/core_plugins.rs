@@ -31,8 +31,10 @@
 //! Each function below is a C++ function `void f(grpc_core::
 //! CoreConfiguration::Builder*)`; on the SysV and AAPCS64 ABIs a free C++
 //! function of one pointer is called as a C one, so they are declared with
-//! their mangled names. A name that changes with a grpcio-sys upgrade fails
-//! the link, never silently.
+//! their mangled names. A registration function renamed by a grpcio-sys
+//! upgrade fails the link; a renamed `BuildCoreConfiguration` would leave
+//! gRPC's full registry in place, which the proxy test below and the size
+//! budget (`make bench`) catch.
 
 use std::ffi::c_void;
 
@@ -116,6 +118,15 @@ pub fn link() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CString;
+    use std::net::TcpListener;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use grpcio::{CallOption, ChannelBuilder, EnvBuilder};
+
+    use crate::cri::health::HealthCheckRequest;
+    use crate::cri::health_grpc::HealthClient;
 
     extern "C" {
         #[link_name = "_ZN9grpc_core22BuildCoreConfigurationEPNS_17CoreConfiguration7BuilderE"]
@@ -128,5 +139,40 @@ mod tests {
         let linked = linked_build_core_configuration as unsafe extern "C" fn(Builder) as usize;
         let ours = build_core_configuration as extern "C" fn(Builder) as usize;
         assert_eq!(linked, ours);
+    }
+
+    /// No HTTP CONNECT proxy is registered: a channel given a proxy (the
+    /// channel-argument form of `$grpc_proxy`, which gRPC's own registry
+    /// honours) still dials its target directly, as upstream's dialers do.
+    #[test]
+    fn calls_never_go_through_an_http_proxy() {
+        let proxy = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let target = TcpListener::bind("127.0.0.1:0").expect("bind the target");
+        let proxy_url = format!("http://{}", proxy.local_addr().expect("proxy address"));
+        let target_addr = target.local_addr().expect("target address").to_string();
+        link();
+        let env = Arc::new(
+            EnvBuilder::new()
+                .cq_count(1)
+                .name_prefix("test-grpc")
+                .build(),
+        );
+        let channel = ChannelBuilder::new(env)
+            .raw_cfg_string(
+                CString::new("grpc.http_proxy").expect("no NUL"),
+                CString::new(proxy_url).expect("no NUL"),
+            )
+            .connect(&target_addr);
+        // The target accepts TCP but never speaks HTTP/2: the call fails by
+        // its deadline, after the connection was made.
+        let result = HealthClient::new(channel).check(
+            &HealthCheckRequest::default(),
+            CallOption::default().timeout(Duration::from_secs(1)),
+        );
+        assert!(result.is_err(), "nothing here answers a health check");
+        proxy.set_nonblocking(true).expect("nonblocking");
+        target.set_nonblocking(true).expect("nonblocking");
+        assert!(proxy.accept().is_err(), "the call went to the proxy");
+        assert!(target.accept().is_ok(), "the target was never dialed");
     }
 }
