@@ -22,7 +22,10 @@ set -euo pipefail
 
 if ! command -v cargo-bloat >/dev/null; then
     say "installing cargo-bloat: cargo install --locked cargo-bloat"
-    cargo install --locked cargo-bloat
+    # without the static build's std switches (static-env.sh), which are
+    # for the target, not for a host tool
+    env -u RUSTC_BOOTSTRAP -u CARGO_UNSTABLE_BUILD_STD -u CARGO_UNSTABLE_BUILD_STD_FEATURES \
+        cargo install --locked cargo-bloat
 fi
 
 # cargo bloat runs `cargo build`; this shim turns that into the same

@@ -89,11 +89,19 @@ export CXXFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE -Wno-missing-te
 # stable toolchain use them, as `make fuzz` does. They need the rust-src
 # component; without it the build goes on with the prebuilt std and says so
 # (the binary is then ~0.9 MB larger and over budget).
-if ! rustup component list --installed | grep -q '^rust-src'; then
+# (The list is read whole before grep looks at it: `grep -q` in a pipe
+# would stop reading at the match and, under pipefail, fail the check.)
+has_rust_src() { grep -qx rust-src <<<"$(rustup component list --installed)"; }
+if ! has_rust_src; then
     say "rustup component add rust-src (for -Z build-std)"
     rustup component add rust-src || true
 fi
-if rustup component list --installed | grep -q '^rust-src'; then
+# RUSTC_BOOTSTRAP=1 also lets a dependency's build script enable what it
+# finds on nightly (anyhow's error_generic_member_access): the static
+# binary runs that code, the release build does not; `make test-static`
+# covers it. A RUSTFLAGS of the caller's would replace the target flags.
+[[ -z ${RUSTFLAGS:-} ]] || say "WARNING: RUSTFLAGS is set; it replaces the static build's own Rust flags"
+if has_rust_src; then
     export RUSTC_BOOTSTRAP=1
     export CARGO_UNSTABLE_BUILD_STD=std,panic_unwind
     export CARGO_UNSTABLE_BUILD_STD_FEATURES=panic-unwind,optimize_for_size

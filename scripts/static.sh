@@ -11,8 +11,13 @@ set -euo pipefail
 # shellcheck source=scripts/static-env.sh
 . "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/static-env.sh"
 
-say "cargo zigbuild --profile dist --target $target --bin rkubelet"
-cargo zigbuild --profile dist --target "$target" --bin rkubelet
+# STATIC_FEATURES: extra cargo features, e.g. `fault-injection` to run
+# tests/panics.rs against this build (RKUBELET_TEST_BIN); such a binary is
+# for tests only and replaces the shipped one at the same path.
+features=()
+[[ -z ${STATIC_FEATURES:-} ]] || features=(--features "$STATIC_FEATURES")
+say "cargo zigbuild --profile dist --target $target --bin rkubelet ${features[*]}"
+cargo zigbuild --profile dist --target "$target" --bin rkubelet "${features[@]}"
 
 [[ -x $out ]] || die "no binary at $out"
 # The dist profile keeps symbols so that `make size` (cargo bloat) analyses
