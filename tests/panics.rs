@@ -15,8 +15,8 @@ use serde_json::json;
 /// gRPC's C core sizes its own pools (see the README's thread map), and
 /// the kubelet server has a thread per open connection (our own /metrics
 /// read here): neither is a module thread.
-const NOT_MODULES: &[&str] = &[
-    "kubelet-conn",
+const NOT_MODULES: &[&str] = &["kubelet-conn"];
+const GRPC_POOLS: &[&str] = &[
     "default-executo",
     "event_engine",
     "grpc_global_tim",
@@ -24,20 +24,26 @@ const NOT_MODULES: &[&str] = &[
     "timer_manager",
 ];
 
-/// The names of the process's module threads, sorted. Every thread of ours
-/// is named; one that carries the process's own name is the main thread or
-/// one of gRPC's, which the static musl build leaves unnamed.
+/// The names of the process's module threads, sorted. Unnamed threads carry
+/// the process's name: the main thread and tiny_http's fixed pool, and in
+/// the static musl build, whose gRPC core names no thread, gRPC's pools as
+/// well. Those are left out only there, where their number is gRPC's.
 fn threads_of(pid: u32) -> Vec<String> {
     let comm = |path: std::path::PathBuf| {
         std::fs::read_to_string(path.join("comm")).map(|n| n.trim().to_string())
     };
     let process = comm(format!("/proc/{pid}").into()).unwrap_or_default();
-    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+    let all: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|t| comm(t.path()).ok())
-        .filter(|n| *n != process && !NOT_MODULES.contains(&n.as_str()))
+        .collect();
+    let grpc_named = all.iter().any(|n| GRPC_POOLS.contains(&n.as_str()));
+    let mut names: Vec<String> = all
+        .into_iter()
+        .filter(|n| !NOT_MODULES.contains(&n.as_str()) && !GRPC_POOLS.contains(&n.as_str()))
+        .filter(|n| grpc_named || *n != process)
         .collect();
     names.sort();
     names
