@@ -12,10 +12,11 @@ use std::time::Instant;
 use common::*;
 use serde_json::json;
 
-/// gRPC's C core sizes its own pools (see the README's thread map), and
-/// the kubelet server has a thread per open connection (our own /metrics
-/// read here): neither is a module thread.
+/// The kubelet server has a thread per open connection (our own /metrics
+/// read here): not a module thread.
 const NOT_MODULES: &[&str] = &["kubelet-conn"];
+/// gRPC's C core sizes its own pools (see the README's thread map); the
+/// glibc build names them so, the static musl build leaves them unnamed.
 const GRPC_POOLS: &[&str] = &[
     "default-executo",
     "event_engine",
