@@ -9,45 +9,20 @@ mod common;
 
 use std::time::Instant;
 
+use common::threads::*;
 use common::*;
 use serde_json::json;
 
 /// The kubelet server has a thread per open connection (our own /metrics
 /// read here): not a module thread.
 const NOT_MODULES: &[&str] = &["kubelet-conn"];
-/// gRPC's C core sizes its own pools (see the README's thread map); the
-/// glibc build names them so, the static musl build leaves them unnamed.
-const GRPC_POOLS: &[&str] = &[
-    "default-executo",
-    "event_engine",
-    "grpc_global_tim",
-    "resolver-execut",
-    "timer_manager",
-];
-
-/// The names of the process's module threads, sorted. Unnamed threads carry
-/// the process's name: the main thread and tiny_http's fixed pool, and in
-/// the static musl build, whose gRPC core names no thread, gRPC's pools as
-/// well. Those are left out only there, where their number is gRPC's.
-fn threads_of(pid: u32) -> Vec<String> {
-    let comm = |path: std::path::PathBuf| {
-        std::fs::read_to_string(path.join("comm")).map(|n| n.trim().to_string())
-    };
-    let process = comm(format!("/proc/{pid}").into()).unwrap_or_default();
-    let all: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+/// rkubelet's module threads: its own threads (tests/common/threads.rs)
+/// but the kubelet server's per-connection ones.
+fn module_threads(pid: u32) -> Vec<String> {
+    own_threads(pid)
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|t| comm(t.path()).ok())
-        .collect();
-    let grpc_named = all.iter().any(|n| GRPC_POOLS.contains(&n.as_str()));
-    let mut names: Vec<String> = all
-        .into_iter()
-        .filter(|n| !NOT_MODULES.contains(&n.as_str()) && !GRPC_POOLS.contains(&n.as_str()))
-        .filter(|n| grpc_named || *n != process)
-        .collect();
-    names.sort();
-    names
+        .filter(|n| !NOT_MODULES.contains(&n.as_str()))
+        .collect()
 }
 
 fn manifest(name: &str, panics: Option<u32>) -> String {
@@ -85,7 +60,7 @@ fn a_panicking_sync_costs_only_its_pod_a_back_off() {
     env.wait_running("warmup-node1", &["c"], secs(30));
     let pid = env.kubelet_pid().expect("rkubelet runs");
     std::thread::sleep(secs(2));
-    let threads_before = threads_of(pid);
+    let threads_before = module_threads(pid);
 
     // Four pods whose first two syncs panic, as many as there are pod
     // workers, then a plain one.
@@ -126,7 +101,7 @@ fn a_panicking_sync_costs_only_its_pod_a_back_off() {
     assert_eq!(panics, 8.0, "four pods, two injected panics each");
     // The workers lived on: no thread of ours was lost or added, and a
     // later pod still runs.
-    assert_eq!(threads_of(pid), threads_before, "the threads changed");
+    assert_eq!(module_threads(pid), threads_before, "the threads changed");
     env.write_manifest("late.yaml", &manifest("late", None));
     env.wait_running("late-node1", &["c"], secs(20));
 }

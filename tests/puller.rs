@@ -9,6 +9,7 @@ mod common;
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use common::threads::*;
 use common::*;
 
 /// A registry that accepts connections and never answers: every accepted
@@ -37,12 +38,6 @@ fn waiting_reason(ro_port: u16, pod: &str) -> Option<String> {
     reason.as_str().map(str::to_string)
 }
 
-fn threads_of(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| d.count())
-        .unwrap_or(0)
-}
-
 #[test]
 fn hanging_registry_does_not_delay_a_pod_with_a_present_image() {
     let mut env = Env::new("puller_hanging_registry", 61);
@@ -54,7 +49,7 @@ fn hanging_registry_does_not_delay_a_pod_with_a_present_image() {
     env.put_pod(&pod("warmup", vec![ctn("warmup", SLEEPER)]));
     env.wait_running("warmup-node1", &["warmup"], secs(30));
     std::thread::sleep(secs(2));
-    let before = threads_of(pid);
+    let before = own_threads(pid);
 
     // Four pods, more than there are pod workers, each pulling from the
     // registry that never answers.
@@ -104,12 +99,17 @@ fn hanging_registry_does_not_delay_a_pod_with_a_present_image() {
             "{full}: {reason}"
         );
     }
-    // No thread per pull or per pod: the count settles where it was.
+    // No thread per pull or per pod: ours settle where they were.
     let after = poll(secs(5), || {
-        let n = threads_of(pid);
-        (n == before).then_some(n)
+        let now = own_threads(pid);
+        (now == before).then_some(now)
     })
-    .unwrap_or_else(|| threads_of(pid));
-    eprintln!("threads: {before} before the hanging pulls, {after} after");
-    assert_eq!(before, after, "thread count changed with the hanging pulls");
+    .unwrap_or_else(|| own_threads(pid));
+    eprintln!(
+        "threads of ours: {} before the hanging pulls, {} after (gRPC's pools: {})",
+        before.len(),
+        after.len(),
+        grpc_threads(pid)
+    );
+    assert_eq!(before, after, "our threads changed with the hanging pulls");
 }

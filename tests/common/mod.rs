@@ -14,6 +14,7 @@
 pub mod cluster;
 mod manifests;
 mod observer;
+pub mod threads;
 
 pub use manifests::*;
 pub use observer::*;
