@@ -68,6 +68,14 @@ c_size="-DGRPC_ARES=0 -DGRPC_NO_RLS -fno-asynchronous-unwind-tables -fno-unwind-
 export CFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE $c_size"
 export CXXFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE -Wno-missing-template-arg-list-after-template-kw $c_size -fno-exceptions"
 
+# The link: zig as cargo-zigbuild sets it up, then lld once more with the
+# functions that run in steady state placed together (scripts/static-link.sh,
+# the list from scripts/hot-symbols.sh). cargo-zigbuild keeps a linker that
+# is already set. Changing the list does not relink by itself: touch
+# src/main.rs (hot-symbols.sh does).
+export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=$repo/scripts/static-link.sh
+export RKUBELET_SYMBOL_ORDER=${RKUBELET_SYMBOL_ORDER-$repo/scripts/hot-symbols.txt}
+
 # Rust's std is rebuilt with the binary (cargo's -Z build-std), for size; all
 # of it is measured in the README ("What each change bought"):
 # - std without its `backtrace` feature: no DWARF symbolizer (gimli,

@@ -23,6 +23,9 @@ cargo zigbuild --profile dist --target "$target" --bin rkubelet "${features[@]}"
 # The dist profile keeps symbols so that `make size` (cargo bloat) analyses
 # this very build; the shipped binary is stripped here. strip writes a new
 # file: cargo's copy under deps/ keeps its symbols.
+# rkubelet.sym keeps them too, for scripts/hot-symbols.sh (when cargo had
+# nothing to do, $out is last run's stripped file and .sym stays).
+if [[ -n $(nm "$out" 2>/dev/null | head -c 1) ]]; then ln -f "$out" "$out.sym"; fi
 strip --strip-all -o "$out.stripped" "$out"
 mv -f "$out.stripped" "$out"
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The static build's linker (scripts/static-env.sh sets it): zig links as
+# cargo-zigbuild has it do, then lld links the same inputs once more with
+# the functions that run in steady state placed together at the start of
+# .text (lld's --symbol-ordering-file, the list in scripts/hot-symbols.txt).
+#
+# Why: the kernel maps a file's pages 64 KB at a time around each fault, so
+# the RSS of the binary's code follows how many 64 KB windows the running
+# code touches, not its size. In the link's own order the ~1.1 MB of
+# functions a minute of kubelet work runs lie in ~80 of the binary's
+# windows; placed together they fill ~18 (see the README, Static binary).
+#
+# zig cc refuses lld options it does not know, this one among them, so the
+# second link runs `zig ld.lld` with the command line zig printed for the
+# first (ZIG_VERBOSE_LINK). If anything in that goes wrong, the first link's
+# output stays and a warning says why: the binary is the same, only laid
+# out in the link's order.
+set -uo pipefail
+
+zigcc=${CC_x86_64_unknown_linux_musl:-}
+[[ -n $zigcc ]] || { echo "static-link.sh: CC_x86_64_unknown_linux_musl is not set (run through scripts/static.sh)" >&2; exit 1; }
+order=${RKUBELET_SYMBOL_ORDER:-}
+
+warn() { echo "static-link.sh: WARNING: $*; the binary keeps the link's own order" >&2; }
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+ZIG_VERBOSE_LINK=1 "$zigcc" "$@" 2>"$log"
+rc=$?
+# zig's command line is one line starting with ld.lld; all else is output.
+grep -v '^ld\.lld ' "$log" >&2
+((rc == 0)) || exit "$rc"
+[[ -n $order ]] || exit 0
+[[ -r $order ]] || { warn "no symbol order file at $order"; exit 0; }
+
+line=$(grep '^ld\.lld ' "$log" | tail -n 1)
+[[ -n $line ]] || { warn "zig printed no ld.lld command line"; exit 0; }
+# zig prints the arguments joined by spaces, unquoted: an argument with a
+# space in it cannot be recovered, so such a line is not re-run.
+read -r -a args <<<"${line#ld.lld }"
+out=""
+for ((i = 0; i < ${#args[@]}; i++)); do
+    [[ ${args[i]} == -o ]] && out=${args[i + 1]:-}
+done
+[[ -n $out && -f $out ]] || { warn "no output file in zig's ld.lld command line"; exit 0; }
+
+zig=(zig)
+command -v zig >/dev/null || zig=(python3 -m ziglang)
+relinked=$out.ordered
+ordered=("${args[@]}")
+for ((i = 0; i < ${#ordered[@]}; i++)); do
+    [[ ${ordered[i]} == -o ]] && ordered[i + 1]=$relinked
+done
+if "${zig[@]}" ld.lld "${ordered[@]}" --symbol-ordering-file="$order" --no-warn-symbol-ordering >&2; then
+    mv -f "$relinked" "$out"
+else
+    rm -f "$relinked"
+    warn "zig ld.lld with --symbol-ordering-file failed"
+fi
+exit 0
