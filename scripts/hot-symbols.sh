@@ -5,8 +5,9 @@
 #
 #   bash scripts/hot-symbols.sh [UNSTRIPPED_STATIC_BINARY]
 #
-# Runs the standalone, cluster and probes benches (30 pods each) with the
-# binary under valgrind's callgrind, zeroes its counters once the pods run,
+# Runs the standalone bench (30 pods), the cluster bench (30 plain and 60
+# volume pods) and the probes bench (30 pods x 3 probes) with the binary
+# under valgrind's callgrind, zeroes its counters once the pods run,
 # and after HOT_SECS (80) lists every function that executed. Those are
 # written hottest first. The default binary is the symbol-bearing copy
 # `make static` keeps beside the shipped one ($out.sym).
@@ -57,7 +58,7 @@ profile() {
 }
 
 profile standalone run.sh idle_30_pods_rss_kb
-profile cluster cluster.sh cluster_idle_30_pods_threads
+profile cluster cluster.sh cluster_idle_30_plus_60_volume_pods_threads
 profile probes probes.sh probes_start_ BENCH_PROBE_PODS=30
 
 nm --defined-only "$bin" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u >"$work/text-symbols"

@@ -44,8 +44,14 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 [[ -n $out && -f $out ]] || { warn "no output file in zig's ld.lld command line"; exit 0; }
 
-zig=(zig)
-command -v zig >/dev/null || zig=(python3 -m ziglang)
+# The zig that linked first (scripts/static-env.sh), else the one cargo-zigbuild would find.
+if [[ -n ${RKUBELET_ZIG:-} ]]; then
+    read -r -a zig <<<"$RKUBELET_ZIG"
+elif python3 -m ziglang version >/dev/null 2>&1; then
+    zig=(python3 -m ziglang)
+else
+    zig=(zig)
+fi
 relinked=$out.ordered
 ordered=("${args[@]}")
 for ((i = 0; i < ${#ordered[@]}; i++)); do

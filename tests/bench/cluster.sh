@@ -89,6 +89,10 @@ sleep 10
 rss_plain=$(rss_kb)
 echo "cluster_idle_${pods}_pods_rss_kb $rss_plain ($(rss_split))"
 echo "cluster_idle_${pods}_pods_threads $(threads)"
+# And once idle code has been unmapped (housekeeping does it every 60 s,
+# util/memory/code.rs), as run.sh reads it after its idle minute.
+sleep "$idle_secs"
+echo "cluster_idle_${pods}_pods_rss_kb_after_${idle_secs}s $(rss_kb) ($(rss_split))"
 
 # Then as many again, each with the default token volume, a configMap and a
 # secret volume (issue 8's figures): time to Ready, RSS per added pod. The
