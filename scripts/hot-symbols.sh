@@ -28,7 +28,11 @@ list=$repo/scripts/hot-symbols.txt
 command -v valgrind >/dev/null || { echo "hot-symbols.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/rk-hot.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+bench_pid=""
+# A bench left running on failure would keep its containerd and valgrind:
+# TERM runs its own cleanup trap.
+trap '[[ -n $bench_pid ]] && kill "$bench_pid" 2>/dev/null && wait "$bench_pid" 2>/dev/null; rm -rf "$work"' EXIT
+fail() { echo "hot-symbols.sh: $*" >&2; exit 1; }
 cat >"$work/wrap.sh" <<EOF
 #!/bin/sh
 exec valgrind --tool=callgrind --demangle=no --callgrind-out-file=$work/cg.\$HOT_TAG.%p "$bin" "\$@"
@@ -41,20 +45,24 @@ profile() {
     local tag=$1 bench=$2 mark=$3 pid=""
     shift 3
     echo "==> $tag: $bench"
-    env "$@" HOT_TAG="$tag" BENCH_BIN="$work/wrap.sh" BENCH_IDLE_SECS=$((secs + 20)) \
+    # (the marks name 30 pods: a caller's BENCH_PODS must not change that)
+    env "$@" BENCH_PODS=30 HOT_TAG="$tag" BENCH_BIN="$work/wrap.sh" BENCH_IDLE_SECS=$((secs + 20)) \
         BENCH_PROBE_SECS=$((secs + 20)) bash "$repo/tests/bench/$bench" >"$work/$tag.log" 2>&1 &
-    local bench_pid=$!
+    bench_pid=$!
     for _ in $(seq 1 240); do
         grep -q "^$mark" "$work/$tag.log" && break
         kill -0 "$bench_pid" 2>/dev/null || break
         sleep 2
     done
-    grep -q "^$mark" "$work/$tag.log" || { cat "$work/$tag.log" >&2; echo "hot-symbols.sh: $tag never reached $mark" >&2; exit 1; }
-    pid=$(pgrep -f "callgrind.*--callgrind-out-file=$work/cg.$tag" | head -n 1)
-    callgrind_control -z "$pid" >/dev/null
+    grep -q "^$mark" "$work/$tag.log" || { cat "$work/$tag.log" >&2; fail "$tag never reached $mark"; }
+    pid=$(pgrep -f "callgrind.*--callgrind-out-file=$work/cg.$tag" | head -n 1) || true
+    [[ -n $pid ]] || fail "$tag: no callgrind process found"
+    callgrind_control -z "$pid" >/dev/null || fail "$tag: callgrind_control -z $pid failed"
     sleep "$secs"
-    callgrind_control -d "$pid" >/dev/null
+    callgrind_control -d "$pid" >/dev/null || fail "$tag: callgrind_control -d $pid failed"
+    compgen -G "$work/cg.$tag.$pid.[0-9]*" >/dev/null || fail "$tag: callgrind wrote no dump"
     wait "$bench_pid" || true
+    bench_pid=""
 }
 
 profile standalone run.sh idle_30_pods_rss_kb
@@ -66,7 +74,7 @@ nm --defined-only "$bin" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u >"$work/te
 # (every mode runs it), then what probes add, then what cluster mode adds;
 # so a standalone kubelet's code fills the fewest windows.
 python3 - "$work" "$list" <<'PY'
-import collections, glob, re, sys
+import collections, glob, os, re, sys
 
 work, out = sys.argv[1], sys.argv[2]
 text = set(open(f"{work}/text-symbols").read().split())
@@ -100,8 +108,12 @@ def key(name):
     return (group, -cost[name], name)
 
 hot = sorted((n for n in ran_in if n in text), key=key)
-with open(out, "w") as f:
+missing = [t for t in order if not any(t in ran_in[n] for n in hot)]
+if missing or not hot:
+    sys.exit(f"hot-symbols.sh: no functions from {missing or order}; the list is left as it was")
+with open(out + ".new", "w") as f:
     f.write("\n".join(hot) + "\n")
+os.replace(out + ".new", out)
 for i, tag in enumerate(order):
     print(f"{tag}: {sum(1 for n in hot if key(n)[0] == i)} functions")
 print(f"{len(hot)} functions ran in steady state -> {out}")

@@ -6,22 +6,30 @@
 #
 # Why: the kernel maps a file's pages 64 KB at a time around each fault, so
 # the RSS of the binary's code follows how many 64 KB windows the running
-# code touches, not its size. In the link's own order the ~1.1 MB of
-# functions a minute of kubelet work runs lie in ~80 of the binary's
-# windows; placed together they fill ~18 (see the README, Static binary).
+# code touches, not its size. In the link's own order the 1.1 MB of
+# functions a minute of standalone kubelet work runs lay in 79 of the
+# binary's windows; placed together they fill 19 (README, Static binary).
 #
 # zig cc refuses lld options it does not know, this one among them, so the
 # second link runs `zig ld.lld` with the command line zig printed for the
 # first (ZIG_VERBOSE_LINK). If anything in that goes wrong, the first link's
-# output stays and a warning says why: the binary is the same, only laid
-# out in the link's order.
+# output stays: the binary is the same, only laid out in the link's order.
+# rustc shows a linker's messages only when the link fails, so the outcome
+# goes to $CARGO_TARGET_DIR/static-link.status, which scripts/static.sh
+# prints (and warns on) after every build.
 set -uo pipefail
 
 zigcc=${CC_x86_64_unknown_linux_musl:-}
 [[ -n $zigcc ]] || { echo "static-link.sh: CC_x86_64_unknown_linux_musl is not set (run through scripts/static.sh)" >&2; exit 1; }
 order=${RKUBELET_SYMBOL_ORDER:-}
 
-warn() { echo "static-link.sh: WARNING: $*; the binary keeps the link's own order" >&2; }
+status_file=${CARGO_TARGET_DIR:-.}/static-link.status
+# status WORDS: what the last link did, for static.sh.
+status() { printf '%s\n' "$*" >"$status_file" 2>/dev/null || true; }
+warn() {
+    echo "static-link.sh: WARNING: $*; the binary keeps the link's own order" >&2
+    status "link order: $*"
+}
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -30,13 +38,13 @@ rc=$?
 # zig's command line is one line starting with ld.lld; all else is output.
 grep -v '^ld\.lld ' "$log" >&2
 ((rc == 0)) || exit "$rc"
-[[ -n $order ]] || exit 0
+[[ -n $order ]] || { status "link order: no RKUBELET_SYMBOL_ORDER"; exit 0; }
 [[ -r $order ]] || { warn "no symbol order file at $order"; exit 0; }
 
 line=$(grep '^ld\.lld ' "$log" | tail -n 1)
 [[ -n $line ]] || { warn "zig printed no ld.lld command line"; exit 0; }
 # zig prints the arguments joined by spaces, unquoted: an argument with a
-# space in it cannot be recovered, so such a line is not re-run.
+# space in it would be split, lld would fail and the first link would stay.
 read -r -a args <<<"${line#ld.lld }"
 out=""
 for ((i = 0; i < ${#args[@]}; i++)); do
@@ -44,21 +52,22 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 [[ -n $out && -f $out ]] || { warn "no output file in zig's ld.lld command line"; exit 0; }
 
-# The zig that linked first (scripts/static-env.sh), else the one cargo-zigbuild would find.
-if [[ -n ${RKUBELET_ZIG:-} ]]; then
-    read -r -a zig <<<"$RKUBELET_ZIG"
-elif python3 -m ziglang version >/dev/null 2>&1; then
-    zig=(python3 -m ziglang)
-else
-    zig=(zig)
-fi
+# The zig that linked first (scripts/static-env.sh sets it): another
+# zig's lld could lay the binary out differently.
+[[ -n ${RKUBELET_ZIG:-} ]] || { warn "RKUBELET_ZIG is not set"; exit 0; }
+read -r -a zig <<<"$RKUBELET_ZIG"
 relinked=$out.ordered
 ordered=("${args[@]}")
 for ((i = 0; i < ${#ordered[@]}; i++)); do
     [[ ${ordered[i]} == -o ]] && ordered[i + 1]=$relinked
 done
 if "${zig[@]}" ld.lld "${ordered[@]}" --symbol-ordering-file="$order" --no-warn-symbol-ordering >&2; then
-    mv -f "$relinked" "$out"
+    if mv -f "$relinked" "$out"; then
+        status "ordered by $order"
+    else
+        rm -f "$relinked"
+        warn "could not move the relinked binary over $out"
+    fi
 else
     rm -f "$relinked"
     warn "zig ld.lld with --symbol-ordering-file failed"

@@ -29,12 +29,21 @@ if [[ -n $(nm "$out" 2>/dev/null | head -c 1) ]]; then ln -f "$out" "$out.sym"; 
 strip --strip-all -o "$out.stripped" "$out"
 mv -f "$out.stripped" "$out"
 
+# How the last link laid out the code (scripts/static-link.sh); rustc
+# would not show that script's warnings.
+layout=$(cat "$CARGO_TARGET_DIR/static-link.status" 2>/dev/null || echo "unknown (no $CARGO_TARGET_DIR/static-link.status)")
+case $layout in
+"ordered by "*) ;;
+*) say "WARNING: the code is in the link's own order ($layout): expect a few MB more RSS" ;;
+esac
+
 desc=$(file -b "$out")
 size=$(stat -c %s "$out")
 echo
 echo "file: $desc"
 printf 'size: %s bytes (%s)\n' "$size" "$(numfmt --to=iec-i --suffix=B "$size")"
 echo "path: $out"
+echo "code layout: $layout"
 case $desc in
 *"statically linked"* | *"static-pie linked"*) ;;
 *) die "$out is not statically linked" ;;

@@ -15,6 +15,9 @@ wait_for() {
 }
 healthy() { curl -sf "http://127.0.0.1:$port/healthz" >/dev/null; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$kpid/status"; }
+# Anonymous memory alone (heap, stacks): what grows with pods, whatever
+# housekeeping's idle-code trim did to the binary's pages in between.
+anon_kb() { awk '/^Anonymous:/ {print $2}' "/proc/$kpid/smaps_rollup"; }
 # RSS split: anonymous (heap, stacks) vs file-backed (the binary's code pages).
 rss_split() { awk '/^Rss:/ {r=$2} /^Anonymous:/ {a=$2} END {printf "anon=%s file=%s", a, r-a}' "/proc/$kpid/smaps_rollup"; }
 threads() { awk '/^Threads/ {print $2}' "/proc/$kpid/status"; }
