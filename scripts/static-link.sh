@@ -46,10 +46,12 @@ line=$(grep '^ld\.lld ' "$log" | tail -n 1)
 # zig prints the arguments joined by spaces, unquoted: an argument with a
 # space in it would be split, lld would fail and the first link would stay.
 read -r -a args <<<"${line#ld.lld }"
-out=""
-for ((i = 0; i < ${#args[@]}; i++)); do
-    [[ ${args[i]} == -o ]] && out=${args[i + 1]:-}
+out_at=-1 # the index of the output path, after -o
+for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+    [[ ${args[i]} == -o ]] && out_at=$((i + 1))
 done
+out=""
+((out_at < 0)) || out=${args[out_at]}
 [[ -n $out && -f $out ]] || { warn "no output file in zig's ld.lld command line"; exit 0; }
 
 # The zig that linked first (scripts/static-env.sh sets it): another
@@ -58,9 +60,7 @@ done
 read -r -a zig <<<"$RKUBELET_ZIG"
 relinked=$out.ordered
 ordered=("${args[@]}")
-for ((i = 0; i < ${#ordered[@]}; i++)); do
-    [[ ${ordered[i]} == -o ]] && ordered[i + 1]=$relinked
-done
+ordered[out_at]=$relinked
 if "${zig[@]}" ld.lld "${ordered[@]}" --symbol-ordering-file="$order" --no-warn-symbol-ordering >&2; then
     if mv -f "$relinked" "$out"; then
         status "ordered by $order"

@@ -184,13 +184,13 @@ fn client_certificate_rotates_twice_without_a_restart() {
         let now = own_threads(pid);
         added(&before, &now).is_empty().then_some(now)
     });
+    let now = own_threads(pid);
     eprintln!(
         "FIGURE: threads of ours before rotations {}, after {}; gRPC's pools {grpc_before} -> {}",
         before.len(),
-        own_threads(pid).len(),
+        now.len(),
         grpc_threads(pid)
     );
-    let now = own_threads(pid);
     assert!(
         after.is_some(),
         "threads added {:?}: before {before:?}, now {now:?}",

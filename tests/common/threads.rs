@@ -36,11 +36,6 @@ pub fn thread_names(pid: u32) -> Vec<String> {
     names
 }
 
-/// How many threads the process has now.
-pub fn thread_count(pid: u32) -> usize {
-    fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
-}
-
 /// rkubelet's own threads, sorted: every thread but gRPC's pools. A thread
 /// nobody names keeps the name of the thread that started it: the main
 /// thread and tiny_http's fixed pool carry the process's name. In the
