@@ -109,7 +109,8 @@ fn go_quote(s: &str) -> String {
 
 /// A `resourceFieldRef` value for `container` (upstream
 /// ExtractContainerResourceValue): cpu rounded up in units of the divisor
-/// (default 1), memory and ephemeral-storage likewise; a missing limit is
+/// (default 1, and a zero divisor is 1), memory and ephemeral-storage
+/// likewise; a missing limit is
 /// node allocatable.
 pub fn resource_value(
     sel: &ResourceFieldSelector,
@@ -128,13 +129,17 @@ pub fn resource_value(
             .transpose()
             .map_err(|e| FieldError(format!("{name}: {e}")))
     };
-    let divisor_milli = match sel.divisor.as_ref() {
-        Some(d) => {
-            quantity::parse_quantity(&d.0).map_err(|e| FieldError(format!("divisor: {e}")))?
-        }
-        None => 1000,
-    };
-    if divisor_milli <= 0 {
+    // The API server serializes an unset divisor as Quantity's zero value,
+    // "0"; upstream reads a zero divisor as 1, as it reads a missing one.
+    let divisor_milli = sel
+        .divisor
+        .as_ref()
+        .map(|d| quantity::parse_quantity(&d.0))
+        .transpose()
+        .map_err(|e| FieldError(format!("divisor: {e}")))?
+        .filter(|&d| d != 0)
+        .unwrap_or(1000);
+    if divisor_milli < 0 {
         return Err(FieldError("divisor must be positive".into()));
     }
     let (limits, name) = match sel.resource.split_once('.') {
@@ -236,7 +241,24 @@ mod tests {
             "2"
         );
         assert!(resource_value(&sel("limits.gpu", None), &c, &NODE).is_err());
-        assert!(resource_value(&sel("limits.cpu", Some("0")), &c, &NODE).is_err());
+        assert!(resource_value(&sel("limits.cpu", Some("-1")), &c, &NODE).is_err());
+    }
+
+    /// The API server stores an unset divisor as "0" (fidelity capture,
+    /// objects-as-stored.json): it reads as 1, for every resource.
+    #[test]
+    fn zero_divisor_reads_as_one() {
+        let c = container(&[("cpu", "1500m"), ("memory", "64Mi")], &[("cpu", "250m")]);
+        for (r, want) in [
+            ("limits.cpu", "2"),
+            ("requests.cpu", "1"),
+            ("limits.memory", "67108864"),
+        ] {
+            for zero in ["0", "0m", "0Mi"] {
+                let got = resource_value(&sel(r, Some(zero)), &c, &NODE).unwrap();
+                assert_eq!(got, want, "{r} with divisor {zero:?}");
+            }
+        }
     }
 
     #[test]
