@@ -334,13 +334,15 @@ fn status_patch(api_pod: &Pod, merged: &PodStatus) -> Value {
     strategicpatch::two_way(&old, &new, strategicpatch::kubelet_merge_keys)
 }
 
-/// A kubelet condition whose status did not change keeps its old
-/// transition time (upstream updateLastTransitionTime); other writers'
-/// conditions keep their own.
+/// Upstream updateLastTransitionTime: a kubelet condition whose status did
+/// not change keeps its old transition time; one that changed or is new
+/// keeps the time it was generated with, or now. It is never left unset: a
+/// strategic merge patch would send it as null, and null deletes it on the
+/// server. Other writers' conditions keep their own.
 fn keep_transition_times(old: Option<&PodStatus>, new: &mut PodStatus) {
-    let Some(old_conds) = old.and_then(|o| o.conditions.as_ref()) else {
-        return;
-    };
+    let old_conds = old
+        .and_then(|o| o.conditions.as_deref())
+        .unwrap_or_default();
     let mine = |t: &str| is_kubelet_condition(t) || t == "DisruptionTarget";
     for c in new
         .conditions
@@ -348,12 +350,13 @@ fn keep_transition_times(old: Option<&PodStatus>, new: &mut PodStatus) {
         .flatten()
         .filter(|c| mine(&c.type_))
     {
-        if let Some(prev) = old_conds
+        let unchanged_since = old_conds
             .iter()
             .find(|p| p.type_ == c.type_ && p.status == c.status)
-        {
-            c.last_transition_time = prev.last_transition_time.clone();
-        }
+            .and_then(|p| p.last_transition_time.clone());
+        c.last_transition_time = unchanged_since
+            .or_else(|| c.last_transition_time.take())
+            .or_else(|| generate::to_time(SystemTime::now()));
     }
 }
 

@@ -169,6 +169,39 @@ mod tests {
         );
     }
 
+    /// A probe turning readiness True stamps the flipped conditions: the
+    /// status PATCH sends the new time, never null (null deletes the field
+    /// on the server; fidelity capture, pod st-running-ready).
+    #[test]
+    fn readiness_flip_sends_a_transition_time() {
+        // Unready since long ago: the flip's time differs from it.
+        let unready = |t: &str| PodCondition {
+            type_: t.into(),
+            status: "False".into(),
+            last_transition_time: crate::status::generate::to_time(std::time::UNIX_EPOCH),
+            ..Default::default()
+        };
+        let m = manager_with(PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![unready("Ready"), unready("ContainersReady")]),
+            container_statuses: Some(vec![cs("a", "ida", true), cs("b", "idb", false)]),
+            ..Default::default()
+        });
+        let mut api = pod();
+        api.status = m.get("u1");
+        m.set_container_readiness(&api, "idb", true);
+        let s = m.get("u1").unwrap();
+        for t in ["Ready", "ContainersReady"] {
+            assert!(cond(&s, t).last_transition_time.is_some(), "{t}: {s:?}");
+        }
+        let patch = super::super::status_patch(&api, &s);
+        let conds = patch["status"]["conditions"].as_array().unwrap();
+        assert_eq!(conds.len(), 2, "{patch}");
+        for c in conds {
+            assert!(c["lastTransitionTime"].is_string(), "{patch}");
+        }
+    }
+
     #[test]
     fn another_instance_or_an_unknown_pod_changes_nothing() {
         let p = pod();
