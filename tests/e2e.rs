@@ -658,7 +658,8 @@ fn containerd_restart() {
 
 /// The file's content, then the log tail on failure with
 /// FallbackToLogsOnError, reach state.terminated.message (upstream
-/// getTerminationMessage / readLastStringFromContainerLogs).
+/// getTerminationMessage / readLastStringFromContainerLogs). A non-root
+/// container can write its custom path: the host file is 0666.
 #[test]
 fn termination_messages() {
     let mut env = Env::new("termination_messages", 19);
@@ -669,6 +670,7 @@ fn termination_messages() {
             ctn("bye", "printf bye > /dev/termination-log; exit 0"),
             ctn("logs", "for i in 1 2 3; do echo line $i; done; exit 1"),
             ctn("quiet", "echo printed; exit 0"),
+            ctn("nonroot", "echo -n DONE > /dev/termination-custom-log"),
         ],
     )
     .restart_policy("Never");
@@ -681,11 +683,17 @@ fn termination_messages() {
         "  - name: \"quiet\"\n",
         "  - name: \"quiet\"\n    terminationMessagePolicy: FallbackToLogsOnError\n",
     );
+    let yaml = yaml.replace(
+        "  - name: \"nonroot\"\n",
+        "  - name: \"nonroot\"\n    terminationMessagePath: /dev/termination-custom-log\n    \
+         securityContext:\n      runAsUser: 1000\n",
+    );
     assert_eq!(yaml.matches("FallbackToLogsOnError").count(), 2, "{yaml}");
+    assert_eq!(yaml.matches("runAsUser: 1000").count(), 1, "{yaml}");
     env.write_manifest("term.yaml", &yaml);
     env.start_kubelet();
 
-    let statuses = eventually(secs(40), "all three containers terminated in /pods", || {
+    let statuses = eventually(secs(40), "all four containers terminated in /pods", || {
         let list = read_only_get(ro_port, "/pods")?;
         let item = list["items"]
             .as_array()?
@@ -693,7 +701,7 @@ fn termination_messages() {
             .find(|p| p["metadata"]["name"] == "term-node1")?
             .clone();
         let cs = item["status"]["containerStatuses"].as_array()?.clone();
-        (cs.len() == 3 && cs.iter().all(|c| c["state"]["terminated"].is_object())).then_some(cs)
+        (cs.len() == 4 && cs.iter().all(|c| c["state"]["terminated"].is_object())).then_some(cs)
     });
     let terminated = |name: &str| {
         statuses
@@ -714,5 +722,8 @@ fn termination_messages() {
         quiet.get("message").is_none_or(|m| m.is_null()),
         "a successful container with an empty file has no message: {quiet}"
     );
+    let nonroot = terminated("nonroot");
+    assert_eq!(nonroot["exitCode"], 0, "{nonroot}");
+    assert_eq!(nonroot["message"], "DONE", "{nonroot}");
     env.assert_kubelet_alive();
 }

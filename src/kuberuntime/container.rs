@@ -2,6 +2,7 @@
 //! `kuberuntime_container_linux.go`, `kubelet_pods.go` for env and mounts).
 
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -190,8 +191,16 @@ fn resolve_env(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<(String, String
         }
     }
     for var in ctx.container.env.iter().flatten() {
-        let value = env_value(ctx, var)
-            .with_context(|| format!("container {:?}: env {:?}", ctx.container.name, var.name))?;
+        // Upstream's status and event carry the cause alone (`configmap
+        // "missing" not found`); the log names the container and variable.
+        let value = env_value(ctx, var).inspect_err(|e| {
+            log::warn!(
+                "pod {}: container {:?}: env {:?}: {e:#}",
+                ctx.pod.full_name(),
+                ctx.container.name,
+                var.name
+            )
+        })?;
         if let Some(value) = value {
             let value = expand_vars(&value, &out);
             set(&mut out, var.name.clone(), value);
@@ -427,6 +436,10 @@ fn termination_log_file(ctx: &ContainerContext<'_>) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let path = dir.join(format!("termination-log-{}", ctx.restart_count));
     std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+    // Any user the container runs as must be able to write its message,
+    // whatever the kubelet's umask (upstream chmods it 0666 too).
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+        .with_context(|| format!("chmod 0666 {}", path.display()))?;
     Ok(path)
 }
 
