@@ -33,6 +33,7 @@ mod pleg;
 mod pod;
 mod podutil;
 mod podworkers;
+mod preemption;
 mod prober;
 mod runonce;
 mod runtimeclass;

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod};
 
+use super::fit;
+use crate::eviction::rank::is_critical_pod;
 use crate::podutil::PodExt;
 use crate::util::quantity::parse_quantity;
 
@@ -27,29 +29,65 @@ fn reject(reason: impl Into<String>, message: impl Into<String>) -> Rejection {
     }
 }
 
-/// Checks `pod` against the node and the pods already admitted to it.
-/// Without a Node object (standalone) only the pod count is checked.
+/// Checks `pod` against the node and the pods already admitted to it, in
+/// upstream's order: the resource fit, node affinity, node name, host
+/// ports; the first failure is the reason. Without a Node object
+/// (standalone) only the pod count is checked.
 pub fn admit(
     pod: &Pod,
     active: &[Arc<Pod>],
     node: Option<&Node>,
     max_pods: i64,
 ) -> Result<(), Rejection> {
-    let used = active.len() as i64;
-    let pod_capacity = node
-        .and_then(|n| allocatable(n, "pods"))
-        .map_or(max_pods, |m| i64::try_from(m / 1000).unwrap_or(i64::MAX));
-    if used + 1 > pod_capacity {
-        return Err(reject(
-            "OutOfpods",
-            format!("Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {pod_capacity}"),
-        ));
+    let Some(node) = node else {
+        return check_pod_count(active, max_pods);
+    };
+    let missing = fit::insufficient_resources(pod, active, node, max_pods);
+    let predicates: Vec<Rejection> = [
+        check_node_affinity(pod, node),
+        check_node_name(pod, node),
+        check_host_ports(pod, active),
+    ]
+    .into_iter()
+    .filter_map(Result::err)
+    .collect();
+    if missing.is_empty() && predicates.is_empty() {
+        return Ok(());
     }
-    let Some(node) = node else { return Ok(()) };
-    check_node_name(pod, node)?;
-    check_node_affinity(pod, node)?;
-    check_host_ports(pod, active)?;
-    check_resources(pod, active, node)
+    // upstream CriticalPodAdmissionHandler: a critical pod is refused for
+    // its other reasons only; for resources alone, when no preemption could
+    // make room.
+    if is_critical_pod(pod) {
+        if let Some(r) = predicates.first() {
+            return Err(r.clone());
+        }
+        if let Some(message) = crate::preemption::unrecoverable(pod, active, &missing) {
+            return Err(reject(
+                crate::preemption::UNEXPECTED_ADMISSION_ERROR,
+                message,
+            ));
+        }
+        log::warn!(
+            "pod {}: critical, and preempting other pods could admit it; rkubelet does not preempt",
+            pod.full_name()
+        );
+    }
+    match missing.first() {
+        Some(r) => Err(reject(r.reason(), r.message())),
+        None => Err(predicates[0].clone()),
+    }
+}
+
+/// The pod count alone, against maxPods (standalone: no Node object).
+fn check_pod_count(active: &[Arc<Pod>], max_pods: i64) -> Result<(), Rejection> {
+    let used = active.len() as i64;
+    if used < max_pods {
+        return Ok(());
+    }
+    Err(reject(
+        "OutOfpods",
+        format!("Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {max_pods}"),
+    ))
 }
 
 fn node_name(node: &Node) -> &str {
@@ -171,16 +209,6 @@ fn check_host_ports(pod: &Pod, active: &[Arc<Pod>]) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// A node's allocatable amount of a resource, in thousandths.
-fn allocatable(node: &Node, name: &str) -> Option<i128> {
-    node.status
-        .as_ref()?
-        .allocatable
-        .as_ref()?
-        .get(name)
-        .and_then(|q| parse_quantity(&q.0).ok())
-}
-
 fn container_request(c: &Container, name: &str) -> i128 {
     let res = c.resources.as_ref();
     let q = res
@@ -215,32 +243,6 @@ pub fn pod_request(pod: &Pod, name: &str) -> i128 {
         .and_then(|q| parse_quantity(&q.0).ok())
         .unwrap_or(0);
     apps.max(init) + overhead
-}
-
-fn check_resources(pod: &Pod, active: &[Arc<Pod>], node: &Node) -> Result<(), Rejection> {
-    for name in ["cpu", "memory", "ephemeral-storage"] {
-        let requested = pod_request(pod, name);
-        if requested == 0 {
-            continue;
-        }
-        let Some(capacity) = allocatable(node, name) else {
-            continue;
-        };
-        let used: i128 = active.iter().map(|p| pod_request(p, name)).sum();
-        if used + requested > capacity {
-            let shown = |v: i128| if name == "cpu" { v } else { v / 1000 };
-            return Err(reject(
-                format!("OutOf{name}"),
-                format!(
-                    "Node didn't have enough resource: {name}, requested: {}, used: {}, capacity: {}",
-                    shown(requested),
-                    shown(used),
-                    shown(capacity)
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -318,6 +320,33 @@ mod tests {
         );
         let r = admit(&pod(None, Some("2Gi")), &[], Some(&n1()), 110).unwrap_err();
         assert_eq!(r.reason, "OutOfmemory");
+    }
+
+    /// The fidelity capture's `sched-bits`: a system-node-critical pod
+    /// asking for hugepages the node lacks is refused as upstream refused
+    /// it; an ordinary pod gets the resource's OutOf reason.
+    #[test]
+    fn hugepages_the_node_lacks_are_refused() {
+        let mut p = pod(Some("100m"), Some("1e3"));
+        let c = &mut p.spec.as_mut().unwrap().containers[0];
+        c.resources
+            .as_mut()
+            .unwrap()
+            .requests
+            .as_mut()
+            .unwrap()
+            .insert("hugepages-2Mi".into(), Quantity("2Mi".into()));
+        let r = admit(&p, &[], Some(&n1()), 110).unwrap_err();
+        assert_eq!(r.reason, "OutOfhugepages-2Mi");
+        p.spec.as_mut().unwrap().priority = Some(2_000_001_000);
+        let r = admit(&p, &[], Some(&n1()), 110).unwrap_err();
+        assert_eq!(r.reason, "UnexpectedAdmissionError");
+        assert!(
+            r.message
+                .ends_with("no set of running pods found to reclaim resources: [(res: hugepages-2Mi, q: 2097152), ]"),
+            "{}",
+            r.message
+        );
     }
 
     #[test]

@@ -3,5 +3,6 @@
 //! CRI form.
 
 pub mod admission;
+pub mod fit;
 pub mod handler_runner;
 pub mod handlers;
