@@ -50,6 +50,20 @@ impl CriError {
         self.code == Some(RpcStatusCode::NOT_FOUND)
     }
 
+    /// The error as grpc-go prints a status error, which is how upstream's
+    /// event and status messages show a CRI failure: `rpc error: code =
+    /// Unknown desc = ...`. An error that carries no status is its message.
+    pub fn status_text(&self) -> String {
+        match self.code {
+            Some(_) => format!(
+                "rpc error: code = {} desc = {}",
+                self.code_name(),
+                self.message
+            ),
+            None => self.message.clone(),
+        }
+    }
+
     /// The status code as Go's codes.Code spells it ("NotFound"); errors
     /// that carry no status are "Unknown", as grpc-go's status.FromError.
     pub fn code_name(&self) -> &'static str {

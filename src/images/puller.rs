@@ -300,14 +300,14 @@ pub fn pull_with_credentials(
     }
     Err(match errors.as_slice() {
         [one] => PullFailure {
-            message: one.to_string(),
+            message: one.status_text(),
             kind: classify(&one.message),
         },
         many => PullFailure {
             message: format!(
                 "[{}]",
                 many.iter()
-                    .map(ToString::to_string)
+                    .map(CriError::status_text)
                     .collect::<Vec<_>>()
                     .join(", ")
             ),

@@ -118,6 +118,12 @@ impl SyncError {
         SyncError::new(container, reason, err.to_string())
     }
 
+    /// A container create or start the runtime refused: upstream's status
+    /// message is the gRPC status's message alone (`s.Message()`).
+    fn runtime_message(container: &str, reason: &'static str, err: &CriError) -> Self {
+        SyncError::new(Some(container), reason, err.message.clone())
+    }
+
     /// The image is not there (yet): the container waits with the image
     /// manager's reason (ContainerCreating while its pull runs).
     fn from_image(container: &str, e: &PullError) -> Self {
@@ -501,7 +507,7 @@ impl KubeRuntimeManager {
         })?;
         let result = self.runtime.run_pod_sandbox(config, &handler);
         crate::metrics::started_pod(result.is_ok());
-        let id = result.map_err(|e| fail(e.to_string()))?;
+        let id = result.map_err(|e| fail(e.status_text()))?;
         let status = self
             .runtime
             .pod_sandbox_status(&id)

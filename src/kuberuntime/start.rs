@@ -15,6 +15,7 @@ use super::{
 use crate::container::{ContainerState, PodStatus};
 use crate::cri::api;
 use crate::events::{self, EventType};
+use crate::images::PullError;
 use crate::lifecycle::handler_runner::HookDone;
 use crate::podutil::PodExt;
 use crate::prober::ContainerExec;
@@ -70,7 +71,7 @@ impl KubeRuntimeManager {
         let image_ref = self
             .images
             .ensure_image_exists(t.pod, c, t.sandbox_config, &pull_secrets)
-            .map_err(|e| SyncError::from_image(&c.name, &e))?;
+            .map_err(|e| self.image_error(t.pod, c, &e))?;
         let restart_count = t
             .status
             .find_container(&c.name)
@@ -109,7 +110,8 @@ impl KubeRuntimeManager {
             .create_container(t.sandbox_id, config, t.sandbox_config.clone())
             .map_err(|e| {
                 crate::metrics::started_container_error(kind, e.code_name());
-                let msg = format!("Error: {e}");
+                log::warn!("pod {}: container {}: {e}", t.pod.full_name(), c.name);
+                let msg = format!("Error: {}", e.message);
                 self.recorder.pod_container_event(
                     t.pod,
                     &c.name,
@@ -117,7 +119,7 @@ impl KubeRuntimeManager {
                     events::FAILED_TO_CREATE_CONTAINER,
                     &msg,
                 );
-                SyncError::runtime(Some(&c.name), "CreateContainerError", &e)
+                SyncError::runtime_message(&c.name, "CreateContainerError", &e)
             })?;
         self.recorder.pod_container_event(
             t.pod,
@@ -128,7 +130,8 @@ impl KubeRuntimeManager {
         );
         self.runtime.start_container(&id).map_err(|e| {
             crate::metrics::started_container_error(kind, e.code_name());
-            let msg = format!("Error: {e}");
+            log::warn!("pod {}: container {}: {e}", t.pod.full_name(), c.name);
+            let msg = format!("Error: {}", e.message);
             self.recorder.pod_container_event(
                 t.pod,
                 &c.name,
@@ -136,7 +139,7 @@ impl KubeRuntimeManager {
                 events::FAILED_TO_START_CONTAINER,
                 &msg,
             );
-            SyncError::runtime(Some(&c.name), "RunContainerError", &e)
+            SyncError::runtime_message(&c.name, "RunContainerError", &e)
         })?;
         self.recorder.pod_container_event(
             t.pod,
@@ -148,6 +151,23 @@ impl KubeRuntimeManager {
         self.link_container_log(t.pod, c, &id, restart_count);
         self.run_post_start(t, c, &id);
         Ok(())
+    }
+
+    /// Upstream's startContainer: an image that cannot be had is reported a
+    /// second time, as "Error: <reason>" (ErrImagePull, ImagePullBackOff,
+    /// ErrImageNeverPull, ...) beside the puller's own event. A pull still
+    /// under way is no error upstream, whose pulls block: no event.
+    fn image_error(&self, pod: &Pod, c: &Container, e: &PullError) -> SyncError {
+        if !matches!(e, PullError::InProgress { .. }) {
+            self.recorder.pod_container_event(
+                pod,
+                &c.name,
+                EventType::Warning,
+                events::FAILED_TO_CREATE_CONTAINER,
+                &format!("Error: {}", e.reason()),
+            );
+        }
+        SyncError::from_image(&c.name, e)
     }
 
     /// Upstream's ErrCreateContainerConfig: the container waits with the
@@ -305,11 +325,13 @@ impl KubeRuntimeManager {
             let mut err = SyncError::new(
                 Some(&c.name),
                 "CrashLoopBackOff",
+                // upstream format.Pod: name_namespace(uid).
                 format!(
-                    "back-off {}s restarting failed container={} pod={}",
+                    "back-off {}s restarting failed container={} pod={}({})",
                     delay.as_secs(),
                     c.name,
-                    pod.full_name()
+                    pod.full_name(),
+                    pod.uid()
                 ),
             );
             err.retry_after = Some(remaining);

@@ -262,8 +262,8 @@ fn container_statuses(
             };
             if let Some(c) = newest {
                 let was_running = prev.is_some_and(is_running);
-                s.state = Some(to_state(c, was_running));
-                s.container_id = Some(format!("{}://{}", ctx.runtime_name, c.id));
+                s.state = Some(to_state(c, was_running, ctx.runtime_name));
+                s.container_id = Some(api_container_id(ctx.runtime_name, &c.id));
                 // What the runtime resolved the image to (upstream's cs.Image
                 // and, historically, ImageRef as imageID).
                 if !c.image.is_empty() {
@@ -274,7 +274,7 @@ fn container_statuses(
                 if c.state == ContainerState::Unknown && was_running {
                     s.restart_count = prev.map_or(0, |p| p.restart_count) + 1;
                 }
-                s.last_state = previous.map(|p| to_state(p, false));
+                s.last_state = previous.map(|p| to_state(p, false, ctx.runtime_name));
             }
             s.volume_mounts = volume_mount_statuses(spec);
             // Go encodes the empty struct: the API always shows `lastState: {}`.
@@ -377,8 +377,15 @@ fn waiting(reason: &str, message: &str) -> api::ContainerState {
 }
 
 /// One runtime instance as an API state (upstream convertContainerStatus).
+/// A container's ID as the API shows it, `<runtime>://<id>` (upstream
+/// kubecontainer.ContainerID.String), in the status and in a terminated
+/// state alike.
+fn api_container_id(runtime: &str, id: &str) -> String {
+    format!("{runtime}://{id}")
+}
+
 /// `was_running`: the previous status had it running.
-fn to_state(c: &ContainerStatus, was_running: bool) -> api::ContainerState {
+fn to_state(c: &ContainerStatus, was_running: bool, runtime: &str) -> api::ContainerState {
     match c.state {
         ContainerState::Running => api::ContainerState {
             running: Some(api::ContainerStateRunning {
@@ -402,7 +409,7 @@ fn to_state(c: &ContainerStatus, was_running: bool) -> api::ContainerState {
                 message: (!c.message.is_empty()).then(|| c.message.clone()),
                 started_at: c.started_at.and_then(to_time),
                 finished_at: c.finished_at.and_then(to_time),
-                container_id: Some(c.id.clone()),
+                container_id: Some(api_container_id(runtime, &c.id)),
                 ..Default::default()
             }),
             ..Default::default()

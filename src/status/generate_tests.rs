@@ -546,6 +546,17 @@ fn termination_messages_reach_state_and_last_state() {
     };
     assert_eq!(term(&c.state).as_deref(), Some("line 1\nline 2\n"));
     assert_eq!(term(&c.last_state).as_deref(), Some("bye"));
+    // Both terminated states name their instance as the status does,
+    // with the runtime's scheme (fidelity capture, upstream-v1.22).
+    let id = |st: &Option<api::ContainerState>| {
+        st.as_ref()
+            .and_then(|x| x.terminated.as_ref())
+            .and_then(|t| t.container_id.clone())
+    };
+    assert_eq!(id(&c.state), c.container_id);
+    let last = id(&c.last_state).unwrap_or_default();
+    assert!(last.starts_with("containerd://"), "{last}");
+    assert_ne!(id(&c.state).as_deref(), Some(last.as_str()));
 }
 
 fn with_debugger(mut p: api::Pod) -> api::Pod {
