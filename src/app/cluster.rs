@@ -160,6 +160,11 @@ pub(super) fn start_cluster_modules(
     pod_config: &PodConfig,
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Vec<Worker>> {
+    if !client.waiting_for_cert() {
+        // Read and log what the kubelet adapts to this control plane now;
+        // while a certificate is bootstrapped, at its first use.
+        client.server_version();
+    }
     let mut handles = Vec::new();
     handles.push(Worker::adopt(
         podconfig::start_api_source(

@@ -15,8 +15,6 @@ use crate::client::{paths, ApiError, Client, WatchEventType};
 
 /// certificatesv1.KubeAPIServerClientKubeletSignerName.
 pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-/// Upstream adds "key encipherment" only for RSA keys; ours are ECDSA.
-pub const USAGES: [&str; 2] = ["digital signature", "client auth"];
 pub const NODES_GROUP: &str = "system:nodes";
 /// Longest single watch: client-go's informer timeout range.
 const WATCH_SECONDS: u64 = 300;
@@ -59,7 +57,7 @@ pub fn make_csr_pem_with_sans(
 /// `node-csr-<base64url(SHA-512/256(...))>` over the public key, subject and
 /// usages, each base64url-encoded and `|`-terminated (upstream digestedName):
 /// the same key asks under the same name after a restart.
-pub fn digested_name(key: &rcgen::KeyPair, node: &str) -> String {
+pub fn digested_name(key: &rcgen::KeyPair, node: &str, usages: &[&str]) -> String {
     let encode = |d: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(d);
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA512_256);
     let mut write = |d: &[u8]| {
@@ -69,7 +67,7 @@ pub fn digested_name(key: &rcgen::KeyPair, node: &str) -> String {
     write(&key.public_key_der());
     write(node_cn(node).as_bytes());
     write(NODES_GROUP.as_bytes());
-    for u in USAGES {
+    for u in usages {
         write(u.as_bytes());
     }
     format!("node-csr-{}", encode(ctx.finish().as_ref()))
@@ -91,7 +89,7 @@ pub fn generated_csr_object(pem: &str, signer: &str, usages: &[&str]) -> Value {
 }
 
 /// The CertificateSigningRequest object to create.
-pub fn csr_object(name: &str, pem: &str) -> Value {
+pub fn csr_object(name: &str, pem: &str, usages: &[&str]) -> Value {
     json!({
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
@@ -99,7 +97,7 @@ pub fn csr_object(name: &str, pem: &str) -> Value {
         "spec": {
             "request": base64::engine::general_purpose::STANDARD.encode(pem),
             "signerName": KUBELET_CLIENT_SIGNER,
-            "usages": USAGES,
+            "usages": usages,
         },
     })
 }
@@ -295,12 +293,15 @@ mod tests {
     #[test]
     fn csr_object_names_signer_usages_and_is_stable_per_key() {
         let key = generate_key().expect("key");
-        let name = digested_name(&key, "n1");
+        let usages = ["digital signature", "client auth"];
+        let name = digested_name(&key, "n1", &usages);
         assert!(name.starts_with("node-csr-"));
         assert_eq!(name.len(), "node-csr-".len() + 43);
-        assert_eq!(name, digested_name(&key, "n1"));
-        assert_ne!(name, digested_name(&key, "n2"));
-        let obj = csr_object(&name, "PEM");
+        assert_eq!(name, digested_name(&key, "n1", &usages));
+        assert_ne!(name, digested_name(&key, "n2", &usages));
+        // Other usages are another request, under another name.
+        assert_ne!(name, digested_name(&key, "n1", &usages[..1]));
+        let obj = csr_object(&name, "PEM", &usages);
         assert_eq!(obj["spec"]["signerName"], KUBELET_CLIENT_SIGNER);
         assert_eq!(
             obj["spec"]["usages"],

@@ -29,14 +29,13 @@ use super::csr::{self, Outcome};
 use super::store::{FileStore, PAIR_NAME, SERVER_PAIR_NAME};
 use super::x509;
 use crate::client::tls::{parse_certs, parse_key, CertSlot, ClientIdentity};
+use crate::client::version::ServerVersion;
 use crate::client::{paths, Client};
 use crate::events::{EventRecorder, EventType};
 use crate::types::unix_now;
 
 /// certificatesv1.KubeletServingSignerName.
 pub const KUBELET_SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
-/// Upstream's usages for ECDSA keys ("key encipherment" is added for RSA only).
-const SERVING_USAGES: [&str; 2] = ["digital signature", "server auth"];
 /// client-go's certificateWaitTimeout: a CSR not issued by then is given up.
 const CSR_WAIT: Duration = Duration::from_secs(15 * 60);
 /// How often a pending CSR is read: soon after it is created (a controller
@@ -72,10 +71,11 @@ impl Kind {
         }
     }
 
-    fn usages(self) -> &'static [&'static str] {
+    /// The usages `server`'s approver and signer accept for an ECDSA key.
+    fn usages(self, server: ServerVersion) -> &'static [&'static str] {
         match self {
-            Kind::Client => &csr::USAGES,
-            Kind::Serving => &SERVING_USAGES,
+            Kind::Client => server.client_csr_usages(),
+            Kind::Serving => server.serving_csr_usages(),
         }
     }
 
@@ -314,7 +314,10 @@ impl Manager {
             Ok(v) => v,
             Err(e) => return self.failed(&format!("{e:#}")),
         };
-        let obj = csr::generated_csr_object(&pem, self.kind.signer(), self.kind.usages());
+        // Read per request: the control plane may have been upgraded since.
+        let server = self.csr_client().server_version();
+        let usages = self.kind.usages(server);
+        let obj = csr::generated_csr_object(&pem, self.kind.signer(), usages);
         match csr::request_certificate(self.csr_client(), &obj) {
             Ok((name, uid)) => {
                 log::info!(
@@ -493,9 +496,21 @@ mod tests {
             Kind::Client.signer(),
             "kubernetes.io/kube-apiserver-client-kubelet"
         );
-        assert_eq!(Kind::Client.usages(), ["digital signature", "client auth"]);
+        let newest = crate::client::version::NEWEST;
+        assert_eq!(
+            Kind::Client.usages(newest),
+            ["digital signature", "client auth"]
+        );
         assert_eq!(Kind::Serving.signer(), "kubernetes.io/kubelet-serving");
-        assert_eq!(Kind::Serving.usages(), ["digital signature", "server auth"]);
+        assert_eq!(
+            Kind::Serving.usages(newest),
+            ["digital signature", "server auth"]
+        );
+        let v1_22 = ServerVersion { minor: 22 };
+        assert_eq!(
+            Kind::Serving.usages(v1_22),
+            ["digital signature", "key encipherment", "server auth"]
+        );
         assert_eq!(Kind::Serving.pair(), "kubelet-server");
     }
 }

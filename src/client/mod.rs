@@ -16,6 +16,7 @@ pub mod paths;
 pub mod reflector;
 mod rest;
 pub mod tls;
+pub mod version;
 mod watch;
 
 /// The fuzz targets' way in (fuzz/): one line of a watch stream.

@@ -28,6 +28,7 @@ use super::auth::TokenSource;
 use super::error::is_retryable_code;
 use super::flowcontrol::{random_unit, TokenBucket};
 use super::tls::{CapturingConnector, CertSlot, ConnTracker, SocketSlot};
+use super::version::{ServerVersion, VersionCache};
 use super::watch::WatchStream;
 use super::{ApiError, PatchType, RestConfig, DEFAULT_BURST, DEFAULT_QPS, DEFAULT_TIMEOUT};
 
@@ -70,6 +71,8 @@ struct Inner {
     token: TokenSource,
     timeout: Duration,
     user_agent: String,
+    /// The server's release, read again after the connection fails.
+    server_version: VersionCache,
 }
 
 struct Body {
@@ -136,6 +139,7 @@ impl Client {
             token: TokenSource::new(cfg.auth),
             timeout,
             user_agent: cfg.user_agent,
+            server_version: VersionCache::default(),
         };
         Ok(Client {
             inner: Arc::new(inner),
@@ -450,8 +454,18 @@ impl Client {
         match result {
             Ok(resp) if (200..300).contains(&resp.status()) => Ok(resp),
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => Err(status_failure(resp, request)),
-            Err(ureq::Error::Transport(t)) => Err(transport_failure(&t, request)),
+            Err(ureq::Error::Transport(t)) => {
+                // Whatever answers next may be another release (an upgrade).
+                self.inner.server_version.forget();
+                Err(transport_failure(&t, request))
+            }
         }
+    }
+
+    /// The server's release (`GET /version`), read once and again after a
+    /// connection failure; the newest release while it cannot be read.
+    pub fn server_version(&self) -> ServerVersion {
+        self.inner.server_version.get_or_fetch(self)
     }
 
     /// A one-connection agent for a watch: no total timeout, a no-data read

@@ -234,7 +234,8 @@ impl StatusManager {
             log::debug!("status manager: pod {namespace}/{name} in the API is not {uid}; skipping");
             return;
         }
-        let merged = merge_pod_status(api_pod.status.as_ref(), status);
+        let mut merged = merge_pod_status(api_pod.status.as_ref(), status);
+        client.server_version().prune_pod_status(&mut merged);
         let patch = status_patch(&api_pod, &merged);
         if patch != json!({"metadata": {"uid": api_pod.uid()}}) {
             let path = paths::pod_status(&namespace, &name);
