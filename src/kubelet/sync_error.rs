@@ -106,6 +106,7 @@ mod tests {
         let waiting: SyncFailure = PodSyncError::Volumes(MountWaitError {
             unmounted: vec!["cfg".into()],
             errors: vec![],
+            report: false,
         })
         .into();
         assert_eq!(waiting.kind, FailureKind::Waiting);

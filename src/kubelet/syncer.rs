@@ -361,13 +361,18 @@ impl PodSyncer for Syncer {
             .volume_manager
             .wait_for_attach_and_mount(pod, VOLUME_WAIT)
         {
+            // Upstream's sync blocks up to 2 min 3 s on the volumes and then
+            // posts this; ours returns sooner, and posts it as often.
+            let report = e.report;
             let e = PodSyncError::Volumes(e);
-            self.runtime.recorder().pod_event(
-                pod,
-                crate::events::EventType::Warning,
-                FAILED_MOUNT,
-                &e.to_string(),
-            );
+            if report {
+                self.runtime.recorder().pod_event(
+                    pod,
+                    crate::events::EventType::Warning,
+                    FAILED_MOUNT,
+                    &e.to_string(),
+                );
+            }
             return Err(e.into());
         }
         self.ensure_pod_cgroup(pod)?;

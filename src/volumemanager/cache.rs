@@ -22,6 +22,31 @@ pub struct DesiredPod {
     /// Content volumes are rewritten at the next reconcile (upstream
     /// MarkRemountRequired): set on every pod sync and object change.
     pub remount: bool,
+    /// Since when its sync has waited on its volumes, and when that wait
+    /// was last reported (upstream posts it once per attach-and-mount
+    /// timeout).
+    pub waiting: Option<MountWait>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct MountWait {
+    pub since: Instant,
+    pub reported: Option<Instant>,
+}
+
+impl MountWait {
+    /// Whether a wait going on at `now` is due to be reported: it has
+    /// lasted `timeout`, and was not reported within the last `timeout`.
+    pub fn due(&mut self, now: Instant, timeout: Duration) -> bool {
+        let long = now.duration_since(self.since) >= timeout;
+        let quiet = self
+            .reported
+            .is_none_or(|r| now.duration_since(r) >= timeout);
+        if long && quiet {
+            self.reported = Some(now);
+        }
+        long && quiet
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -172,6 +197,23 @@ mod tests {
         }
     }
 
+    /// A volume wait is reported once it has lasted the timeout, then at
+    /// most once per timeout (upstream: one event per 2 min 3 s wait).
+    #[test]
+    fn a_long_wait_is_reported_once_per_timeout() {
+        let t = Duration::from_secs(123);
+        let start = Instant::now();
+        let mut w = MountWait {
+            since: start,
+            reported: None,
+        };
+        assert!(!w.due(start + Duration::from_secs(5), t));
+        assert!(!w.due(start + Duration::from_secs(122), t));
+        assert!(w.due(start + t, t));
+        assert!(!w.due(start + t + Duration::from_secs(5), t));
+        assert!(w.due(start + t + t, t));
+    }
+
     #[test]
     fn mount_remount_backoff_and_unmount() {
         let mut s = State::default();
@@ -181,6 +223,7 @@ mod tests {
             DesiredPod {
                 pod: pod(&["cm", "dir"]),
                 remount: false,
+                waiting: None,
             },
         );
         assert_eq!(s.volumes_to_mount(now)[0].2, ["cm", "dir"]);

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::events::EventRecorder;
 use crate::podutil::PodExt;
 use crate::volume::{MountedVolume, VolumeHost};
-use cache::{DesiredPod, State};
+use cache::{DesiredPod, MountWait, State};
 
 /// How often the reconciler runs when nothing wakes it.
 pub const RECONCILE_PERIOD: Duration = Duration::from_secs(2);
@@ -46,11 +46,18 @@ pub struct VolumeManager {
     on_pod_ready: Mutex<Option<PodReadyFn>>,
 }
 
+/// Upstream's podAttachAndMountTimeout: how long a pod sync waits on its
+/// volumes before it reports them.
+pub const ATTACH_AND_MOUNT_TIMEOUT: Duration = Duration::from_secs(123);
+
 /// Why a pod's volumes are not ready: what the FailedMount event says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountWaitError {
     pub unmounted: Vec<String>,
     pub errors: Vec<(String, String)>,
+    /// The pod has waited [`ATTACH_AND_MOUNT_TIMEOUT`] since it was last
+    /// reported: upstream's sync would time out and post the event now.
+    pub report: bool,
 }
 
 impl std::fmt::Display for MountWaitError {
@@ -122,27 +129,49 @@ impl VolumeManager {
         let uid = pod.uid().to_string();
         let deadline = Instant::now() + timeout;
         let mut st = self.lock();
+        // A wait goes on across syncs until the volumes are ready.
+        let waiting = st
+            .desired
+            .get(&uid)
+            .and_then(|d| d.waiting)
+            .or(Some(MountWait {
+                since: Instant::now(),
+                reported: None,
+            }));
         st.desired.insert(
             uid.clone(),
             DesiredPod {
                 pod: Arc::clone(pod),
                 remount: true,
+                waiting,
             },
         );
         self.wake();
         loop {
             let unmounted = st.unmounted_volumes(&uid, pod);
+            let now = Instant::now();
+            let Some(desired) = st.desired.get_mut(&uid) else {
+                return Ok(());
+            };
             if unmounted.is_empty() {
+                desired.waiting = None;
                 return Ok(());
             }
-            let now = Instant::now();
             if now >= deadline {
+                let report = desired
+                    .waiting
+                    .as_mut()
+                    .is_some_and(|w| w.due(now, ATTACH_AND_MOUNT_TIMEOUT));
                 let errors = st
                     .errors_of(&uid)
                     .into_iter()
                     .map(|(v, e)| (v, e.to_string()))
                     .collect();
-                return Err(MountWaitError { unmounted, errors });
+                return Err(MountWaitError {
+                    unmounted,
+                    errors,
+                    report,
+                });
             }
             st = self
                 .changed
