@@ -433,6 +433,62 @@ fn missing_objects_wait_and_persistent_volumes() {
     );
     let msg = ev["message"].as_str().unwrap_or("");
     assert!(msg.contains("unsupported volume source csi"), "{msg}");
+
+    generic_ephemeral_volume(&mut cl);
+}
+
+/// A generic ephemeral volume waits for the claim `<pod>-<volume>`, and is
+/// used once the claim the pod owns is bound (this test plays the
+/// ephemeral volume controller).
+fn generic_ephemeral_volume(cl: &mut Cluster) {
+    let eph = cl.api.create_pod(&pod_with(
+        "eph",
+        &copier("echo scratch > /scratch/written; cat /scratch/written > /out/eph"),
+        json!([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]),
+        json!([{"name": "scratch", "mountPath": "/scratch"}]),
+    ));
+    let ev = cl.eventually(secs(20), "a FailedMount event naming the claim", |api| {
+        api.events_for("default", "eph")
+            .into_iter()
+            .find(|e| e["reason"] == "FailedMount")
+    });
+    let msg = ev["message"].as_str().unwrap_or("");
+    assert!(msg.contains("\"eph-scratch\" not found"), "{msg}");
+
+    let data = cl.env.dir.join("pv-eph");
+    fs::create_dir_all(&data).unwrap();
+    cl.create(
+        "/api/v1/persistentvolumes",
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-eph"},
+               "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "hostPath": {"path": data.display().to_string(), "type": "Directory"}}}),
+    );
+    let owner = json!([{"apiVersion": "v1", "kind": "Pod", "name": "eph", "uid": uid(&eph),
+                        "controller": true, "blockOwnerDeletion": true}]);
+    cl.create(
+        "/api/v1/namespaces/default/persistentvolumeclaims",
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": "eph-scratch", "ownerReferences": owner},
+               "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-eph",
+                        "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
+    cl.api.must(
+        "PATCH",
+        "/api/v1/namespaces/default/persistentvolumeclaims/eph-scratch/status",
+        Some(&json!({"status": {"phase": "Bound"}})),
+        &[200],
+    );
+    let p = cl.wait_pod_ready("eph", secs(40));
+    let root = cl.env.root.clone();
+    cl.eventually(secs(10), "the ephemeral volume's file", |_| {
+        (seen_in(&root, &p, "eph")? == "scratch\n").then_some(())
+    });
+    assert_eq!(
+        fs::read_to_string(data.join("written")).ok().as_deref(),
+        Some("scratch\n"),
+        "the claim's PersistentVolume holds what the pod wrote"
+    );
 }
 
 /// kill -9 leaves tmpfs mounts behind; a pod deleted meanwhile is torn down

@@ -114,12 +114,13 @@ impl PluginKind {
             PluginKind::DownwardApi
         } else if vol.projected.is_some() {
             PluginKind::Projected
-        } else if vol.persistent_volume_claim.is_some() {
+        } else if vol.persistent_volume_claim.is_some() || vol.ephemeral.is_some() {
+            // A generic ephemeral volume is the claim its controller made.
             PluginKind::PersistentVolumeClaim
         } else {
             return Err(VolumeError::Invalid(format!(
                 "volume {:?}: unsupported volume type {} (supported: emptyDir, hostPath, \
-                 configMap, secret, downwardAPI, projected, persistentVolumeClaim)",
+                 configMap, secret, downwardAPI, projected, persistentVolumeClaim, ephemeral)",
                 vol.name,
                 unsupported_type(vol)
             )));

@@ -1,6 +1,8 @@
 //! persistentVolumeClaim volumes: the claim is resolved to its bound
 //! PersistentVolume through the API, and hostPath or local PVs are used in
-//! place. Any other PV source (CSI, NFS, ...) is refused with a clear
+//! place. A generic ephemeral volume is the claim `<pod>-<volume>` that the
+//! ephemeral volume controller creates for the pod, used once it is bound
+//! and only when the pod owns it (upstream `ephemeral.VolumeIsForPod`). Any other PV source (CSI, NFS, ...) is refused with a clear
 //! error: this kubelet has no attach/detach or CSI support yet.
 //!
 //! Claims and volumes are read through the small views below rather than
@@ -22,9 +24,37 @@ use crate::podutil::PodExt;
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ClaimBinding {
     #[serde(default)]
+    pub metadata: ClaimMeta,
+    #[serde(default)]
     pub spec: Option<ClaimSpec>,
     #[serde(default)]
     pub status: Option<ClaimStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ClaimMeta {
+    #[serde(default, rename = "deletionTimestamp")]
+    pub deletion_timestamp: Option<String>,
+    #[serde(default, rename = "ownerReferences")]
+    pub owner_references: Vec<OwnerRef>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct OwnerRef {
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub controller: Option<bool>,
+}
+
+impl ClaimBinding {
+    /// The pod `uid` is the claim's controlling owner.
+    fn controlled_by(&self, uid: &str) -> bool {
+        self.metadata
+            .owner_references
+            .iter()
+            .any(|o| o.controller == Some(true) && o.uid == uid)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -74,22 +104,47 @@ impl PersistentVolumeSource {
 }
 
 /// Returns the path and whether it is mounted read-only.
+/// The claim a volume names, whether it is mounted read-only, and whether
+/// the pod must own it (a generic ephemeral volume).
+fn claim_of(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<(String, bool, bool), VolumeError> {
+    if let Some(src) = vol.persistent_volume_claim.as_ref() {
+        return Ok((
+            src.claim_name.clone(),
+            src.read_only.unwrap_or(false),
+            false,
+        ));
+    }
+    if vol.ephemeral.is_some() {
+        // upstream ephemeral.VolumeClaimName
+        return Ok((format!("{}-{}", ctx.pod.name(), vol.name), false, true));
+    }
+    Err(VolumeError::Invalid(format!(
+        "volume {:?}: no persistentVolumeClaim",
+        vol.name
+    )))
+}
+
 pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<(PathBuf, bool), VolumeError> {
-    let Some(src) = vol.persistent_volume_claim.as_ref() else {
-        return Err(VolumeError::Invalid(format!(
-            "volume {:?}: no persistentVolumeClaim",
-            vol.name
-        )));
-    };
+    let (claim, read_only, ephemeral) = claim_of(ctx, vol)?;
     let ns = ctx.pod.namespace();
-    let claim = &src.claim_name;
     let pvc = ctx
         .host
-        .persistent_volume_claim(ns, claim)
+        .persistent_volume_claim(ns, &claim)
         .map_err(|e| VolumeError::Failed(format!("get persistentvolumeclaim {ns}/{claim}: {e}")))?
         .ok_or_else(|| {
             VolumeError::NotFound(format!("persistentvolumeclaim {claim:?} not found"))
         })?;
+    if pvc.metadata.deletion_timestamp.is_some() {
+        return Err(VolumeError::Failed(format!(
+            "can't start pod because PVC {ns}/{claim} is being deleted"
+        )));
+    }
+    if ephemeral && !pvc.controlled_by(ctx.pod.uid()) {
+        return Err(VolumeError::Failed(format!(
+            "PVC {ns}/{claim} was not created for pod {ns}/{} (pod is not owner)",
+            ctx.pod.name()
+        )));
+    }
     let phase = pvc.status.as_ref().and_then(|s| s.phase.as_deref());
     let pv_name = pvc
         .spec
@@ -130,7 +185,7 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<(PathBuf, bool), V
             )));
         }
     };
-    Ok((path, src.read_only.unwrap_or(false)))
+    Ok((path, read_only))
 }
 
 /// PersistentVolumeSpec fields that are not a volume source.
@@ -149,7 +204,118 @@ const NON_SOURCE_FIELDS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fieldpath::NodeAllocatable;
+    use crate::volume::VolumeHost;
+    use k8s_openapi::api::core::v1::{ConfigMap, EphemeralVolumeSource, Pod, Secret};
     use serde_json::json;
+    use std::sync::Arc;
+
+    /// One claim `eph-scratch`, bound to a hostPath volume at `dir`.
+    struct OneClaim {
+        claim: Value,
+        dir: String,
+    }
+
+    impl VolumeHost for OneClaim {
+        fn config_map(&self, _: &str, _: &str) -> Result<Option<Arc<ConfigMap>>, String> {
+            Ok(None)
+        }
+        fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, String> {
+            Ok(None)
+        }
+        fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, String> {
+            Err("no tokens".into())
+        }
+        fn persistent_volume_claim(
+            &self,
+            _: &str,
+            name: &str,
+        ) -> Result<Option<ClaimBinding>, String> {
+            if name != "eph-scratch" {
+                return Ok(None);
+            }
+            serde_json::from_value(self.claim.clone())
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+        fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolumeSource>, String> {
+            Ok(Some(PersistentVolumeSource::HostPath(
+                HostPathVolumeSource {
+                    path: self.dir.clone(),
+                    type_: None,
+                },
+            )))
+        }
+        fn node_allocatable(&self) -> NodeAllocatable {
+            NodeAllocatable::default()
+        }
+        fn host_ips(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    fn claim(owner_uid: &str, deleting: bool) -> Value {
+        let mut c = json!({
+            "metadata": {"name": "eph-scratch", "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": "eph", "uid": owner_uid, "controller": true}]},
+            "spec": {"volumeName": "pv"},
+            "status": {"phase": "Bound"}
+        });
+        if deleting {
+            c["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        c
+    }
+
+    fn set_up_ephemeral(host: &OneClaim, pod_name: &str) -> Result<(PathBuf, bool), VolumeError> {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some(pod_name.into());
+        pod.metadata.namespace = Some("ns".into());
+        pod.metadata.uid = Some("pod-uid".into());
+        let vol = Volume {
+            name: "scratch".into(),
+            ephemeral: Some(EphemeralVolumeSource::default()),
+            ..Default::default()
+        };
+        let ctx = SetUpContext {
+            pod: &pod,
+            pod_dir: std::path::Path::new("/nonexistent"),
+            host,
+        };
+        set_up(&ctx, &vol)
+    }
+
+    /// upstream's desired state populator: the claim is `<pod>-<volume>`,
+    /// must be controlled by the pod, and must not be going away.
+    #[test]
+    fn an_ephemeral_volume_is_its_pods_own_bound_claim() {
+        let dir = std::env::temp_dir().display().to_string();
+        let mine = OneClaim {
+            claim: claim("pod-uid", false),
+            dir: dir.clone(),
+        };
+        assert_eq!(
+            set_up_ephemeral(&mine, "eph").map_err(|e| e.to_string()),
+            Ok((PathBuf::from(&dir), false))
+        );
+        let e = set_up_ephemeral(&mine, "other").unwrap_err().to_string();
+        assert!(e.contains("\"other-scratch\" not found"), "{e}");
+        let foreign = OneClaim {
+            claim: claim("someone-else", false),
+            dir: dir.clone(),
+        };
+        let e = set_up_ephemeral(&foreign, "eph").unwrap_err().to_string();
+        assert!(
+            e.contains("PVC ns/eph-scratch was not created for pod ns/eph (pod is not owner)"),
+            "{e}"
+        );
+        let going = OneClaim {
+            claim: claim("pod-uid", true),
+            dir,
+        };
+        let e = set_up_ephemeral(&going, "eph").unwrap_err().to_string();
+        assert!(e.contains("PVC ns/eph-scratch is being deleted"), "{e}");
+    }
 
     #[test]
     fn a_persistent_volume_source_is_read_from_the_object() {
