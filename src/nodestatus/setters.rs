@@ -266,7 +266,13 @@ pub fn set_daemon_endpoints(node: &mut Node, kubelet_port: i32) {
 /// most five names.
 pub fn set_images(node: &mut Node, max_images: i32, images: &[ImageInfo]) {
     let mut sorted: Vec<&ImageInfo> = images.iter().collect();
-    sorted.sort_by_key(|img| std::cmp::Reverse(img.size_bytes));
+    // Ties by name: the runtime lists images in no fixed order, and a list
+    // that reorders itself would make every node status a change to send.
+    sorted.sort_by(|a, b| {
+        b.size_bytes
+            .cmp(&a.size_bytes)
+            .then_with(|| a.names.cmp(&b.names))
+    });
     if max_images > -1 {
         sorted.truncate(usize::try_from(max_images).unwrap_or(0));
     }

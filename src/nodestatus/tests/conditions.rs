@@ -232,6 +232,26 @@ fn images_sorted_cut_and_names_capped() {
     assert!(node.status.unwrap().images.is_none());
 }
 
+/// Images of one size come in the same order whatever order the runtime
+/// lists them in: an unchanged node sends no new status.
+#[test]
+fn equal_sized_images_keep_one_order() {
+    let img = |name: &str| ImageInfo {
+        names: vec![name.to_string()],
+        size_bytes: 100,
+    };
+    let listed = [img("b"), img("a"), img("c")];
+    let mut reversed = listed.clone();
+    reversed.reverse();
+    let order = |images: &[ImageInfo]| {
+        let mut node = named("n");
+        setters::set_images(&mut node, -1, images);
+        node.status.unwrap().images.unwrap()
+    };
+    assert_eq!(order(&listed), order(&reversed));
+    assert_eq!(order(&listed)[0].names, Some(vec!["a".to_string()]));
+}
+
 #[test]
 fn version_info_and_endpoints() {
     let mut node = named("n");
