@@ -9,11 +9,14 @@
 //! controllers. Only ECDSA P-256 requests can be verified and signed,
 //! which is what rkubelet and upstream's kubelet (since 1.x, ECDSA keys)
 //! send; anything else is rejected at create as an unparseable request.
+//! Which usage sets the controllers accept depends on the emulated release
+//! (`version::Version::kubelet_csr_key_encipherment_optional`).
 
 use crate::certs::{name_identity, tlv, User};
 use crate::handlers::Api;
 use crate::kinds::FieldErrs;
 use crate::util::{get, get_str, now_rfc3339, obj_field_mut};
+use crate::version::Version;
 use base64::Engine;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -286,19 +289,77 @@ fn usages(csr: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether a kubelet CSR's usages are, as a set, exactly `with_ke` ("key
+/// encipherment" among them) or, where the release accepts it, the same
+/// without "key encipherment" (pkg/apis/certificates helpers.go
+/// kubeletClientRequiredUsages / …NoRSA; see [`Version`]).
+fn kubelet_usages_match(csr: &Value, with_ke: &[&str], v: Version) -> bool {
+    let mut got: Vec<String> = usages(csr);
+    got.sort();
+    got.dedup();
+    let set = |u: &[&str]| {
+        let mut u: Vec<String> = u.iter().map(|s| s.to_string()).collect();
+        u.sort();
+        u
+    };
+    let without: Vec<&str> = with_ke
+        .iter()
+        .copied()
+        .filter(|u| *u != "key encipherment")
+        .collect();
+    got == set(with_ke) || (v.kubelet_csr_key_encipherment_optional() && got == set(&without))
+}
+
+/// Upstream's error for usages that match neither set: the RSA set, sorted
+/// (sets.String.List()), as `%v` prints a []string.
+fn usages_mismatch(with_ke: &[&str]) -> String {
+    let mut u = with_ke.to_vec();
+    u.sort();
+    format!("usages did not match [{}]", u.join(" "))
+}
+
+/// ValidateKubeletClientCSR (pkg/apis/certificates/helpers.go), as the
+/// approver and the kube-apiserver-client-kubelet signer run it: the
+/// node's subject, no SANs, the client usages.
+fn kubelet_client_ok(csr: &Value, req: &Request, v: Version) -> Result<(), String> {
+    if req.orgs != ["system:nodes"] {
+        return Err("subject organization is not system:nodes".into());
+    }
+    if req
+        .sans
+        .iter()
+        .any(|s| matches!(s, rcgen::SanType::DnsName(_)))
+    {
+        return Err("DNS subjectAltNames are not allowed".into());
+    }
+    if req
+        .sans
+        .iter()
+        .any(|s| matches!(s, rcgen::SanType::IpAddress(_)))
+    {
+        return Err("IP subjectAltNames are not allowed".into());
+    }
+    if !req.cn.starts_with("system:node:") {
+        return Err("subject common name does not begin with system:node:".into());
+    }
+    if !kubelet_usages_match(csr, &KUBELET_CLIENT_USAGES, v) {
+        return Err(usages_mismatch(&KUBELET_CLIENT_USAGES));
+    }
+    Ok(())
+}
+
+const KUBELET_CLIENT_USAGES: [&str; 3] = ["digital signature", "key encipherment", "client auth"];
+const KUBELET_SERVING_USAGES: [&str; 3] = ["digital signature", "key encipherment", "server auth"];
+
 /// csrapproving's isNodeClientCert plus its requester check: a kubelet client
 /// CSR from a bootstrapper (nodeclient) or from that node (selfnodeclient).
-fn approvable(csr: &Value, req: &Request) -> bool {
+fn approvable(csr: &Value, req: &Request, v: Version) -> bool {
     let groups: Vec<&str> = get(csr, &["spec", "groups"])
         .and_then(|g| g.as_array())
         .map(|g| g.iter().filter_map(|x| x.as_str()).collect())
         .unwrap_or_default();
     let user = get_str(csr, &["spec", "username"]).unwrap_or("");
-    let allowed = ["digital signature", "key encipherment", "client auth"];
-    let node_cert = req.orgs == ["system:nodes"]
-        && req.cn.starts_with("system:node:")
-        && usages(csr).iter().all(|u| allowed.contains(&u.as_str()))
-        && usages(csr).iter().any(|u| u == "client auth");
+    let node_cert = kubelet_client_ok(csr, req, v).is_ok();
     node_cert && (groups.contains(&"system:bootstrappers") || user == req.cn)
 }
 
@@ -338,19 +399,21 @@ fn certificate_params(csr: &Value, req: &Request, test_ttl: u64) -> rcgen::Certi
     p
 }
 
-/// The kubelet-serving signer's checks (csrsigning isKubeletServing): a
-/// node's subject, server auth among the serving usages, DNS/IP SANs only.
-fn serving_ok(csr: &Value, req: &Request) -> Result<(), String> {
-    let allowed = ["digital signature", "key encipherment", "server auth"];
-    let u = usages(csr);
-    if req.orgs != ["system:nodes"] || !req.cn.starts_with("system:node:") {
-        return Err("subject must be O=system:nodes, CN=system:node:<name>".into());
-    }
-    if !u.iter().all(|x| allowed.contains(&x.as_str())) || !u.iter().any(|x| x == "server auth") {
-        return Err(format!("usages {u:?} are not kubelet serving usages"));
+/// The kubelet-serving signer's checks (csrsigning isKubeletServing →
+/// ValidateKubeletServingCSR, in upstream's order): a node's organization,
+/// DNS or IP SANs, the serving usages, a node's common name.
+fn serving_ok(csr: &Value, req: &Request, v: Version) -> Result<(), String> {
+    if req.orgs != ["system:nodes"] {
+        return Err("subject organization is not system:nodes".into());
     }
     if req.sans.is_empty() {
-        return Err("a kubelet serving certificate needs DNS or IP SANs".into());
+        return Err("DNS or IP subjectAltName is required".into());
+    }
+    if !kubelet_usages_match(csr, &KUBELET_SERVING_USAGES, v) {
+        return Err(usages_mismatch(&KUBELET_SERVING_USAGES));
+    }
+    if !req.cn.starts_with("system:node:") {
+        return Err("subject common name does not begin with system:node:".into());
     }
     Ok(())
 }
@@ -376,7 +439,8 @@ pub fn controller_tick(api: &Api, pki: &std::sync::Mutex<crate::certs::Pki>, c: 
         let mut n = (*csr).clone();
         if !has_condition(&csr, "Approved") {
             let client = signer == Some(KUBELET_CLIENT_SIGNER);
-            if !client || !c.auto_approve.load(Ordering::Relaxed) || !approvable(&csr, &req) {
+            let auto = c.auto_approve.load(Ordering::Relaxed);
+            if !client || !auto || !approvable(&csr, &req, api.version) {
                 continue;
             }
             let msg = "Auto approving kubelet client certificate after SubjectAccessReview.";
@@ -386,8 +450,8 @@ pub fn controller_tick(api: &Api, pki: &std::sync::Mutex<crate::certs::Pki>, c: 
         }
         let ttl = c.test_ttl_seconds.load(Ordering::Relaxed);
         let signed = match signer {
-            Some(KUBELET_SERVING_SIGNER) => serving_ok(&csr, &req),
-            _ => Ok(()),
+            Some(KUBELET_SERVING_SIGNER) => serving_ok(&csr, &req, api.version),
+            _ => kubelet_client_ok(&csr, &req, api.version),
         }
         .and_then(|()| {
             pki.lock()
@@ -472,13 +536,30 @@ mod tests {
         assert!(
             matches!(&r.sans[1], rcgen::SanType::IpAddress(ip) if ip.to_string() == "10.0.0.7")
         );
+        let (v22, v34) = (Version::new(22), Version::new(34));
         let csr = json!({"spec": {"usages": ["digital signature", "server auth"]}});
-        assert_eq!(serving_ok(&csr, &r), Ok(()));
+        assert_eq!(serving_ok(&csr, &r, v34), Ok(()));
+        assert_eq!(
+            serving_ok(&csr, &r, v22),
+            Err("usages did not match [digital signature key encipherment server auth]".into())
+        );
+        let rsa =
+            json!({"spec": {"usages": ["server auth", "key encipherment", "digital signature"]}});
+        assert_eq!(serving_ok(&rsa, &r, v22), Ok(()));
         let client = json!({"spec": {"usages": ["digital signature", "client auth"]}});
-        assert!(serving_ok(&client, &r).is_err());
+        assert!(serving_ok(&client, &r, v34).is_err());
         let no_sans = parse_request(pem_for("system:node:node1", &["system:nodes"]).as_bytes())
             .expect("parse");
-        assert!(serving_ok(&csr, &no_sans).is_err());
+        assert_eq!(
+            serving_ok(&csr, &no_sans, v34),
+            Err("DNS or IP subjectAltName is required".into())
+        );
+        // A client CSR may carry no SANs.
+        let client_ok = |c: &Value| kubelet_client_ok(c, &r, v34);
+        assert_eq!(
+            client_ok(&client),
+            Err("DNS subjectAltNames are not allowed".into())
+        );
     }
 
     #[test]
@@ -486,23 +567,32 @@ mod tests {
         let pem = pem_for("system:node:n1", &["system:nodes"]);
         let req = parse_request(pem.as_bytes()).expect("parse");
         let csr = |user: &str, groups: &[&str], usages: &[&str]| json!({"spec": {"username": user, "groups": groups, "usages": usages}});
+        let v = Version::default();
         let u = ["digital signature", "client auth"];
-        assert!(approvable(
-            &csr("system:bootstrap:abcdef", &["system:bootstrappers"], &u),
-            &req
-        ));
+        let boot = |u: &[&str]| csr("system:bootstrap:abcdef", &["system:bootstrappers"], u);
+        assert!(approvable(&boot(&u), &req, v));
         assert!(approvable(
             &csr("system:node:n1", &["system:nodes"], &u),
-            &req
+            &req,
+            v
         ));
         assert!(!approvable(
             &csr("system:node:n2", &["system:nodes"], &u),
-            &req
+            &req,
+            v
         ));
         let server = ["digital signature", "server auth"];
-        assert!(!approvable(
-            &csr("x", &["system:bootstrappers"], &server),
-            &req
-        ));
+        assert!(!approvable(&boot(&server), &req, v));
+        // Exactly one of the two sets: no subset, no extra usage.
+        assert!(!approvable(&boot(&["client auth"]), &req, v));
+        let extra = ["digital signature", "client auth", "server auth"];
+        assert!(!approvable(&boot(&extra), &req, v));
+        // Before 1.25 only the set with key encipherment.
+        let rsa = ["key encipherment", "digital signature", "client auth"];
+        for (minor, no_ke) in [(22, false), (24, false), (25, true), (34, true)] {
+            let v = Version::new(minor);
+            assert_eq!(approvable(&boot(&u), &req, v), no_ke, "1.{minor}");
+            assert!(approvable(&boot(&rsa), &req, v), "1.{minor}");
+        }
     }
 }

@@ -6,6 +6,9 @@
 //! pkg/apis/core/validation/validation.go (entries may be added, never
 //! removed or changed; no ports, probes, lifecycle, resources, restart
 //! policy or subPath; a unique name; a target among the pod's containers).
+//! An emulated 1.22 does not serve the subresource at all (404) and drops
+//! `spec.ephemeralContainers` on writes: see `version::Version::
+//! serves_ephemeral_containers`.
 
 use serde_json::Value;
 

@@ -1,7 +1,7 @@
 //! Per-kind behaviour the generic REST machinery delegates to: defaulting
-//! (the v1 SetDefaults_* functions plus the default admission plugins that
-//! mutate: DefaultTolerationSeconds, Priority, ServiceAccount name), status
-//! reset on create, and the validation rules a kubelet can trip over.
+//! (pods and nodes in defaults.rs, the Go shape of answers in
+//! zerovalues.rs), status reset on create, and the validation rules a
+//! kubelet can trip over.
 
 use crate::resources::ResourceDef;
 use crate::util::{get, get_str, obj_field_mut};
@@ -20,16 +20,10 @@ static SERVICE_IP: AtomicU32 = AtomicU32::new(10);
 
 /// Defaults applied to every decoded object of `def` (create and update).
 pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
+    crate::zerovalues::after_decode(def.kind, obj);
     match (def.group, def.plural) {
-        ("", "pods") => default_pod(obj),
-        ("", "nodes") => {
-            let st = obj_field_mut(obj, "status");
-            if st.get("allocatable").is_none() {
-                if let Some(c) = st.get("capacity").cloned() {
-                    st.insert("allocatable".into(), c);
-                }
-            }
-        }
+        ("", "pods") => crate::defaults::pod(obj),
+        ("", "nodes") => crate::defaults::node(obj),
         ("", "namespaces") => {
             let name = crate::util::name_of(obj).to_string();
             let labels = crate::util::meta_mut(obj)
@@ -51,139 +45,7 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
         ("", "services") => default_service(obj),
         _ => crate::volumekinds::apply_defaults(def, obj),
     }
-}
-
-fn default_container(c: &mut Value) {
-    let Some(m) = c.as_object_mut() else { return };
-    let image = m
-        .get("image")
-        .and_then(|x| x.as_str())
-        .unwrap_or("")
-        .to_string();
-    let last = image.rsplit('/').next().unwrap_or("");
-    let pull = if !image.contains('@') && (!last.contains(':') || last.ends_with(":latest")) {
-        "Always"
-    } else {
-        "IfNotPresent"
-    };
-    set_default(m, "imagePullPolicy", json!(pull));
-    set_default(m, "terminationMessagePath", json!("/dev/termination-log"));
-    set_default(m, "terminationMessagePolicy", json!("File"));
-    set_default(m, "resources", json!({}));
-    // requests default to limits when unset
-    if let Some(r) = m.get_mut("resources").and_then(|r| r.as_object_mut()) {
-        if let Some(Value::Object(lim)) = r.get("limits").cloned() {
-            let req = r.entry("requests").or_insert(json!({}));
-            if let Some(req) = req.as_object_mut() {
-                for (k, v) in lim {
-                    req.entry(k).or_insert(v);
-                }
-            }
-        }
-    }
-    if let Some(Value::Array(ports)) = m.get_mut("ports") {
-        for p in ports.iter_mut().filter_map(|p| p.as_object_mut()) {
-            set_default(p, "protocol", json!("TCP"));
-        }
-    }
-    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-        if let Some(p) = m.get_mut(probe).and_then(|p| p.as_object_mut()) {
-            set_default(p, "timeoutSeconds", json!(1));
-            set_default(p, "periodSeconds", json!(10));
-            set_default(p, "successThreshold", json!(1));
-            set_default(p, "failureThreshold", json!(3));
-            if let Some(h) = p.get_mut("httpGet").and_then(|h| h.as_object_mut()) {
-                set_default(h, "scheme", json!("HTTP"));
-                set_default(h, "path", json!("/"));
-            }
-        }
-    }
-    if let Some(Value::Array(env)) = m.get_mut("env") {
-        for e in env.iter_mut() {
-            if let Some(fr) = e
-                .get_mut("valueFrom")
-                .and_then(|v| v.get_mut("fieldRef"))
-                .and_then(|f| f.as_object_mut())
-            {
-                set_default(fr, "apiVersion", json!("v1"));
-            }
-        }
-    }
-}
-
-fn default_pod(obj: &mut Value) {
-    let spec = obj_field_mut(obj, "spec");
-    set_default(spec, "restartPolicy", json!("Always"));
-    set_default(spec, "terminationGracePeriodSeconds", json!(30));
-    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
-    set_default(spec, "securityContext", json!({}));
-    set_default(spec, "schedulerName", json!("default-scheduler"));
-    set_default(spec, "enableServiceLinks", json!(true));
-    // v1 conversion: the deprecated serviceAccount mirrors serviceAccountName
-    // (the ServiceAccount admission plugin, admission.rs, sets it on create).
-    let sa = [spec.get("serviceAccountName"), spec.get("serviceAccount")]
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str())
-        .find(|s| !s.is_empty())
-        .map(String::from);
-    match sa {
-        Some(sa) => {
-            spec.insert("serviceAccountName".into(), json!(sa));
-            spec.insert("serviceAccount".into(), json!(sa));
-        }
-        None => {
-            spec.remove("serviceAccountName");
-            spec.remove("serviceAccount");
-        }
-    }
-    // admission: Priority, DefaultTolerationSeconds
-    set_default(spec, "priority", json!(0));
-    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
-    let tolerations = spec.entry("tolerations").or_insert(json!([]));
-    if let Some(t) = tolerations.as_array_mut() {
-        for key in [
-            "node.kubernetes.io/not-ready",
-            "node.kubernetes.io/unreachable",
-        ] {
-            let has = t.iter().any(|x| {
-                x.get("key").and_then(|k| k.as_str()) == Some(key)
-                    || (x.get("key").is_none()
-                        && x.get("operator").and_then(|o| o.as_str()) == Some("Exists"))
-            });
-            if !has {
-                t.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
-            }
-        }
-    }
-    for list in ["containers", "initContainers", "ephemeralContainers"] {
-        if let Some(Value::Array(cs)) = spec.get_mut(list) {
-            cs.iter_mut().for_each(default_container);
-        }
-    }
-    if let Some(Value::Array(vols)) = spec.get_mut("volumes") {
-        for v in vols.iter_mut().filter_map(|v| v.as_object_mut()) {
-            for (src, mode) in [
-                ("configMap", true),
-                ("secret", true),
-                ("projected", true),
-                ("downwardAPI", true),
-            ] {
-                if let Some(s) = v.get_mut(src).and_then(|s| s.as_object_mut()) {
-                    if mode {
-                        set_default(s, "defaultMode", json!(420));
-                    }
-                }
-            }
-            if let Some(h) = v.get_mut("hostPath").and_then(|s| s.as_object_mut()) {
-                set_default(h, "type", json!(""));
-            }
-            if v.len() == 1 {
-                // a volume with only a name is an emptyDir
-                v.insert("emptyDir".into(), json!({}));
-            }
-        }
-    }
+    crate::zerovalues::as_encoded(def.kind, obj);
 }
 
 /// Pod QoS class, as qos.GetPodQOS computes it (containers + init containers).

@@ -6,7 +6,8 @@ use std::time::Duration;
 const USAGE: &str = "usage: apiserver-double --dir DIR [--port N] [--bind ADDR] [--node-name NAME ...]
     [--bookmark-interval SECONDS] [--min-request-timeout SECONDS] [--watch-history N]
     [--anonymous-auth] [--node-restriction] [--node-authorizer] [--ephemeral] [--max-connections N] [--idle-timeout SECONDS]
-    [--kubelet-client-certificate FILE --kubelet-client-key FILE] [--kubelet-certificate-authority FILE]";
+    [--kubelet-client-certificate FILE --kubelet-client-key FILE] [--kubelet-certificate-authority FILE]
+    [--emulate-version 1.22..1.34 (default 1.34)]";
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
@@ -75,6 +76,11 @@ fn main() {
             "--kubelet-certificate-authority" => {
                 cfg.kubelet_client.certificate_authority =
                     Some(val("--kubelet-certificate-authority").into())
+            }
+            "--emulate-version" => {
+                cfg.version = val("--emulate-version")
+                    .parse()
+                    .unwrap_or_else(|e| fail(format!("--emulate-version: {e}")))
             }
             "--ephemeral" => cfg.persist = false,
             "-h" | "--help" => {

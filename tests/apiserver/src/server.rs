@@ -44,6 +44,9 @@ pub struct Config {
     /// --kubelet-certificate-authority (default: none, the kubelet's serving
     /// certificate is not verified, as upstream without a CA).
     pub kubelet_client: crate::nodeproxy::KubeletClientFiles,
+    /// --emulate-version: the control-plane release answered as (default
+    /// the newest, 1.34).
+    pub version: crate::version::Version,
 }
 
 impl Config {
@@ -63,6 +66,7 @@ impl Config {
             max_conns: 256,
             idle_timeout: Duration::from_secs(90),
             kubelet_client: Default::default(),
+            version: Default::default(),
         }
     }
 }
@@ -113,6 +117,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
     let wal = cfg.persist.then(|| cfg.dir.join("state.jsonl"));
     let api = Api {
         store: Store::new(cfg.history, wal),
+        version: cfg.version,
         bookmark_interval: cfg.bookmark_interval,
         min_request_timeout: cfg.min_request_timeout,
         ca_pem: pki.ca_pem.clone(),

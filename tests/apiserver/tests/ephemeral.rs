@@ -84,6 +84,8 @@ fn ephemeral_containers_subresource() {
             "targetContainerName": "nope", "ports": [{"containerPort": 80}]}]}}),
     );
     assert_eq!(code, 422, "{e}");
+    // Without `$setElementOrder` a strategic merge puts the new element
+    // first (strategicpatch normalizeElementOrder), so it is [0].
     let causes: Vec<&str> = e["details"]["causes"]
         .as_array()
         .unwrap()
@@ -93,8 +95,8 @@ fn ephemeral_containers_subresource() {
     assert_eq!(
         causes,
         [
-            "spec.ephemeralContainers[2].targetContainerName",
-            "spec.ephemeralContainers[2].ports"
+            "spec.ephemeralContainers[0].targetContainerName",
+            "spec.ephemeralContainers[0].ports"
         ]
     );
 

@@ -35,10 +35,10 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub const KUBE_VERSION: &str = "v1.34.0";
-
 pub struct Api {
     pub store: Store,
+    /// The control-plane release emulated (`--emulate-version`).
+    pub version: crate::version::Version,
     pub bookmark_interval: Duration,
     pub min_request_timeout: u64,
     pub ca_pem: String,
@@ -248,7 +248,7 @@ pub fn handle(
             json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]}),
         )),
         Target::Health(_) => Ok(Reply::Text(200, "ok".into())),
-        Target::Version => Ok(Reply::Json(200, version_info())),
+        Target::Version => Ok(Reply::Json(200, api.version.info())),
         Target::ApiVersions => Ok(Reply::Json(
             200,
             json!({
@@ -260,19 +260,26 @@ pub fn handle(
             200,
             json!({
                 "kind": "APIGroupList", "apiVersion": "v1",
-                "groups": resources::groups().into_iter().map(group_json).collect::<Vec<_>>()
+                "groups": resources::groups().into_iter().filter_map(|g| group_json(g, api.version)).collect::<Vec<_>>()
             }),
         )),
         Target::Group(g) => {
-            let mut v = group_json(g);
+            let mut v = group_json(g, api.version).ok_or_else(ApiError::path_not_found)?;
             v["kind"] = json!("APIGroup");
             v["apiVersion"] = json!("v1");
             Ok(Reply::Json(200, v))
         }
-        Target::Resources(g, v) => Ok(Reply::Json(200, resource_list(g, v))),
+        Target::Resources(g, v) => resource_list(g, v, api.version)
+            .map(|l| Reply::Json(200, l))
+            .ok_or_else(ApiError::path_not_found),
         Target::NotFound | Target::Review(_) => Err(ApiError::path_not_found()),
         Target::Res(route, watch) => {
+            // Authorization runs in the filter chain, before the mux finds
+            // no handler for what the release does not serve.
             authorize(api, user, &route, info, req)?;
+            if !served(api.version, &route) {
+                return Err(ApiError::path_not_found());
+            }
             let dry_run = req.q("dryRun").map(|v| v == "All").unwrap_or(false);
             match (
                 req.method.as_str(),
@@ -383,34 +390,43 @@ fn authorize(
     Ok(())
 }
 
-pub fn version_info() -> Value {
-    json!({
-        "major": "1", "minor": "34", "emulationMajor": "1", "emulationMinor": "34",
-        "minCompatibilityMajor": "1", "minCompatibilityMinor": "33",
-        "gitVersion": KUBE_VERSION, "gitCommit": "0000000000000000000000000000000000000000",
-        "gitTreeState": "clean", "buildDate": "2025-08-27T00:00:00Z",
-        "goVersion": "go1.24.6", "compiler": "gc", "platform": "linux/amd64"
-    })
+/// Whether the emulated release serves the resource and subresource at all
+/// (an older one answers 404 for what it lacks).
+fn served(v: crate::version::Version, route: &Route) -> bool {
+    v.serves(route.def)
+        && route
+            .sub
+            .as_deref()
+            .is_none_or(|s| v.serves_subresource(route.def, s))
 }
 
-fn group_json(g: &str) -> Value {
+/// The group's discovery document, or None when the release serves none
+/// of its versions.
+fn group_json(g: &str, release: crate::version::Version) -> Option<Value> {
     let versions: Vec<&str> = {
         let mut v: Vec<&str> = RESOURCES
             .iter()
-            .filter(|r| r.group == g)
+            .filter(|r| r.group == g && release.serves(r))
             .map(|r| r.version)
             .collect();
         v.dedup();
         v
     };
+    if versions.is_empty() {
+        return None;
+    }
     let gvs: Vec<Value> = versions
         .iter()
         .map(|v| json!({"groupVersion": format!("{}/{}", g, v), "version": v}))
         .collect();
-    json!({"name": g, "versions": gvs, "preferredVersion": gvs.first().cloned().unwrap_or(json!({}))})
+    Some(
+        json!({"name": g, "versions": gvs, "preferredVersion": gvs.first().cloned().unwrap_or(json!({}))}),
+    )
 }
 
-fn resource_list(g: &str, v: &str) -> Value {
+/// The group/version's discovery document, or None when the release
+/// serves none of its resources.
+fn resource_list(g: &str, v: &str, release: crate::version::Version) -> Option<Value> {
     let verbs = json!([
         "create",
         "delete",
@@ -422,7 +438,8 @@ fn resource_list(g: &str, v: &str) -> Value {
         "watch"
     ]);
     let mut out = vec![];
-    for r in RESOURCES.iter().filter(|r| r.group == g && r.version == v) {
+    let here = |r: &&ResourceDef| r.group == g && r.version == v && release.serves(r);
+    for r in RESOURCES.iter().filter(here) {
         out.push(
             json!({"name": r.plural, "singularName": r.singular(), "namespaced": r.namespaced,
             "kind": r.kind, "verbs": verbs, "shortNames": r.short_names}),
@@ -432,6 +449,9 @@ fn resource_list(g: &str, v: &str) -> Value {
                 "kind": r.kind, "verbs": ["get", "patch", "update"]}));
         }
         for s in r.subresources {
+            if !release.serves_subresource(r, s) {
+                continue;
+            }
             let (kind, verbs, group) = match *s {
                 "binding" => ("Binding", json!(["create"]), None),
                 "eviction" => ("Eviction", json!(["create"]), Some(("policy", "v1"))),
@@ -456,7 +476,12 @@ fn resource_list(g: &str, v: &str) -> Value {
     } else {
         format!("{}/{}", g, v)
     };
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out})
+    if out.is_empty() {
+        return None;
+    }
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out}),
+    )
 }
 
 // ---------------------------------------------------------------- helpers

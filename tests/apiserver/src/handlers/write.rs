@@ -13,6 +13,7 @@ pub(super) fn create(
 ) -> Result<Reply, ApiError> {
     let def = route.def;
     let mut obj = decode_body(req, def)?;
+    crate::version::fields::drop_unserved(api.version, def, None, &mut obj);
     let ns = ns_of(route).to_string();
     fix_namespace(&mut obj, def, &ns)?;
     let mut g = api.store.lock();
@@ -59,7 +60,9 @@ pub(super) fn create(
     kinds::apply_defaults(def, &mut obj);
     if def.is("", "pods") {
         crate::admission::admit_pod_create(&g, &ns, &admission_name, &mut obj)?;
+        crate::priority::admit_pod_create(&admission_name, &mut obj)?;
         crate::runtimeclass::admit_pod_create(&g, &admission_name, &mut obj)?;
+        crate::seccomp::version_skew(api.version, &mut obj);
     }
     kinds::reset_status_on_create(def, &mut obj);
     let name = name_of(&obj).to_string();
@@ -206,6 +209,9 @@ pub(super) fn prepare_update(
     }
     m.remove("selfLink");
     m.remove("managedFields");
+    if def.is("", "pods") && sub.is_none() {
+        crate::priority::keep_on_update(old, &mut new);
+    }
     kinds::apply_defaults(def, &mut new);
     if kind_has_generation(def) && new.get("spec") != old.get("spec") {
         let g = get(old, &["metadata", "generation"])
@@ -330,6 +336,7 @@ pub(super) fn update(
             return Err(ApiError::optimistic_lock(&q, name_in(route)));
         }
     }
+    crate::version::fields::drop_unserved(api.version, def, route.sub.as_deref(), &mut obj);
     let new = prepare_update(def, route.sub.as_deref(), &old, obj)?;
     Ok(Reply::Json(
         200,
@@ -358,17 +365,38 @@ pub(super) fn patch_obj(
     let old = g
         .get(def.key, ns_of(route), name_in(route))
         .ok_or_else(|| ApiError::not_found(&def.qualified(), name_in(route)))?;
-    let patched = match ct.as_str() {
+    let mut new = patched_object(route, &old, &ct, &patch)?;
+    // The emulated release's pruning, after validation here (which looks
+    // at none of the pruned fields), so patched_object stays release-free.
+    crate::version::fields::drop_unserved(api.version, def, route.sub.as_deref(), &mut new);
+    Ok(Reply::Json(
+        200,
+        commit_update(&mut g, def, &old, new, dry_run),
+    ))
+}
+
+/// The object a PATCH of `old` stores (before its new resourceVersion): the
+/// patch of content type `ct` applied, then the update path (subresource
+/// scoping, defaults, validation). Public so that tests can replay patches
+/// a real server answered.
+pub fn patched_object(
+    route: &Route,
+    old: &Value,
+    ct: &str,
+    patch: &Value,
+) -> Result<Value, ApiError> {
+    let def = route.def;
+    let patched = match ct {
         "application/merge-patch+json" => {
             if !patch.is_object() {
                 return Err(ApiError::bad_request("Invalid JSON Patch"));
             }
-            patch::merge_patch(&old, &patch)
+            patch::merge_patch(old, patch)
         }
         "application/strategic-merge-patch+json" => {
-            patch::strategic_merge(def.kind, &old, &patch).map_err(ApiError::bad_request)?
+            patch::strategic_merge(def.kind, old, patch).map_err(ApiError::bad_request)?
         }
-        "application/json-patch+json" => patch::json_patch(&old, &patch).map_err(|e| match e {
+        "application/json-patch+json" => patch::json_patch(old, patch).map_err(|e| match e {
             JsonPatchError::Bad(m) => ApiError::bad_request(m),
             JsonPatchError::Apply(m) => ApiError::new(422, "", m),
         })?,
@@ -385,17 +413,12 @@ pub(super) fn patch_obj(
         return Err(ApiError::bad_request("the patch did not produce an object"));
     }
     crate::volumekinds::check_decodable(def, &patched).map_err(ApiError::bad_request)?;
-    let q = def.qualified();
     let rv = rv_of(&patched);
-    if !rv.is_empty() && rv != rv_of(&old) {
-        return Err(ApiError::optimistic_lock(&q, name_in(route)));
+    if !rv.is_empty() && rv != rv_of(old) {
+        return Err(ApiError::optimistic_lock(&def.qualified(), name_in(route)));
     }
     let mut patched = patched;
     fix_namespace(&mut patched, def, ns_of(route))?;
     check_name_matches(&patched, route)?;
-    let new = prepare_update(def, route.sub.as_deref(), &old, patched)?;
-    Ok(Reply::Json(
-        200,
-        commit_update(&mut g, def, &old, new, dry_run),
-    ))
+    prepare_update(def, route.sub.as_deref(), old, patched)
 }

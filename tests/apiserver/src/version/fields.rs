@@ -1,0 +1,357 @@
+//! Fields an emulated release does not keep on a write.
+//!
+//! Two mechanisms make a real kube-apiserver silently drop a field a
+//! client sends:
+//!
+//! * the field is newer than the release: the JSON decoder into the Go
+//!   type ignores unknown fields (at most a warning), so the stored object
+//!   never has it ([`Kept::Unknown`]);
+//! * the field exists but its feature gate is off by default: the
+//!   strategy's PrepareForCreate/PrepareForUpdate (pkg/api/pod/util.go
+//!   `dropDisabledFields` / `dropDisabledPodStatusFields`,
+//!   pkg/registry/core/node/strategy.go `dropDisabledFields`) clears it
+//!   ([`Kept::GateOff`]).
+//!
+//! Upstream keeps a gated field the stored object already uses (the
+//! `…InUse(old)` checks); an object the double stored at the same emulated
+//! release never carries one, so those checks are not modelled.
+//!
+//! Both drop the field before validation, so [`drop_unserved`] runs on the
+//! decoded (or patched) object before the rest of the write.
+
+use super::Version;
+use crate::resources::ResourceDef;
+use serde_json::{Map, Value};
+
+/// Whether a release keeps a field on writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// The release predates the field: the decoder prunes it.
+    Unknown,
+    /// The field exists, its feature gate is off by default: the strategy
+    /// drops it.
+    GateOff,
+    Yes,
+}
+
+/// A field added in 1.`added` behind a gate that is on by default from
+/// 1.`on_by_default` (`None`: not by 1.34).
+fn kept(v: Version, added: u32, on_by_default: Option<u32>) -> Kept {
+    if !v.at_least(added) {
+        Kept::Unknown
+    } else if on_by_default.is_some_and(|on| v.at_least(on)) {
+        Kept::Yes
+    } else {
+        Kept::GateOff
+    }
+}
+
+// ---------------------------------------------------------------- pod facts
+
+/// Pod `status.hostIPs`: added in 1.28 behind PodHostIPs (alpha, off),
+/// beta and on in 1.29, GA 1.30 (KEP-2681); dropped by
+/// dropDisabledPodStatusFields while off.
+pub fn host_ips(v: Version) -> Kept {
+    kept(v, 28, Some(29))
+}
+
+/// Init-container `restartPolicy` (sidecars): added in 1.28 behind
+/// SidecarContainers (alpha, off), beta and on in 1.29, GA 1.33
+/// (KEP-753); dropDisabledFields clears it while off, so the container is
+/// an ordinary init container.
+pub fn sidecar_restart_policy(v: Version) -> Kept {
+    kept(v, 28, Some(29))
+}
+
+/// `spec.ephemeralContainers`: in the API since 1.16 behind
+/// EphemeralContainers (alpha and off through 1.22, beta and on in 1.23,
+/// GA 1.25; KEP-277); dropDisabledFields clears it while off.
+pub fn ephemeral_containers(v: Version) -> Kept {
+    kept(v, 16, Some(23))
+}
+
+/// Container-status `allocatedResources` and `resources`, and
+/// `status.resize`: added in 1.27 (kubernetes#102884; the field renamed to
+/// allocatedResources by #116450 before 1.27.0) behind
+/// InPlacePodVerticalScaling, alpha and off through 1.32, beta and on from
+/// 1.33 (KEP-1287); dropDisabledPodStatusFields clears them while off.
+pub fn in_place_resize(v: Version) -> Kept {
+    kept(v, 27, Some(33))
+}
+
+/// Container-status `volumeMounts` (VolumeMountStatus with its
+/// `recursiveReadOnly`) and a container's `volumeMounts[].recursiveReadOnly`:
+/// added in 1.30 behind RecursiveReadOnlyMounts (alpha, off), beta and on
+/// in 1.31, GA 1.33 (KEP-3857); dropDisabledPodStatusFields clears the
+/// whole status list, dropDisabledFields the spec field, while off.
+pub fn recursive_read_only(v: Version) -> Kept {
+    kept(v, 30, Some(31))
+}
+
+/// Container-status `user`: added in 1.31 behind SupplementalGroupsPolicy,
+/// alpha and off through 1.32, beta and on from 1.33 (KEP-3619);
+/// dropDisabledPodStatusFields clears it while off.
+pub fn container_user(v: Version) -> Kept {
+    kept(v, 31, Some(33))
+}
+
+/// Container-status `allocatedResourcesStatus`: added in 1.31 behind
+/// ResourceHealthStatus, still alpha and off in 1.34 (beta in 1.36;
+/// KEP-4680); dropDisabledPodStatusFields clears it while off.
+pub fn allocated_resources_status(v: Version) -> Kept {
+    kept(v, 31, None)
+}
+
+/// `status.observedGeneration` and pod conditions' `observedGeneration`:
+/// added in 1.33 behind PodObservedGenerationTracking (alpha, off), beta
+/// and on in 1.34 (KEP-5067); dropDisabledPodStatusFields zeroes them
+/// while off.
+pub fn observed_generation(v: Version) -> Kept {
+    kept(v, 33, Some(34))
+}
+
+// ---------------------------------------------------------------- node facts
+
+/// Node `status.runtimeHandlers`: added in 1.30 with KEP-3857; in 1.30 the
+/// node strategy's dropDisabledFields clears it while
+/// RecursiveReadOnlyMounts is off, on create and on updates of the main
+/// resource only (the status strategy kept it). On from 1.31.
+pub fn runtime_handlers(v: Version) -> Kept {
+    kept(v, 30, Some(31))
+}
+
+/// Node `status.features` (NodeFeatures.supplementalGroupsPolicy): added
+/// in 1.31 with KEP-3619. No strategy drops it (none was found upstream).
+pub fn node_features(v: Version) -> Kept {
+    kept(v, 31, Some(31))
+}
+
+/// Node `status.declaredFeatures`: added in 1.35 (absent from the 1.34
+/// API), so every emulated release prunes it.
+pub fn node_declared_features(v: Version) -> Kept {
+    kept(v, 35, None)
+}
+
+// ---------------------------------------------------------------- pruning
+
+/// Drops from a pod or node about to be written the fields the release
+/// does not keep. `sub` is the subresource written (`status`, …).
+pub fn drop_unserved(v: Version, def: &ResourceDef, sub: Option<&str>, obj: &mut Value) {
+    match (def.group, def.plural) {
+        ("", "pods") => drop_pod_fields(v, obj),
+        ("", "nodes") => drop_node_fields(v, sub, obj),
+        _ => {}
+    }
+}
+
+fn gone(k: Kept) -> bool {
+    k != Kept::Yes
+}
+
+fn field_mut<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
+    obj.get_mut(key).and_then(Value::as_object_mut)
+}
+
+/// The objects of the list `key` of `m`.
+fn items<'a>(
+    m: &'a mut Map<String, Value>,
+    key: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+    m.get_mut(key)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+}
+
+fn drop_pod_fields(v: Version, pod: &mut Value) {
+    if let Some(spec) = field_mut(pod, "spec") {
+        drop_pod_spec_fields(v, spec);
+    }
+    if let Some(status) = field_mut(pod, "status") {
+        drop_pod_status_fields(v, status);
+    }
+}
+
+fn drop_pod_spec_fields(v: Version, spec: &mut Map<String, Value>) {
+    if gone(ephemeral_containers(v)) {
+        spec.remove("ephemeralContainers");
+    }
+    if gone(sidecar_restart_policy(v)) {
+        for c in items(spec, "initContainers") {
+            c.remove("restartPolicy");
+        }
+    }
+    if gone(recursive_read_only(v)) {
+        for list in ["initContainers", "containers", "ephemeralContainers"] {
+            for c in items(spec, list) {
+                for m in items(c, "volumeMounts") {
+                    m.remove("recursiveReadOnly");
+                }
+            }
+        }
+    }
+}
+
+fn drop_pod_status_fields(v: Version, status: &mut Map<String, Value>) {
+    if gone(host_ips(v)) {
+        status.remove("hostIPs");
+    }
+    if gone(in_place_resize(v)) {
+        status.remove("resize");
+    }
+    if gone(observed_generation(v)) {
+        status.remove("observedGeneration");
+        for c in items(status, "conditions") {
+            c.remove("observedGeneration");
+        }
+    }
+    for list in [
+        "initContainerStatuses",
+        "containerStatuses",
+        "ephemeralContainerStatuses",
+    ] {
+        for cs in items(status, list) {
+            drop_container_status_fields(v, cs);
+        }
+    }
+}
+
+fn drop_container_status_fields(v: Version, cs: &mut Map<String, Value>) {
+    let drops = [
+        ("allocatedResources", in_place_resize(v)),
+        ("resources", in_place_resize(v)),
+        ("volumeMounts", recursive_read_only(v)),
+        ("user", container_user(v)),
+        ("allocatedResourcesStatus", allocated_resources_status(v)),
+    ];
+    for (key, k) in drops {
+        if gone(k) {
+            cs.remove(key);
+        }
+    }
+}
+
+/// On create every field goes through the node strategy; writes through
+/// `nodes/status` use the status strategy, which drops only unknown fields.
+fn drop_node_fields(v: Version, sub: Option<&str>, node: &mut Value) {
+    let status_write = sub == Some("status");
+    let Some(status) = field_mut(node, "status") else {
+        return;
+    };
+    let drops = [
+        ("runtimeHandlers", runtime_handlers(v)),
+        ("features", node_features(v)),
+        ("declaredFeatures", node_declared_features(v)),
+    ];
+    for (key, k) in drops {
+        let dropped = match k {
+            Kept::Unknown => true,
+            Kept::GateOff => !status_write,
+            Kept::Yes => false,
+        };
+        if dropped {
+            status.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources;
+    use serde_json::json;
+
+    fn pod() -> Value {
+        json!({
+            "spec": {
+                "initContainers": [{"name": "s", "restartPolicy": "Always",
+                    "volumeMounts": [{"name": "v", "mountPath": "/v", "recursiveReadOnly": "Disabled"}]}],
+                "containers": [{"name": "c"}],
+                "ephemeralContainers": [{"name": "dbg", "image": "busybox"}]
+            },
+            "status": {
+                "hostIPs": [{"ip": "10.0.0.1"}],
+                "observedGeneration": 1,
+                "resize": "InProgress",
+                "conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1}],
+                "containerStatuses": [{"name": "c", "user": {"linux": {"uid": 0, "gid": 0}},
+                    "allocatedResources": {"cpu": "1"}, "resources": {},
+                    "allocatedResourcesStatus": [],
+                    "volumeMounts": [{"name": "v", "mountPath": "/v", "recursiveReadOnly": "Disabled"}]}]
+            }
+        })
+    }
+
+    fn pruned(minor: u32) -> Value {
+        let mut p = pod();
+        let def = resources::find("", "v1", "pods").expect("pods");
+        drop_unserved(Version::new(minor), def, Some("status"), &mut p);
+        p
+    }
+
+    #[test]
+    fn releases_keep_what_they_know() {
+        let old = pruned(22);
+        assert!(old["spec"].get("ephemeralContainers").is_none());
+        assert!(old["spec"]["initContainers"][0]
+            .get("restartPolicy")
+            .is_none());
+        assert!(old["status"].get("hostIPs").is_none());
+        assert!(old["status"]["conditions"][0]
+            .get("observedGeneration")
+            .is_none());
+        assert_eq!(
+            old["status"]["containerStatuses"][0],
+            json!({"name": "c"}),
+            "{old}"
+        );
+
+        let mid = pruned(28);
+        assert!(mid["spec"].get("ephemeralContainers").is_some());
+        assert!(mid["status"].get("hostIPs").is_none(), "gate off in 1.28");
+        assert!(mid["spec"]["initContainers"][0]
+            .get("restartPolicy")
+            .is_none());
+        assert!(pruned(29)["status"].get("hostIPs").is_some());
+        assert!(pruned(30)["status"]["containerStatuses"][0]
+            .get("volumeMounts")
+            .is_none());
+        assert!(pruned(31)["status"]["containerStatuses"][0]
+            .get("volumeMounts")
+            .is_some());
+
+        let new = pruned(34);
+        assert_eq!(new["status"]["conditions"][0]["observedGeneration"], 1);
+        assert_eq!(new["status"]["resize"], "InProgress");
+        let cs = &new["status"]["containerStatuses"][0];
+        assert!(cs.get("user").is_some() && cs.get("allocatedResources").is_some());
+        assert!(
+            cs.get("allocatedResourcesStatus").is_none(),
+            "alpha in 1.34"
+        );
+    }
+
+    #[test]
+    fn node_runtime_handlers_in_1_30_only_survive_status_writes() {
+        let def = resources::find("", "v1", "nodes").expect("nodes");
+        let node = json!({"status": {"runtimeHandlers": [{"name": "runc"}],
+            "features": {"supplementalGroupsPolicy": true}, "declaredFeatures": ["x"]}});
+        let run = |minor, sub| {
+            let mut n = node.clone();
+            drop_unserved(Version::new(minor), def, sub, &mut n);
+            n["status"].clone()
+        };
+        assert_eq!(run(29, Some("status")), json!({}));
+        assert_eq!(run(30, None), json!({}), "create drops the gated field");
+        assert_eq!(
+            run(30, Some("status")),
+            json!({"runtimeHandlers": [{"name": "runc"}]})
+        );
+        assert_eq!(
+            run(34, None),
+            json!({"runtimeHandlers": [{"name": "runc"}],
+                "features": {"supplementalGroupsPolicy": true}})
+        );
+    }
+}
