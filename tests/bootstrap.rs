@@ -10,7 +10,7 @@
 //! blocks the start and a denial stops the kubelet, as upstream's
 //! LoadClientCert.
 //!
-//! Env numbers 90..=92 and 98: healthz 20000+N, API server 21000+N.
+//! Env numbers 79, 89, 90..=92 and 98: healthz 20000+N, API server 21000+N.
 //!
 //!     cargo test --release --test bootstrap
 
@@ -96,6 +96,40 @@ fn joins_with_only_a_bootstrap_kubeconfig() {
     cl.env.wait_healthy(secs(30));
     assert!(cl.env.log().contains("skipping the TLS bootstrap"));
     assert_eq!(csrs(&cl.api).len(), 1);
+}
+
+/// An older control plane's approver takes only the usages its own kubelet
+/// sent: rkubelet reads `/version` and asks for those, and joins.
+fn joins_control_plane(version: &str, n: u32, usages: serde_json::Value) {
+    let name = format!("joins_control_plane_{}", version.replace('.', "_"));
+    let mut cl = Cluster::with_version(&name, n, version);
+    let (args, _, _) = bootstrap_args(&cl);
+    cl.env.start_kubelet_with_args(&args);
+    cl.wait_node_ready(secs(40));
+    let all = csrs(&cl.api);
+    assert_eq!(all.len(), 1, "CSRs: {all:?}");
+    assert_eq!(all[0]["spec"]["usages"], usages, "{}", all[0]);
+    assert!(condition_true(&all[0], "Approved"), "{}", all[0]["status"]);
+    let minor = version.trim_start_matches("1.");
+    let logged = format!("API server v1.{minor}: ");
+    assert!(
+        cl.env.log().contains(&logged),
+        "no {logged:?} line in the log"
+    );
+}
+
+#[test]
+fn joins_a_v1_22_control_plane() {
+    joins_control_plane(
+        "1.22",
+        89,
+        json!(["digital signature", "key encipherment", "client auth"]),
+    );
+}
+
+#[test]
+fn joins_a_v1_28_control_plane() {
+    joins_control_plane("1.28", 79, json!(["digital signature", "client auth"]));
 }
 
 #[test]

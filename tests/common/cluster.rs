@@ -87,15 +87,27 @@ pub struct Double {
     child: Option<Child>,
     /// Called (before the kill) when the double is dropped during a panic.
     dump: Option<fn(&Double)>,
+    /// The control-plane release the double emulates (`--emulate-version`);
+    /// None: its default, the newest.
+    pub version: Option<String>,
 }
 
 impl Double {
+    /// Emulates the release in `RKUBELET_DOUBLE_VERSION` (e.g. `1.22`) when
+    /// set, so a whole run can be pointed at an older control plane.
     pub fn new(dir: PathBuf, port: u16) -> Double {
+        let version = std::env::var("RKUBELET_DOUBLE_VERSION").ok();
+        Double::with_version(dir, port, version.as_deref().filter(|v| !v.is_empty()))
+    }
+
+    /// A double emulating control-plane release `version` (`1.22` … `1.34`).
+    pub fn with_version(dir: PathBuf, port: u16, version: Option<&str>) -> Double {
         let mut d = Double {
             dir,
             port,
             child: None,
             dump: None,
+            version: version.map(String::from),
         };
         d.start();
         d
@@ -125,6 +137,11 @@ impl Double {
             .arg("--dir")
             .arg(&self.dir)
             .args(["--port", &self.port.to_string(), "--node-name", NODE])
+            .args(
+                self.version
+                    .iter()
+                    .flat_map(|v| ["--emulate-version", v.as_str()]),
+            )
             .stdin(Stdio::null())
             .stdout(fs::File::create(&banner).unwrap())
             .stderr(log)
@@ -500,8 +517,20 @@ pub struct Cluster {
 impl Cluster {
     /// Test number `n` picks the bridge, subnet and ports (unique per test).
     pub fn new(name: &str, n: u32) -> Cluster {
+        Cluster::with_double(name, n, |dir, port| Double::new(dir, port))
+    }
+
+    /// As [`Cluster::new`], the double emulating control plane `version`
+    /// (`1.22` … `1.34`).
+    pub fn with_version(name: &str, n: u32, version: &str) -> Cluster {
+        Cluster::with_double(name, n, |dir, port| {
+            Double::with_version(dir, port, Some(version))
+        })
+    }
+
+    fn with_double(name: &str, n: u32, double: impl FnOnce(PathBuf, u16) -> Double) -> Cluster {
         let env = Env::new(name, n);
-        let double = Double::new(env.dir.join("api"), 21000 + n as u16).with_dump(dump_double);
+        let double = double(env.dir.join("api"), 21000 + n as u16).with_dump(dump_double);
         let api = Api::new(&double.dir, double.port);
         let config = env.dir.join("cluster-config.yaml");
         fs::write(&config, kubelet_config(&env, "")).unwrap();
