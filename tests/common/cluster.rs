@@ -517,7 +517,7 @@ pub struct Cluster {
 impl Cluster {
     /// Test number `n` picks the bridge, subnet and ports (unique per test).
     pub fn new(name: &str, n: u32) -> Cluster {
-        Cluster::with_double(name, n, |dir, port| Double::new(dir, port))
+        Cluster::with_double(name, n, Double::new)
     }
 
     /// As [`Cluster::new`], the double emulating control plane `version`
