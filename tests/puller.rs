@@ -26,6 +26,22 @@ fn hanging_registry() -> u16 {
     port
 }
 
+/// A registry that takes each connection, holds it for a second and closes
+/// it: every pull fails, after a second of pulling.
+fn slow_failing_registry() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback listener");
+    let port = l.local_addr().expect("listener address").port();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(1));
+                drop(s);
+            });
+        }
+    });
+    port
+}
+
 /// The Waiting reason of the pod's first container, from /pods.
 fn waiting_reason(ro_port: u16, pod: &str) -> Option<String> {
     let list = read_only_get(ro_port, "/pods")?;
@@ -112,4 +128,47 @@ fn hanging_registry_does_not_delay_a_pod_with_a_present_image() {
         grpc_threads(pid)
     );
     assert_eq!(before, after, "our threads changed with the hanging pulls");
+}
+
+/// A failing pull goes ErrImagePull -> ImagePullBackOff -> ErrImagePull, as
+/// upstream's: a retry under way keeps the last reason rather than going
+/// back to ContainerCreating, and each failure also gets upstream's
+/// "Error: <reason>" event.
+#[test]
+fn a_retried_pull_keeps_its_reason() {
+    let mut env = Env::new("puller_retried_pull_keeps_its_reason", 76);
+    let ro_port = env.open_read_only_port();
+    let registry = slow_failing_registry();
+    env.start_kubelet_healthy();
+    let image = format!("127.0.0.1:{registry}/x:1");
+    env.put_pod(&pod(
+        "failing",
+        vec![ctn("c", SLEEPER).image(&image, "Always")],
+    ));
+    let full = "failing-node1";
+    eventually(secs(30), "the first ErrImagePull", || {
+        (waiting_reason(ro_port, full)? == "ErrImagePull").then_some(())
+    });
+    // Through the 10 s back-off and the retry's second of pulling.
+    let mut seen = Vec::new();
+    let until = Instant::now() + secs(16);
+    while Instant::now() < until {
+        if let Some(r) = waiting_reason(ro_port, full) {
+            if seen.last() != Some(&r) {
+                seen.push(r);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        seen.iter().any(|r| r == "ImagePullBackOff"),
+        "reasons seen: {seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|r| r == "ContainerCreating"),
+        "back to ContainerCreating after a failed pull: {seen:?}"
+    );
+    for event in ["Error: ErrImagePull", "Error: ImagePullBackOff"] {
+        assert!(env.log().contains(event), "no {event:?} event in the log");
+    }
 }

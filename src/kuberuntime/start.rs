@@ -29,6 +29,9 @@ pub(super) struct StartTarget<'a> {
     pub status: &'a PodStatus,
 }
 
+/// The image manager's reason while a container's pull runs.
+const PULL_IN_PROGRESS: &str = "ContainerCreating";
+
 impl KubeRuntimeManager {
     /// Pulls, creates and starts one container, unless it is backing off.
     pub(super) fn start_container(
@@ -47,6 +50,11 @@ impl KubeRuntimeManager {
                     }
                 }
             }
+            // A pull under way leaves the reason as it was: upstream's sync
+            // blocks in the pull and its reason cache keeps the last error
+            // (ImagePullBackOff goes straight to ErrImagePull, never back to
+            // ContainerCreating in between).
+            Err(e) if e.reason == PULL_IN_PROGRESS => {}
             Err(e) => {
                 reasons
                     .entry(t.pod.uid().to_string())
