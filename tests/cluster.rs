@@ -142,6 +142,14 @@ fn registers_ready_and_renews_lease() {
             .any(|e| e["reason"] == "Starting" && e["involvedObject"]["kind"] == "Node"),
         "no Starting event for the node: {events:?}"
     );
+    // And capped kubepods at node allocatable, as upstream reports it.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "NodeAllocatableEnforced"
+                && e["message"] == "Updated Node Allocatable limit across pods"),
+        "no NodeAllocatableEnforced event for the node: {events:?}"
+    );
     // Everything the kubelet did, it did as system:node:node1.
     let audit = cl.audit();
     let mine: Vec<&Value> = audit

@@ -203,6 +203,14 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     let machine_memory = machine_memory();
     check_cgroup_driver(config, &runtime)?;
     let container_manager = start_container_manager(config, machine_memory)?;
+    if container_manager.is_some() {
+        // upstream's enforceNodeAllocatableCgroups, once kubepods is capped.
+        recorder.node_event(
+            crate::events::EventType::Normal,
+            crate::events::NODE_ALLOCATABLE_ENFORCED,
+            "Updated Node Allocatable limit across pods",
+        );
+    }
     let kubepods_v2 = container_manager
         .as_ref()
         .and_then(|cm| cm.kubepods_dir_v2());
