@@ -92,12 +92,29 @@ fn is_time(v: &Value) -> bool {
         .is_some_and(|t| t.len() == 20 && t.ends_with('Z'))
 }
 
+/// `v` without its null fields: the real server serves a zero time as
+/// null (`lastProbeTime: null`), the same value as absent in the API's Go
+/// types.
+fn without_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
 /// Checks the form of every volatile value in a pod status and masks it,
 /// so the rest compares exactly.
 fn masked(status: &Value) -> Value {
     fn walk(k: &str, v: &mut Value) {
         match v {
             Value::Object(m) => {
+                m.retain(|_, v| !v.is_null()); // as without_nulls
                 for (k, v) in m.iter_mut() {
                     walk(k, v);
                 }
@@ -499,8 +516,8 @@ fn readiness_gate_flipped_by_another_writer() {
         condition_true(p, "Ready")
     });
     assert_eq!(
-        condition(&p, GATE),
-        Some(&gate("True")),
+        condition(&p, GATE).map(without_nulls),
+        Some(gate("True")),
         "{}",
         pretty_status(&p)
     );
