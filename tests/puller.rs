@@ -130,10 +130,10 @@ fn hanging_registry_does_not_delay_a_pod_with_a_present_image() {
     assert_eq!(before, after, "our threads changed with the hanging pulls");
 }
 
-/// A failing pull goes ErrImagePull -> ImagePullBackOff -> ErrImagePull, as
-/// upstream's: a retry under way keeps the last reason rather than going
-/// back to ContainerCreating, and each failure also gets upstream's
-/// "Error: <reason>" event.
+/// A failing pull that is retried keeps its reason while the retry runs,
+/// as upstream's (whose sync blocks in the pull and whose reason cache keeps
+/// the last error): it never goes back to ContainerCreating. Each failure
+/// also gets upstream's "Error: ErrImagePull" event.
 #[test]
 fn a_retried_pull_keeps_its_reason() {
     let mut env = Env::new("puller_retried_pull_keeps_its_reason", 76);
@@ -149,7 +149,13 @@ fn a_retried_pull_keeps_its_reason() {
     eventually(secs(30), "the first ErrImagePull", || {
         (waiting_reason(ro_port, full)? == "ErrImagePull").then_some(())
     });
-    // Through the 10 s back-off and the retry's second of pulling.
+    let pulls = |env: &Env| {
+        env.log()
+            .matches(&format!("Pulling image \"{image}\""))
+            .count()
+    };
+    let first = pulls(&env);
+    // Through the 10 s back-off and the retry, whose pull takes a second.
     let mut seen = Vec::new();
     let until = Instant::now() + secs(16);
     while Instant::now() < until {
@@ -160,15 +166,13 @@ fn a_retried_pull_keeps_its_reason() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(
-        seen.iter().any(|r| r == "ImagePullBackOff"),
-        "reasons seen: {seen:?}"
-    );
+    assert!(pulls(&env) > first, "no retry in the window: {seen:?}");
     assert!(
         !seen.iter().any(|r| r == "ContainerCreating"),
-        "back to ContainerCreating after a failed pull: {seen:?}"
+        "back to ContainerCreating while the retry ran: {seen:?}"
     );
-    for event in ["Error: ErrImagePull", "Error: ImagePullBackOff"] {
-        assert!(env.log().contains(event), "no {event:?} event in the log");
-    }
+    assert!(
+        env.log().contains("Failed: Error: ErrImagePull"),
+        "no \"Error: ErrImagePull\" event in the log"
+    );
 }
