@@ -23,22 +23,14 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use common::cluster::*;
+use common::fidelity::*;
 use common::*;
 
-/// The capture's namespace, kept as it is.
-const NS: &str = "fidelity";
-/// The image `statuses.yaml` runs: the harness's busybox, tagged so.
-const E2E_BUSYBOX: &str = "k8s.gcr.io/e2e-test-images/busybox:1.29-1";
-/// The image that must stay absent (imagePullPolicy: Never).
-const NEVER_PULLED: &str = "example.invalid/none:1";
 /// How long all pods together may take to reach upstream's states.
 const DEADLINE: Duration = Duration::from_secs(75);
 /// How long a pod that reached upstream's state (phase, container states,
@@ -47,30 +39,6 @@ const DEADLINE: Duration = Duration::from_secs(75);
 const SETTLE: Duration = Duration::from_secs(5);
 
 // --- the fixtures ------------------------------------------------------------------
-
-/// `$RKUBELET_FIDELITY_DIR`, or `<repo>/../shared/fidelity`.
-fn fidelity_dir() -> PathBuf {
-    match std::env::var_os("RKUBELET_FIDELITY_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => repo_dir().join("../shared/fidelity"),
-    }
-}
-
-/// A fixture file; a missing one fails the test, saying what it needs.
-fn read(p: &std::path::Path) -> String {
-    fs::read_to_string(p).unwrap_or_else(|e| {
-        panic!(
-            "the fidelity fixtures are missing: read {}: {e} (the capture of a real control \
-             plane: statuses.yaml and upstream-v1.22/; set RKUBELET_FIDELITY_DIR to the \
-             directory that holds them)",
-            p.display()
-        )
-    })
-}
-
-fn json_file(p: &std::path::Path) -> Value {
-    serde_json::from_str(&read(p)).unwrap_or_else(|e| panic!("{}: bad JSON: {e}", p.display()))
-}
 
 struct Fixtures {
     /// The pods of statuses.yaml, in its order.
@@ -85,17 +53,7 @@ struct Fixtures {
 impl Fixtures {
     fn load() -> Fixtures {
         let dir = fidelity_dir();
-        let yaml_path = dir.join("statuses.yaml");
-        let yaml = read(&yaml_path);
-        let mut pods = Vec::new();
-        for doc in serde_norway::Deserializer::from_str(&yaml) {
-            let v = Value::deserialize(doc)
-                .unwrap_or_else(|e| panic!("{}: bad YAML: {e}", yaml_path.display()));
-            if !v.is_null() {
-                pods.push(v);
-            }
-        }
-        assert!(!pods.is_empty(), "{}: no pods", yaml_path.display());
+        let pods = statuses_pods();
 
         let list = json_file(&dir.join("upstream-v1.22/pods.json"));
         let upstream: BTreeMap<String, Value> = list["items"]
@@ -128,22 +86,10 @@ impl Fixtures {
 
         for p in &pods {
             let name = name_of(p);
-            assert_eq!(
-                p["metadata"]["namespace"], NS,
-                "statuses.yaml: pod {name} is not in namespace {NS}"
-            );
             assert!(
                 upstream.contains_key(&name),
                 "statuses.yaml's pod {name} is not in upstream-v1.22/pods.json"
             );
-            for c in spec_containers(&p["spec"]) {
-                let image = c["image"].as_str().unwrap_or("");
-                assert!(
-                    image == E2E_BUSYBOX || image == NEVER_PULLED,
-                    "statuses.yaml: pod {name} runs image {image:?}, which this test cannot \
-                     provide offline (only {E2E_BUSYBOX} and {NEVER_PULLED})"
-                );
-            }
         }
         Fixtures {
             pods,
@@ -151,18 +97,6 @@ impl Fixtures {
             backoff,
         }
     }
-}
-
-fn name_of(obj: &Value) -> String {
-    obj["metadata"]["name"].as_str().unwrap_or("").to_string()
-}
-
-fn spec_containers(spec: &Value) -> Vec<&Value> {
-    ["initContainers", "containers"]
-        .iter()
-        .filter_map(|k| spec[*k].as_array())
-        .flatten()
-        .collect()
 }
 
 const STATUS_LISTS: [&str; 3] = [
@@ -650,53 +584,13 @@ fn wait_and_compare(
 
 // --- the test ------------------------------------------------------------------------
 
-/// The harness imports its busybox offline; the capture's pods name the
-/// e2e image, so it gets that name too. The never-pulled image must be absent.
-fn provide_images(env: &Env) {
-    let list = |env: &Env| -> Vec<String> {
-        env.ctr(&["images", "ls", "-q"])
-            .unwrap_or_else(|e| panic!("list containerd's images: {e}"))
-            .lines()
-            .map(|l| l.trim().to_string())
-            .collect()
-    };
-    if !list(env).iter().any(|i| i == E2E_BUSYBOX) {
-        env.ctr(&["images", "tag", BUSYBOX, E2E_BUSYBOX])
-            .unwrap_or_else(|e| panic!("tag {BUSYBOX} as {E2E_BUSYBOX}: {e}"));
-    }
-    let have = list(env);
-    let (tagged, never) = (
-        have.contains(&E2E_BUSYBOX.into()),
-        have.contains(&NEVER_PULLED.into()),
-    );
-    assert!(
-        tagged,
-        "{E2E_BUSYBOX} missing after tagging; containerd has {have:?}"
-    );
-    assert!(
-        !never,
-        "{NEVER_PULLED} must be absent (st-neverpull expects ErrImageNeverPull)"
-    );
-}
-
 #[test]
 fn statuses_match_upstream_v1_22_field_for_field() {
     require_prerequisites();
     let fx = Fixtures::load();
-    // The double emulates the capture's control plane, v1.22: it drops what
-    // a v1.22 server drops, and rkubelet adapts to it as to the real one.
-    let mut cl = Cluster::with_version("fidelity_statuses", 58, "1.22");
-    provide_images(&cl.env);
-    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}});
-    cl.api.must("POST", "/api/v1/namespaces", Some(&ns), &[201]);
-    // As in the capture: the pods exist, bound, before the kubelet starts.
-    // They were bound to the capture's node; here the node is NODE.
-    for p in &fx.pods {
-        let mut p = p.clone();
-        p["spec"]["nodeName"] = json!(NODE);
-        let path = format!("/api/v1/namespaces/{NS}/pods");
-        cl.api.must("POST", &path, Some(&p), &[201]);
-    }
+    // As in the capture: the double emulates v1.22, and the pods exist,
+    // bound, before the kubelet starts.
+    let mut cl = capture_cluster("fidelity_statuses", 58, &fx.pods);
     cl.start_kubelet();
     let (verdicts, last, skipped) = wait_and_compare(&mut cl, &fx);
 

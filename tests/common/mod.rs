@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod fidelity;
 mod manifests;
 mod observer;
 pub mod threads;
