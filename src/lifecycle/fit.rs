@@ -143,14 +143,36 @@ fn allocatable_units(node: &Node, name: &str) -> Option<i128> {
         .map(|milli| to_units(name, milli))
 }
 
+/// A one-container pod requesting (and limited to) `requests`, for the
+/// admission tests here and in `crate::preemption`.
+#[cfg(test)]
+pub(crate) fn test_pod(requests: &[(&str, &str)]) -> Pod {
+    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
+    Pod {
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(tests::list(requests)),
+                    limits: Some(tests::list(requests)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, NodeStatus, PodSpec, ResourceRequirements};
+    use k8s_openapi::api::core::v1::NodeStatus;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
 
-    fn list(v: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pub(super) fn list(v: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
         v.iter()
             .map(|(k, q)| (k.to_string(), Quantity(q.to_string())))
             .collect()
@@ -166,23 +188,7 @@ mod tests {
         }
     }
 
-    fn pod(requests: &[(&str, &str)]) -> Pod {
-        Pod {
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "c".into(),
-                    resources: Some(ResourceRequirements {
-                        requests: Some(list(requests)),
-                        limits: Some(list(requests)),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
+    use super::test_pod as pod;
 
     const NODE: &[(&str, &str)] = &[("cpu", "2"), ("memory", "1Gi"), ("pods", "110")];
 

@@ -85,29 +85,13 @@ pub fn unrecoverable(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     fn pod(priority: i32, requests: &[(&str, &str)]) -> Pod {
-        let list = requests
-            .iter()
-            .map(|(k, q)| (k.to_string(), Quantity(q.to_string())))
-            .collect();
-        Pod {
-            spec: Some(PodSpec {
-                priority: Some(priority),
-                containers: vec![Container {
-                    name: "c".into(),
-                    resources: Some(ResourceRequirements {
-                        requests: Some(list),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            ..Default::default()
+        let mut p = crate::lifecycle::fit::test_pod(requests);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.priority = Some(priority);
         }
+        p
     }
 
     fn missing(name: &str, requested: i128, used: i128, capacity: i128) -> InsufficientResource {

@@ -20,7 +20,7 @@ pub fn set_default(m: &mut Obj, k: &str, v: Value) {
 }
 
 /// The objects of the list `key` of `m`.
-fn items<'a>(m: &'a mut Obj, key: &str) -> impl Iterator<Item = &'a mut Obj> {
+pub(crate) fn items<'a>(m: &'a mut Obj, key: &str) -> impl Iterator<Item = &'a mut Obj> {
     m.get_mut(key)
         .and_then(Value::as_array_mut)
         .into_iter()
@@ -28,7 +28,7 @@ fn items<'a>(m: &'a mut Obj, key: &str) -> impl Iterator<Item = &'a mut Obj> {
         .filter_map(Value::as_object_mut)
 }
 
-fn child<'a>(m: &'a mut Obj, key: &str) -> Option<&'a mut Obj> {
+pub(crate) fn child<'a>(m: &'a mut Obj, key: &str) -> Option<&'a mut Obj> {
     m.get_mut(key).and_then(Value::as_object_mut)
 }
 

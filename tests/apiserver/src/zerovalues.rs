@@ -14,7 +14,7 @@
 //!
 //! Only the kinds a kubelet reads back are shaped: Pods, Nodes, CSINodes.
 
-use crate::defaults::{set_default, CONTAINER_LISTS};
+use crate::defaults::{child, items, set_default, CONTAINER_LISTS};
 use crate::util::obj_field_mut;
 use serde_json::{json, Map, Value};
 
@@ -85,7 +85,7 @@ fn drop_empty_maps(obj: &mut Value) {
         drop_if_empty_map(spec, "nodeSelector");
         drop_if_empty_map(spec, "overhead");
         for list in CONTAINER_LISTS {
-            for c in objects(spec, list) {
+            for c in items(spec, list) {
                 if let Some(r) = c.get_mut("resources").and_then(Value::as_object_mut) {
                     drop_if_empty_map(r, "limits");
                     drop_if_empty_map(r, "requests");
@@ -99,18 +99,6 @@ fn drop_empty_maps(obj: &mut Value) {
     }
 }
 
-fn objects<'a>(m: &'a mut Obj, key: &str) -> impl Iterator<Item = &'a mut Obj> {
-    m.get_mut(key)
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-}
-
-fn child<'a>(m: &'a mut Obj, key: &str) -> Option<&'a mut Obj> {
-    m.get_mut(key).and_then(Value::as_object_mut)
-}
-
 /// Sets `k` to `v` when absent (nulls were dropped before).
 fn zero(m: &mut Obj, k: &str, v: Value) {
     m.entry(k.to_string()).or_insert(v);
@@ -121,20 +109,20 @@ fn zero(m: &mut Obj, k: &str, v: Value) {
 fn pod(obj: &mut Value) {
     let spec = obj_field_mut(obj, "spec");
     for list in CONTAINER_LISTS {
-        for c in objects(spec, list) {
+        for c in items(spec, list) {
             zero(c, "resources", json!({}));
-            for e in objects(c, "env") {
+            for e in items(c, "env") {
                 if let Some(from) = child(e, "valueFrom") {
                     divisor(from);
                 }
             }
         }
     }
-    for v in objects(spec, "volumes") {
+    for v in items(spec, "volumes") {
         volume(v);
     }
     let status = obj_field_mut(obj, "status");
-    for c in objects(status, "conditions") {
+    for c in items(status, "conditions") {
         zero(c, "lastProbeTime", Value::Null);
         zero(c, "lastTransitionTime", Value::Null);
     }
@@ -143,7 +131,7 @@ fn pod(obj: &mut Value) {
         "containerStatuses",
         "ephemeralContainerStatuses",
     ] {
-        objects(status, list).for_each(container_status);
+        items(status, list).for_each(container_status);
     }
 }
 
@@ -155,7 +143,7 @@ fn divisor(holder: &mut Obj) {
 }
 
 fn downward_api_items(d: &mut Obj) {
-    objects(d, "items").for_each(divisor);
+    items(d, "items").for_each(divisor);
 }
 
 fn volume(v: &mut Obj) {
@@ -163,7 +151,7 @@ fn volume(v: &mut Obj) {
         downward_api_items(d);
     }
     if let Some(p) = child(v, "projected") {
-        for s in objects(p, "sources") {
+        for s in items(p, "sources") {
             if let Some(d) = child(s, "downwardAPI") {
                 downward_api_items(d);
             }
@@ -221,11 +209,11 @@ const NODE_INFO: [&str; 10] = [
 fn node(obj: &mut Value) {
     obj_field_mut(obj, "spec");
     let status = obj_field_mut(obj, "status");
-    for c in objects(status, "conditions") {
+    for c in items(status, "conditions") {
         zero(c, "lastHeartbeatTime", Value::Null);
         zero(c, "lastTransitionTime", Value::Null);
     }
-    for i in objects(status, "images") {
+    for i in items(status, "images") {
         zero(i, "names", Value::Null);
     }
     let endpoints = status.entry("daemonEndpoints").or_insert(json!({}));

@@ -111,15 +111,9 @@ fn as_stored() -> BTreeMap<String, Value> {
 /// The compared part of a pod: metadata (without what IGNORED and the
 /// per-run fields exclude), spec and status.
 fn comparable(pod: &Value) -> Value {
-    let mut v = json!({"metadata": pod["metadata"], "spec": pod["spec"], "status": pod["status"]});
-    for k in [
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-        "managedFields",
-    ] {
-        golden::remove_path(&mut v, &["metadata", k]);
-    }
+    let mut v = strip_assigned(
+        &json!({"metadata": pod["metadata"], "spec": pod["spec"], "status": pod["status"]}),
+    );
     for (path, _) in IGNORED {
         golden::remove_path(&mut v, path);
     }
