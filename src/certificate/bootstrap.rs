@@ -73,8 +73,7 @@ pub fn load_client_cert(p: &Paths, node: &str, shutdown: &Receiver<()>) -> anyho
     let key = load_or_generate_key(&store, &tmp_key)?;
     let deadline = Instant::now() + BOOTSTRAP_TIMEOUT;
     wait_for_server(&client, shutdown)?;
-    let usages = client.server_version().client_csr_usages();
-    let cert = request_node_certificate(&client, (&key, usages), node, deadline, shutdown)?;
+    let cert = request_node_certificate(&client, &key, node, deadline, shutdown)?;
     let file = store.update(&cert, &key.serialize_pem(), unix_now())?;
     log::info!("client certificate issued, written to {}", file.display());
     if let Err(e) = fs::remove_file(&tmp_key) {
@@ -217,15 +216,19 @@ fn wait_for_server(client: &Client, shutdown: &Receiver<()>) -> anyhow::Result<(
 /// to 30 s) until the deadline; Denied, Failed and shutdown end it.
 fn request_node_certificate(
     client: &Client,
-    (key, usages): (&rcgen::KeyPair, &[&str]),
+    key: &rcgen::KeyPair,
     node: &str,
     deadline: Instant,
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<String> {
-    let name = csr::digested_name(key, node, usages);
-    let obj = csr::csr_object(&name, &csr::make_csr_pem(key, node)?, usages);
+    let pem = csr::make_csr_pem(key, node)?;
     let mut backoff = BACKOFF_START;
     loop {
+        // The usages the server's approver takes, read per attempt: a
+        // server that was down at the first one is known at a later one.
+        let usages = client.server_version().client_csr_usages();
+        let name = csr::digested_name(key, node, usages);
+        let obj = csr::csr_object(&name, &pem, usages);
         let attempt = csr::request_certificate(client, &obj)
             .and_then(|(n, uid)| csr::wait_for_certificate(client, &n, &uid, deadline, shutdown));
         match attempt {

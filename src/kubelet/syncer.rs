@@ -361,8 +361,9 @@ impl PodSyncer for Syncer {
             .volume_manager
             .wait_for_attach_and_mount(pod, VOLUME_WAIT)
         {
-            // Upstream's sync blocks up to 2 min 3 s on the volumes and then
-            // posts this; ours returns sooner, and posts it as often.
+            // Upstream's sync blocks up to 2 min 3 s on the volumes and
+            // posts this when that wait times out; ours returns sooner, and
+            // posts it once the pod has waited as long.
             let report = e.report;
             let e = PodSyncError::Volumes(e);
             if report {
