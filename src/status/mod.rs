@@ -472,6 +472,30 @@ mod tests {
         assert_eq!(got[1].last_transition_time, then);
     }
 
+    /// Fields a newer server sends that this kubelet does not know are
+    /// neither refused nor sent back as null (a null would delete them).
+    #[test]
+    fn unknown_fields_are_never_sent_back_null() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"uid": "u1", "futureMeta": {"x": 1}},
+            "status": {
+                "phase": "Pending",
+                "futureStatus": "kept",
+                "conditions": [{"type": "Ready", "status": "False", "futureCond": 1}],
+                "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false,
+                                       "restartCount": 0, "futureContainer": true}]
+            }
+        }))
+        .expect("an object with unknown fields decodes");
+        let mut merged = pod.status.clone().unwrap_or_default();
+        merged.phase = Some("Running".into());
+        let patch = status_patch(&pod, &merged);
+        let text = patch.to_string();
+        assert!(!text.contains("null"), "{text}");
+        assert!(!text.contains("future"), "{text}");
+        assert_eq!(patch["status"]["phase"], "Running", "{text}");
+    }
+
     #[test]
     fn patch_carries_uid_and_only_changes() {
         let mut pod = Pod::default();
