@@ -6,7 +6,7 @@
 //! valid for a few seconds) and a real containerd. 10250 is probed with
 //! `openssl s_client`.
 //!
-//! Env numbers 93..=97 and 99: healthz 20000+N, API server 21000+N, 10250 on 22000+N.
+//! Env numbers 78, 93..=97 and 99: healthz 20000+N, API server 21000+N, 10250 on 22000+N.
 //!
 //!     cargo test --release --test certificates
 
@@ -347,6 +347,58 @@ fn denial_line(log: &str, name: &str) -> Option<String> {
         .map(String::from)
 }
 
+/// Approves `csr` as an admin would (`kubectl certificate approve`).
+fn approve(cl: &Cluster, csr: &Value) {
+    let name = csr["metadata"]["name"].as_str().unwrap_or_default();
+    let mut approved = csr.clone();
+    approved["status"]["conditions"] = json!([{"type": "Approved", "status": "True",
+        "reason": "TestApproved", "message": "approved by the test"}]);
+    cl.api.must(
+        "PUT",
+        &format!("{CSRS}/{name}/approval"),
+        Some(&approved),
+        &[200],
+    );
+}
+
+/// Through v1.24 the kubelet-serving signer signs only the usages with
+/// key encipherment: rkubelet asks a v1.22 control plane for those, and
+/// serves the issued certificate once an admin approves it.
+#[test]
+fn serving_certificate_from_a_v1_22_control_plane() {
+    let mut cl =
+        Cluster::with_version("serving_certificate_from_a_v1_22_control_plane", 78, "1.22");
+    let port = 22000 + 78;
+    append_config(
+        &cl,
+        &format!("address: 127.0.0.1\nport: {port}\nserverTLSBootstrap: true\n"),
+    );
+    let cert_dir = cl.env.dir.join("pki");
+    let args = cluster_kubelet_args(
+        &cl.double,
+        &cl.env,
+        &cl.config,
+        &["--cert-dir", &cert_dir.display().to_string()],
+    );
+    cl.env.start_kubelet_with_args(&args);
+    cl.wait_node_ready(secs(40));
+    let csr = cl.eventually(secs(30), "the serving CSR", |api| {
+        csrs_of(api, "kubernetes.io/kubelet-serving").pop()
+    });
+    assert_eq!(
+        csr["spec"]["usages"],
+        json!(["digital signature", "key encipherment", "server auth"])
+    );
+    approve(&cl, &csr);
+    let issued = cl.eventually(secs(30), "the issued certificate on 10250", |_| {
+        served_cert(port).filter(|t| !t.contains("-ca@"))
+    });
+    assert!(
+        issued.contains(&format!("CN = system:node:{NODE}")),
+        "{issued}"
+    );
+}
+
 #[test]
 fn serving_certificate_is_requested_and_served_once_approved() {
     let mut cl = Cluster::new(
@@ -393,15 +445,7 @@ fn serving_certificate_is_requested_and_served_once_approved() {
     eprintln!("before approval:\n{before}");
     assert!(before.contains(&format!("{NODE}-ca@")), "{before}");
 
-    let mut approved = now.clone();
-    approved["status"]["conditions"] = json!([{"type": "Approved", "status": "True",
-        "reason": "TestApproved", "message": "approved by the test"}]);
-    cl.api.must(
-        "PUT",
-        &format!("{CSRS}/{name}/approval"),
-        Some(&approved),
-        &[200],
-    );
+    approve(&cl, &now);
 
     let after = cl.eventually(secs(30), "the issued certificate on 10250", |_| {
         served_cert(port).filter(|t| !t.contains("-ca@"))
