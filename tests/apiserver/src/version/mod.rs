@@ -26,8 +26,7 @@ pub struct Version {
 }
 
 impl Default for Version {
-    /// The newest release: what the double served before it could emulate
-    /// older ones.
+    /// The newest release, unless `--emulate-version` says otherwise.
     fn default() -> Self {
         Version {
             minor: NEWEST_MINOR,
