@@ -582,7 +582,7 @@ impl NodeStatusManager {
     /// updateNodeStatus: up to five tries.
     fn update_node_status(&self) -> Result<(), String> {
         for i in 0..NODE_STATUS_UPDATE_RETRY {
-            match self.try_update_node_status() {
+            match self.try_update_node_status(i) {
                 Ok(()) => return Ok(()),
                 Err(e) => log::error!(
                     "Error updating node status, will retry (try {}): {e}",
@@ -594,12 +594,19 @@ impl NodeStatusManager {
     }
 
     /// tryUpdateNodeStatus: GET, update, and PATCH when the status changed
-    /// or nodeStatusReportFrequency passed since the last report.
-    fn try_update_node_status(&self) -> Result<(), String> {
+    /// or nodeStatusReportFrequency passed since the last report. The first
+    /// try reads the server's cache (`resourceVersion=0`), as upstream's
+    /// does, rather than a quorum read every 10 s; a retry after a conflict
+    /// reads the latest.
+    fn try_update_node_status(&self, try_number: usize) -> Result<(), String> {
         let name = &self.cfg.node_name;
+        let path = match try_number {
+            0 => paths::with_query(&paths::node(name), &[("resourceVersion", "0")]),
+            _ => paths::node(name),
+        };
         let original: Node = self
             .client
-            .get(&paths::node(name))
+            .get(&path)
             .map_err(|e| format!("error getting node {name:?}: {e}"))?;
         if !self.cfg.register_node {
             self.registered.store(true, Ordering::SeqCst);

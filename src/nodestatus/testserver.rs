@@ -13,7 +13,9 @@ use crate::client::{Client, RestConfig};
 #[derive(Clone, Debug)]
 pub struct Recorded {
     pub method: String,
+    /// Without the query, which is in `query`.
     pub path: String,
+    pub query: String,
     pub content_type: String,
     pub body: String,
 }
@@ -53,9 +55,11 @@ impl FakeServer {
                     .find(|h| h.field.equiv("Content-Type"))
                     .map(|h| h.value.to_string())
                     .unwrap_or_default();
+                let (path, query) = req.url().split_once('?').unwrap_or((req.url(), ""));
                 let rec = Recorded {
                     method: req.method().to_string(),
-                    path: req.url().to_string(),
+                    path: path.to_string(),
+                    query: query.to_string(),
                     content_type,
                     body,
                 };

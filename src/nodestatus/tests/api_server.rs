@@ -260,6 +260,9 @@ fn unchanged_status_is_not_patched_until_report_is_due() {
         "{calls:?}"
     );
     assert_eq!(calls.last().unwrap(), "GET /api/v1/nodes/node-c");
+    // From the server's cache, as upstream's first try reads it.
+    let get = server.requests().pop().unwrap();
+    assert_eq!(get.query, "resourceVersion=0");
     // Report due: patched even though unchanged, with fresh heartbeats.
     mgr.state.lock().unwrap().last_status_report =
         Some(std::time::Instant::now() - Duration::from_secs(7200));
