@@ -347,6 +347,28 @@ fn denial_line(log: &str, name: &str) -> Option<String> {
         .map(String::from)
 }
 
+/// Starts rkubelet with `serverTLSBootstrap` and 10250 on `port`; returns
+/// its arguments, its --cert-dir and the serving CSR it created.
+fn start_serving_bootstrap(cl: &mut Cluster, port: u16) -> (Vec<String>, PathBuf, Value) {
+    append_config(
+        cl,
+        &format!("address: 127.0.0.1\nport: {port}\nserverTLSBootstrap: true\n"),
+    );
+    let cert_dir = cl.env.dir.join("pki");
+    let args = cluster_kubelet_args(
+        &cl.double,
+        &cl.env,
+        &cl.config,
+        &["--cert-dir", &cert_dir.display().to_string()],
+    );
+    cl.env.start_kubelet_with_args(&args);
+    cl.wait_node_ready(secs(40));
+    let csr = cl.eventually(secs(30), "the serving CSR", |api| {
+        csrs_of(api, "kubernetes.io/kubelet-serving").pop()
+    });
+    (args, cert_dir, csr)
+}
+
 /// Approves `csr` as an admin would (`kubectl certificate approve`).
 fn approve(cl: &Cluster, csr: &Value) {
     let name = csr["metadata"]["name"].as_str().unwrap_or_default();
@@ -369,22 +391,7 @@ fn serving_certificate_from_a_v1_22_control_plane() {
     let mut cl =
         Cluster::with_version("serving_certificate_from_a_v1_22_control_plane", 78, "1.22");
     let port = 22000 + 78;
-    append_config(
-        &cl,
-        &format!("address: 127.0.0.1\nport: {port}\nserverTLSBootstrap: true\n"),
-    );
-    let cert_dir = cl.env.dir.join("pki");
-    let args = cluster_kubelet_args(
-        &cl.double,
-        &cl.env,
-        &cl.config,
-        &["--cert-dir", &cert_dir.display().to_string()],
-    );
-    cl.env.start_kubelet_with_args(&args);
-    cl.wait_node_ready(secs(40));
-    let csr = cl.eventually(secs(30), "the serving CSR", |api| {
-        csrs_of(api, "kubernetes.io/kubelet-serving").pop()
-    });
+    let (_, _, csr) = start_serving_bootstrap(&mut cl, port);
     assert_eq!(
         csr["spec"]["usages"],
         json!(["digital signature", "key encipherment", "server auth"])
@@ -406,24 +413,8 @@ fn serving_certificate_is_requested_and_served_once_approved() {
         95,
     );
     let port = 22000 + 95;
-    append_config(
-        &cl,
-        &format!("address: 127.0.0.1\nport: {port}\nserverTLSBootstrap: true\n"),
-    );
-    let cert_dir = cl.env.dir.join("pki");
-    let args = cluster_kubelet_args(
-        &cl.double,
-        &cl.env,
-        &cl.config,
-        &["--cert-dir", &cert_dir.display().to_string()],
-    );
-    cl.env.start_kubelet_with_args(&args);
-    cl.wait_node_ready(secs(40));
-
     // A kubelet-serving CSR with the node's addresses; not approved by anyone.
-    let csr = cl.eventually(secs(30), "the serving CSR", |api| {
-        csrs_of(api, "kubernetes.io/kubelet-serving").pop()
-    });
+    let (args, cert_dir, csr) = start_serving_bootstrap(&mut cl, port);
     assert_eq!(
         csr["spec"]["usages"],
         json!(["digital signature", "server auth"])

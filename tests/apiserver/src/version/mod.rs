@@ -148,8 +148,8 @@ impl Version {
 
     /// Whether the release serves this resource at this group/version (for
     /// routing and discovery). Every group/version the double implements
-    /// went GA before 1.22, so today this is true across the range; the
-    /// table keeps it honest when a newer one is added.
+    /// went GA before 1.22, so this is true across the range; the table
+    /// keeps it honest when a newer one is added.
     pub fn serves(self, def: &ResourceDef) -> bool {
         self.at_least(served_since(def.group, def.version))
     }
@@ -170,7 +170,7 @@ impl Version {
     /// GA in 1.25 (KEP-277). With the gate off `spec.ephemeralContainers`
     /// is dropped on writes too (see [`fields`]). From 1.22 the subresource
     /// takes and returns a Pod (kubernetes#101034), so 1.23+ all share
-    /// today's shape.
+    /// one shape.
     pub fn serves_ephemeral_containers(self) -> bool {
         self.at_least(23)
     }
