@@ -109,9 +109,13 @@ pub enum PullError {
 }
 
 impl PullError {
+    /// The waiting reason while a pull runs (what upstream shows before
+    /// its first pull ends).
+    pub const IN_PROGRESS_REASON: &'static str = "ContainerCreating";
+
     pub fn reason(&self) -> &'static str {
         match self {
-            PullError::InProgress { .. } => "ContainerCreating",
+            PullError::InProgress { .. } => Self::IN_PROGRESS_REASON,
             PullError::InvalidImageName(_) => "InvalidImageName",
             PullError::ImageInspect(_) => "ImageInspectError",
             PullError::NeverPull(_) => "ErrImageNeverPull",

@@ -29,9 +29,6 @@ pub(super) struct StartTarget<'a> {
     pub status: &'a PodStatus,
 }
 
-/// The image manager's reason while a container's pull runs.
-const PULL_IN_PROGRESS: &str = "ContainerCreating";
-
 impl KubeRuntimeManager {
     /// Pulls, creates and starts one container, unless it is backing off.
     pub(super) fn start_container(
@@ -54,7 +51,7 @@ impl KubeRuntimeManager {
             // blocks in the pull and its reason cache keeps the last error
             // (ImagePullBackOff goes straight to ErrImagePull, never back to
             // ContainerCreating in between).
-            Err(e) if e.reason == PULL_IN_PROGRESS => {}
+            Err(e) if e.reason == PullError::IN_PROGRESS_REASON => {}
             Err(e) => {
                 reasons
                     .entry(t.pod.uid().to_string())

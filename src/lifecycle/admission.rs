@@ -80,14 +80,16 @@ pub fn admit(
 
 /// The pod count alone, against maxPods (standalone: no Node object).
 fn check_pod_count(active: &[Arc<Pod>], max_pods: i64) -> Result<(), Rejection> {
-    let used = active.len() as i64;
-    if used < max_pods {
+    let over = fit::InsufficientResource {
+        name: "pods".into(),
+        requested: 1,
+        used: active.len() as i128,
+        capacity: i128::from(max_pods),
+    };
+    if over.shortfall() <= 0 {
         return Ok(());
     }
-    Err(reject(
-        "OutOfpods",
-        format!("Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {max_pods}"),
-    ))
+    Err(reject(over.reason(), over.message()))
 }
 
 fn node_name(node: &Node) -> &str {
