@@ -3,6 +3,7 @@
 #   make demo   run rkubelet standalone with etc/manifests against a private
 #               containerd (root; Ctrl-C stops it and cleans up)
 #   make test   the whole test suite (what .ci/run runs)
+#   make check  fmt, clippy and the unit tests: no root, no containerd
 #
 # Everything builds in the release profile, tests included, so that gRPC's C
 # core (grpcio-sys) is compiled once rather than once per profile.
@@ -14,7 +15,7 @@ CARGO_TEST_ARGS ?=
 CLIPPY_FLAGS ?= -D warnings
 
 .DEFAULT_GOAL := help
-.PHONY: help build test demo bench soak fuzz static test-static size fmt clippy clean deps
+.PHONY: help build check test demo bench soak fuzz static test-static size fmt clippy clean deps
 
 help: ## this list
 	@echo "usage: make TARGET"
@@ -23,6 +24,11 @@ help: ## this list
 
 build: ## cargo build --release (target/release/rkubelet)
 	$(CARGO) build --release
+
+check: ## fmt, clippy and the unit tests of every crate: needs neither root nor containerd
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --workspace --all-targets --features rkubelet/fault-injection -- $(CLIPPY_FLAGS)
+	$(CARGO) test --release --workspace --lib --bins --features rkubelet/fault-injection $(CARGO_TEST_ARGS)
 
 test: deps ## THE test command: install missing system packages, then cargo test --release
 	$(CARGO) test --release --workspace --features rkubelet/fault-injection $(CARGO_TEST_ARGS)

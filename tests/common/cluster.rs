@@ -2,7 +2,7 @@
 //! client of it, shared by tests/cluster.rs, tests/kubelet_api.rs and
 //! tests/probes.rs, with the pod JSON helpers they have in common.
 
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary compiles this shared module and uses only part of it
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@
 //! prints the tails of rkubelet's and containerd's logs (and keeps a copy of
 //! rkubelet's log next to the temporary root).
 
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary compiles this shared module and uses only part of it
 
 pub mod cluster;
 pub mod fidelity;

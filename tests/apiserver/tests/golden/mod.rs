@@ -1,7 +1,7 @@
 //! The fidelity fixtures: what a real kube-apiserver v1.22.3 stored and
 //! answered (see `shared/fidelity/README.md` beside the repository). Shared by
 //! the golden tests, which compare the double against them.
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary compiles this shared module and uses only part of it
 
 use serde::Deserialize;
 use serde_json::{Map, Value};

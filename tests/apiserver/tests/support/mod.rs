@@ -1,6 +1,6 @@
 //! Shared by the integration tests: spawns the double as a process and
 //! drives it with a minimal synchronous client (ureq + rustls).
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary compiles this shared module and uses only part of it
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
