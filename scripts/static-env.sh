@@ -28,7 +28,7 @@ command -v strip >/dev/null || die "no strip on PATH (Debian's binutils)"
 # zig's libc takes malloc from its own std.heap.SmpAllocator rather than
 # musl's mallocng: power-of-two size classes and free memory never given
 # back, which held 10.4 MB of anonymous memory with 110 probed pods where
-# mallocng holds 4.4 (README, Static binary). cargo-zigbuild takes
+# mallocng holds 4.4 (docs/static-build.md). cargo-zigbuild takes
 # `python -m ziglang` from CARGO_ZIGBUILD_PYTHON_PATH before any `zig` on
 # PATH; scripts/static-link.sh runs the same zig (RKUBELET_ZIG).
 zig_version=0.15.2
@@ -81,7 +81,7 @@ export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=$repo/scripts/static-link.s
 export RKUBELET_SYMBOL_ORDER=${RKUBELET_SYMBOL_ORDER-$repo/scripts/hot-symbols.txt}
 
 # Rust's std is rebuilt with the binary (cargo's -Z build-std), for size; all
-# of it is measured in the README ("What each change bought"):
+# of it is measured in CHANGELOG.md (the static binary table):
 # - std without its `backtrace` feature: no DWARF symbolizer (gimli,
 #   addr2line, rustc_demangle) in a binary that is stripped and so could
 #   never name a frame. A panic still logs its message and file:line.

@@ -8,7 +8,7 @@
 # the RSS of the binary's code follows how many 64 KB windows the running
 # code touches, not its size. In the link's own order the 1.1 MB of
 # functions a minute of standalone kubelet work runs lay in 79 of the
-# binary's windows; placed together they fill 19 (README, Static binary).
+# binary's windows; placed together they fill 19 (docs/static-build.md).
 #
 # zig cc refuses lld options it does not know, this one among them, so the
 # second link runs `zig ld.lld` with the command line zig printed for the

@@ -113,7 +113,7 @@ fn resolve(
     Ok((kubelet_flags, config))
 }
 
-/// Secure defaults in cluster mode (README, deviations): without a config
+/// Secure defaults in cluster mode (docs/deviations.md): without a config
 /// file, a kubelet with `--kubeconfig` takes the v1beta1 file defaults for
 /// anonymous authentication (off), webhook authentication (on),
 /// authorization (Webhook) and the read-only port (0) where no flag set

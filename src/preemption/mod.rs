@@ -7,7 +7,7 @@
 //! upstream's `UnexpectedAdmissionError` when they do not (hugepages on a
 //! node without any, say). It does not evict pods to admit one: where
 //! upstream would, the pod is refused with the resource's `OutOf<name>`
-//! reason instead (README, deviations).
+//! reason instead (docs/deviations.md).
 
 use std::sync::Arc;
 
