@@ -1,12 +1,14 @@
-//! Back-off bookkeeping (upstream `client-go/util/flowcontrol/backoff.go`).
+//! Back-off bookkeeping (upstream `client-go/util/flowcontrol/backoff.go`
+//! and `apimachinery/pkg/util/wait`'s exponential back-off manager).
 //!
 //! `Backoff` tracks one delay per key (a container, an image) and is keyed
 //! on wall-clock event times because the runtime reports exit times as wall
-//! clock. `Exponential` is the plain retry delay of a single loop.
+//! clock. `Exponential` is the retry delay of a single loop, optionally
+//! jittered and reset after a quiet period.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -33,8 +35,8 @@ impl Backoff {
         }
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    fn entries(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        crate::lock(&self.entries)
     }
 
     /// Records an event at `at` and grows the key's delay.
@@ -100,11 +102,18 @@ impl Backoff {
 }
 
 /// A single retry delay: `initial`, doubling to `max`, reset on success.
+/// With [`Exponential::jitter`] each delay is stretched by up to that
+/// fraction; with [`Exponential::reset_after`] a failure after that long
+/// without one starts over at `initial` (client-go's
+/// `NewExponentialBackoffManager`).
 #[derive(Debug, Clone)]
 pub struct Exponential {
     initial: Duration,
     max: Duration,
+    jitter: f64,
+    reset_after: Option<Duration>,
     current: Option<Duration>,
+    last: Option<Instant>,
 }
 
 impl Exponential {
@@ -112,22 +121,49 @@ impl Exponential {
         Exponential {
             initial,
             max,
+            jitter: 0.0,
+            reset_after: None,
             current: None,
+            last: None,
         }
+    }
+
+    /// Each delay becomes `delay * (1 + jitter * r)`, r uniform in [0, 1).
+    pub fn jitter(mut self, jitter: f64) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// A failure more than `quiet` after the previous one starts over.
+    pub fn reset_after(mut self, quiet: Duration) -> Self {
+        self.reset_after = Some(quiet);
+        self
     }
 
     /// The delay to wait after one more failure.
     pub fn next_delay(&mut self) -> Duration {
+        let now = Instant::now();
+        if let (Some(quiet), Some(last)) = (self.reset_after, self.last) {
+            if now.saturating_duration_since(last) > quiet {
+                self.current = None;
+            }
+        }
+        self.last = Some(now);
         let d = match self.current {
             None => self.initial,
             Some(d) => (d * 2).min(self.max),
         };
         self.current = Some(d);
-        d
+        if self.jitter > 0.0 {
+            d.mul_f64(1.0 + self.jitter * crate::random_unit())
+        } else {
+            d
+        }
     }
 
     pub fn reset(&mut self) {
         self.current = None;
+        self.last = None;
     }
 }
 
@@ -180,5 +216,25 @@ mod tests {
         assert_eq!(ms, vec![100, 200, 400, 800, 1600, 3200, 5000, 5000]);
         e.reset();
         assert_eq!(e.next_delay(), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn jitter_stretches_within_bound() {
+        let mut e = Exponential::new(Duration::from_millis(100), S(5)).jitter(1.0);
+        for base in [100, 200, 400] {
+            let d = e.next_delay().as_millis();
+            assert!((base..2 * base).contains(&d), "{d} for {base}");
+        }
+    }
+
+    #[test]
+    fn starts_over_after_a_quiet_period() {
+        let mut e = Exponential::new(Duration::from_millis(100), S(5)).reset_after(Duration::ZERO);
+        e.next_delay();
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(e.next_delay(), Duration::from_millis(100));
+        let mut kept = Exponential::new(Duration::from_millis(100), S(5)).reset_after(S(60));
+        kept.next_delay();
+        assert_eq!(kept.next_delay(), Duration::from_millis(200));
     }
 }
