@@ -13,7 +13,8 @@ mod config;
 mod configmap;
 mod container;
 mod credentialprovider;
-mod cri;
+// The CRI API and remote client live in crates/cri (rkubelet-cri).
+use rkubelet_cri as cri;
 mod envvars;
 mod events;
 mod eviction;

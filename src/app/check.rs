@@ -96,6 +96,7 @@ fn check_runtime(r: &mut Report, config: &KubeletConfiguration) -> Option<Remote
         endpoint,
         config.effective_image_service_endpoint(),
         config.runtime_request_timeout.0,
+        std::sync::Arc::new(crate::metrics::RuntimeOps),
     ) {
         Ok(rt) => rt,
         Err(e) => {

@@ -16,11 +16,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use grpcio::RpcStatusCode;
 
-use super::{api, CriError, ImageService, RuntimeService};
+use rkubelet_util::lock;
+
 use crate::container::{
     ContainerState, ContainerStatus, PodSource, PodStatus, RuntimeContainer, RuntimePod,
     RuntimeSandbox, SandboxStatus,
 };
+use crate::cri::{api, CriError, ImageService, RuntimeService};
 use crate::kuberuntime::labels;
 
 /// A pod sandbox in the fake runtime.
@@ -142,12 +144,6 @@ pub struct FakeRuntime {
     state: Mutex<FakeState>,
     calls: Mutex<Vec<Call>>,
     faults: Mutex<Faults>,
-}
-
-/// A poisoned lock only means another test thread panicked; its assertion
-/// is the failure worth seeing, so keep going with the data.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// An error as the runtime would return it, without a gRPC status.

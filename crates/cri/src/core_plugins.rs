@@ -110,7 +110,7 @@ extern "C" fn build_core_configuration(builder: Builder) {
 }
 
 /// Keeps the registry above in the link. Called before any gRPC channel is
-/// built: a codegen unit of the rkubelet library is linked only when
+/// built: a codegen unit of this library is linked only when
 /// something in it is referenced, and the C core's reference alone comes
 /// too late in the link order to pull it in.
 pub fn link() {
@@ -127,8 +127,8 @@ mod tests {
 
     use grpcio::{CallOption, ChannelBuilder, EnvBuilder};
 
-    use crate::cri::health::HealthCheckRequest;
-    use crate::cri::health_grpc::HealthClient;
+    use crate::health::HealthCheckRequest;
+    use crate::health_grpc::HealthClient;
 
     extern "C" {
         #[link_name = "_ZN9grpc_core22BuildCoreConfigurationEPNS_17CoreConfiguration7BuilderE"]

@@ -1,10 +1,11 @@
 //! Narrow views of the CRI services (upstream cri-api's `ImageManagerService`
 //! and `RuntimeService`): what the kubelet's modules call, so that each can
-//! be unit tested against the in-memory fake (`cri::fake`) instead of a live
+//! be unit tested against the in-memory fake (rkubelet's
+//! `kuberuntime::fake_runtime`) instead of a live
 //! runtime. Each trait holds only the calls some caller makes; a method is
 //! added when a caller moves onto the seam, not before.
 
-use super::{api, CriError, RemoteRuntime};
+use crate::{api, CriError, RemoteRuntime};
 
 /// The image calls of the puller and image garbage collection.
 pub trait ImageService: Send + Sync {

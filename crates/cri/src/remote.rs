@@ -3,14 +3,13 @@
 //! Container stops alone are async (`stop_container_async`): a grace
 //! period must cost its own pod, not a shared worker.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use grpcio::{CallOption, ChannelBuilder, EnvBuilder, Environment, RpcStatusCode};
 
-use super::api;
-use super::generated::api_grpc::{ImageServiceClient, RuntimeServiceClient};
+use crate::api;
+use crate::api_grpc::{ImageServiceClient, RuntimeServiceClient};
 
 /// Upstream's maxMsgSize for CRI responses (16 MiB).
 const MAX_MSG_SIZE: i32 = 16 * 1024 * 1024;
@@ -23,11 +22,36 @@ const PULL_TIMEOUT_FLOOR: Duration = Duration::from_secs(600);
 const GRPC_CQ_THREADS: usize = 1;
 
 /// A failed CRI call, naming the method and the gRPC status.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("CRI {method} failed: {}{message}", .code.map(|c| format!("{c:?}: ")).unwrap_or_default())]
 pub struct CriError {
     pub method: &'static str,
     pub code: Option<RpcStatusCode>,
     pub message: String,
+}
+
+/// A runtime or image service endpoint the client cannot dial.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("CRI endpoint {0:?}: only unix:// endpoints are supported")]
+    Scheme(String),
+    #[error("CRI endpoint {0:?}: the socket path must be absolute")]
+    Relative(String),
+}
+
+/// Told of every CRI call the client makes: upstream's operation_type (the
+/// snake_case method: `list_containers`, `pull_image`, ...), how long it
+/// took and whether it succeeded. The kubelet records its
+/// `kubelet_runtime_operations_*` metrics from it. Called on the caller's
+/// thread, or on gRPC's completion-queue thread for async calls: keep it
+/// short.
+pub trait Observer: Send + Sync {
+    fn runtime_op(&self, op: &str, took: Duration, ok: bool);
+}
+
+/// Records nothing (tools and tests that keep no metrics).
+impl Observer for () {
+    fn runtime_op(&self, _op: &str, _took: Duration, _ok: bool) {}
 }
 
 impl CriError {
@@ -93,21 +117,6 @@ impl CriError {
     }
 }
 
-impl fmt::Display for CriError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.code {
-            Some(code) => write!(
-                f,
-                "CRI {} failed: {:?}: {}",
-                self.method, code, self.message
-            ),
-            None => write!(f, "CRI {} failed: {}", self.method, self.message),
-        }
-    }
-}
-
-impl std::error::Error for CriError {}
-
 pub type Result<T> = std::result::Result<T, CriError>;
 
 /// How an async container stop went: the preStop exec hook's reply (when
@@ -125,27 +134,29 @@ pub struct RemoteRuntime {
     image: ImageServiceClient,
     /// runtimeRequestTimeout: the deadline of every mutating call.
     timeout: Duration,
+    observer: Arc<dyn Observer>,
     _env: Arc<Environment>,
 }
 
 impl RemoteRuntime {
-    /// Both services on one endpoint.
-    #[cfg(test)]
-    pub fn new(endpoint: &str, timeout: Duration) -> anyhow::Result<Self> {
-        Self::with_image_endpoint(endpoint, endpoint, timeout)
+    /// Both services on one endpoint, with no observer.
+    pub fn new(endpoint: &str, timeout: Duration) -> std::result::Result<Self, EndpointError> {
+        Self::with_image_endpoint(endpoint, endpoint, timeout, Arc::new(()))
     }
 
     /// Builds the channels; does not connect (gRPC connects lazily and
     /// reconnects with its own backoff, so a dead runtime at start is fine).
     /// One channel serves both services when the endpoints are equal.
+    /// `observer` is told of every call.
     pub fn with_image_endpoint(
         runtime_endpoint: &str,
         image_endpoint: &str,
         timeout: Duration,
-    ) -> anyhow::Result<Self> {
+        observer: Arc<dyn Observer>,
+    ) -> std::result::Result<Self, EndpointError> {
         let runtime_target = grpc_target(runtime_endpoint)?;
         let image_target = grpc_target(image_endpoint)?;
-        super::core_plugins::link();
+        crate::core_plugins::link();
         let env = Arc::new(
             EnvBuilder::new()
                 .cq_count(GRPC_CQ_THREADS)
@@ -170,8 +181,18 @@ impl RemoteRuntime {
             runtime: RuntimeServiceClient::new(runtime),
             image: ImageServiceClient::new(image),
             timeout,
+            observer,
             _env: env,
         })
+    }
+
+    /// Runs one CRI call and tells the observer of it.
+    fn timed<T>(&self, op: &str, call: impl FnOnce() -> Result<T>) -> Result<T> {
+        let started = std::time::Instant::now();
+        let result = call();
+        self.observer
+            .runtime_op(op, started.elapsed(), result.is_ok());
+        result
     }
 
     /// runtimeRequestTimeout: the deadline of mutating calls.
@@ -194,7 +215,7 @@ impl RemoteRuntime {
     /// CRI RuntimeConfig: the runtime's cgroup driver (containerd 2.0 and
     /// CRI-O 1.28 on; older runtimes answer UNIMPLEMENTED).
     pub fn runtime_config(&self) -> Result<api::RuntimeConfigResponse> {
-        timed("runtime_config", || {
+        self.timed("runtime_config", || {
             self.runtime
                 .runtime_config(&api::RuntimeConfigRequest::default(), self.fast())
                 .map_err(|e| CriError::from_grpc("RuntimeConfig", e))
@@ -202,7 +223,7 @@ impl RemoteRuntime {
     }
 
     pub fn version(&self) -> Result<api::VersionResponse> {
-        timed("version", || {
+        self.timed("version", || {
             let req = api::VersionRequest {
                 version: "v1".into(),
                 ..Default::default()
@@ -214,7 +235,7 @@ impl RemoteRuntime {
     }
 
     pub fn status(&self) -> Result<api::StatusResponse> {
-        timed("status", || {
+        self.timed("status", || {
             self.runtime
                 .status(&api::StatusRequest::default(), self.fast())
                 .map_err(|e| CriError::from_grpc("Status", e))
@@ -227,7 +248,7 @@ impl RemoteRuntime {
         config: api::PodSandboxConfig,
         runtime_handler: &str,
     ) -> Result<String> {
-        timed("run_pod_sandbox", || {
+        self.timed("run_pod_sandbox", || {
             let req = api::RunPodSandboxRequest {
                 config: Some(config).into(),
                 runtime_handler: runtime_handler.to_string(),
@@ -241,7 +262,7 @@ impl RemoteRuntime {
     }
 
     pub fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
-        timed("stop_pod_sandbox", || {
+        self.timed("stop_pod_sandbox", || {
             let req = api::StopPodSandboxRequest {
                 pod_sandbox_id: id.to_string(),
                 ..Default::default()
@@ -261,10 +282,11 @@ impl RemoteRuntime {
             ..Default::default()
         };
         let started = std::time::Instant::now();
+        let observer = Arc::clone(&self.observer);
         match self.runtime.stop_pod_sandbox_async(&req, self.slow()) {
             Ok(rx) => self.runtime.spawn(async move {
                 let r = rx.await.map(drop);
-                crate::metrics::runtime_op("stop_pod_sandbox", started.elapsed(), r.is_ok());
+                observer.runtime_op("stop_pod_sandbox", started.elapsed(), r.is_ok());
                 done(r.map_err(|e| CriError::from_grpc("StopPodSandbox", e)));
             }),
             Err(e) => done(Err(CriError::from_grpc("StopPodSandbox", e))),
@@ -272,7 +294,7 @@ impl RemoteRuntime {
     }
 
     pub fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
-        timed("remove_pod_sandbox", || {
+        self.timed("remove_pod_sandbox", || {
             let req = api::RemovePodSandboxRequest {
                 pod_sandbox_id: id.to_string(),
                 ..Default::default()
@@ -285,7 +307,7 @@ impl RemoteRuntime {
     }
 
     pub fn pod_sandbox_status(&self, id: &str) -> Result<api::PodSandboxStatus> {
-        timed("pod_sandbox_status", || {
+        self.timed("pod_sandbox_status", || {
             let req = api::PodSandboxStatusRequest {
                 pod_sandbox_id: id.to_string(),
                 ..Default::default()
@@ -301,7 +323,7 @@ impl RemoteRuntime {
         &self,
         filter: Option<api::PodSandboxFilter>,
     ) -> Result<Vec<api::PodSandbox>> {
-        timed("list_pod_sandbox", || {
+        self.timed("list_pod_sandbox", || {
             let req = api::ListPodSandboxRequest {
                 filter: filter.into(),
                 ..Default::default()
@@ -319,7 +341,7 @@ impl RemoteRuntime {
         config: api::ContainerConfig,
         sandbox_config: api::PodSandboxConfig,
     ) -> Result<String> {
-        timed("create_container", || {
+        self.timed("create_container", || {
             let req = api::CreateContainerRequest {
                 pod_sandbox_id: sandbox_id.to_string(),
                 config: Some(config).into(),
@@ -334,7 +356,7 @@ impl RemoteRuntime {
     }
 
     pub fn start_container(&self, id: &str) -> Result<()> {
-        timed("start_container", || {
+        self.timed("start_container", || {
             let req = api::StartContainerRequest {
                 container_id: id.to_string(),
                 ..Default::default()
@@ -364,10 +386,11 @@ impl RemoteRuntime {
         };
         let started = std::time::Instant::now();
         let opt = self.opt(self.timeout + timeout);
+        let observer = Arc::clone(&self.observer);
         match self.runtime.exec_sync_async(&req, opt) {
             Ok(rx) => self.runtime.spawn(async move {
                 let r = rx.await;
-                crate::metrics::runtime_op("exec_sync", started.elapsed(), r.is_ok());
+                observer.runtime_op("exec_sync", started.elapsed(), r.is_ok());
                 done(r.map_err(|e| CriError::from_grpc("ExecSync", e)));
             }),
             Err(e) => done(Err(CriError::from_grpc("ExecSync", e))),
@@ -390,6 +413,7 @@ impl RemoteRuntime {
     ) {
         let client = self.runtime.clone();
         let timeout = self.timeout;
+        let observer = Arc::clone(&self.observer);
         let id = id.to_string();
         let fut = async move {
             let started = std::time::Instant::now();
@@ -406,7 +430,7 @@ impl RemoteRuntime {
                     Ok(rx) => rx.await,
                     Err(e) => Err(e),
                 };
-                crate::metrics::runtime_op("exec_sync", started.elapsed(), r.is_ok());
+                observer.runtime_op("exec_sync", started.elapsed(), r.is_ok());
                 hook = Some(r.map_err(|e| CriError::from_grpc("ExecSync", e)));
             }
             let left = grace.saturating_sub(started.elapsed()).max(min_grace);
@@ -421,7 +445,7 @@ impl RemoteRuntime {
                 Ok(rx) => rx.await.map(drop),
                 Err(e) => Err(e),
             };
-            crate::metrics::runtime_op("stop_container", stop_started.elapsed(), r.is_ok());
+            observer.runtime_op("stop_container", stop_started.elapsed(), r.is_ok());
             done(AsyncStop {
                 hook,
                 hook_took: started.elapsed().saturating_sub(stop_started.elapsed()),
@@ -432,7 +456,7 @@ impl RemoteRuntime {
     }
 
     pub fn remove_container(&self, id: &str) -> Result<()> {
-        timed("remove_container", || {
+        self.timed("remove_container", || {
             let req = api::RemoveContainerRequest {
                 container_id: id.to_string(),
                 ..Default::default()
@@ -448,7 +472,7 @@ impl RemoteRuntime {
         &self,
         filter: Option<api::ContainerFilter>,
     ) -> Result<Vec<api::Container>> {
-        timed("list_containers", || {
+        self.timed("list_containers", || {
             let req = api::ListContainersRequest {
                 filter: filter.into(),
                 ..Default::default()
@@ -461,7 +485,7 @@ impl RemoteRuntime {
     }
 
     pub fn container_status(&self, id: &str) -> Result<api::ContainerStatus> {
-        timed("container_status", || {
+        self.timed("container_status", || {
             let req = api::ContainerStatusRequest {
                 container_id: id.to_string(),
                 ..Default::default()
@@ -482,7 +506,7 @@ impl RemoteRuntime {
         cmd: Vec<String>,
         timeout: Duration,
     ) -> Result<api::ExecSyncResponse> {
-        timed("exec_sync", || {
+        self.timed("exec_sync", || {
             let req = api::ExecSyncRequest {
                 container_id: id.to_string(),
                 cmd,
@@ -496,7 +520,7 @@ impl RemoteRuntime {
     }
 
     pub fn image_status(&self, image: &str) -> Result<Option<api::Image>> {
-        timed("image_status", || {
+        self.timed("image_status", || {
             let req = api::ImageStatusRequest {
                 image: Some(image_spec(image)).into(),
                 ..Default::default()
@@ -516,7 +540,7 @@ impl RemoteRuntime {
         auth: Option<api::AuthConfig>,
         sandbox_config: Option<api::PodSandboxConfig>,
     ) -> Result<String> {
-        timed("pull_image", || {
+        self.timed("pull_image", || {
             let req = api::PullImageRequest {
                 image: Some(image_spec(image)).into(),
                 auth: auth.into(),
@@ -531,7 +555,7 @@ impl RemoteRuntime {
     }
 
     pub fn list_images(&self) -> Result<Vec<api::Image>> {
-        timed("list_images", || {
+        self.timed("list_images", || {
             self.image
                 .list_images(&api::ListImagesRequest::default(), self.fast())
                 .map(|r| r.images)
@@ -540,7 +564,7 @@ impl RemoteRuntime {
     }
 
     pub fn remove_image(&self, image: &str) -> Result<()> {
-        timed("remove_image", || {
+        self.timed("remove_image", || {
             let req = api::RemoveImageRequest {
                 image: Some(image_spec(image)).into(),
                 ..Default::default()
@@ -555,7 +579,7 @@ impl RemoteRuntime {
     /// Prepares a streaming exec and returns the runtime's stream-server URL
     /// (the kubelet then proxies the client's upgraded connection there).
     pub fn exec(&self, req: api::ExecRequest) -> Result<String> {
-        timed("exec", || {
+        self.timed("exec", || {
             self.runtime
                 .exec(&req, self.slow())
                 .map(|r| r.url)
@@ -565,7 +589,7 @@ impl RemoteRuntime {
 
     /// Prepares a streaming attach; returns the stream-server URL.
     pub fn attach(&self, req: api::AttachRequest) -> Result<String> {
-        timed("attach", || {
+        self.timed("attach", || {
             self.runtime
                 .attach(&req, self.slow())
                 .map(|r| r.url)
@@ -575,7 +599,7 @@ impl RemoteRuntime {
 
     /// Prepares a port forward into a sandbox; returns the stream-server URL.
     pub fn port_forward(&self, sandbox_id: &str, ports: Vec<i32>) -> Result<String> {
-        timed("port_forward", || {
+        self.timed("port_forward", || {
             let req = api::PortForwardRequest {
                 pod_sandbox_id: sandbox_id.to_string(),
                 port: ports,
@@ -592,7 +616,7 @@ impl RemoteRuntime {
         &self,
         filter: Option<api::ContainerStatsFilter>,
     ) -> Result<Vec<api::ContainerStats>> {
-        timed("list_container_stats", || {
+        self.timed("list_container_stats", || {
             let req = api::ListContainerStatsRequest {
                 filter: filter.into(),
                 ..Default::default()
@@ -608,7 +632,7 @@ impl RemoteRuntime {
         &self,
         filter: Option<api::PodSandboxStatsFilter>,
     ) -> Result<Vec<api::PodSandboxStats>> {
-        timed("list_pod_sandbox_stats", || {
+        self.timed("list_pod_sandbox_stats", || {
             let req = api::ListPodSandboxStatsRequest {
                 filter: filter.into(),
                 ..Default::default()
@@ -622,7 +646,7 @@ impl RemoteRuntime {
 
     /// The image (and, when split, container) filesystems' usage.
     pub fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse> {
-        timed("image_fs_info", || {
+        self.timed("image_fs_info", || {
             self.image
                 .image_fs_info(&api::ImageFsInfoRequest::default(), self.fast())
                 .map_err(|e| CriError::from_grpc("ImageFsInfo", e))
@@ -631,7 +655,7 @@ impl RemoteRuntime {
 
     /// Asks the runtime to reopen a container's log file (after rotation).
     pub fn reopen_container_log(&self, id: &str) -> Result<()> {
-        timed("reopen_container_log", || {
+        self.timed("reopen_container_log", || {
             let req = api::ReopenContainerLogRequest {
                 container_id: id.to_string(),
                 ..Default::default()
@@ -644,14 +668,6 @@ impl RemoteRuntime {
     }
 }
 
-/// Runs one CRI call and records it in kubelet_runtime_operations_*.
-fn timed<T>(op: &str, call: impl FnOnce() -> Result<T>) -> Result<T> {
-    let started = std::time::Instant::now();
-    let result = call();
-    crate::metrics::runtime_op(op, started.elapsed(), result.is_ok());
-    result
-}
-
 fn image_spec(image: &str) -> api::ImageSpec {
     api::ImageSpec {
         image: image.to_string(),
@@ -661,17 +677,17 @@ fn image_spec(image: &str) -> api::ImageSpec {
 
 /// `unix:///run/containerd/containerd.sock` or a bare absolute path (which
 /// upstream still accepts) -> the gRPC target `unix:/path`.
-fn grpc_target(endpoint: &str) -> anyhow::Result<String> {
+fn grpc_target(endpoint: &str) -> std::result::Result<String, EndpointError> {
     let path = if let Some(rest) = endpoint.strip_prefix("unix://") {
         rest
     } else if endpoint.starts_with('/') {
         log::warn!("CRI endpoint {endpoint:?} has no scheme; assuming unix://");
         endpoint
     } else {
-        anyhow::bail!("CRI endpoint {endpoint:?}: only unix:// endpoints are supported");
+        return Err(EndpointError::Scheme(endpoint.to_string()));
     };
     if !path.starts_with('/') {
-        anyhow::bail!("CRI endpoint {endpoint:?}: the socket path must be absolute");
+        return Err(EndpointError::Relative(endpoint.to_string()));
     }
     Ok(format!("unix:{path}"))
 }

@@ -1,4 +1,4 @@
-//! Code generation for the CRI v1 API.
+//! Code generation for the CRI v1 API, from the workspace's protos/.
 //!
 //! Messages come from protobuf-codegen 3 with its pure-Rust parser, so the
 //! build host needs no `protoc`. grpcio-compiler only targets protobuf 2, so
@@ -11,23 +11,26 @@ use std::path::{Path, PathBuf};
 
 use protobuf::descriptor::{FileDescriptorProto, ServiceDescriptorProto};
 
-const PROTO_DIR: &str = "protos";
+/// The protos stay at the workspace root, beside the README that says
+/// where they come from.
+const PROTO_DIR: &str = "../../protos";
 
 fn main() {
-    println!("cargo:rerun-if-changed={PROTO_DIR}");
+    let dir = proto_dir();
+    println!("cargo:rerun-if-changed={}", dir.display());
     println!("cargo:rerun-if-changed=build.rs");
-    let protos = proto_files();
+    let protos = proto_files(&dir);
 
     protobuf_codegen::Codegen::new()
         .pure()
-        .include(PROTO_DIR)
+        .include(&dir)
         .inputs(&protos)
         .cargo_out_dir("cri")
         .run_from_script();
 
     let parsed = protobuf_parse::Parser::new()
         .pure()
-        .include(PROTO_DIR)
+        .include(&dir)
         .inputs(&protos)
         .parse_and_typecheck()
         .expect("parse the protos");
@@ -37,10 +40,19 @@ fn main() {
     }
 }
 
+fn proto_dir() -> PathBuf {
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR is set by cargo");
+    // Canonical, so each input path starts with the include path.
+    Path::new(&manifest)
+        .join(PROTO_DIR)
+        .canonicalize()
+        .expect("the workspace's protos/ exists")
+}
+
 /// Every `.proto` in protos/, sorted so the output is stable: the CRI API
 /// and the gRPC health service probes use.
-fn proto_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(PROTO_DIR)
+fn proto_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("read protos/")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "proto"))
@@ -106,7 +118,7 @@ fn render_service(out: &mut String, package: &str, stem: &str, service: &Service
         // (see `spawn`); used where a call must not hold the caller.
         let _ = writeln!(
             calls,
-            "    #[allow(dead_code)]\n    pub fn {fname}_async(&self, req: &{req}, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<{resp}>> {{\n        \
+            "    pub fn {fname}_async(&self, req: &{req}, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<{resp}>> {{\n        \
              self.client.unary_call_async(&{konst}, req, opt)\n    }}\n",
             fname = snake(method.name())
         );
@@ -118,7 +130,6 @@ fn render_service(out: &mut String, package: &str, stem: &str, service: &Service
          Self {{ client: ::grpcio::Client::new(channel) }}\n    }}\n\n\
          /// Runs `f` on the channel's completion-queue thread: grpcio's own\n    \
          /// executor, so the crate needs no async runtime.\n    \
-         #[allow(dead_code)]\n    \
          pub fn spawn<F: ::std::future::Future<Output = ()> + Send + 'static>(&self, f: F) {{\n        \
          self.client.spawn(f)\n    }}\n\n{calls}}}\n"
     );
