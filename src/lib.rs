@@ -7,7 +7,8 @@
 mod app;
 mod apparmor;
 mod certificate;
-mod client;
+// The API client lives in crates/client (rkubelet-client).
+use rkubelet_client as client;
 mod cm;
 mod config;
 mod configmap;

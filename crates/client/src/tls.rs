@@ -10,6 +10,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
+use rkubelet_util::lock;
+
 /// A client certificate chain with its private key.
 pub struct ClientIdentity {
     pub certs: Vec<CertificateDer<'static>>,
@@ -108,7 +110,7 @@ impl rustls::server::ResolvesServerCert for CertSlot {
     }
 }
 
-/// Builds the rustls config for [`crate::client::RestConfig::tls`]; with an
+/// Builds the rustls config for [`crate::RestConfig::tls`]; with an
 /// identity, the certificate is presented from `slot`, which the caller may
 /// swap later.
 pub fn client_config(
@@ -279,17 +281,17 @@ pub(crate) struct ConnTracker {
 
 impl ConnTracker {
     pub(crate) fn track(&self, slot: &SocketSlot) {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = lock(&self.slots);
         slots.retain(|w| w.strong_count() > 0);
         slots.push(Arc::downgrade(slot));
     }
 
     /// Shuts every tracked socket down; returns how many were open.
     pub(crate) fn close_all(&self) -> usize {
-        let slots = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|e| e.into_inner()));
+        let slots = std::mem::take(&mut *lock(&self.slots));
         let mut n = 0;
         for slot in slots.iter().filter_map(Weak::upgrade) {
-            if let Some(sock) = slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if let Some(sock) = lock(&slot).as_ref() {
                 let _ = sock.shutdown(std::net::Shutdown::Both);
                 n += 1;
             }
@@ -312,7 +314,7 @@ impl ureq::TlsConnector for CapturingConnector {
         io: Box<dyn ureq::ReadWrite>,
     ) -> Result<Box<dyn ureq::ReadWrite>, ureq::Error> {
         if let Some(sock) = io.socket().and_then(|s| s.try_clone().ok()) {
-            *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(sock);
+            *lock(&self.slot) = Some(sock);
         }
         ureq::TlsConnector::connect(&self.tls, dns_name, io)
     }

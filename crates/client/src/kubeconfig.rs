@@ -77,10 +77,42 @@ struct Context {
     user: String,
 }
 
+/// Why a kubeconfig gave no config. The text names the file and the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KubeconfigError {
+    /// From a file: its path, then what is wrong (a read error, or the
+    /// text of one of the others).
+    #[error("kubeconfig {}: {msg}", path.display())]
+    File { path: PathBuf, msg: String },
+    #[error("parsing YAML: {0}")]
+    Yaml(String),
+    /// A field's path and what is wrong with it.
+    #[error("{field}: {msg}")]
+    Field { field: String, msg: String },
+}
+
+impl KubeconfigError {
+    fn in_file(path: &Path, msg: impl std::fmt::Display) -> KubeconfigError {
+        KubeconfigError::File {
+            path: path.to_path_buf(),
+            msg: msg.to_string(),
+        }
+    }
+}
+
 /// A field-level error: the field path and what is wrong with it.
 struct FieldError {
     field: String,
     msg: String,
+}
+
+impl From<FieldError> for KubeconfigError {
+    fn from(e: FieldError) -> KubeconfigError {
+        KubeconfigError::Field {
+            field: e.field,
+            msg: e.msg,
+        }
+    }
 }
 
 fn field_err(field: impl Into<String>, msg: impl Into<String>) -> FieldError {
@@ -92,19 +124,18 @@ fn field_err(field: impl Into<String>, msg: impl Into<String>) -> FieldError {
 
 /// Reads a kubeconfig file into a RestConfig with client-go's default
 /// QPS/burst and a 30 s timeout (callers set the kubelet's kubeAPIQPS etc.).
-pub fn load(path: impl AsRef<Path>) -> anyhow::Result<RestConfig> {
+pub fn load(path: impl AsRef<Path>) -> Result<RestConfig, KubeconfigError> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| KubeconfigError::in_file(path, e))?;
     let base = path.parent().unwrap_or_else(|| Path::new("."));
-    from_yaml(&text, base).map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))
+    from_yaml(&text, base).map_err(|e| KubeconfigError::in_file(path, e))
 }
 
 /// Parses kubeconfig YAML; relative paths resolve against `base_dir`.
-pub fn from_yaml(text: &str, base_dir: &Path) -> anyhow::Result<RestConfig> {
+pub fn from_yaml(text: &str, base_dir: &Path) -> Result<RestConfig, KubeconfigError> {
     let kc: KubeConfig =
-        serde_norway::from_str(text).map_err(|e| anyhow::anyhow!("parsing YAML: {e}"))?;
-    build(&kc, base_dir).map_err(|e| anyhow::anyhow!("{}: {}", e.field, e.msg))
+        serde_norway::from_str(text).map_err(|e| KubeconfigError::Yaml(e.to_string()))?;
+    Ok(build(&kc, base_dir)?)
 }
 
 fn build(kc: &KubeConfig, base: &Path) -> Result<RestConfig, FieldError> {
@@ -148,9 +179,9 @@ fn build(kc: &KubeConfig, base: &Path) -> Result<RestConfig, FieldError> {
 pub fn anonymous_with_cert_slot(
     path: impl AsRef<Path>,
     slot: Arc<tls::CertSlot>,
-) -> anyhow::Result<RestConfig> {
+) -> Result<RestConfig, KubeconfigError> {
     let path = path.as_ref();
-    let fail = |e: String| anyhow::anyhow!("kubeconfig {}: {e}", path.display());
+    let fail = |e: String| KubeconfigError::in_file(path, e);
     let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
     let base = path.parent().unwrap_or_else(|| Path::new("."));
     let kc: KubeConfig =
@@ -289,7 +320,7 @@ fn client_identity(ui: usize, u: &User, base: &Path) -> Result<Option<ClientIden
                     format!("{origin}: {e}: it must hold a PEM CERTIFICATE block"),
                 )
             })?;
-            check_client_cert(&certs, crate::types::unix_now())
+            check_client_cert(&certs, unix_now())
                 .map_err(|e| field_err(&cert_field, format!("{origin}: {e}")))?;
             Ok(Some(ClientIdentity {
                 certs,
@@ -306,27 +337,36 @@ pub(crate) fn check_client_cert(
     certs: &[rustls::pki_types::CertificateDer<'_>],
     now: i64,
 ) -> Result<(), String> {
-    use crate::certificate::x509;
+    use x509_parser::prelude::{FromDer, X509Certificate};
     let Some(leaf) = certs.first() else {
         return Err("no certificate".into());
     };
-    match x509::version(leaf.as_ref()) {
-        Some(3) => {}
-        Some(v) => {
+    let Ok((_, cert)) = X509Certificate::from_der(leaf.as_ref()) else {
+        return Err("not a readable X.509 certificate (DER)".into());
+    };
+    // The version field holds the version less one (RFC 5280 4.1.2.1).
+    match cert.version().0.saturating_add(1) {
+        3 => {}
+        v => {
             return Err(format!(
                 "the certificate is X.509 v{v}, and only v3 is accepted (rustls): reissue it as v3, with extensions (kubeadm, or openssl x509 -req with -extfile)"
             ))
         }
-        None => return Err("not a readable X.509 certificate (DER)".into()),
     }
-    match x509::not_after(leaf.as_ref()) {
-        Some(t) if t < now => Err(format!(
+    match cert.validity().not_after.timestamp() {
+        t if t < now => Err(format!(
             "the certificate expired at {} (notAfter): renew it (kubeadm certs renew), or start with --bootstrap-kubeconfig to request a new one",
             rfc3339(t)
         )),
-        Some(_) => Ok(()),
-        None => Err("the certificate's validity cannot be read".into()),
+        _ => Ok(()),
     }
+}
+
+/// Seconds since the Unix epoch; 0 for a clock before it.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn rfc3339(secs: i64) -> String {
@@ -423,8 +463,8 @@ pub struct CurrentEntries {
 }
 
 /// Reads [`CurrentEntries`] from a kubeconfig; errors name the file and field.
-pub fn load_current(path: &Path) -> anyhow::Result<CurrentEntries> {
-    let fail = |e: String| anyhow::anyhow!("kubeconfig {}: {e}", path.display());
+pub fn load_current(path: &Path) -> Result<CurrentEntries, KubeconfigError> {
+    let fail = |e: String| KubeconfigError::in_file(path, e);
     let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
     let kc: KubeConfig =
         serde_norway::from_str(&text).map_err(|e| fail(format!("parsing YAML: {e}")))?;

@@ -1,9 +1,12 @@
-//! Client-side rate limiting and backoff (client-go's util/flowcontrol).
+//! Client-side rate limiting (client-go's util/flowcontrol); the back-off
+//! and its jitter are rkubelet-util's, shared with every layer.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use rkubelet_util::lock;
+/// Jitter for the kubelet's own loops, from the one source rkubelet-util keeps.
+pub use rkubelet_util::random_unit;
 
 /// A token bucket that refills at `qps` up to `burst` and starts full, like
 /// client-go's `NewTokenBucketRateLimiter` (golang.org/x/time/rate). Callers
@@ -52,7 +55,7 @@ impl TokenBucket {
     /// Takes a token (the count may go negative: a queue of reservations) and
     /// returns how long until it is due.
     pub(crate) fn reserve(&self) -> Duration {
-        let mut b = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = lock(&self.state);
         let now = Instant::now();
         let elapsed = now.saturating_duration_since(b.last).as_secs_f64();
         b.tokens = (b.tokens + elapsed * self.qps).min(self.burst);
@@ -66,62 +69,9 @@ impl TokenBucket {
     }
 
     fn cancel(&self) {
-        let mut b = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = lock(&self.state);
         b.tokens = (b.tokens + 1.0).min(self.burst);
     }
-}
-
-/// Exponential backoff with jitter, reset after a quiet period (client-go's
-/// `NewExponentialBackoffManager`).
-#[derive(Debug)]
-pub struct Backoff {
-    initial: Duration,
-    max: Duration,
-    reset_after: Duration,
-    jitter: f64,
-    next: Duration,
-    last: Option<Instant>,
-}
-
-impl Backoff {
-    pub fn new(initial: Duration, max: Duration, reset_after: Duration, jitter: f64) -> Backoff {
-        Backoff {
-            initial,
-            max,
-            reset_after,
-            jitter,
-            next: initial,
-            last: None,
-        }
-    }
-
-    /// The delay to wait now; doubles the next one.
-    pub fn next_delay(&mut self) -> Duration {
-        let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|t| now.saturating_duration_since(t) > self.reset_after)
-        {
-            self.next = self.initial;
-        }
-        self.last = Some(now);
-        let base = self.next;
-        self.next = (self.next * 2).min(self.max);
-        base.mul_f64(1.0 + self.jitter * random_unit())
-    }
-
-    pub fn reset(&mut self) {
-        self.next = self.initial;
-        self.last = None;
-    }
-}
-
-/// A random number in [0, 1) from std's per-process random hash keys: enough
-/// for jitter, without a random-number crate.
-pub fn random_unit() -> f64 {
-    let nanos = Instant::now().elapsed().as_nanos() ^ u128::from(std::process::id());
-    let bits = RandomState::new().hash_one(nanos);
-    (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
@@ -148,27 +98,5 @@ mod tests {
         // The refused reservation was returned: the next wait is still ~1 s, not 2 s.
         let err = b.wait(Duration::ZERO).expect_err("still empty");
         assert!(err <= Duration::from_secs(1), "{err:?}");
-    }
-
-    #[test]
-    fn backoff_doubles_to_cap_and_resets() {
-        let mut b = Backoff::new(
-            Duration::from_millis(100),
-            Duration::from_millis(350),
-            Duration::from_secs(60),
-            0.0,
-        );
-        let got: Vec<_> = (0..4).map(|_| b.next_delay().as_millis()).collect();
-        assert_eq!(got, vec![100, 200, 350, 350]);
-        b.reset();
-        assert_eq!(b.next_delay().as_millis(), 100);
-    }
-
-    #[test]
-    fn random_unit_in_range() {
-        for _ in 0..100 {
-            let r = random_unit();
-            assert!((0.0..1.0).contains(&r));
-        }
     }
 }

@@ -7,7 +7,6 @@ const CORE: &str = "/api/v1";
 const COORDINATION: &str = "/apis/coordination.k8s.io/v1";
 const CERTIFICATES: &str = "/apis/certificates.k8s.io/v1";
 const NODE: &str = "/apis/node.k8s.io/v1";
-const STORAGE: &str = "/apis/storage.k8s.io/v1";
 
 fn namespaced(group: &str, ns: &str, resource: &str) -> String {
     format!("{group}/namespaces/{}/{resource}", segment(ns))
@@ -97,10 +96,6 @@ pub fn persistent_volume(name: &str) -> String {
 
 pub fn runtime_classes() -> String {
     format!("{NODE}/runtimeclasses")
-}
-
-pub fn csi_drivers() -> String {
-    format!("{STORAGE}/csidrivers")
 }
 
 pub fn certificate_signing_requests() -> String {

@@ -13,18 +13,18 @@ use std::time::Duration;
 
 use super::{Client, RestConfig};
 
-pub const CA_CRT: &str = include_str!("../testdata/ca.crt");
-pub const SERVER_CRT: &str = include_str!("../testdata/server.crt");
-pub const SERVER_KEY: &str = include_str!("../testdata/server.key");
-pub const CLIENT_CRT: &str = include_str!("../testdata/client.crt");
-pub const CLIENT_KEY: &str = include_str!("../testdata/client.key");
+pub const CA_CRT: &str = include_str!("../../testdata/ca.crt");
+pub const SERVER_CRT: &str = include_str!("../../testdata/server.crt");
+pub const SERVER_KEY: &str = include_str!("../../testdata/server.key");
+pub const CLIENT_CRT: &str = include_str!("../../testdata/client.crt");
+pub const CLIENT_KEY: &str = include_str!("../../testdata/client.key");
 
 /// A client for a plain-http test server: fast timeouts, no rate limit.
 pub fn client(url: &str) -> Client {
     let mut cfg = RestConfig::new(url);
     cfg.qps = -1.0;
     cfg.timeout = Duration::from_secs(5);
-    Client::new(cfg).expect("client")
+    Client::new(cfg, std::sync::Arc::new(())).expect("client")
 }
 
 /// A fresh directory under the system temp dir.

@@ -3,10 +3,6 @@
 //! reflector ([`reflector`]). Synchronous: ureq 2 over rustls (ring), one
 //! thread per reflector.
 
-// A library inside the binary: its API (paths, verbs, error helpers) is
-// complete even where the kubelet does not use every item yet.
-#![allow(dead_code)]
-
 mod auth;
 mod error;
 pub mod flowcontrol;
@@ -37,8 +33,23 @@ use std::time::Duration;
 
 pub use error::ApiError;
 pub use reflector::{start_reflector, ReflectorEvent};
-pub use rest::{Client, NO_CERT_YET};
+pub use kubeconfig::KubeconfigError;
+pub use rest::{Client, InvalidServer, NO_CERT_YET};
 pub use watch::{WatchEvent, WatchEventType, WatchStream};
+
+/// Told of every API request a [`Client`] sends (client-go's metrics
+/// adapter; the kubelet records `rest_client_requests_total` and
+/// `rest_client_request_duration_seconds` from it): the HTTP status as a
+/// string, or "<error>" when no response came back; the verb; the server's
+/// `host[:port]`; how long it took.
+pub trait Observer: Send + Sync {
+    fn request(&self, code: &str, verb: &str, host: &str, took: Duration);
+}
+
+/// Records nothing (tools and tests that keep no metrics).
+impl Observer for () {
+    fn request(&self, _code: &str, _verb: &str, _host: &str, _took: Duration) {}
+}
 
 /// client-go's defaults when a config leaves QPS/burst at 0.
 pub const DEFAULT_QPS: f32 = 5.0;

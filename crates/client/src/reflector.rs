@@ -25,7 +25,9 @@ use crossbeam_channel::{select, Receiver};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use super::flowcontrol::{random_unit, Backoff};
+use rkubelet_util::backoff::Exponential;
+use rkubelet_util::random_unit;
+
 use super::paths::with_query;
 use super::{ApiError, Client, WatchEvent, WatchEventType, WatchStream};
 
@@ -70,7 +72,9 @@ pub fn start_reflector<T: DeserializeOwned + Send + 'static>(
         shutdown,
         last_rv: String::new(),
         rv_unavailable: false,
-        backoff: Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX, BACKOFF_RESET, BACKOFF_JITTER),
+        backoff: Exponential::new(BACKOFF_INITIAL, BACKOFF_MAX)
+            .jitter(BACKOFF_JITTER)
+            .reset_after(BACKOFF_RESET),
     };
     thread::Builder::new()
         .name(name.to_string())
@@ -87,7 +91,7 @@ struct Reflector<T> {
     last_rv: String,
     /// The last RV is too old: the next list must be a consistent read.
     rv_unavailable: bool,
-    backoff: Backoff,
+    backoff: Exponential,
 }
 
 /// What to do after a watch ends.

@@ -26,11 +26,15 @@ use serde::Serialize;
 
 use super::auth::TokenSource;
 use super::error::is_retryable_code;
-use super::flowcontrol::{random_unit, TokenBucket};
+use rkubelet_util::backoff::Exponential;
+
+use super::flowcontrol::TokenBucket;
 use super::tls::{CapturingConnector, CertSlot, ConnTracker, SocketSlot};
 use super::version::{ServerVersion, VersionCache};
 use super::watch::WatchStream;
-use super::{ApiError, PatchType, RestConfig, DEFAULT_BURST, DEFAULT_QPS, DEFAULT_TIMEOUT};
+use super::{
+    ApiError, Observer, PatchType, RestConfig, DEFAULT_BURST, DEFAULT_QPS, DEFAULT_TIMEOUT,
+};
 
 pub const MAX_ATTEMPTS: u32 = 5;
 const FIRST_RETRY_DELAY: Duration = Duration::from_millis(100);
@@ -73,7 +77,13 @@ struct Inner {
     user_agent: String,
     /// The server's release, read again after the connection fails.
     server_version: VersionCache,
+    observer: Arc<dyn Observer>,
 }
+
+/// A server URL the client cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("server {0:?}: must be an http:// or https:// URL")]
+pub struct InvalidServer(pub String);
 
 struct Body {
     content_type: &'static str,
@@ -115,13 +125,11 @@ impl Failure {
 }
 
 impl Client {
-    pub fn new(cfg: RestConfig) -> anyhow::Result<Client> {
+    /// A client for `cfg`'s server; `observer` is told of every request.
+    pub fn new(cfg: RestConfig, observer: Arc<dyn Observer>) -> Result<Client, InvalidServer> {
         let base = cfg.server.trim_end_matches('/').to_string();
         if !(base.starts_with("https://") || base.starts_with("http://")) {
-            anyhow::bail!(
-                "server {:?}: must be an http:// or https:// URL",
-                cfg.server
-            );
+            return Err(InvalidServer(cfg.server));
         }
         let timeout = if cfg.timeout.is_zero() {
             DEFAULT_TIMEOUT
@@ -140,6 +148,7 @@ impl Client {
             timeout,
             user_agent: cfg.user_agent,
             server_version: VersionCache::default(),
+            observer,
         };
         Ok(Client {
             inner: Arc::new(inner),
@@ -369,7 +378,7 @@ impl Client {
         mut attempt: impl FnMut() -> Result<R, Failure>,
     ) -> Result<R, ApiError> {
         let start = Instant::now();
-        let mut backoff = FIRST_RETRY_DELAY;
+        let mut backoff = Exponential::new(FIRST_RETRY_DELAY, MAX_RETRY_DELAY).jitter(0.2);
         let mut tries = 0;
         loop {
             tries += 1;
@@ -378,8 +387,7 @@ impl Client {
                 Ok(r) => return Ok(r),
                 Err(f) => f,
             };
-            let jittered = backoff.mul_f64(1.0 + 0.2 * random_unit());
-            let wait = match failure.retry_delay(verb, jittered) {
+            let wait = match failure.retry_delay(verb, backoff.next_delay()) {
                 Some(w) if tries < MAX_ATTEMPTS && start.elapsed() + w <= self.inner.timeout => w,
                 _ => return Err(failure.err),
             };
@@ -388,7 +396,6 @@ impl Client {
                 failure.err
             );
             std::thread::sleep(wait);
-            backoff = (backoff * 2).min(MAX_RETRY_DELAY);
         }
     }
 
@@ -450,7 +457,9 @@ impl Client {
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => resp.status().to_string(),
             Err(ureq::Error::Transport(_)) => "<error>".to_string(),
         };
-        crate::metrics::rest_client_request(&code, verb, self.host(), started.elapsed());
+        self.inner
+            .observer
+            .request(&code, verb, self.host(), started.elapsed());
         match result {
             Ok(resp) if (200..300).contains(&resp.status()) => Ok(resp),
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => Err(status_failure(resp, request)),
@@ -623,7 +632,7 @@ mod tests {
 
     #[test]
     fn new_rejects_non_http_server() {
-        let err = Client::new(RestConfig::new("ftp://x"))
+        let err = Client::new(RestConfig::new("ftp://x"), Arc::new(()))
             .err()
             .expect("error");
         assert!(err.to_string().contains("ftp://x"), "{err}");

@@ -351,7 +351,7 @@ mod tests {
     use super::*;
 
     fn ep(url: &str) -> Endpoint {
-        Endpoint::parse(url, crate::client::tls::default_config()).expect("parse")
+        Endpoint::parse(url, crate::tls::default_config()).expect("parse")
     }
 
     #[test]
@@ -369,7 +369,7 @@ mod tests {
         );
         assert!(e.tls.is_none());
         assert_eq!(ep("https://api.example").addr, "api.example:443");
-        let tls = crate::client::tls::default_config();
+        let tls = crate::tls::default_config();
         assert!(Endpoint::parse("ftp://x", tls.clone()).is_err());
         assert!(Endpoint::parse("http://x:notaport", tls).is_err());
     }

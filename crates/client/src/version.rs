@@ -7,6 +7,8 @@
 use std::fmt;
 use std::sync::Mutex;
 
+use rkubelet_util::lock;
+
 use k8s_openapi::api::core::v1::PodStatus;
 use serde::Deserialize;
 
@@ -189,11 +191,11 @@ impl VersionCache {
     /// adapted when the release differs from the one logged last). A
     /// failed read answers [`NEWEST`], uncached, and warns once per outage.
     pub fn get_or_fetch(&self, client: &Client) -> ServerVersion {
-        if let Some(v) = self.lock().current {
+        if let Some(v) = lock(&self.state).current {
             return v;
         }
         let fetched = ServerVersion::fetch(client);
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         match fetched {
             Ok(v) => {
                 st.current = Some(v);
@@ -215,11 +217,7 @@ impl VersionCache {
 
     /// Drops the cached release: the next call reads it again.
     pub fn forget(&self) {
-        self.lock().current = None;
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, CacheState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state).current = None;
     }
 }
 

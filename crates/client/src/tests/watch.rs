@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::server::{Reply, TestServer};
 use super::{client, pod_json};
-use crate::client::watch::MAX_EVENT_LINE;
-use crate::client::{ApiError, WatchEventType, WatchStream};
+use crate::watch::MAX_EVENT_LINE;
+use crate::{ApiError, WatchEventType, WatchStream};
 
 fn stream_of(text: &str) -> WatchStream {
     WatchStream::from_reader(Cursor::new(text.as_bytes().to_vec()), "GET /w".into())
@@ -205,6 +205,6 @@ fn silent_stream_fails_after_the_idle_timeout() {
 fn client_and_stream_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send>() {}
-    send_sync::<crate::client::Client>();
+    send_sync::<crate::Client>();
     send::<WatchStream>();
 }

@@ -28,6 +28,8 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use rkubelet_util::lock;
+
 use super::watch::WatchEvent;
 use super::{ApiError, Client};
 
@@ -38,7 +40,7 @@ pub const THREAD_NAME: &str = "object-watches";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WatchId(u64);
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-util"))]
 impl WatchId {
     /// An id for sinks driven by hand in tests.
     pub fn for_tests(n: u64) -> WatchId {
@@ -153,18 +155,14 @@ impl MultiWatch {
     }
 
     fn change(&self, id: WatchId, change: Change) {
-        let mut changes = self
-            .shared
-            .changes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut changes = lock(&self.shared.changes);
         changes.insert(id, change);
         drop(changes);
         self.shared.wake();
     }
 
     fn ensure_thread(&self) -> Result<(), ApiError> {
-        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        let mut started = lock(&self.started);
         if *started {
             return Ok(());
         }

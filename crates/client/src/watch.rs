@@ -13,6 +13,7 @@ use std::net::Shutdown;
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender};
+use rkubelet_util::lock;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::Deserialize;
 
@@ -109,7 +110,7 @@ impl Iterator for WatchStream {
 
 impl Drop for WatchStream {
     fn drop(&mut self) {
-        let sock = self.socket.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let sock = lock(&self.socket).take();
         if let Some(sock) = sock {
             let _ = sock.shutdown(Shutdown::Both);
         }

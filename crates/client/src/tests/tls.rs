@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::server::{Reply, TestServer};
 use super::{pod_json, temp_dir, CA_CRT, CLIENT_CRT, CLIENT_KEY, SERVER_CRT, SERVER_KEY};
-use crate::client::{kubeconfig, ApiError, Client, RestConfig, WatchEventType};
+use crate::{kubeconfig, ApiError, Client, RestConfig, WatchEventType};
 
 /// A TLS server that requires a client certificate signed by the test CA.
 fn server_config() -> Arc<rustls::ServerConfig> {
@@ -55,7 +55,7 @@ fn write_kubeconfig(server: &str, cluster_extra: &str) -> std::path::PathBuf {
 fn tls_client(cfg: RestConfig) -> Client {
     let mut cfg = cfg;
     cfg.timeout = Duration::from_secs(5);
-    Client::new(cfg).expect("client")
+    Client::new(cfg, std::sync::Arc::new(())).expect("client")
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn dropping_a_tls_watch_closes_its_connection() {
 fn an_empty_certificate_slot_sends_nothing_until_it_is_filled() {
     let srv = TestServer::start_tls(server_config(), |_| Reply::json(200, &pod_json("p", "1")));
     let path = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
-    let slot = Arc::new(crate::client::tls::CertSlot::default());
+    let slot = Arc::new(crate::tls::CertSlot::default());
     let cfg = kubeconfig::anonymous_with_cert_slot(&path, slot.clone()).expect("kubeconfig");
     let c = tls_client(cfg);
     assert!(c.waiting_for_cert());
@@ -136,7 +136,7 @@ fn an_empty_certificate_slot_sends_nothing_until_it_is_filled() {
         .get::<Pod>("/api/v1/pods/p")
         .expect_err("no certificate yet");
     assert!(
-        err.to_string().contains(crate::client::NO_CERT_YET),
+        err.to_string().contains(crate::NO_CERT_YET),
         "{err}"
     );
     assert!(
@@ -145,9 +145,9 @@ fn an_empty_certificate_slot_sends_nothing_until_it_is_filled() {
     );
 
     // The bootstrap's certificate arrives: swapped in, connections closed.
-    let id = crate::client::tls::ClientIdentity {
-        certs: crate::client::tls::parse_certs(CLIENT_CRT.as_bytes()).expect("cert"),
-        key: crate::client::tls::parse_key(CLIENT_KEY.as_bytes()).expect("key"),
+    let id = crate::tls::ClientIdentity {
+        certs: crate::tls::parse_certs(CLIENT_CRT.as_bytes()).expect("cert"),
+        key: crate::tls::parse_key(CLIENT_KEY.as_bytes()).expect("key"),
     };
     slot.set(id).expect("pair");
     let generation = c.connection_generation();

@@ -123,10 +123,12 @@ impl ApiError {
         self.code() == Some(410) || matches!(self.reason(), Some("Gone" | "Expired"))
     }
 
+    #[cfg(test)]
     pub fn is_unauthorized(&self) -> bool {
         self.is(401, "Unauthorized")
     }
 
+    #[cfg(test)]
     pub fn is_forbidden(&self) -> bool {
         self.is(403, "Forbidden")
     }
@@ -136,6 +138,7 @@ impl ApiError {
     }
 
     /// Worth trying again later: transport failures, 429 and 500/502/503/504.
+    #[cfg(test)]
     pub fn is_retryable(&self) -> bool {
         match self {
             ApiError::Transport(_) => true,

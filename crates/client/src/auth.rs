@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use rkubelet_util::lock;
+
 use super::Auth;
 
 /// client-go's `NewCachedFileTokenSource` period.
@@ -51,7 +53,7 @@ impl CachedTokenFile {
     /// The cached token while fresh; otherwise re-reads the file. A failed
     /// re-read keeps the last good token (logged), as client-go does.
     fn token(&self) -> Result<String, String> {
-        let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cached = lock(&self.cached);
         if let Some((token, at)) = cached.as_ref() {
             if at.elapsed() < TOKEN_FILE_REREAD {
                 return Ok(token.clone());

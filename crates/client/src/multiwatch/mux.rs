@@ -10,13 +10,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
+use rkubelet_util::backoff::Exponential;
+use rkubelet_util::{lock, random_unit};
+
 use super::chunked::LineSplitter;
 use super::conn::{Conn, Endpoint};
 use super::{Flow, Shared, WatchId, WatchSink, WatchTarget};
-use crate::client::flowcontrol::{random_unit, Backoff};
-use crate::client::paths::with_query;
-use crate::client::watch::{into_result, parse_event, MAX_EVENT_LINE};
-use crate::client::{ApiError, WatchEventType};
+use crate::paths::with_query;
+use crate::watch::{into_result, parse_event, MAX_EVENT_LINE};
+use crate::{ApiError, WatchEventType};
 
 /// client-go's minWatchTimeout; each watch asks for [1, 2) times it.
 const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
@@ -68,7 +70,7 @@ struct Watch {
     /// Resume point; empty until the first list.
     rv: String,
     phase: Phase,
-    backoff: Backoff,
+    backoff: Exponential,
 }
 
 /// Why a watch's request ended.
@@ -188,7 +190,7 @@ fn drain_eventfd(shared: &Shared) {
 }
 
 fn apply_changes(shared: &Shared, watches: &mut HashMap<WatchId, Watch>) {
-    let changes = std::mem::take(&mut *shared.changes.lock().unwrap_or_else(|e| e.into_inner()));
+    let changes = std::mem::take(&mut *lock(&shared.changes));
     for (id, change) in changes {
         match change {
             None => {
@@ -204,7 +206,9 @@ fn apply_changes(shared: &Shared, watches: &mut HashMap<WatchId, Watch>) {
                         action: Action::List,
                         reserved: false,
                     },
-                    backoff: Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX, BACKOFF_RESET, 1.0),
+                    backoff: Exponential::new(BACKOFF_INITIAL, BACKOFF_MAX)
+                        .jitter(1.0)
+                        .reset_after(BACKOFF_RESET),
                 };
                 watches.insert(id, w);
             }
@@ -522,12 +526,12 @@ impl Failure {
 /// The GET request head: `Connection: close`, since every request has its
 /// own connection; uncompressed so events are readable as they arrive.
 fn request_bytes(
-    client: &crate::client::Client,
+    client: &crate::Client,
     ep: &Endpoint,
     path: &str,
 ) -> Result<Vec<u8>, String> {
     if client.waiting_for_cert() {
-        return Err(crate::client::NO_CERT_YET.to_string());
+        return Err(crate::NO_CERT_YET.to_string());
     }
     let mut head = format!(
         "GET {}{} HTTP/1.1\r\nHost: {}\r\nUser-Agent: {}\r\nAccept: application/json\r\nAccept-Encoding: identity\r\nConnection: close\r\n",

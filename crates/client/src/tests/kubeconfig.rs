@@ -3,8 +3,8 @@ use std::path::Path;
 use base64::Engine;
 
 use super::{temp_dir, CA_CRT, CLIENT_CRT, CLIENT_KEY};
-use crate::client::kubeconfig::{from_yaml, load};
-use crate::client::Auth;
+use crate::kubeconfig::{from_yaml, load};
+use crate::Auth;
 
 fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
@@ -181,4 +181,28 @@ fn missing_server_and_bad_yaml() {
 
     let err = err_of("clusters: {not: [a list");
     assert!(err.contains("parsing YAML"), "{err}");
+}
+
+#[test]
+fn expired_and_v1_client_certificates_say_how_to_fix_them() {
+    use crate::kubeconfig::check_client_cert;
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut p = rcgen::CertificateParams::default();
+    p.not_before = rcgen::date_time_ymd(2019, 1, 1);
+    p.not_after = rcgen::date_time_ymd(2020, 1, 1);
+    let cert = p.self_signed(&key).expect("cert");
+    let der = vec![cert.der().clone()];
+    let err = check_client_cert(&der, 1_700_000_000).expect_err("expired");
+    assert!(err.contains("expired at 2020-01-01T00:00:00Z"), "{err}");
+    assert!(err.contains("--bootstrap-kubeconfig"), "{err}");
+    assert!(check_client_cert(&der, 1_500_000_000).is_ok());
+    let v1 = crate::tls::parse_certs(include_bytes!("../../testdata/v1-client.crt")).expect("pem");
+    let err = check_client_cert(&v1, 0).expect_err("v1");
+    assert!(
+        err.contains("X.509 v1") && err.contains("reissue it as v3"),
+        "{err}"
+    );
+    let junk = vec![rustls::pki_types::CertificateDer::from(b"junk".to_vec())];
+    let err = check_client_cert(&junk, 0).expect_err("junk");
+    assert!(err.contains("not a readable X.509 certificate"), "{err}");
 }

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::server::{Recorded, Reply, TestServer};
 use super::{client, pod_json};
-use crate::client::{start_reflector, ReflectorEvent};
+use crate::{start_reflector, ReflectorEvent};
 
 const LIST_PATH: &str = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode1";
 

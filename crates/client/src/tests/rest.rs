@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::server::{Reply, TestServer};
 use super::{client, pod_json};
-use crate::client::{paths, ApiError, Auth, Client, PatchType, RestConfig};
+use crate::{paths, ApiError, Auth, Client, PatchType, RestConfig};
 
 /// A handler answering the first `n` requests with `first`, then `then`.
 fn first_n(
@@ -38,7 +38,7 @@ fn get_decodes_and_ignores_unknown_fields() {
     let mut cfg = RestConfig::new(&srv.url);
     cfg.auth = Auth::Bearer("secret".into());
     cfg.user_agent = "test-agent/1".into();
-    let c = Client::new(cfg).expect("client");
+    let c = Client::new(cfg, std::sync::Arc::new(())).expect("client");
     let pod: Pod = c.get(&paths::pod("default", "p")).expect("get");
     assert_eq!(pod.metadata.name.as_deref(), Some("p"));
     assert_eq!(
@@ -305,7 +305,7 @@ fn rate_limit_is_shared_by_clones_but_not_with_rate_limit() {
     let mut cfg = RestConfig::new(&srv.url);
     cfg.qps = 10.0;
     cfg.burst = 1;
-    let a = Client::new(cfg).expect("client");
+    let a = Client::new(cfg, std::sync::Arc::new(())).expect("client");
     let b = a.clone();
     let start = Instant::now();
     for c in [&a, &b, &a, &b] {
@@ -339,7 +339,7 @@ fn request_timeout_bounds_a_silent_server() {
     cfg.qps = -1.0;
     cfg.timeout = Duration::from_millis(500);
     let start = Instant::now();
-    let err = Client::new(cfg)
+    let err = Client::new(cfg, std::sync::Arc::new(()))
         .expect("client")
         .get::<Pod>("/x")
         .expect_err("timeout");
