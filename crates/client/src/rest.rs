@@ -327,7 +327,7 @@ impl Client {
     }
 
     /// [`Client::watch`] with an explicit no-data timeout.
-    pub fn watch_with_idle_timeout(
+    pub(crate) fn watch_with_idle_timeout(
         &self,
         path_and_query: &str,
         idle: Duration,

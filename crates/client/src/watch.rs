@@ -74,7 +74,7 @@ impl WatchStream {
 
     /// A stream over any reader of event lines (also for fakes in tests).
     /// `request` names the watch in errors.
-    pub fn from_reader(
+    pub(crate) fn from_reader(
         reader: impl Read + Send + 'static,
         request: String,
     ) -> Result<WatchStream, ApiError> {

@@ -139,11 +139,6 @@ pub struct RemoteRuntime {
 }
 
 impl RemoteRuntime {
-    /// Both services on one endpoint, with no observer.
-    pub fn new(endpoint: &str, timeout: Duration) -> std::result::Result<Self, EndpointError> {
-        Self::with_image_endpoint(endpoint, endpoint, timeout, Arc::new(()))
-    }
-
     /// Builds the channels; does not connect (gRPC connects lazily and
     /// reconnects with its own backoff, so a dead runtime at start is fine).
     /// One channel serves both services when the endpoints are equal.
