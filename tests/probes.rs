@@ -406,8 +406,8 @@ fn tcp_and_http_probes_pass_and_fail() {
 /// except "down", which is NOT_SERVING.
 fn health_server(port: u16) -> grpcio::Server {
     // The grpc.health.v1 messages the prober uses (rkubelet-cri's protos).
-    use rkubelet_cri::health::{health_check_response::ServingStatus, *};
     use grpcio::{Marshaller, Method, MethodType, RpcContext, UnarySink};
+    use rkubelet_cri::health::{health_check_response::ServingStatus, *};
     const CHECK: Method<HealthCheckRequest, HealthCheckResponse> = Method {
         ty: MethodType::Unary,
         name: "/grpc.health.v1.Health/Check",

@@ -271,7 +271,10 @@ fn check_one_kubeconfig(
         ),
         None => r.ok(what, format!("{}, server {}", path.display(), rest.server)),
     }
-    match crate::client::Client::new(rest, std::sync::Arc::new(crate::metrics::RestClientRequests)) {
+    match crate::client::Client::new(
+        rest,
+        std::sync::Arc::new(crate::metrics::RestClientRequests),
+    ) {
         Ok(c) => Some(c),
         Err(e) => {
             r.problem(

@@ -68,7 +68,7 @@ pub fn load_client_cert(p: &Paths, node: &str, shutdown: &Receiver<()>) -> anyho
         kubeconfig::load(p.bootstrap_kubeconfig)?,
         std::sync::Arc::new(crate::metrics::RestClientRequests),
     )
-        .context("API client for the bootstrap kubeconfig")?;
+    .context("API client for the bootstrap kubeconfig")?;
     let store = FileStore::new(p.cert_dir);
     fs::create_dir_all(p.cert_dir)
         .with_context(|| format!("create cert directory {}", p.cert_dir.display()))?;
@@ -116,7 +116,7 @@ pub fn load_client_config(p: &Paths) -> anyhow::Result<Option<Background>> {
         kubeconfig::load(p.bootstrap_kubeconfig)?,
         std::sync::Arc::new(crate::metrics::RestClientRequests),
     )
-        .context("API client for the bootstrap kubeconfig")?;
+    .context("API client for the bootstrap kubeconfig")?;
     fs::create_dir_all(p.cert_dir)
         .with_context(|| format!("create cert directory {}", p.cert_dir.display()))?;
     let store = FileStore::new(p.cert_dir);

@@ -32,8 +32,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use error::ApiError;
-pub use reflector::{start_reflector, ReflectorEvent};
 pub use kubeconfig::KubeconfigError;
+pub use reflector::{start_reflector, ReflectorEvent};
 pub use rest::{Client, InvalidServer, NO_CERT_YET};
 pub use watch::{WatchEvent, WatchEventType, WatchStream};
 

@@ -13,8 +13,8 @@ use std::net::Shutdown;
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender};
-use rkubelet_util::lock;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use rkubelet_util::lock;
 use serde::Deserialize;
 
 use super::tls::SocketSlot;

@@ -525,11 +525,7 @@ impl Failure {
 
 /// The GET request head: `Connection: close`, since every request has its
 /// own connection; uncompressed so events are readable as they arrive.
-fn request_bytes(
-    client: &crate::Client,
-    ep: &Endpoint,
-    path: &str,
-) -> Result<Vec<u8>, String> {
+fn request_bytes(client: &crate::Client, ep: &Endpoint, path: &str) -> Result<Vec<u8>, String> {
     if client.waiting_for_cert() {
         return Err(crate::NO_CERT_YET.to_string());
     }

@@ -135,10 +135,7 @@ fn an_empty_certificate_slot_sends_nothing_until_it_is_filled() {
     let err = c
         .get::<Pod>("/api/v1/pods/p")
         .expect_err("no certificate yet");
-    assert!(
-        err.to_string().contains(crate::NO_CERT_YET),
-        "{err}"
-    );
+    assert!(err.to_string().contains(crate::NO_CERT_YET), "{err}");
     assert!(
         srv.requests().is_empty(),
         "nothing is sent without a certificate"
