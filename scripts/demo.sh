@@ -118,7 +118,7 @@ cleanup() {
 RKUBELET_DEPS_NO_KUBECTL=1 bash scripts/deps.sh
 
 # Rebuild when the binary is missing or older than any source.
-if [[ ! -x $bin ]] || [[ -n $(find src build.rs Cargo.toml Cargo.lock protos -newer "$bin" -print -quit 2>/dev/null) ]]; then
+if [[ ! -x $bin ]] || [[ -n $(find src crates Cargo.toml Cargo.lock protos -newer "$bin" -print -quit 2>/dev/null) ]]; then
     say "building rkubelet (cargo build --release)"
     cargo build --release --bin rkubelet
 fi

@@ -7,13 +7,15 @@
 mod app;
 mod apparmor;
 mod certificate;
-mod client;
+// The API client lives in crates/client (rkubelet-client).
+use rkubelet_client as client;
 mod cm;
 mod config;
 mod configmap;
 mod container;
 mod credentialprovider;
-mod cri;
+// The CRI API and remote client live in crates/cri (rkubelet-cri).
+use rkubelet_cri as cri;
 mod envvars;
 mod events;
 mod eviction;

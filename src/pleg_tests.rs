@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::container::PodStatus;
-use crate::cri::fake::{cri_error, FakeContainer, FakeRuntime, FakeSandbox};
+use crate::kuberuntime::fake_runtime::{cri_error, FakeContainer, FakeRuntime, FakeSandbox};
 use EventType::*;
 
 struct Setup {

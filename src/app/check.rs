@@ -96,6 +96,7 @@ fn check_runtime(r: &mut Report, config: &KubeletConfiguration) -> Option<Remote
         endpoint,
         config.effective_image_service_endpoint(),
         config.runtime_request_timeout.0,
+        std::sync::Arc::new(crate::metrics::RuntimeOps),
     ) {
         Ok(rt) => rt,
         Err(e) => {
@@ -270,7 +271,10 @@ fn check_one_kubeconfig(
         ),
         None => r.ok(what, format!("{}, server {}", path.display(), rest.server)),
     }
-    match crate::client::Client::new(rest) {
+    match crate::client::Client::new(
+        rest,
+        std::sync::Arc::new(crate::metrics::RestClientRequests),
+    ) {
         Ok(c) => Some(c),
         Err(e) => {
             r.problem(

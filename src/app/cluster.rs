@@ -72,7 +72,10 @@ pub(super) fn api_client(
     rest.qps = config.kube_api_qps as f32;
     rest.burst = u32::try_from(config.kube_api_burst).unwrap_or(0);
     log::info!("API server {} (kubeconfig {})", rest.server, path.display());
-    Client::new(rest).map(Some)
+    Ok(Some(Client::new(
+        rest,
+        std::sync::Arc::new(crate::metrics::RestClientRequests),
+    )?))
 }
 
 /// The recorder, and its sender thread when there is one.

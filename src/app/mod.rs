@@ -185,6 +185,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             &config.container_runtime_endpoint,
             config.effective_image_service_endpoint(),
             config.runtime_request_timeout.0,
+            Arc::new(crate::metrics::RuntimeOps),
         )
         .context("container runtime or image service endpoint")?,
     );

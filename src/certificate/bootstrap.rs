@@ -64,8 +64,11 @@ pub fn load_client_cert(p: &Paths, node: &str, shutdown: &Receiver<()>) -> anyho
         p.bootstrap_kubeconfig.display()
     );
     let boot = load_bootstrap(p.bootstrap_kubeconfig)?;
-    let client = Client::new(kubeconfig::load(p.bootstrap_kubeconfig)?)
-        .context("API client for the bootstrap kubeconfig")?;
+    let client = Client::new(
+        kubeconfig::load(p.bootstrap_kubeconfig)?,
+        std::sync::Arc::new(crate::metrics::RestClientRequests),
+    )
+    .context("API client for the bootstrap kubeconfig")?;
     let store = FileStore::new(p.cert_dir);
     fs::create_dir_all(p.cert_dir)
         .with_context(|| format!("create cert directory {}", p.cert_dir.display()))?;
@@ -109,8 +112,11 @@ pub fn load_client_config(p: &Paths) -> anyhow::Result<Option<Background>> {
         return Ok(None);
     }
     let boot = load_bootstrap(p.bootstrap_kubeconfig)?;
-    let bootstrap = Client::new(kubeconfig::load(p.bootstrap_kubeconfig)?)
-        .context("API client for the bootstrap kubeconfig")?;
+    let bootstrap = Client::new(
+        kubeconfig::load(p.bootstrap_kubeconfig)?,
+        std::sync::Arc::new(crate::metrics::RestClientRequests),
+    )
+    .context("API client for the bootstrap kubeconfig")?;
     fs::create_dir_all(p.cert_dir)
         .with_context(|| format!("create cert directory {}", p.cert_dir.display()))?;
     let store = FileStore::new(p.cert_dir);
@@ -147,6 +153,7 @@ pub fn client_config_still_valid(path: &Path, now: i64) -> anyhow::Result<bool> 
     }
     let certs = kubeconfig::load(path)
         .and_then(|_| kubeconfig::load_current(path))
+        .map_err(anyhow::Error::from)
         .and_then(|c| {
             c.client_cert
                 .ok_or_else(|| anyhow!("no client certificate"))

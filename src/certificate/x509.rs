@@ -55,19 +55,6 @@ pub fn validity(der: &[u8]) -> Option<(i64, i64)> {
     Some((before, after))
 }
 
-/// The X.509 version (1 when the optional `[0] version` is absent, which
-/// rustls refuses: it accepts v3 only).
-pub fn version(der: &[u8]) -> Option<u8> {
-    let (_, c0, _) = tlv(der, 0)?;
-    let (_, t0, _) = tlv(der, c0)?;
-    let (tag, v0, v1) = tlv(der, t0)?;
-    if tag != 0xa0 {
-        return Some(1);
-    }
-    let (_, i0, i1) = tlv(der, v0)?; // INTEGER
-    (i1 == i0 + 1 && i1 <= v1).then(|| der[i0] + 1)
-}
-
 /// The DNS names and IP addresses (as text) of the subjectAltName
 /// extension, in order; empty without one. None when the DER is malformed.
 pub fn subject_alt_names(der: &[u8]) -> Option<Vec<String>> {
@@ -177,44 +164,6 @@ mod tests {
             .self_signed(&key)
             .expect("cert");
         assert_eq!(subject_alt_names(none.der()), Some(Vec::new()));
-    }
-
-    #[test]
-    fn reads_the_version() {
-        let key = rcgen::KeyPair::generate().expect("key");
-        let cert = rcgen::CertificateParams::default()
-            .self_signed(&key)
-            .expect("cert");
-        assert_eq!(version(cert.der()), Some(3));
-        // A TBSCertificate that starts with the serial: no [0] version, v1.
-        assert_eq!(
-            version(&[0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01]),
-            Some(1)
-        );
-        assert_eq!(version(b"junk"), None);
-    }
-
-    #[test]
-    fn expired_and_v1_client_certificates_say_how_to_fix_them() {
-        use crate::client::kubeconfig::check_client_cert;
-        let key = rcgen::KeyPair::generate().expect("key");
-        let mut p = rcgen::CertificateParams::default();
-        p.not_before = rcgen::date_time_ymd(2019, 1, 1);
-        p.not_after = rcgen::date_time_ymd(2020, 1, 1);
-        let cert = p.self_signed(&key).expect("cert");
-        let der = vec![cert.der().clone()];
-        let err = check_client_cert(&der, 1_700_000_000).expect_err("expired");
-        assert!(err.contains("expired at 2020-01-01T00:00:00Z"), "{err}");
-        assert!(err.contains("--bootstrap-kubeconfig"), "{err}");
-        assert!(check_client_cert(&der, 1_500_000_000).is_ok());
-        let v1 = vec![rustls::pki_types::CertificateDer::from(vec![
-            0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01,
-        ])];
-        let err = check_client_cert(&v1, 0).expect_err("v1");
-        assert!(
-            err.contains("X.509 v1") && err.contains("reissue it as v3"),
-            "{err}"
-        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::*;
-use crate::cri::fake::{cri_error, not_found, FakeContainer, FakeRuntime};
+use crate::kuberuntime::fake_runtime::{cri_error, not_found, FakeContainer, FakeRuntime};
 
 const GB: u64 = 1_000_000_000;
 const PAUSE: &str = "registry.k8s.io/pause:3.9";

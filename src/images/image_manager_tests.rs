@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
 use crate::credentialprovider::RegistryAuth;
-use crate::cri::fake::{cri_error, FakeRuntime};
+use crate::kuberuntime::fake_runtime::{cri_error, FakeRuntime};
 
 /// The shared fake runtime, with pulled images of 1234 bytes.
 fn images() -> FakeRuntime {

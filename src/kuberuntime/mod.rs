@@ -4,6 +4,8 @@
 pub mod actions;
 pub mod container;
 pub mod ephemeral;
+#[cfg(test)]
+pub mod fake_runtime;
 pub mod gc;
 mod init_actions;
 pub mod kill;

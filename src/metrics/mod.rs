@@ -294,6 +294,26 @@ pub fn runtime_op(op: &str, duration: Duration, ok: bool) {
     }
 }
 
+/// Records the CRI client's calls ([`crate::cri::Observer`]) with
+/// [`runtime_op`].
+pub struct RuntimeOps;
+
+impl crate::cri::Observer for RuntimeOps {
+    fn runtime_op(&self, op: &str, took: Duration, ok: bool) {
+        runtime_op(op, took, ok);
+    }
+}
+
+/// Records the API client's requests ([`crate::client::Observer`]) with
+/// [`rest_client_request`].
+pub struct RestClientRequests;
+
+impl crate::client::Observer for RestClientRequests {
+    fn request(&self, code: &str, verb: &str, host: &str, took: Duration) {
+        rest_client_request(code, verb, host, took);
+    }
+}
+
 /// One PLEG relist: its duration, the interval since the previous relist
 /// started (None on the first), and `kubelet_pleg_last_seen_seconds` = now.
 pub fn pleg_relist(duration: Duration, interval: Option<Duration>) {

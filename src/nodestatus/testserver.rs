@@ -109,7 +109,7 @@ impl FakeServer {
         let mut cfg = RestConfig::new(self.url.clone());
         cfg.qps = -1.0;
         cfg.timeout = Duration::from_secs(5);
-        Client::new(cfg).expect("client")
+        Client::new(cfg, std::sync::Arc::new(())).expect("client")
     }
 }
 

@@ -1,6 +1,8 @@
 //! Small shared mechanisms (upstream `pkg/util`, `client-go/util`).
 
-pub mod backoff;
+// The back-off lives in crates/util (rkubelet-util), with the shared
+// lock helper; this keeps `crate::util::backoff` paths working.
+pub use rkubelet_util::backoff;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod logging;

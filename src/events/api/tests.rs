@@ -689,7 +689,7 @@ fn fake_apiserver(expire: bool) -> (String, Arc<Mutex<Vec<Request>>>) {
 }
 
 fn http_recorder(url: &str) -> (Arc<ApiRecorder>, Sender<()>, JoinHandle<()>) {
-    let client = Client::new(RestConfig::new(url)).expect("client");
+    let client = Client::new(RestConfig::new(url), std::sync::Arc::new(())).expect("client");
     let r = ApiRecorder::new(client, NODE.to_string(), 50.0, 100);
     let (tx, rx) = crossbeam_channel::bounded(0);
     let h = r.start(rx).expect("start");

@@ -152,8 +152,10 @@ fn real_containerd() {
         eprintln!("RKUBELET_IT_CRI_SOCK unset: skipped");
         return;
     };
-    let rt =
-        Arc::new(RemoteRuntime::new(&format!("unix://{sock}"), Duration::from_secs(60)).unwrap());
+    let endpoint = format!("unix://{sock}");
+    let timeout = Duration::from_secs(60);
+    let rt = RemoteRuntime::with_image_endpoint(&endpoint, &endpoint, timeout, Arc::new(()));
+    let rt = Arc::new(rt.unwrap());
     let logdir = std::env::temp_dir().join(format!("rkst-it-logs-{}", std::process::id()));
     std::fs::create_dir_all(&logdir).unwrap();
     // Left over from an earlier, interrupted run.

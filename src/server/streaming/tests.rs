@@ -657,7 +657,7 @@ fn query_and_options() {
 #[test]
 fn tls_client_stream_relays() {
     use crate::client::tls::{parse_certs, parse_key, parse_roots};
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/client/testdata/");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/client/testdata/");
     let certs = parse_certs(&std::fs::read(format!("{dir}server.crt")).unwrap()).unwrap();
     let key = parse_key(&std::fs::read(format!("{dir}server.key")).unwrap()).unwrap();
     let roots = parse_roots(&std::fs::read(format!("{dir}ca.crt")).unwrap()).unwrap();

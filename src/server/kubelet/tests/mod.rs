@@ -189,7 +189,7 @@ impl FakeApi {
         let mut cfg = RestConfig::new(&self.url);
         cfg.qps = -1.0;
         cfg.timeout = Duration::from_secs(5);
-        Client::new(cfg).unwrap()
+        Client::new(cfg, std::sync::Arc::new(())).unwrap()
     }
 
     fn calls(&self, kind: &str) -> Vec<Value> {

@@ -24,7 +24,7 @@ pub fn client(url: &str) -> Client {
     let mut cfg = RestConfig::new(url);
     cfg.qps = -1.0;
     cfg.timeout = Duration::from_secs(5);
-    Client::new(cfg).expect("client")
+    Client::new(cfg, std::sync::Arc::new(())).expect("client")
 }
 
 /// A pod in `ns` whose secret volumes name `secrets`.

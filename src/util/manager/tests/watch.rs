@@ -322,11 +322,11 @@ fn tls_server_config() -> Arc<rustls::ServerConfig> {
     Arc::new(cfg)
 }
 
-const CA_CRT: &str = include_str!("../../../client/testdata/ca.crt");
-const SERVER_CRT: &str = include_str!("../../../client/testdata/server.crt");
-const SERVER_KEY: &str = include_str!("../../../client/testdata/server.key");
-const CLIENT_CRT: &str = include_str!("../../../client/testdata/client.crt");
-const CLIENT_KEY: &str = include_str!("../../../client/testdata/client.key");
+const CA_CRT: &str = include_str!("../../../../crates/client/testdata/ca.crt");
+const SERVER_CRT: &str = include_str!("../../../../crates/client/testdata/server.crt");
+const SERVER_KEY: &str = include_str!("../../../../crates/client/testdata/server.key");
+const CLIENT_CRT: &str = include_str!("../../../../crates/client/testdata/client.crt");
+const CLIENT_KEY: &str = include_str!("../../../../crates/client/testdata/client.key");
 
 #[test]
 fn watches_over_tls_with_client_certificate_and_token() {
@@ -345,7 +345,7 @@ fn watches_over_tls_with_client_certificate_and_token() {
     cfg.auth = Auth::Bearer("tok".into());
     cfg.qps = -1.0;
     cfg.timeout = Duration::from_secs(5);
-    let s = setup(&Client::new(cfg).expect("client"));
+    let s = setup(&Client::new(cfg, std::sync::Arc::new(())).expect("client"));
     s.mgr.register_pod(&pod("ns", "a", "ua", &["s1"]));
     assert_eq!(value(&s.mgr, "s1"), Ok("v1".into()));
     api.wait("the watch", |a| a.open_watches(Some("s1")) == 1);
