@@ -11,9 +11,8 @@ use k8s_openapi::List;
 
 use super::containerlogs::ContainerLogs;
 use super::crilog::FollowTiming;
-use super::http::{Request, ResponseWriter};
 use super::nodelogs::NodeLogs;
-use super::{Handler, KubeletHost, ServerConfig};
+use super::{Handler, KubeletHost, Request, ResponseWriter, ServerConfig};
 use crate::server::healthz::Healthz;
 
 /// Where a path goes.
