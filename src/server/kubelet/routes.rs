@@ -98,11 +98,7 @@ fn disabled(message: &'static str) -> Arc<dyn Handler> {
 }
 
 fn healthz_handler(healthz: Arc<Healthz>) -> Arc<dyn Handler> {
-    handler(move |req, resp| {
-        let (code, body) = healthz.handle(req.target());
-        resp.set_header("X-Content-Type-Options", "nosniff");
-        resp.send(code, "text/plain; charset=utf-8", body.as_bytes())
-    })
+    handler(move |req, resp| healthz.respond(req, resp))
 }
 
 fn pod_list(pods: Vec<Pod>) -> List<Pod> {
