@@ -50,9 +50,6 @@
 //!
 //! The kubelet implements [`KubeletHost`] for pods, config and log files.
 
-// Wired into app.rs separately; the API is complete before every item is used.
-#![allow(dead_code)]
-
 mod auth;
 mod containerlogs;
 /// Also read by kuberuntime for termination messages from logs.
@@ -93,11 +90,8 @@ use crate::kubeletconfig::{
 };
 use crate::server::healthz::Healthz;
 
-#[allow(unused_imports)]
 pub use auth::{AuthzMode, UserInfo};
-#[allow(unused_imports)]
-pub use rkubelet_http::{CancelToken, Limits, RawStream, ResponseWriter, Upgraded};
-#[allow(unused_imports)]
+pub use rkubelet_http::{CancelToken, Limits, RawStream, ResponseWriter};
 pub use routes::handler;
 
 /// A request on the kubelet's ports: `user()` is who authenticated (None
@@ -135,7 +129,6 @@ pub trait KubeletHost: Send + Sync {
     fn running_pods(&self) -> Vec<Pod>;
     /// The KubeletConfiguration, served as `{"kubeletconfig": ...}`.
     fn config_json(&self) -> serde_json::Value;
-    fn pod_logs_dir(&self) -> PathBuf;
     /// The log file of a container's current (or previous) instance and
     /// whether it is still running. See [`container_log_path`].
     fn container_log(
@@ -244,12 +237,16 @@ impl ServerConfig {
     }
 }
 
-/// Servers started, and where they listen.
+/// Servers started; the tests also look at where they listen (port 0 picks
+/// one) and at their open connections.
 pub(crate) struct Started {
     pub handles: Vec<JoinHandle<()>>,
+    #[cfg(test)]
     pub secure: SocketAddr,
+    #[cfg(test)]
     pub read_only: Option<SocketAddr>,
     /// The secure server first.
+    #[cfg(test)]
     pub servers: Vec<Arc<rkubelet_http::Server<service::KubeletService>>>,
 }
 
@@ -309,27 +306,32 @@ pub(crate) fn spawn_servers(
     let (l, secure) = bind(cfg.address, cfg.port)?;
     log::info!("kubelet server listening on https://{secure}");
     let secure_server = server("kubelet-server", Some(tls), Some(auth), secure_router);
-    let mut servers = vec![secure_server.clone()];
-    let mut handles = vec![secure_server
-        .spawn(l, shutdown.clone())
-        .context("spawn kubelet-server")?];
+    let mut started = Started {
+        handles: vec![secure_server
+            .spawn(l, shutdown.clone())
+            .context("spawn kubelet-server")?],
+        #[cfg(test)]
+        secure,
+        #[cfg(test)]
+        read_only: None,
+        #[cfg(test)]
+        servers: vec![secure_server],
+    };
 
-    let mut read_only = None;
     if let Some(port) = cfg.read_only_port {
         let router = routes::read_only(&host, &healthz, &extra_routes);
         let (l, addr) = bind(cfg.address, port)?;
         log::info!("kubelet read-only server listening on http://{addr}");
         let ro = server("readonly-server", None, None, router);
-        servers.push(ro.clone());
-        handles.push(ro.spawn(l, shutdown).context("spawn readonly-server")?);
-        read_only = Some(addr);
+        let handle = ro.spawn(l, shutdown).context("spawn readonly-server")?;
+        started.handles.push(handle);
+        #[cfg(test)]
+        {
+            started.read_only = Some(addr);
+            started.servers.push(ro);
+        }
     }
-    Ok(Started {
-        handles,
-        secure,
-        read_only,
-        servers,
-    })
+    Ok(started)
 }
 
 fn bind(address: IpAddr, port: u16) -> anyhow::Result<(TcpListener, SocketAddr)> {

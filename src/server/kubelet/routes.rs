@@ -49,10 +49,6 @@ impl Router {
         }
         Route::NotFound
     }
-
-    pub fn patterns(&self) -> Vec<&str> {
-        self.routes.iter().map(|(p, _)| p.as_str()).collect()
-    }
 }
 
 fn matches(pattern: &str, path: &str) -> bool {
