@@ -20,6 +20,7 @@ cd "$repo"
 dir=${RKUBELET_DEMO_DIR:-/tmp/rkubelet-demo}
 node=demo-node
 healthz=http://127.0.0.1:10248/healthz # healthzPort in etc/demo-config.yaml
+api=https://127.0.0.1:10250              # address and port in etc/demo-config.yaml
 bin=${CARGO_TARGET_DIR:-$repo/target}/release/rkubelet
 export RKUBELET_CNI_BRIDGE=${RKUBELET_CNI_BRIDGE:-rkdemo0}
 export RKUBELET_CNI_SUBNET=${RKUBELET_CNI_SUBNET:-10.88.99.0/24}
@@ -162,6 +163,7 @@ cmd=("$bin"
     --pod-manifest-path "$dir/manifests"
     --container-runtime-endpoint "unix://$sock"
     --root-dir "$dir/root"
+    --cert-dir "$dir/pki"
     --hostname-override "$node"
     --v 2
     "${extra[@]}")
@@ -209,9 +211,11 @@ cat <<EOF
 ==========================================================================
  rkubelet is running: node $node, ${#manifests[@]} static pods from $dir/manifests
  /healthz says: $(curl -s -m 2 "$healthz")
+ $api/pods answers HTTP $(curl -sk -m 2 -o /dev/null -w '%{http_code}' "$api/pods")
 
  Look around (from another terminal):
    curl 127.0.0.1:10248/healthz
+   curl -sk $api/pods        # kubelet API; also /stats/summary, /configz, /metrics
    ctr --address $sock -n k8s.io containers ls
    ctr --address $sock -n k8s.io tasks ls
    ls $logs_dir/*/*          # container logs (<namespace>_<pod>_<uid>/<container>/N.log)

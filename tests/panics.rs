@@ -13,11 +13,11 @@ use common::threads::*;
 use common::*;
 use serde_json::json;
 
-/// The kubelet server has a thread per open connection (our own /metrics
-/// read here): not a module thread.
-const NOT_MODULES: &[&str] = &["kubelet-conn"];
+/// The kubelet server and healthz have a thread per open connection (our
+/// own /metrics read here, the harness's /healthz): not module threads.
+const NOT_MODULES: &[&str] = &["kubelet-conn", "healthz-conn"];
 /// rkubelet's module threads: its own threads (tests/common/threads.rs)
-/// but the kubelet server's per-connection ones.
+/// but the servers' per-connection ones.
 fn module_threads(pid: u32) -> Vec<String> {
     own_threads(pid)
         .into_iter()

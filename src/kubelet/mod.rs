@@ -409,7 +409,14 @@ impl Kubelet {
             let errors = self.runtime_state.runtime_errors();
             if !errors.is_empty() {
                 let delay = backoff.next_delay();
-                log::error!("skipping pod synchronization: {}", errors.join("; "));
+                // Before the runtime-status thread's first check (started
+                // beside the loop, bounded by its CRI deadline) nothing is
+                // known to be wrong: wait for it without an error.
+                if self.runtime_state.checked() {
+                    log::error!("skipping pod synchronization: {}", errors.join("; "));
+                } else {
+                    log::debug!("waiting for the first container runtime status check");
+                }
                 select! {
                     recv(ch.shutdown) -> _ => return,
                     default(delay) => continue,

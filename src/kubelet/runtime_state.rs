@@ -62,6 +62,12 @@ impl RuntimeState {
         errs
     }
 
+    /// Whether a status check has completed, whatever it found.
+    pub fn checked(&self) -> bool {
+        let st = self.lock();
+        st.last_base_sync.is_some() || st.runtime_error.is_some()
+    }
+
     pub fn network_error(&self) -> Option<String> {
         self.lock().network_error.clone()
     }
@@ -163,7 +169,9 @@ mod tests {
             c.fetch_add(1, Ordering::SeqCst);
         }));
         assert!(!state.runtime_errors().is_empty(), "no check yet: down");
+        assert!(!state.checked());
         state.update(ready());
+        assert!(state.checked());
         assert_eq!(calls.load(Ordering::SeqCst), 1, "came up");
         state.update(ready());
         assert_eq!(calls.load(Ordering::SeqCst), 1, "still up");

@@ -1,17 +1,19 @@
 //! `/healthz` (upstream healthz handler on healthzBindAddress:healthzPort):
 //! `ok` while every check passes; otherwise 500 naming the failed checks.
+//! The same handler answers /healthz on the kubelet's API ports.
 
-use std::net::SocketAddr;
+use std::io;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use anyhow::Context;
 use crossbeam_channel::Receiver;
-use tiny_http::{Header, Response, Server};
+use rkubelet_http::{Limits, Request, ResponseWriter, Server, Service, Settings};
 
-/// How often the server thread looks at the shutdown channel.
-const POLL: Duration = Duration::from_millis(500);
+/// Open healthz connections, each on its own thread; more get a 503. Its
+/// clients are local probes that make one request at a time.
+const MAX_CONNECTIONS: usize = 16;
 
 pub type Check = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
 
@@ -70,41 +72,51 @@ impl Healthz {
         }
     }
 
-    /// Serves on `addr` from a thread named "healthz" until `shutdown` closes.
+    /// Answers `req` with [`Healthz::handle`]'s status and body.
+    pub fn respond<U>(&self, req: &Request<U>, resp: &mut ResponseWriter<'_>) -> io::Result<()> {
+        let (code, body) = self.handle(req.target());
+        resp.set_header("X-Content-Type-Options", "nosniff");
+        resp.send(code, "text/plain; charset=utf-8", body.as_bytes())
+    }
+
+    /// Serves on `addr`: the acceptor is the thread named "healthz", each
+    /// connection a "healthz-conn" thread; they stop when `shutdown` fires
+    /// or closes.
     pub fn serve(
         self: &Arc<Self>,
         addr: SocketAddr,
         shutdown: Receiver<()>,
     ) -> anyhow::Result<JoinHandle<()>> {
-        let server = Server::http(addr)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .with_context(|| format!("listen for healthz on {addr}"))?;
+        let listener =
+            TcpListener::bind(addr).with_context(|| format!("listen for healthz on {addr}"))?;
         log::info!("healthz server listening on http://{addr}/healthz");
-        let me = Arc::clone(self);
-        std::thread::Builder::new()
-            .name("healthz".into())
-            .spawn(move || loop {
-                if let Err(crossbeam_channel::TryRecvError::Disconnected) = shutdown.try_recv() {
-                    return;
-                }
-                match server.recv_timeout(POLL) {
-                    Ok(Some(req)) => {
-                        let (code, body) = me.handle(req.url());
-                        let mut resp = Response::from_string(body).with_status_code(code);
-                        if let Ok(h) =
-                            Header::from_bytes("Content-Type", "text/plain; charset=utf-8")
-                        {
-                            resp = resp.with_header(h);
-                        }
-                        if let Err(e) = req.respond(resp) {
-                            log::debug!("healthz: write response: {e}");
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => log::warn!("healthz: accept: {e}"),
-                }
-            })
+        let settings = Settings {
+            name: "healthz",
+            conn_thread: "healthz-conn",
+            reject_thread: "healthz-reject",
+            tls: None,
+            limits: Limits {
+                max_connections: MAX_CONNECTIONS,
+                ..Limits::default()
+            },
+        };
+        Server::new(settings, HealthzService(Arc::clone(self)))
+            .spawn(listener, shutdown)
             .context("spawn healthz thread")
+    }
+}
+
+/// The healthz port: every path to [`Healthz::respond`], nobody asked who.
+struct HealthzService(Arc<Healthz>);
+
+impl Service for HealthzService {
+    type Peer = ();
+    type User = ();
+
+    fn connected(&self, _client_cert: Option<&[u8]>) {}
+
+    fn serve(&self, _: &(), req: &mut Request, resp: &mut ResponseWriter<'_>) -> io::Result<()> {
+        self.0.respond(req, resp)
     }
 }
 
@@ -148,5 +160,38 @@ mod tests {
         assert_eq!(healthz(true).handle("/healthz/pleg").0, 500);
         assert_eq!(healthz(true).handle("/healthz/ping").0, 200);
         assert_eq!(healthz(true).handle("/nope").0, 404);
+    }
+
+    #[test]
+    fn serves_on_its_port_until_shutdown() {
+        use std::io::{Read, Write};
+        // A free port: bound and let go (serve binds the address it is given).
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap();
+        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+        let thread = healthz(true).serve(addr, rx).unwrap();
+        assert_eq!(thread.thread().name(), Some("healthz"));
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        s.write_all(b"GET /healthz/pleg HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(
+            out.starts_with("HTTP/1.1 500 Internal Server Error\r\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("Content-Type: text/plain; charset=utf-8\r\n"),
+            "{out}"
+        );
+        assert!(
+            out.ends_with("\r\n\r\ninternal server error: relist stuck\n"),
+            "{out}"
+        );
+        drop(tx);
+        thread.join().unwrap();
     }
 }

@@ -76,10 +76,6 @@ impl KubeletHost for ServerHost {
         self.config_json.clone()
     }
 
-    fn pod_logs_dir(&self) -> PathBuf {
-        self.kubelet.settings().pod_logs_dir.clone()
-    }
-
     fn container_log(
         &self,
         namespace: &str,

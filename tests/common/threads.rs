@@ -38,9 +38,9 @@ pub fn thread_names(pid: u32) -> Vec<String> {
 
 /// rkubelet's own threads, sorted: every thread but gRPC's pools. A thread
 /// nobody names keeps the name of the thread that started it: the main
-/// thread and tiny_http's fixed pool carry the process's name. In the
-/// static build gRPC names none of its pools, so those named after the
-/// process are left out there, where their number is gRPC's; a gRPC thread
+/// thread carries the process's name. In the static build gRPC names none
+/// of its pools, so those named after the process are left out there,
+/// where their number is gRPC's; a gRPC thread
 /// started later from one of our threads would carry that thread's name
 /// and count as ours (not seen so far: the static panics test passes).
 pub fn own_threads(pid: u32) -> Vec<String> {

@@ -11,9 +11,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use k8s_openapi::jiff::Timestamp;
 
 use super::crilog::{copy_logs, FollowControl, FollowTiming, LogOptions, Streams};
-use super::http::{CancelToken, Request, ResponseWriter};
 use super::routes::{method_not_allowed, not_found};
-use super::{Handler, HostError, KubeletHost};
+use super::{CancelToken, Handler, HostError, KubeletHost, Request, ResponseWriter};
 
 /// How often a follower asks the host whether the container still runs.
 const STATUS_EVERY: Duration = Duration::from_secs(1);

@@ -2,7 +2,8 @@
 //! HTTPS on `port` (10250) with authentication and authorization, and the
 //! plain-HTTP read-only port. Synchronous: one acceptor thread per port
 //! ("kubelet-server", "readonly-server") and one thread per connection, at
-//! most [`Limits::max_connections`] at a time.
+//! most [`Limits::max_connections`] at a time: rkubelet-http's server, with
+//! [`service`] deciding what each request gets.
 //!
 //! # Starting
 //!
@@ -40,47 +41,22 @@
 //! let h: Arc<dyn Handler> = kubelet::handler(|req, resp| resp.send_text(200, "ok"));
 //! ```
 //!
-//! [`Request`]: `method()`, `path()` (percent-decoded), `target()` (raw),
-//! `query(name)`, `query_all(name)` (repeated `command=`), `query_pairs()`,
-//! `header(name)` / `header_all(name)` (case-insensitive), `headers()`,
-//! `body()` / `take_body()` (read whole beforehand, at most 1 MiB),
-//! `user()` (the authenticated [`UserInfo`]; None on the read-only port),
-//! `peer_addr()`, `is_upgrade()`.
-//!
-//! [`ResponseWriter`]: `send(code, content_type, body)`, `send_text`,
-//! `send_json`, or `set_status` / `set_header` then `io::Write` (chunked,
-//! or fixed if a `Content-Length` header was set; `flush()` pushes a chunk
-//! out now). `cancel_token()` gives a [`CancelToken`] whose `is_cancelled()`
-//! turns true when the client hangs up or the server stops. A handler
-//! returning Err before anything was sent yields a 500; after, the
-//! connection closes.
-//!
-//! Upgrades (SPDY/3.1, WebSocket): `resp.switch_protocols(&[("Connection",
-//! "Upgrade"), ("Upgrade", "SPDY/3.1"), ...])` writes the 101 and returns an
-//! [`Upgraded`] `{ stream: RawStream, buffered: Vec<u8> }`; or
-//! `resp.take_stream()` to write the 101 yourself. `buffered` holds bytes
-//! the client already sent after the request head: consume them first.
-//! [`RawStream`] is `Plain(TcpStream)` or
-//! `Tls(Box<rustls::StreamOwned<ServerConnection, TcpStream>>)` (Read +
-//! Write; `tcp()` for timeouts and shutdown), with no read timeout and the
-//! write timeout at [`Limits::write_timeout`]. The handler may move it to
-//! other threads and return at once; the server never touches it again.
+//! [`Request`] and [`ResponseWriter`] are rkubelet-http's (its crate docs
+//! list what they offer: query, headers, body, chunked streaming, upgrades
+//! to a [`RawStream`], a [`CancelToken`]). On port 10250 `req.user()` is
+//! the authenticated [`UserInfo`]; on the read-only port it is None.
 //!
 //! # Host
 //!
 //! The kubelet implements [`KubeletHost`] for pods, config and log files.
 
-// Wired into app.rs separately; the API is complete before every item is used.
-#![allow(dead_code)]
-
 mod auth;
 mod containerlogs;
 /// Also read by kuberuntime for termination messages from logs.
 pub(crate) mod crilog;
-mod http;
-mod listener;
 mod nodelogs;
 mod routes;
+mod service;
 mod tls;
 pub mod tls_options;
 
@@ -88,7 +64,7 @@ pub mod tls_options;
 /// the authorization attributes (verb, subresources) its path maps to.
 #[cfg(feature = "fuzzing")]
 pub fn fuzz_request(data: &[u8]) {
-    if let Some(path) = http::fuzz_head(data) {
+    if let Some(path) = rkubelet_http::fuzz_head(data) {
         let _ = auth::subresources(&path);
     }
 }
@@ -100,7 +76,6 @@ use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -115,12 +90,13 @@ use crate::kubeletconfig::{
 };
 use crate::server::healthz::Healthz;
 
-#[allow(unused_imports)]
 pub use auth::{AuthzMode, UserInfo};
-#[allow(unused_imports)]
-pub use http::{CancelToken, Limits, RawStream, Request, ResponseWriter, Upgraded};
-#[allow(unused_imports)]
+pub use rkubelet_http::{CancelToken, Limits, RawStream, ResponseWriter};
 pub use routes::handler;
+
+/// A request on the kubelet's ports: `user()` is who authenticated (None
+/// on the read-only port).
+pub type Request = rkubelet_http::Request<UserInfo>;
 
 /// A route's request handler (see the module docs).
 pub trait Handler: Send + Sync {
@@ -153,7 +129,6 @@ pub trait KubeletHost: Send + Sync {
     fn running_pods(&self) -> Vec<Pod>;
     /// The KubeletConfiguration, served as `{"kubeletconfig": ...}`.
     fn config_json(&self) -> serde_json::Value;
-    fn pod_logs_dir(&self) -> PathBuf;
     /// The log file of a container's current (or previous) instance and
     /// whether it is still running. See [`container_log_path`].
     fn container_log(
@@ -262,13 +237,17 @@ impl ServerConfig {
     }
 }
 
-/// Servers started, and where they listen.
+/// Servers started; the tests also look at where they listen (port 0 picks
+/// one) and at their open connections.
 pub(crate) struct Started {
     pub handles: Vec<JoinHandle<()>>,
+    #[cfg(test)]
     pub secure: SocketAddr,
+    #[cfg(test)]
     pub read_only: Option<SocketAddr>,
     /// The secure server first.
-    pub servers: Vec<Arc<listener::Server>>,
+    #[cfg(test)]
+    pub servers: Vec<Arc<rkubelet_http::Server<service::KubeletService>>>,
 }
 
 /// Starts the HTTPS server (and the read-only one when configured); they
@@ -312,44 +291,47 @@ pub(crate) fn spawn_servers(
         unauthorized_ttl: cfg.authz_unauthorized_ttl,
     };
     let auth = Arc::new(auth::Auth::new(settings, client)?);
-    let stopping = Arc::new(AtomicBool::new(false));
     let server = |name, tls, auth, router| {
-        Arc::new(listener::Server {
+        let settings = rkubelet_http::Settings {
             name,
+            conn_thread: "kubelet-conn",
+            reject_thread: "kubelet-reject",
             tls,
-            auth,
-            router,
             limits: cfg.limits.clone(),
-            stopping: stopping.clone(),
-            active: AtomicUsize::new(0),
-            rejecting: AtomicUsize::new(0),
-        })
+        };
+        rkubelet_http::Server::new(settings, service::KubeletService { auth, router })
     };
 
     let secure_router = routes::secure(&cfg, &host, &healthz, &extra_routes);
     let (l, secure) = bind(cfg.address, cfg.port)?;
     log::info!("kubelet server listening on https://{secure}");
     let secure_server = server("kubelet-server", Some(tls), Some(auth), secure_router);
-    let mut servers = vec![secure_server.clone()];
-    let mut handles =
-        vec![listener::spawn(secure_server, l, shutdown.clone()).context("spawn kubelet-server")?];
+    let mut started = Started {
+        handles: vec![secure_server
+            .spawn(l, shutdown.clone())
+            .context("spawn kubelet-server")?],
+        #[cfg(test)]
+        secure,
+        #[cfg(test)]
+        read_only: None,
+        #[cfg(test)]
+        servers: vec![secure_server],
+    };
 
-    let mut read_only = None;
     if let Some(port) = cfg.read_only_port {
         let router = routes::read_only(&host, &healthz, &extra_routes);
         let (l, addr) = bind(cfg.address, port)?;
         log::info!("kubelet read-only server listening on http://{addr}");
         let ro = server("readonly-server", None, None, router);
-        servers.push(ro.clone());
-        handles.push(listener::spawn(ro, l, shutdown).context("spawn readonly-server")?);
-        read_only = Some(addr);
+        let handle = ro.spawn(l, shutdown).context("spawn readonly-server")?;
+        started.handles.push(handle);
+        #[cfg(test)]
+        {
+            started.read_only = Some(addr);
+            started.servers.push(ro);
+        }
     }
-    Ok(Started {
-        handles,
-        secure,
-        read_only,
-        servers,
-    })
+    Ok(started)
 }
 
 fn bind(address: IpAddr, port: u16) -> anyhow::Result<(TcpListener, SocketAddr)> {

@@ -7,9 +7,8 @@ use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 
-use super::http::{Request, ResponseWriter};
 use super::routes::{method_not_allowed, not_found};
-use super::Handler;
+use super::{Handler, Request, ResponseWriter};
 
 pub(crate) struct NodeLogs {
     pub root: PathBuf,

@@ -11,9 +11,8 @@ use k8s_openapi::List;
 
 use super::containerlogs::ContainerLogs;
 use super::crilog::FollowTiming;
-use super::http::{Request, ResponseWriter};
 use super::nodelogs::NodeLogs;
-use super::{Handler, KubeletHost, ServerConfig};
+use super::{Handler, KubeletHost, Request, ResponseWriter, ServerConfig};
 use crate::server::healthz::Healthz;
 
 /// Where a path goes.
@@ -49,10 +48,6 @@ impl Router {
             return Route::Redirect(with_slash);
         }
         Route::NotFound
-    }
-
-    pub fn patterns(&self) -> Vec<&str> {
-        self.routes.iter().map(|(p, _)| p.as_str()).collect()
     }
 }
 
@@ -99,11 +94,7 @@ fn disabled(message: &'static str) -> Arc<dyn Handler> {
 }
 
 fn healthz_handler(healthz: Arc<Healthz>) -> Arc<dyn Handler> {
-    handler(move |req, resp| {
-        let (code, body) = healthz.handle(req.target());
-        resp.set_header("X-Content-Type-Options", "nosniff");
-        resp.send(code, "text/plain; charset=utf-8", body.as_bytes())
-    })
+    handler(move |req, resp| healthz.respond(req, resp))
 }
 
 fn pod_list(pods: Vec<Pod>) -> List<Pod> {

@@ -8,15 +8,14 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use rustls::ServerConfig;
 
 use super::auth::UserInfo;
-use super::http::{Sock, Transport};
 use crate::client::tls::{parse_certs, parse_key, parse_roots, CertSlot, ClientIdentity};
 
 const SELF_SIGNED_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -183,27 +182,6 @@ pub(crate) fn generate_self_signed(host: &str) -> anyhow::Result<(String, String
         format!("{}{}", leaf_cert.pem(), ca_cert.pem()),
         key.serialize_pem(),
     ))
-}
-
-/// Completes the TLS handshake by `deadline`; returns the stream and the
-/// user named by a (verified) client certificate.
-pub(crate) fn accept(
-    cfg: &Arc<ServerConfig>,
-    mut sock: Sock,
-    deadline: Instant,
-) -> std::io::Result<(Transport, Option<UserInfo>)> {
-    sock.set_deadline(Some(deadline))?;
-    let conn = ServerConnection::new(cfg.clone()).map_err(std::io::Error::other)?;
-    let mut tls = StreamOwned::new(conn, sock);
-    while tls.conn.is_handshaking() {
-        tls.conn.complete_io(&mut tls.sock)?;
-    }
-    let user = tls
-        .conn
-        .peer_certificates()
-        .and_then(|certs| certs.first())
-        .and_then(|leaf| subject_user(leaf.as_ref()));
-    Ok((Transport::Tls(Box::new(tls)), user))
 }
 
 /// The x509 authenticator's user: CN as the name, O values as groups.

@@ -67,9 +67,6 @@ fn self_signed_certificate_is_generated_and_served() {
         fn config_json(&self) -> Value {
             self.0.config_json()
         }
-        fn pod_logs_dir(&self) -> PathBuf {
-            self.0.pod_logs_dir()
-        }
         fn container_log(
             &self,
             ns: &str,

@@ -119,7 +119,7 @@ fn follow_ends_when_the_client_goes_away() {
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
     drop(s);
     let t0 = Instant::now();
-    while f.started.servers[0].active.load(Ordering::SeqCst) > 0 {
+    while f.started.servers[0].active_connections() > 0 {
         assert!(
             t0.elapsed() < Duration::from_secs(5),
             "follower still running"

@@ -117,9 +117,6 @@ impl KubeletHost for FakeHost {
     fn config_json(&self) -> Value {
         json!({"kind": "KubeletConfiguration", "port": 10250})
     }
-    fn pod_logs_dir(&self) -> PathBuf {
-        self.logs.clone()
-    }
     fn container_log(
         &self,
         ns: &str,

@@ -1,7 +1,7 @@
 //! Accepting connections: one acceptor thread per port, one thread per
 //! connection up to a bound (extra connections get a quick 503 from a few
-//! short-lived threads, or are dropped), keep-alive, and per-request
-//! authentication, authorization and routing.
+//! short-lived threads, or are dropped), keep-alive, and each request
+//! handed to the [`Service`].
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -14,12 +14,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, TryRecvError};
 
-use super::auth::{Auth, Decision, UserInfo};
-use super::http::{
-    write_error, Conn, Head, Limits, ReadError, Request, ResponseWriter, Sock, Transport,
-};
-use super::routes::{not_found, Route, Router};
-use super::tls;
+use crate::conn::{Conn, Head, ReadError};
+use crate::response::write_error;
+use crate::stream::{accept_tls, Sock, Transport};
+use crate::{Limits, Request, ResponseWriter};
 
 /// How often the acceptor looks at the shutdown channel.
 const POLL: Duration = Duration::from_millis(200);
@@ -30,26 +28,95 @@ const REJECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// response is not lost to a reset.
 const LINGER: Duration = Duration::from_millis(500);
 
-pub(crate) struct Server {
-    /// The acceptor thread's name.
+/// What a server does with each request.
+pub trait Service: Send + Sync + 'static {
+    /// What a connection's client certificate says, worked out once per
+    /// connection and shown to each of its requests.
+    type Peer: Send;
+    /// Who sent a request ([`Request::user`]), as the service decides.
+    type User;
+
+    /// A connection is up: `client_cert` is the leaf certificate (DER) the
+    /// TLS verifier accepted, None on plain HTTP or without one.
+    fn connected(&self, client_cert: Option<&[u8]>) -> Self::Peer;
+
+    /// Answers one request. Err before anything was sent yields a 500;
+    /// after, the connection closes.
+    fn serve(
+        &self,
+        peer: &Self::Peer,
+        req: &mut Request<Self::User>,
+        resp: &mut ResponseWriter<'_>,
+    ) -> io::Result<()>;
+}
+
+/// A server's threads, transport and limits.
+#[derive(Clone)]
+pub struct Settings {
+    /// The acceptor thread's name, also the prefix of the server's log lines.
     pub name: &'static str,
+    /// The name of each connection's thread.
+    pub conn_thread: &'static str,
+    /// The name of the threads that answer 503 over the bound.
+    pub reject_thread: &'static str,
+    /// TLS, or None for plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
-    /// None on the read-only port.
-    pub auth: Option<Arc<Auth>>,
-    pub router: Router,
     pub limits: Limits,
-    pub stopping: Arc<AtomicBool>,
-    pub active: AtomicUsize,
-    pub rejecting: AtomicUsize,
+}
+
+/// A service on a port: its settings and its connection counts.
+pub struct Server<S: Service> {
+    settings: Settings,
+    service: S,
+    /// Set once the acceptor saw the shutdown; ends keep-alive loops and
+    /// cancels long-running handlers.
+    stopping: Arc<AtomicBool>,
+    active: AtomicUsize,
+    rejecting: AtomicUsize,
+}
+
+impl<S: Service> Server<S> {
+    pub fn new(settings: Settings, service: S) -> Arc<Server<S>> {
+        Arc::new(Server {
+            settings,
+            service,
+            stopping: Arc::new(AtomicBool::new(false)),
+            active: AtomicUsize::new(0),
+            rejecting: AtomicUsize::new(0),
+        })
+    }
+
+    /// Connections being served now.
+    pub fn active_connections(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// Starts the acceptor thread on `listener`; it stops when `shutdown`
+    /// fires or closes. Connections already open finish their request.
+    pub fn spawn(
+        self: &Arc<Self>,
+        listener: TcpListener,
+        shutdown: Receiver<()>,
+    ) -> io::Result<JoinHandle<()>> {
+        listener.set_nonblocking(true)?;
+        let server = Arc::clone(self);
+        std::thread::Builder::new()
+            .name(self.settings.name.to_string())
+            .spawn(move || accept_loop(&server, &listener, &shutdown))
+    }
+
+    fn name(&self) -> &'static str {
+        self.settings.name
+    }
 }
 
 /// Holds one unit of a counter until dropped (panics included).
-struct Slot {
-    server: Arc<Server>,
+struct Slot<S: Service> {
+    server: Arc<Server<S>>,
     rejecter: bool,
 }
 
-impl Drop for Slot {
+impl<S: Service> Drop for Slot<S> {
     fn drop(&mut self) {
         let counter = if self.rejecter {
             &self.server.rejecting
@@ -60,11 +127,11 @@ impl Drop for Slot {
     }
 }
 
-fn acquire(server: &Arc<Server>, rejecter: bool) -> Option<Slot> {
+fn acquire<S: Service>(server: &Arc<Server<S>>, rejecter: bool) -> Option<Slot<S>> {
     let (counter, max) = if rejecter {
         (&server.rejecting, MAX_REJECTERS)
     } else {
-        (&server.active, server.limits.max_connections)
+        (&server.active, server.settings.limits.max_connections)
     };
     counter
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -77,23 +144,15 @@ fn acquire(server: &Arc<Server>, rejecter: bool) -> Option<Slot> {
     })
 }
 
-/// Starts the acceptor for `listener`; it stops when `shutdown` fires or closes.
-pub(crate) fn spawn(
-    server: Arc<Server>,
-    listener: TcpListener,
-    shutdown: Receiver<()>,
-) -> io::Result<JoinHandle<()>> {
-    listener.set_nonblocking(true)?;
-    std::thread::Builder::new()
-        .name(server.name.to_string())
-        .spawn(move || accept_loop(&server, &listener, &shutdown))
-}
-
-fn accept_loop(server: &Arc<Server>, listener: &TcpListener, shutdown: &Receiver<()>) {
+fn accept_loop<S: Service>(
+    server: &Arc<Server<S>>,
+    listener: &TcpListener,
+    shutdown: &Receiver<()>,
+) {
     loop {
         if !matches!(shutdown.try_recv(), Err(TryRecvError::Empty)) {
             server.stopping.store(true, Ordering::SeqCst);
-            log::info!("{}: shutting down", server.name);
+            log::info!("{}: shutting down", server.name());
             return;
         }
         if !readable(listener, POLL) {
@@ -104,7 +163,7 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener, shutdown: &Receiver
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
-                log::warn!("{}: accept: {e}", server.name);
+                log::warn!("{}: accept: {e}", server.name());
                 std::thread::sleep(POLL);
             }
         }
@@ -124,27 +183,27 @@ fn readable(listener: &TcpListener, timeout: Duration) -> bool {
     n > 0
 }
 
-fn dispatch(server: &Arc<Server>, tcp: TcpStream, peer: SocketAddr) {
+fn dispatch<S: Service>(server: &Arc<Server<S>>, tcp: TcpStream, peer: SocketAddr) {
     if tcp.set_nonblocking(false).is_err() {
         return;
     }
     if let Some(slot) = acquire(server, false) {
         let spawned = std::thread::Builder::new()
-            .name("kubelet-conn".into())
+            .name(server.settings.conn_thread.into())
             .spawn(move || serve_guarded(slot, tcp, peer));
         if let Err(e) = spawned {
-            log::warn!("{}: spawn connection thread: {e}", server.name);
+            log::warn!("{}: spawn connection thread: {e}", server.name());
         }
         return;
     }
     log::warn!(
         "{}: {} connections open, rejecting {peer}",
-        server.name,
-        server.limits.max_connections
+        server.name(),
+        server.settings.limits.max_connections
     );
     if let Some(slot) = acquire(server, true) {
         let _ = std::thread::Builder::new()
-            .name("kubelet-reject".into())
+            .name(server.settings.reject_thread.into())
             .spawn(move || {
                 reject(&slot.server, tcp);
                 drop(slot);
@@ -153,13 +212,13 @@ fn dispatch(server: &Arc<Server>, tcp: TcpStream, peer: SocketAddr) {
 }
 
 /// Answers 503 to a connection over the bound, within a short deadline.
-fn reject(server: &Arc<Server>, tcp: TcpStream) {
+fn reject<S: Service>(server: &Server<S>, tcp: TcpStream) {
     let deadline = Instant::now() + REJECT_TIMEOUT;
     let _ = tcp.set_write_timeout(Some(REJECT_TIMEOUT));
     let sock = Sock::new(tcp, Some(deadline));
-    let mut io = match &server.tls {
-        Some(cfg) => match tls::accept(cfg, sock, deadline) {
-            Ok((io, _)) => io,
+    let mut io = match &server.settings.tls {
+        Some(cfg) => match accept_tls(cfg, sock, deadline) {
+            Ok(io) => io,
             Err(_) => return,
         },
         None => Transport::Plain(sock),
@@ -170,36 +229,37 @@ fn reject(server: &Arc<Server>, tcp: TcpStream) {
     close(&mut io);
 }
 
-fn serve_guarded(slot: Slot, tcp: TcpStream, peer: SocketAddr) {
+fn serve_guarded<S: Service>(slot: Slot<S>, tcp: TcpStream, peer: SocketAddr) {
     let server = slot.server.clone();
     let outcome = catch_unwind(AssertUnwindSafe(|| serve_connection(&server, tcp, peer)));
     if outcome.is_err() {
         log::error!(
             "{}: panic while serving {peer}; connection dropped",
-            server.name
+            server.name()
         );
     }
     drop(slot);
 }
 
-fn serve_connection(server: &Arc<Server>, tcp: TcpStream, peer: SocketAddr) {
-    let limits = &server.limits;
+fn serve_connection<S: Service>(server: &Arc<Server<S>>, tcp: TcpStream, peer: SocketAddr) {
+    let limits = &server.settings.limits;
     let deadline = Instant::now() + limits.header_timeout;
     let _ = tcp.set_nodelay(true);
     if tcp.set_write_timeout(Some(limits.write_timeout)).is_err() {
         return;
     }
     let sock = Sock::new(tcp, Some(deadline));
-    let (io, cert_user) = match &server.tls {
-        Some(cfg) => match tls::accept(cfg, sock, deadline) {
-            Ok(accepted) => accepted,
+    let io = match &server.settings.tls {
+        Some(cfg) => match accept_tls(cfg, sock, deadline) {
+            Ok(io) => io,
             Err(e) => {
-                log::debug!("{}: TLS handshake with {peer}: {e}", server.name);
+                log::debug!("{}: TLS handshake with {peer}: {e}", server.name());
                 return;
             }
         },
-        None => (Transport::Plain(sock), None),
+        None => Transport::Plain(sock),
     };
+    let client = server.service.connected(io.peer_certificate());
     let mut conn = Conn::new(io, Some(peer));
     let mut head_deadline = Some(deadline);
     loop {
@@ -211,7 +271,7 @@ fn serve_connection(server: &Arc<Server>, tcp: TcpStream, peer: SocketAddr) {
             }
         };
         head_deadline = None;
-        let reuse = serve_request(server, &mut conn, head, cert_user.as_ref());
+        let reuse = serve_request(server, &mut conn, head, &client);
         if !reuse || server.stopping.load(Ordering::SeqCst) {
             break;
         }
@@ -241,14 +301,14 @@ fn answer_read_error(conn: &mut Conn, e: ReadError, peer: Option<SocketAddr>) {
 }
 
 /// Serves one request; true if the connection can take another.
-fn serve_request(
-    server: &Arc<Server>,
+fn serve_request<S: Service>(
+    server: &Arc<Server<S>>,
     conn: &mut Conn,
     head: Head,
-    cert_user: Option<&UserInfo>,
+    client: &S::Peer,
 ) -> bool {
     let peer = conn.peer;
-    let body = match conn.read_body(&head, &server.limits) {
+    let body = match conn.read_body(&head, &server.settings.limits) {
         Ok(b) => b,
         Err(e) => {
             answer_read_error(conn, e, peer);
@@ -264,20 +324,9 @@ fn serve_request(
             return false;
         }
     };
-    // Upstream's ServeHTTP counts every request, refused ones included.
-    let server_type = if server.tls.is_some() {
-        "readwrite"
-    } else {
-        "readonly"
-    };
-    let _metrics = crate::metrics::http_request_start(req.method(), req.path(), server_type);
     let stopping = server.stopping.clone();
     let mut resp = ResponseWriter::new(conn, &req, stopping);
-    let result = match admit(server, &mut req, cert_user) {
-        Some((code, text)) => resp.send_text(code, &text),
-        None => dispatch_request(&server.router, &mut req, &mut resp),
-    };
-    match result {
+    match server.service.serve(client, &mut req, &mut resp) {
         Ok(()) => resp.finish().unwrap_or(false),
         Err(e) => {
             log::debug!("{} {}: {e}", req.method(), req.path());
@@ -290,59 +339,9 @@ fn serve_request(
     }
 }
 
-/// Authenticates and authorizes; Some((code, body)) refuses the request.
-fn admit(
-    server: &Server,
-    req: &mut Request,
-    cert_user: Option<&UserInfo>,
-) -> Option<(u16, String)> {
-    let auth = server.auth.as_ref()?;
-    let user = match auth.authenticate(cert_user, &req.headers) {
-        Ok(Some(u)) => u,
-        Ok(None) => return Some((401, "Unauthorized".into())),
-        Err(e) => {
-            log::info!("unable to authenticate the request: {e}");
-            return Some((401, "Unauthorized".into()));
-        }
-    };
-    let decision = auth.authorize(&user, req.method(), req.path());
-    req.user = Some(user);
-    match decision {
-        Decision::Allow => None,
-        Decision::Forbidden(msg) => Some((403, msg)),
-        Decision::Error(msg) => Some((500, msg)),
-    }
-}
-
-/// Runs the route's handler; a panic becomes a 500 when nothing was sent.
-fn dispatch_request(
-    router: &Router,
-    req: &mut Request,
-    resp: &mut ResponseWriter<'_>,
-) -> io::Result<()> {
-    match router.route(req.path()) {
-        Route::Handler(h) => {
-            let run = catch_unwind(AssertUnwindSafe(|| h.handle(req, resp)));
-            run.unwrap_or_else(|_| {
-                log::error!("handler for {} {} panicked", req.method(), req.path());
-                Err(io::Error::other("handler panicked"))
-            })
-        }
-        Route::Redirect(to) => {
-            let location = match req.target().split_once('?') {
-                Some((_, q)) => format!("{to}?{q}"),
-                None => to,
-            };
-            resp.set_header("Location", &location);
-            resp.send(301, "", &[])
-        }
-        Route::NotFound => not_found(resp),
-    }
-}
-
 /// Orderly close: TLS close_notify, half-close, then a short drain of
 /// unread client data so a final response is not lost to a reset.
-pub(crate) fn close(io: &mut Transport) {
+fn close(io: &mut Transport) {
     io.close_write();
     let sock = io.sock_mut();
     if sock.set_deadline(Some(Instant::now() + LINGER)).is_err() {

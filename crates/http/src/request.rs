@@ -3,29 +3,29 @@
 
 use std::net::SocketAddr;
 
-use super::super::auth::UserInfo;
-use super::conn::{header_value, Head};
+use crate::conn::{header_value, Head};
 
-/// An authenticated request with its body read.
-pub struct Request {
+/// A request with its body read. `U` is who sent it, as the service
+/// authenticated them (`()` where nobody is asked).
+pub struct Request<U = ()> {
     pub(crate) method: String,
     pub(crate) target: String,
     pub(crate) path: String,
     pub(crate) query: Vec<(String, String)>,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) body: Vec<u8>,
-    pub(crate) user: Option<UserInfo>,
+    pub(crate) user: Option<U>,
     pub(crate) peer: Option<SocketAddr>,
     pub(crate) http10: bool,
 }
 
-impl Request {
+impl<U> Request<U> {
     /// Builds a request from its head; Err for a target that cannot be decoded (400).
     pub(crate) fn from_head(
         head: Head,
         body: Vec<u8>,
         peer: Option<SocketAddr>,
-    ) -> Result<Request, String> {
+    ) -> Result<Request<U>, String> {
         let (path, query) = split_target(&head.target)?;
         Ok(Request {
             method: head.method,
@@ -90,9 +90,13 @@ impl Request {
     pub fn take_body(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.body)
     }
-    /// The authenticated user; None on the read-only port.
-    pub fn user(&self) -> Option<&UserInfo> {
+    /// Who sent the request, once the service has set it.
+    pub fn user(&self) -> Option<&U> {
         self.user.as_ref()
+    }
+    /// Records who sent the request, for the handlers after the service's check.
+    pub fn set_user(&mut self, user: U) {
+        self.user = Some(user);
     }
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         self.peer

@@ -1,72 +1,19 @@
-//! HTTP/1.1 over a TCP or TLS stream: request heads parsed with httparse
-//! under a deadline and size limits, bodies read whole (bounded), responses
-//! with Content-Length, chunked streaming, or a hand-over of the raw stream.
-//!
-//! This file holds the limits and the byte streams (a deadline-bound
-//! socket, plain or TLS, and the raw stream a handler takes over);
-//! `conn` reads request heads and bodies off a connection, `request` is
-//! the parsed [`Request`], `response` the [`ResponseWriter`].
+//! The byte streams under a connection: a deadline-bound socket, plain or
+//! TLS (with the handshake under the same deadline), the raw stream a
+//! handler takes over, and the token that tells a handler to stop.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rustls::{ServerConnection, StreamOwned};
-
-mod conn;
-mod request;
-mod response;
-#[cfg(test)]
-mod tests;
-
-pub(crate) use conn::{Conn, Head, ReadError};
-pub use request::Request;
-pub(crate) use response::write_error;
-pub use response::ResponseWriter;
-
-/// Connection and request limits.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    /// Concurrent connections per port; more are answered 503 and closed.
-    pub max_connections: usize,
-    /// Request line + headers, in bytes (431 beyond).
-    pub max_head: usize,
-    pub max_headers: usize,
-    /// Request body, in bytes (413 beyond).
-    pub max_body: usize,
-    /// From accept (TLS handshake included) or from a request's first byte
-    /// to the end of its headers.
-    pub header_timeout: Duration,
-    /// Keep-alive wait for the next request.
-    pub idle_timeout: Duration,
-    /// To read a whole request body.
-    pub body_timeout: Duration,
-    /// One blocked write to a client that does not read.
-    pub write_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_connections: 128,
-            max_head: 64 << 10,
-            max_headers: 100,
-            max_body: 1 << 20,
-            header_timeout: Duration::from_secs(10),
-            // Go's http.Server IdleTimeout as the kubelet sets it.
-            idle_timeout: Duration::from_secs(90),
-            body_timeout: Duration::from_secs(30),
-            write_timeout: Duration::from_secs(60),
-        }
-    }
-}
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
 /// A TCP socket whose reads fail once a deadline passes, however slowly the
 /// peer trickles bytes (a per-read timeout alone would not bound that).
-pub struct Sock {
+pub(crate) struct Sock {
     tcp: TcpStream,
     deadline: Option<Instant>,
 }
@@ -122,7 +69,7 @@ impl Write for Sock {
 }
 
 /// A connection's byte stream, plain or TLS.
-pub enum Transport {
+pub(crate) enum Transport {
     Plain(Sock),
     Tls(Box<StreamOwned<ServerConnection, Sock>>),
 }
@@ -139,6 +86,14 @@ impl Transport {
         match self {
             Transport::Plain(s) => s,
             Transport::Tls(t) => &mut t.sock,
+        }
+    }
+
+    /// The client's leaf certificate (DER), as the verifier accepted it.
+    pub fn peer_certificate(&self) -> Option<&[u8]> {
+        match self {
+            Transport::Plain(_) => None,
+            Transport::Tls(t) => t.conn.peer_certificates()?.first().map(|c| c.as_ref()),
         }
     }
 
@@ -192,7 +147,7 @@ impl RawStream {
         }
     }
 
-    fn from_transport(io: Transport) -> io::Result<RawStream> {
+    pub(crate) fn from_transport(io: Transport) -> io::Result<RawStream> {
         Ok(match io {
             Transport::Plain(s) => RawStream::Plain(s.into_tcp()?),
             Transport::Tls(t) => {
@@ -250,8 +205,8 @@ pub(crate) fn peer_hung_up(tcp: &TcpStream) -> bool {
 /// client went away. Cheap to check; clone it into other threads.
 #[derive(Clone)]
 pub struct CancelToken {
-    stopping: Arc<AtomicBool>,
-    tcp: Option<Arc<TcpStream>>,
+    pub(crate) stopping: Arc<AtomicBool>,
+    pub(crate) tcp: Option<Arc<TcpStream>>,
 }
 
 impl CancelToken {
@@ -260,11 +215,17 @@ impl CancelToken {
     }
 }
 
-/// The fuzz targets' way in: a request head as the listener parses it,
-/// then its target split and decoded as a Request does.
-#[cfg(feature = "fuzzing")]
-pub(super) fn fuzz_head(buf: &[u8]) -> Option<String> {
-    let (head, _) = conn::parse_head(buf, &Limits::default()).ok()??;
-    let (path, _query) = request::split_target(&head.target).ok()?;
-    Some(path)
+/// Completes the TLS handshake by `deadline`.
+pub(crate) fn accept_tls(
+    cfg: &Arc<ServerConfig>,
+    mut sock: Sock,
+    deadline: Instant,
+) -> io::Result<Transport> {
+    sock.set_deadline(Some(deadline))?;
+    let conn = ServerConnection::new(cfg.clone()).map_err(io::Error::other)?;
+    let mut tls = StreamOwned::new(conn, sock);
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock)?;
+    }
+    Ok(Transport::Tls(Box::new(tls)))
 }

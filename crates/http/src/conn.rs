@@ -6,7 +6,8 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{Limits, Transport};
+use crate::stream::Transport;
+use crate::Limits;
 
 #[derive(Debug)]
 pub(crate) enum ReadError {

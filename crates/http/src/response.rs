@@ -5,8 +5,9 @@ use std::io::{self, Write};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use super::conn::{taken, Conn};
-use super::{CancelToken, RawStream, Request, Transport, Upgraded};
+use crate::conn::{taken, Conn};
+use crate::stream::{CancelToken, RawStream, Transport, Upgraded};
+use crate::Request;
 
 pub(crate) fn reason(code: u16) -> &'static str {
     match code {
@@ -38,10 +39,10 @@ fn http_date() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     let secs = i64::try_from(now.as_secs()).unwrap_or(0);
-    k8s_openapi::jiff::Timestamp::from_second(secs)
+    jiff::Timestamp::from_second(secs)
         .ok()
         .and_then(|ts| {
-            k8s_openapi::jiff::fmt::rfc2822::DateTimePrinter::new()
+            jiff::fmt::rfc2822::DateTimePrinter::new()
                 .timestamp_to_rfc9110_string(&ts)
                 .ok()
         })
@@ -82,7 +83,7 @@ pub struct ResponseWriter<'a> {
 }
 
 impl<'a> ResponseWriter<'a> {
-    pub(crate) fn new(conn: &'a mut Conn, req: &Request, stopping: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new<U>(conn: &'a mut Conn, req: &Request<U>, stopping: Arc<AtomicBool>) -> Self {
         ResponseWriter {
             conn,
             status: 200,
