@@ -123,6 +123,7 @@ impl ProberManager {
         self.lock().is_started(pod_uid, container_name)
     }
 
+    #[cfg(test)]
     pub fn liveness_failed(&self, container_id: &str) -> bool {
         self.lock().liveness_failed(container_id)
     }
@@ -133,11 +134,6 @@ impl ProberManager {
 
     fn wake(&self) {
         let _ = self.wake_tx.try_send(());
-    }
-
-    #[cfg(test)]
-    pub(crate) fn with_core<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
-        f(&mut self.lock())
     }
 
     /// The scheduler: dispatch due checks, apply results, send updates,

@@ -17,9 +17,6 @@
 //! scheduler thread and never under the state lock, so a sync loop that
 //! calls into the manager while its channel is full cannot deadlock.
 
-// Until the kubelet wires the manager in.
-#![allow(dead_code)]
-
 mod core;
 pub mod handlers;
 mod manager;
@@ -33,7 +30,6 @@ mod tests;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-#[allow(unused_imports)] // until the kubelet uses it
 pub use manager::ProberManager;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

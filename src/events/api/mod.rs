@@ -163,6 +163,7 @@ impl ApiRecorder {
     }
 
     /// Events waiting to be sent.
+    #[cfg(test)]
     pub fn queued(&self) -> usize {
         self.tx.len()
     }
