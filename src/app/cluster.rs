@@ -14,12 +14,12 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 use super::{kubelet_health, volumes};
 use crate::client::{kubeconfig, paths, start_reflector, Client, ReflectorEvent};
 use crate::config::{self as podconfig, PodConfig};
-use crate::envvars::{ApiEnvSource, Service};
+use crate::envvars::Service;
 use crate::events::{ApiRecorder, EventRecorder, LogRecorder};
 use crate::kubelet::Kubelet;
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags};
 use crate::nodelease::LeaseController;
-use crate::nodestatus::{NodeStatusConfig, NodeStatusManager};
+use crate::nodestatus::{NodeStatusConfig, NodeStatusLinks, NodeStatusManager};
 use crate::pod::mirror_client::NodeUid;
 use crate::types;
 use crate::util::worker::Worker;
@@ -149,6 +149,7 @@ pub(super) fn node_uid(node: &Arc<RwLock<Option<Node>>>) -> NodeUid {
 
 /// What runs only with an API server: the pod source for pods bound to
 /// this node, the Node reflector, and the status manager's API sync.
+/// `node_status_kicks` are the runtime state's (see `ClusterDeps`).
 #[allow(clippy::too_many_arguments)] // startup wiring: one argument per dependency
 pub(super) fn start_cluster_modules(
     flags: &KubeletFlags,
@@ -157,7 +158,7 @@ pub(super) fn start_cluster_modules(
     (client, objects): (&Client, &volumes::ApiObjects),
     node: &str,
     kubelet: &Arc<Kubelet>,
-    pod_config: &PodConfig,
+    (pod_config, node_status_kicks): (&PodConfig, Receiver<()>),
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Vec<Worker>> {
     if !client.waiting_for_cert() {
@@ -204,8 +205,7 @@ pub(super) fn start_cluster_modules(
             .context("start the status manager")?,
     );
     // Services, for the service-link variables of container environments.
-    let services: Arc<RwLock<Vec<Service>>> = Arc::new(RwLock::new(Vec::new()));
-    let store = Arc::clone(&services);
+    let store = Arc::clone(&objects.services);
     handles.push(Worker::adopt(
         start_reflector(
             "api-services",
@@ -227,22 +227,17 @@ pub(super) fn start_cluster_modules(
         )
         .context("start the services reflector")?,
     ));
-    kubelet.runtime().set_env_source(Arc::new(ApiEnvSource::new(
-        services,
-        Arc::clone(&objects.config_maps),
-        Arc::clone(&objects.secrets),
-    )));
     let nsm = NodeStatusManager::new(
         node_status_config(flags, config, node),
         client.clone(),
         kubelet_health(kubelet),
+        NodeStatusLinks {
+            recorder: Some(Arc::clone(recorder)),
+            // The Ready condition follows the runtime at once, not at the
+            // next tick.
+            kicks: node_status_kicks,
+        },
     );
-    nsm.set_event_sink(Arc::clone(recorder));
-    // The Ready condition follows the runtime at once, not at the next tick.
-    let kick = Arc::clone(&nsm);
-    kubelet
-        .runtime_state()
-        .set_on_change(Box::new(move || kick.kick()));
     handles.push(nsm.start(shutdown.clone()).context("start node status")?);
     let lease_nsm = Arc::clone(&nsm);
     let lease = LeaseController::new(

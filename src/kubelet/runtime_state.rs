@@ -37,10 +37,19 @@ pub type OnRuntimeChange = Box<dyn Fn() + Send + Sync>;
 #[derive(Default)]
 pub struct RuntimeState {
     inner: Mutex<RuntimeStateInner>,
-    on_change: std::sync::OnceLock<OnRuntimeChange>,
+    on_change: Option<OnRuntimeChange>,
 }
 
 impl RuntimeState {
+    /// `on_change` is told when the runtime goes down or comes back (node
+    /// status, so the Ready condition follows at once).
+    pub fn new(on_change: Option<OnRuntimeChange>) -> Self {
+        RuntimeState {
+            inner: Mutex::default(),
+            on_change,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, RuntimeStateInner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -81,18 +90,10 @@ impl RuntimeState {
         }
     }
 
-    /// Who is told when the runtime goes down or comes back (the node
-    /// status, so the Ready condition follows at once). Set once.
-    pub fn set_on_change(&self, f: OnRuntimeChange) {
-        if self.on_change.set(f).is_err() {
-            log::warn!("runtime state: change callback set twice; keeping the first");
-        }
-    }
-
     /// Tells the change callback that something else the Ready condition
     /// reads changed (the node shutting down).
     pub fn node_status_changed(&self) {
-        if let Some(f) = self.on_change.get() {
+        if let Some(f) = &self.on_change {
             f();
         }
     }
@@ -103,7 +104,7 @@ impl RuntimeState {
         let was_up = self.runtime_errors().is_empty();
         self.record(result);
         if was_up != self.runtime_errors().is_empty() {
-            if let Some(f) = self.on_change.get() {
+            if let Some(f) = &self.on_change {
                 f();
             }
         }
@@ -156,12 +157,11 @@ mod tests {
     /// repeat of the same state.
     #[test]
     fn change_callback_fires_when_the_runtime_goes_down_or_comes_back() {
-        let state = RuntimeState::default();
         let calls = Arc::new(AtomicUsize::new(0));
         let c = Arc::clone(&calls);
-        state.set_on_change(Box::new(move || {
+        let state = RuntimeState::new(Some(Box::new(move || {
             c.fetch_add(1, Ordering::SeqCst);
-        }));
+        })));
         assert!(!state.runtime_errors().is_empty(), "no check yet: down");
         state.update(ready());
         assert_eq!(calls.load(Ordering::SeqCst), 1, "came up");
