@@ -32,7 +32,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::container::cache::Cache;
 use crate::container::{PodStatus, RuntimePod};
 use crate::podutil::PodExt;
-use crate::util::worker::{self, Worker};
+use crate::util::worker::{self, ShutdownStage, Worker};
 use crate::util::workqueue::WorkQueue;
 
 /// Upstream's workerBackOffPeriod: retry delay after a failed sync.
@@ -295,9 +295,11 @@ impl PodWorkers {
                 let w = Arc::clone(self);
                 let (cache, syncer) = (Arc::clone(cache), Arc::clone(syncer));
                 let stop = shutdown.clone();
-                worker::spawn(&format!("pod-worker-{i}"), move || {
-                    w.run(&cache, &*syncer, &stop)
-                })
+                worker::spawn(
+                    &format!("pod-worker-{i}"),
+                    ShutdownStage::Workers,
+                    move || w.run(&cache, &*syncer, &stop),
+                )
             })
             .collect()
     }

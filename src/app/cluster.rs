@@ -5,7 +5,6 @@
 //! status manager's sync, node status and the node lease.
 
 use std::sync::{Arc, RwLock};
-use std::thread::JoinHandle;
 
 use anyhow::Context;
 use crossbeam_channel::Receiver;
@@ -22,7 +21,7 @@ use crate::nodelease::LeaseController;
 use crate::nodestatus::{NodeStatusConfig, NodeStatusLinks, NodeStatusManager};
 use crate::pod::mirror_client::NodeUid;
 use crate::types;
-use crate::util::worker::Worker;
+use crate::util::worker::{ShutdownStage, Worker};
 
 /// With --bootstrap-kubeconfig (upstream server.go buildKubeletClientConfig):
 /// with `rotateCertificates`, LoadClientConfig, whose bootstrap the
@@ -76,7 +75,7 @@ pub(super) fn api_client(
 }
 
 /// The recorder, and its sender thread when there is one.
-pub(super) type RecorderAndThread = (Arc<dyn EventRecorder>, Option<JoinHandle<()>>);
+pub(super) type RecorderAndThread = (Arc<dyn EventRecorder>, Option<Worker>);
 
 /// Events go to the API server when there is one (rate limited by
 /// eventRecordQPS/eventBurst on their own thread), else to the log.
@@ -167,7 +166,7 @@ pub(super) fn start_cluster_modules(
         client.server_version();
     }
     let mut handles = Vec::new();
-    handles.push(Worker::adopt(
+    handles.push(
         podconfig::start_api_source(
             client.clone(),
             node,
@@ -175,7 +174,7 @@ pub(super) fn start_cluster_modules(
             shutdown.clone(),
         )
         .context("start the API pod source")?,
-    ));
+    );
     let holder = Arc::clone(kubelet.node());
     let node_path = paths::with_query(
         &paths::nodes(),
@@ -197,6 +196,7 @@ pub(super) fn start_cluster_modules(
             shutdown.clone(),
         )
         .context("start the Node reflector")?,
+        ShutdownStage::Sources,
     ));
     handles.push(
         kubelet
@@ -226,6 +226,7 @@ pub(super) fn start_cluster_modules(
             shutdown.clone(),
         )
         .context("start the services reflector")?,
+        ShutdownStage::Sources,
     ));
     let nsm = NodeStatusManager::new(
         node_status_config(flags, config, node),

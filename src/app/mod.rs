@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -39,7 +38,7 @@ use crate::server::host::{self as server_host, ServerHost};
 use crate::server::kubelet::{self as kubelet_server, ServerConfig};
 use crate::server::stats::{StatsConfig, SummaryProvider};
 use crate::types;
-use crate::util::worker::{self, Worker};
+use crate::util::worker::{self, ShutdownStage, Worker};
 use crate::util::workqueue::WorkQueue;
 
 mod certificates;
@@ -146,15 +145,14 @@ fn shutdown_on_signals() -> anyhow::Result<Receiver<()>> {
     set.add(Signal::SIGTERM);
     set.add(Signal::SIGINT);
     set.thread_block().context("block termination signals")?;
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            if let Ok(sig) = set.wait() {
-                log::info!("received {sig}, shutting down (containers keep running)");
-            }
-            drop(tx);
-        })
-        .context("spawn signal thread")?;
+    // Not joined at shutdown: it ends with the signal, or with the process.
+    worker::spawn_helper("signals", move || {
+        if let Ok(sig) = set.wait() {
+            log::info!("received {sig}, shutting down (containers keep running)");
+        }
+        drop(tx);
+    })
+    .context("spawn signal thread")?;
     Ok(rx)
 }
 
@@ -174,7 +172,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     }
     let (recorder, events_thread) = event_recorder(client.as_ref(), &node, config, &shutdown)?;
     // Every module thread, joined in order at shutdown.
-    let mut owned: Vec<Worker> = events_thread.into_iter().map(Worker::adopt).collect();
+    let mut owned: Vec<Worker> = events_thread.into_iter().collect();
     // Upstream's BirthCry.
     recorder.node_event(
         EventType::Normal,
@@ -280,11 +278,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         runtime_deps,
     ));
     let pod_config = Arc::new(PodConfig::try_new().context("start the pod config merger")?);
-    owned.extend(
-        start_sources(config, &node, &pod_config, &shutdown)?
-            .into_iter()
-            .map(Worker::adopt),
-    );
+    owned.extend(start_sources(config, &node, &pod_config, &shutdown)?);
     let (pleg, pleg_rx) = GenericPleg::new(
         Arc::clone(&manager) as Arc<dyn crate::container::PodSource>,
         Arc::clone(&cache),
@@ -364,9 +358,12 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     let vm = Arc::clone(kubelet.volume_manager());
     let changes = volume_deps.object_changes.clone();
     owned.push(
-        worker::spawn_supervised("volume-manager", shutdown.clone(), move |stop| {
-            vm.run(stop, &changes)
-        })
+        worker::spawn_supervised(
+            "volume-manager",
+            ShutdownStage::Workers,
+            shutdown.clone(),
+            move |stop| vm.run(stop, &changes),
+        )
         .context("spawn volume-manager thread")?,
     );
     owned.extend(
@@ -376,7 +373,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .context("start the image puller and the hook runner")?,
     );
     let healthz = healthz_checks(config, &kubelet);
-    owned.extend(start_healthz(config, &healthz, &shutdown)?.map(Worker::adopt));
+    owned.extend(
+        start_healthz(config, &healthz, &shutdown)?
+            .map(|h| Worker::adopt(h, ShutdownStage::Servers)),
+    );
     metrics::set_node_name(&node);
     // Pods run without the API server on 10250 (logs, exec, metrics):
     // failing to start it is reported, not fatal (upstream exits).
@@ -404,7 +404,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             Vec::new()
         })
     };
-    owned.extend(server.into_iter().map(Worker::adopt));
+    owned.extend(server);
     owned.extend(certificates::start(certs, &shutdown)?);
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
@@ -426,13 +426,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     owned.push(eviction::start_eviction_manager(
         &kubelet, image_gc, &shutdown,
     )?);
-    owned.extend(
-        prober
-            .start(shutdown.clone())
-            .context("start the prober")?
-            .into_iter()
-            .map(Worker::adopt),
-    );
+    owned.extend(prober.start(shutdown.clone()).context("start the prober")?);
     owned.push(start_log_manager(config, &kubelet, &shutdown)?);
     owned.extend(nodeshutdown::start_node_shutdown_manager(
         &kubelet, &recorder, &shutdown,
@@ -502,7 +496,7 @@ fn start_sources(
     node: &str,
     pod_config: &PodConfig,
     shutdown: &Receiver<()>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+) -> anyhow::Result<Vec<Worker>> {
     let mut handles = Vec::new();
     if !config.static_pod_path.is_empty() {
         log::info!("adding static pod path {}", config.static_pod_path);
@@ -595,7 +589,7 @@ fn start_modules(
             move || k.update_runtime_up()
         },
     )?);
-    let gc = worker::spawn_supervised("gc", shutdown.clone(), {
+    let gc = worker::spawn_supervised("gc", ShutdownStage::Workers, shutdown.clone(), {
         let k = Arc::clone(kubelet);
         let deletions = kubelet.container_deletor().queue();
         move |shutdown| {
@@ -644,7 +638,7 @@ fn requeue(queue: &Arc<WorkQueue>) -> Box<dyn Fn(&str) + Send + Sync> {
 }
 
 /// Runs `f` every `period` (first after `delay`) on its own named,
-/// supervised thread until `shutdown` closes.
+/// supervised thread, a worker at shutdown, until `shutdown` closes.
 fn periodic<F>(
     name: &str,
     period: Duration,
@@ -655,6 +649,13 @@ fn periodic<F>(
 where
     F: FnMut() + Send + 'static,
 {
-    worker::spawn_periodic(name, period, delay, shutdown.clone(), f)
-        .with_context(|| format!("spawn {name} thread"))
+    worker::spawn_periodic(
+        name,
+        ShutdownStage::Workers,
+        period,
+        delay,
+        shutdown.clone(),
+        f,
+    )
+    .with_context(|| format!("spawn {name} thread"))
 }

@@ -163,9 +163,14 @@ impl LogManager {
     pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> io::Result<Worker> {
         let this = Arc::clone(self);
         let period = this.cfg.monitor_interval;
-        crate::util::worker::spawn_periodic("log-manager", period, period, shutdown, move || {
-            this.rotate_once()
-        })
+        crate::util::worker::spawn_periodic(
+            "log-manager",
+            crate::util::worker::ShutdownStage::Workers,
+            period,
+            period,
+            shutdown,
+            move || this.rotate_once(),
+        )
     }
 
     /// One monitoring pass over every running container.

@@ -273,7 +273,12 @@ impl NodeStatusManager {
         shutdown: Receiver<()>,
     ) -> std::io::Result<crate::util::worker::Worker> {
         let this = self.clone();
-        crate::util::worker::spawn_supervised("node-status", shutdown, move |s| this.run(s))
+        crate::util::worker::spawn_supervised(
+            "node-status",
+            crate::util::worker::ShutdownStage::Status,
+            shutdown,
+            move |s| this.run(s),
+        )
     }
 
     /// Whether the node is registered (or, without registration, was found).

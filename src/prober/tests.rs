@@ -508,7 +508,7 @@ struct Running {
     events: Arc<Events>,
     updates: Receiver<ResultUpdate>,
     stop: Option<crossbeam_channel::Sender<()>>,
-    handles: Vec<thread::JoinHandle<()>>,
+    handles: Vec<crate::util::worker::Worker>,
 }
 
 impl Running {

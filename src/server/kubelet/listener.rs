@@ -9,7 +9,6 @@ use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, TryRecvError};
@@ -20,6 +19,7 @@ use super::http::{
 };
 use super::routes::{not_found, Route, Router};
 use super::tls;
+use crate::util::worker::{self, ShutdownStage, Worker};
 
 /// How often the acceptor looks at the shutdown channel.
 const POLL: Duration = Duration::from_millis(200);
@@ -82,11 +82,12 @@ pub(crate) fn spawn(
     server: Arc<Server>,
     listener: TcpListener,
     shutdown: Receiver<()>,
-) -> io::Result<JoinHandle<()>> {
+) -> io::Result<Worker> {
     listener.set_nonblocking(true)?;
-    std::thread::Builder::new()
-        .name(server.name.to_string())
-        .spawn(move || accept_loop(&server, &listener, &shutdown))
+    let name = server.name;
+    worker::spawn(name, ShutdownStage::Servers, move || {
+        accept_loop(&server, &listener, &shutdown)
+    })
 }
 
 fn accept_loop(server: &Arc<Server>, listener: &TcpListener, shutdown: &Receiver<()>) {
@@ -129,9 +130,7 @@ fn dispatch(server: &Arc<Server>, tcp: TcpStream, peer: SocketAddr) {
         return;
     }
     if let Some(slot) = acquire(server, false) {
-        let spawned = std::thread::Builder::new()
-            .name("kubelet-conn".into())
-            .spawn(move || serve_guarded(slot, tcp, peer));
+        let spawned = worker::spawn_helper("kubelet-conn", move || serve_guarded(slot, tcp, peer));
         if let Err(e) = spawned {
             log::warn!("{}: spawn connection thread: {e}", server.name);
         }
@@ -143,12 +142,10 @@ fn dispatch(server: &Arc<Server>, tcp: TcpStream, peer: SocketAddr) {
         server.limits.max_connections
     );
     if let Some(slot) = acquire(server, true) {
-        let _ = std::thread::Builder::new()
-            .name("kubelet-reject".into())
-            .spawn(move || {
-                reject(&slot.server, tcp);
-                drop(slot);
-            });
+        let _ = worker::spawn_helper("kubelet-reject", move || {
+            reject(&slot.server, tcp);
+            drop(slot);
+        });
     }
 }
 

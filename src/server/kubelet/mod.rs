@@ -96,13 +96,13 @@ pub fn fuzz_request(data: &[u8]) {
 #[cfg(test)]
 mod tests;
 
+use crate::util::worker::Worker;
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -264,7 +264,7 @@ impl ServerConfig {
 
 /// Servers started, and where they listen.
 pub(crate) struct Started {
-    pub handles: Vec<JoinHandle<()>>,
+    pub handles: Vec<Worker>,
     pub secure: SocketAddr,
     pub read_only: Option<SocketAddr>,
     /// The secure server first.
@@ -280,7 +280,7 @@ pub fn start(
     client: Option<Client>,
     extra_routes: Vec<(String, Arc<dyn Handler>)>,
     shutdown: Receiver<()>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+) -> anyhow::Result<Vec<Worker>> {
     spawn_servers(cfg, host, healthz, client, extra_routes, shutdown).map(|s| s.handles)
 }
 
