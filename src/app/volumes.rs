@@ -14,6 +14,7 @@ use crate::kubeletconfig::KubeletConfiguration;
 use crate::pod::PodRegistrar;
 use crate::util::manager::cache_based::DEFAULT_TTL;
 use crate::util::manager::{ManagerError, ObjectRef, OnChange, Strategy};
+use crate::volume::HostError;
 use crate::volumemanager::PodReadyFn;
 use crate::{configmap, secret};
 
@@ -164,10 +165,10 @@ pub fn volume_managers(
 }
 
 /// A manager's answer as the plugins and env want it: NotFound is `None`.
-fn found<T>(r: Result<Arc<T>, ManagerError>) -> Result<Option<Arc<T>>, String> {
+fn found<T>(r: Result<Arc<T>, ManagerError>) -> Result<Option<Arc<T>>, HostError> {
     match r {
         Ok(o) => Ok(Some(o)),
         Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }

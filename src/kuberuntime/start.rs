@@ -97,7 +97,7 @@ impl KubeRuntimeManager {
                 ephemeral::set_pid_target(t.pod, &c.name, t.status, &mut config)?;
                 Ok(config)
             })
-            .map_err(|e| self.config_error(t.pod, c, format!("{e:#}")))?;
+            .map_err(|e| self.config_error(t.pod, c, e.to_string()))?;
         let kind = container_metric_label(t.pod, c);
         crate::metrics::started_container(kind);
         let id = self

@@ -1,5 +1,6 @@
 use super::*;
 use crate::fieldpath::NodeAllocatable;
+use crate::volume::HostError;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, EmptyDirVolumeSource, PodSpec, Secret, Volume,
 };
@@ -12,7 +13,7 @@ struct FakeHost {
 }
 
 impl VolumeHost for FakeHost {
-    fn config_map(&self, ns: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, String> {
+    fn config_map(&self, ns: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, HostError> {
         Ok(self
             .config_maps
             .lock()
@@ -20,23 +21,25 @@ impl VolumeHost for FakeHost {
             .get(&format!("{ns}/{name}"))
             .cloned())
     }
-    fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, String> {
-        Err("no secrets here".into())
+    fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, HostError> {
+        Err(HostError::NeedsApiServer("a secret volume"))
     }
-    fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, String> {
-        Err("no tokens here".into())
+    fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, HostError> {
+        Err(HostError::NeedsApiServer(
+            "a serviceAccountToken projection",
+        ))
     }
     fn persistent_volume_claim(
         &self,
         _: &str,
         _: &str,
-    ) -> Result<Option<crate::volume::pvc::ClaimBinding>, String> {
+    ) -> Result<Option<crate::volume::pvc::ClaimBinding>, HostError> {
         Ok(None)
     }
     fn persistent_volume(
         &self,
         _: &str,
-    ) -> Result<Option<crate::volume::pvc::PersistentVolumeSource>, String> {
+    ) -> Result<Option<crate::volume::pvc::PersistentVolumeSource>, HostError> {
         Ok(None)
     }
     fn node_allocatable(&self) -> NodeAllocatable {
