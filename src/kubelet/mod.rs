@@ -387,8 +387,7 @@ impl Kubelet {
                         message: c.message.clone(),
                     })
                     .collect(),
-            })
-            .map_err(|e| e.to_string());
+            });
         if let Err(e) = &result {
             log::error!("container runtime sanity check failed: {e}");
         }

@@ -2,6 +2,7 @@
 //! `runtime.go` runtimeState), from the runtime-status thread's checks.
 
 use super::*;
+use crate::cri::CriError;
 
 /// One CRI Version + Status answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,12 +21,12 @@ pub struct RuntimeCondition {
 }
 
 impl RuntimeStatus {
-    /// `Ok(())` when the condition is true, else why not.
-    fn check(&self, type_: &str) -> Result<(), String> {
+    /// Why the condition is not true; None when it is.
+    fn not_true(&self, type_: &str) -> Option<String> {
         match self.conditions.iter().find(|c| c.type_ == type_) {
-            Some(c) if c.status => Ok(()),
-            Some(c) => Err(c.message.clone()),
-            None => Err(format!("{type_} condition missing")),
+            Some(c) if c.status => None,
+            Some(c) => Some(c.message.clone()),
+            None => Some(format!("{type_} condition missing")),
         }
     }
 }
@@ -100,7 +101,7 @@ impl RuntimeState {
 
     /// Records one CRI Status answer (upstream updateRuntimeUp), and tells
     /// the change callback when the runtime went down or came back.
-    pub fn update(&self, result: Result<RuntimeStatus, String>) {
+    pub fn update(&self, result: Result<RuntimeStatus, CriError>) {
         let was_up = self.runtime_errors().is_empty();
         self.record(result);
         if was_up != self.runtime_errors().is_empty() {
@@ -110,18 +111,16 @@ impl RuntimeState {
         }
     }
 
-    fn record(&self, result: Result<RuntimeStatus, String>) {
+    fn record(&self, result: Result<RuntimeStatus, CriError>) {
         let mut st = self.lock();
         match result {
             Err(e) => st.runtime_error = Some(format!("container runtime is down: {e}")),
             Ok(status) => {
                 st.runtime_error = status
-                    .check("RuntimeReady")
-                    .err()
+                    .not_true("RuntimeReady")
                     .map(|m| format!("container runtime not ready: {m}"));
                 st.network_error = status
-                    .check("NetworkReady")
-                    .err()
+                    .not_true("NetworkReady")
                     .map(|m| format!("container runtime network not ready: {m}"));
                 st.runtime_name = status.name;
                 st.runtime_version = status.version;
@@ -138,7 +137,15 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn ready() -> Result<RuntimeStatus, String> {
+    fn refused() -> Result<RuntimeStatus, CriError> {
+        Err(CriError {
+            method: "Status",
+            code: None,
+            message: "connection refused".into(),
+        })
+    }
+
+    fn ready() -> Result<RuntimeStatus, CriError> {
         Ok(RuntimeStatus {
             name: "containerd".into(),
             version: "1.7".into(),
@@ -167,10 +174,10 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1, "came up");
         state.update(ready());
         assert_eq!(calls.load(Ordering::SeqCst), 1, "still up");
-        state.update(Err("connection refused".into()));
+        state.update(refused());
         assert_eq!(calls.load(Ordering::SeqCst), 2, "went down");
         assert!(state.runtime_errors()[0].contains("connection refused"));
-        state.update(Err("connection refused".into()));
+        state.update(refused());
         assert_eq!(calls.load(Ordering::SeqCst), 2, "still down");
         state.update(ready());
         assert_eq!(calls.load(Ordering::SeqCst), 3, "back");

@@ -59,27 +59,30 @@ impl Default for LogConfig {
     }
 }
 
+/// A container log setting the manager cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum LogConfigError {
+    #[error("containerLogMaxSize {0:?}: {1}")]
+    SizeUnreadable(String, String),
+    #[error("containerLogMaxSize {0:?} out of range")]
+    SizeOutOfRange(String),
+    #[error("containerLogMaxFiles {0} out of range")]
+    FilesOutOfRange(i32),
+}
+
 impl LogConfig {
     /// From the kubelet configuration (already validated there).
     pub fn from_kubelet_config(
         c: &crate::kubeletconfig::KubeletConfiguration,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, LogConfigError> {
         let size =
             crate::util::quantity::parse_quantity(&c.container_log_max_size).map_err(|e| {
-                anyhow::anyhow!("containerLogMaxSize {:?}: {e:?}", c.container_log_max_size)
+                LogConfigError::SizeUnreadable(c.container_log_max_size.clone(), format!("{e:?}"))
             })?;
-        let max_size = u64::try_from(size).map_err(|_| {
-            anyhow::anyhow!(
-                "containerLogMaxSize {:?} out of range",
-                c.container_log_max_size
-            )
-        })?;
-        let max_files = usize::try_from(c.container_log_max_files).map_err(|_| {
-            anyhow::anyhow!(
-                "containerLogMaxFiles {} out of range",
-                c.container_log_max_files
-            )
-        })?;
+        let max_size = u64::try_from(size)
+            .map_err(|_| LogConfigError::SizeOutOfRange(c.container_log_max_size.clone()))?;
+        let max_files = usize::try_from(c.container_log_max_files)
+            .map_err(|_| LogConfigError::FilesOutOfRange(c.container_log_max_files))?;
         Ok(LogConfig {
             max_size,
             max_files,

@@ -310,9 +310,18 @@ impl crate::kuberuntime::PodVolumes for VolumeManager {
     }
 }
 
+/// Why a pod's directory could not be removed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemovePodDirError {
+    #[error(transparent)]
+    TearDown(#[from] crate::volume::VolumeError),
+    #[error(transparent)]
+    Remove(#[from] std::io::Error),
+}
+
 /// Unmounts every volume directory of a pod, then removes the pod's
 /// directory on its own filesystem only.
-pub fn remove_pod_dir(dir: &Path) -> Result<(), String> {
+pub fn remove_pod_dir(dir: &Path) -> Result<(), RemovePodDirError> {
     let volumes = dir.join("volumes");
     if let Ok(plugins) = std::fs::read_dir(&volumes) {
         for plugin in plugins.flatten() {
@@ -320,11 +329,11 @@ pub fn remove_pod_dir(dir: &Path) -> Result<(), String> {
                 continue;
             };
             for vol in vols.flatten() {
-                crate::volume::tear_down(&vol.path()).map_err(|e| e.to_string())?;
+                crate::volume::tear_down(&vol.path())?;
             }
         }
     }
-    crate::volume::util::fs::remove_all_one_filesystem(dir).map_err(|e| e.to_string())
+    Ok(crate::volume::util::fs::remove_all_one_filesystem(dir)?)
 }
 
 #[cfg(test)]
