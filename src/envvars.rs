@@ -171,7 +171,7 @@ impl crate::kuberuntime::container::EnvSource for ApiEnvSource {
         kind: crate::kuberuntime::container::ApiObject,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String> {
+    ) -> Result<Option<BTreeMap<String, String>>, crate::volume::HostError> {
         use crate::kuberuntime::container::ApiObject;
         Ok(match kind {
             ApiObject::ConfigMap => {
@@ -191,7 +191,7 @@ impl crate::kuberuntime::container::EnvSource for ApiEnvSource {
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<std::sync::Arc<Secret>>, String> {
+    ) -> Result<Option<std::sync::Arc<Secret>>, crate::volume::HostError> {
         (self.secrets)(namespace, name)
     }
 }

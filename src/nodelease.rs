@@ -93,7 +93,12 @@ impl LeaseController {
         shutdown: Receiver<()>,
     ) -> std::io::Result<crate::util::worker::Worker> {
         let this = self.clone();
-        crate::util::worker::spawn_supervised("node-lease", shutdown, move |s| this.run(s))
+        crate::util::worker::spawn_supervised(
+            "node-lease",
+            crate::util::worker::ShutdownStage::Status,
+            shutdown,
+            move |s| this.run(s),
+        )
     }
 
     /// When the lease was last created or renewed.

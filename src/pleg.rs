@@ -92,6 +92,7 @@ impl GenericPleg {
         let pleg = Arc::clone(self);
         crate::util::worker::spawn_periodic(
             "pleg",
+            crate::util::worker::ShutdownStage::Workers,
             RELIST_PERIOD,
             Duration::ZERO,
             shutdown,

@@ -12,9 +12,14 @@
 //! Lock order: the workers' `states` lock is taken first and the status
 //! cache's lock inside it (`next_job` asks the cache while choosing a pod).
 //! The cache calls back into the workers only after a relist and outside
-//! its own lock (`Cache::set_on_update`), so the nesting cannot deadlock;
-//! that callback wakes workers waiting for a fresher cache, which otherwise
-//! look again after [`IDLE_WAIT`] at most.
+//! its own lock ([`PodWorkers::cache_listener`]), so the nesting cannot
+//! deadlock; that callback wakes workers waiting for a fresher cache, which
+//! otherwise look again after [`IDLE_WAIT`] at most.
+//!
+//! The pool is made before what it runs: the cache and the syncer are given
+//! to [`PodWorkers::start`], so the runtime manager under the syncer can be
+//! built with the pool's wake-up (a container stop finishing) without a
+//! cycle of owners.
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -27,6 +32,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::container::cache::Cache;
 use crate::container::{PodStatus, RuntimePod};
 use crate::podutil::PodExt;
+use crate::util::worker::{self, ShutdownStage, Worker};
 use crate::util::workqueue::WorkQueue;
 
 /// Upstream's workerBackOffPeriod: retry delay after a failed sync.
@@ -240,8 +246,6 @@ struct Job {
 pub struct PodWorkers {
     states: Mutex<HashMap<String, PodState>>,
     wake: Condvar,
-    cache: Arc<Cache>,
-    syncer: Arc<dyn PodSyncer>,
     /// The kubelet's resync queue: successful syncs come back after
     /// `resync_interval`, failed ones after their back-off.
     work_queue: Arc<WorkQueue>,
@@ -249,27 +253,19 @@ pub struct PodWorkers {
 }
 
 impl PodWorkers {
-    pub fn new(
-        cache: Arc<Cache>,
-        syncer: Arc<dyn PodSyncer>,
-        work_queue: Arc<WorkQueue>,
-        resync_interval: Duration,
-    ) -> Arc<Self> {
-        let workers = Arc::new(PodWorkers {
+    pub fn new(work_queue: Arc<WorkQueue>, resync_interval: Duration) -> Arc<Self> {
+        Arc::new(PodWorkers {
             states: Mutex::new(HashMap::new()),
             wake: Condvar::new(),
-            cache,
-            syncer,
             work_queue,
             resync_interval,
-        });
-        let weak = Arc::downgrade(&workers);
-        workers.cache.set_on_update(Box::new(move || {
-            if let Some(w) = weak.upgrade() {
-                w.cache_updated();
-            }
-        }));
-        workers
+        })
+    }
+
+    /// What the status cache calls after each relist (`Cache::with_on_update`).
+    pub fn cache_listener(self: &Arc<Self>) -> crate::container::cache::OnUpdate {
+        let workers = Arc::clone(self);
+        Box::new(move || workers.cache_updated())
     }
 
     /// A relist completed: workers waiting for a fresher cache look again.
@@ -284,19 +280,26 @@ impl PodWorkers {
         self.states.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts `n` worker threads that run until `shutdown` fires.
+    /// Starts `n` worker threads that sync pods with `syncer`, reading
+    /// `cache` (which must tell [`cache_listener`](Self::cache_listener)),
+    /// until `shutdown` fires.
     pub fn start(
         self: &Arc<Self>,
         n: usize,
+        cache: &Arc<Cache>,
+        syncer: &Arc<dyn PodSyncer>,
         shutdown: Receiver<()>,
-    ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    ) -> std::io::Result<Vec<Worker>> {
         (0..n)
             .map(|i| {
                 let w = Arc::clone(self);
+                let (cache, syncer) = (Arc::clone(cache), Arc::clone(syncer));
                 let stop = shutdown.clone();
-                std::thread::Builder::new()
-                    .name(format!("pod-worker-{i}"))
-                    .spawn(move || w.run(&stop))
+                worker::spawn(
+                    &format!("pod-worker-{i}"),
+                    ShutdownStage::Workers,
+                    move || w.run(&cache, &*syncer, &stop),
+                )
             })
             .collect()
     }
@@ -436,14 +439,14 @@ impl PodWorkers {
         self.lock().keys().cloned().collect()
     }
 
-    fn run(&self, shutdown: &Receiver<()>) {
+    fn run(&self, cache: &Cache, syncer: &dyn PodSyncer, shutdown: &Receiver<()>) {
         loop {
             // Shutdown is signalled by closing the channel.
             if let Err(crossbeam_channel::TryRecvError::Disconnected) = shutdown.try_recv() {
                 return;
             }
-            match self.next_job() {
-                Some(job) => self.work(job),
+            match self.next_job(cache) {
+                Some(job) => self.work(syncer, job),
                 None => continue,
             }
         }
@@ -451,7 +454,7 @@ impl PodWorkers {
 
     /// Waits (bounded) for a pod that has work, is not being worked on, is
     /// past its back-off and has a fresh enough cache entry.
-    fn next_job(&self) -> Option<Job> {
+    fn next_job(&self, cache: &Cache) -> Option<Job> {
         let mut states = self.lock();
         let now = Instant::now();
         let mut soonest: Option<Instant> = None;
@@ -464,7 +467,7 @@ impl PodWorkers {
                 soonest = Some(soonest.map_or(nb, |s| s.min(nb)));
                 continue;
             }
-            if st.needs_fresh_cache() && self.cache.get_if_newer(uid, st.last_sync_end).is_none() {
+            if st.needs_fresh_cache() && cache.get_if_newer(uid, st.last_sync_end).is_none() {
                 continue;
             }
             if st.phase == Phase::Syncing && static_pod_must_wait(&states, uid, st) {
@@ -492,9 +495,9 @@ impl PodWorkers {
         };
         let st = states.get_mut(&uid)?;
         let (status, _err) = if st.needs_fresh_cache() {
-            self.cache.get_if_newer(&uid, st.last_sync_end)?
+            cache.get_if_newer(&uid, st.last_sync_end)?
         } else {
-            self.cache.get(&uid)
+            cache.get(&uid)
         };
         st.dirty = false;
         st.working = true;
@@ -510,7 +513,7 @@ impl PodWorkers {
         })
     }
 
-    fn work(&self, job: Job) {
+    fn work(&self, syncer: &dyn PodSyncer, job: Job) {
         let started = Instant::now();
         let op = match (job.phase, job.update_type) {
             (Phase::Syncing, UpdateType::Create) => "create",
@@ -522,7 +525,7 @@ impl PodWorkers {
         // A panic in one pod's sync is contained here: logged with the
         // pod, counted, retried after a back-off; the worker lives on.
         let result =
-            catch_unwind(AssertUnwindSafe(|| self.run_step(&job))).unwrap_or_else(|payload| {
+            catch_unwind(AssertUnwindSafe(|| run_step(syncer, &job))).unwrap_or_else(|payload| {
                 let what = panic_message(payload.as_ref());
                 let pod = job
                     .pod
@@ -538,45 +541,6 @@ impl PodWorkers {
             });
         crate::metrics::pod_worker(op, started.elapsed());
         self.complete(&job, result);
-    }
-
-    fn run_step(&self, job: &Job) -> Result<Next, SyncFailure> {
-        #[cfg(feature = "fault-injection")]
-        if job.phase == Phase::Syncing {
-            crate::util::fault::panic_sync_if_asked(job.pod.as_deref());
-        }
-        match job.phase {
-            Phase::Syncing => match &job.pod {
-                Some(pod) => {
-                    self.syncer
-                        .sync_pod(job.update_type, pod, &job.status)
-                        .map(|terminal| {
-                            if terminal {
-                                Next::Phase(Phase::Terminating)
-                            } else {
-                                Next::Resync
-                            }
-                        })
-                }
-                None => Ok(Next::Phase(Phase::Terminating)),
-            },
-            Phase::Terminating => self
-                .syncer
-                .sync_terminating_pod(
-                    job.pod.as_deref(),
-                    job.running_pod.as_ref(),
-                    &job.status,
-                    job.grace,
-                )
-                .map(|t| match t {
-                    Termination::Done => Next::Phase(Phase::Terminated),
-                    Termination::Stopping => Next::WaitForStops,
-                }),
-            Phase::Terminated => self
-                .syncer
-                .sync_terminated_pod(job.pod.as_deref(), &job.status, job.removed)
-                .map(|()| Next::Resync),
-        }
     }
 
     fn complete(&self, job: &Job, result: Result<Next, SyncFailure>) {
@@ -641,6 +605,41 @@ impl PodWorkers {
         }
         drop(states);
         self.wake.notify_one();
+    }
+}
+
+fn run_step(syncer: &dyn PodSyncer, job: &Job) -> Result<Next, SyncFailure> {
+    #[cfg(feature = "fault-injection")]
+    if job.phase == Phase::Syncing {
+        crate::util::fault::panic_sync_if_asked(job.pod.as_deref());
+    }
+    match job.phase {
+        Phase::Syncing => match &job.pod {
+            Some(pod) => syncer
+                .sync_pod(job.update_type, pod, &job.status)
+                .map(|terminal| {
+                    if terminal {
+                        Next::Phase(Phase::Terminating)
+                    } else {
+                        Next::Resync
+                    }
+                }),
+            None => Ok(Next::Phase(Phase::Terminating)),
+        },
+        Phase::Terminating => syncer
+            .sync_terminating_pod(
+                job.pod.as_deref(),
+                job.running_pod.as_ref(),
+                &job.status,
+                job.grace,
+            )
+            .map(|t| match t {
+                Termination::Done => Next::Phase(Phase::Terminated),
+                Termination::Stopping => Next::WaitForStops,
+            }),
+        Phase::Terminated => syncer
+            .sync_terminated_pod(job.pod.as_deref(), &job.status, job.removed)
+            .map(|()| Next::Resync),
     }
 }
 

@@ -108,34 +108,32 @@ struct Harness {
     workers: Arc<PodWorkers>,
     stop: Option<crossbeam_channel::Sender<()>>,
     fresh: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    threads: Vec<crate::util::worker::Worker>,
+    relists: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Harness {
     fn new(syncer: Arc<FakeSyncer>, n: usize) -> Self {
-        let cache = Arc::new(Cache::new());
-        let workers = PodWorkers::new(
-            Arc::clone(&cache),
-            syncer as Arc<dyn PodSyncer>,
-            Arc::new(WorkQueue::new()),
-            Duration::from_secs(60),
-        );
+        let workers = PodWorkers::new(Arc::new(WorkQueue::new()), Duration::from_secs(60));
+        let cache = Arc::new(Cache::with_on_update(workers.cache_listener()));
         let (stop, rx) = crossbeam_channel::bounded::<()>(0);
-        let mut threads = workers.start(n, rx).unwrap();
+        let syncer = syncer as Arc<dyn PodSyncer>;
+        let threads = workers.start(n, &cache, &syncer, rx).unwrap();
         // A fake PLEG: a relist every 5 ms keeps the cache fresh.
         let fresh = Arc::new(AtomicBool::new(true));
         let f = Arc::clone(&fresh);
-        threads.push(std::thread::spawn(move || {
+        let relists = std::thread::spawn(move || {
             while f.load(Ordering::SeqCst) {
                 cache.update_time(Instant::now());
                 std::thread::sleep(Duration::from_millis(5));
             }
-        }));
+        });
         Harness {
             workers,
             stop: Some(stop),
             fresh,
             threads,
+            relists: Some(relists),
         }
     }
 
@@ -155,6 +153,9 @@ impl Drop for Harness {
         self.fresh.store(false, Ordering::SeqCst);
         drop(self.stop.take());
         for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(t) = self.relists.take() {
             let _ = t.join();
         }
     }

@@ -4,7 +4,6 @@ use crate::podutil::PodExt;
 use std::fmt;
 use std::sync::Arc;
 
-use anyhow::{anyhow, Result};
 use k8s_openapi::api::core::v1::Pod;
 
 /// Annotation recording which source (file, http, api) a pod came from.
@@ -128,16 +127,15 @@ impl std::fmt::Display for PodPhase {
     }
 }
 
-/// The source a pod came from, from its config.source annotation.
-pub fn get_pod_source(pod: &Pod) -> Result<String> {
+/// The source a pod came from, from its config.source annotation; None
+/// when it has none.
+pub fn get_pod_source(pod: &Pod) -> Option<&str> {
     pod.annotation(CONFIG_SOURCE_ANNOTATION)
-        .map(str::to_string)
-        .ok_or_else(|| anyhow!("cannot get source of pod {:?}", pod.uid()))
 }
 
 /// True for pods that did not come from the API server (file or http).
 pub fn is_static_pod(pod: &Pod) -> bool {
-    matches!(get_pod_source(pod), Ok(source) if source != API_SOURCE)
+    get_pod_source(pod).is_some_and(|source| source != API_SOURCE)
 }
 
 /// True for the API-server copies the kubelet creates for static pods.
@@ -200,11 +198,11 @@ mod tests {
         let pod = pod_with_source(Some(FILE_SOURCE));
         assert_eq!(pod.full_name(), "web_prod");
         assert_eq!(pod.namespaced_name(), "prod/web");
-        assert_eq!(get_pod_source(&pod).unwrap(), "file");
+        assert_eq!(get_pod_source(&pod), Some("file"));
         assert!(is_static_pod(&pod));
         assert!(!is_static_pod(&pod_with_source(Some(API_SOURCE))));
         assert!(!is_static_pod(&pod_with_source(None)));
-        assert!(get_pod_source(&pod_with_source(None)).is_err());
+        assert!(get_pod_source(&pod_with_source(None)).is_none());
     }
 
     #[test]

@@ -137,9 +137,12 @@ pub(super) fn start(
     if managers.is_empty() {
         return Ok(None);
     }
-    worker::spawn_supervised("certificate-manager", shutdown.clone(), move |stop| {
-        manager::run(&mut managers, stop)
-    })
+    worker::spawn_supervised(
+        "certificate-manager",
+        ShutdownStage::Status,
+        shutdown.clone(),
+        move |stop| manager::run(&mut managers, stop),
+    )
     .map(Some)
     .context("spawn certificate-manager thread")
 }

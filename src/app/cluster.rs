@@ -5,7 +5,6 @@
 //! status manager's sync, node status and the node lease.
 
 use std::sync::{Arc, RwLock};
-use std::thread::JoinHandle;
 
 use anyhow::Context;
 use crossbeam_channel::Receiver;
@@ -14,15 +13,15 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 use super::{kubelet_health, volumes};
 use crate::client::{kubeconfig, paths, start_reflector, Client, ReflectorEvent};
 use crate::config::{self as podconfig, PodConfig};
-use crate::envvars::{ApiEnvSource, Service};
+use crate::envvars::Service;
 use crate::events::{ApiRecorder, EventRecorder, LogRecorder};
 use crate::kubelet::Kubelet;
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags};
 use crate::nodelease::LeaseController;
-use crate::nodestatus::{NodeStatusConfig, NodeStatusManager};
+use crate::nodestatus::{NodeStatusConfig, NodeStatusLinks, NodeStatusManager};
 use crate::pod::mirror_client::NodeUid;
 use crate::types;
-use crate::util::worker::Worker;
+use crate::util::worker::{ShutdownStage, Worker};
 
 /// With --bootstrap-kubeconfig (upstream server.go buildKubeletClientConfig):
 /// with `rotateCertificates`, LoadClientConfig, whose bootstrap the
@@ -79,7 +78,7 @@ pub(super) fn api_client(
 }
 
 /// The recorder, and its sender thread when there is one.
-pub(super) type RecorderAndThread = (Arc<dyn EventRecorder>, Option<JoinHandle<()>>);
+pub(super) type RecorderAndThread = (Arc<dyn EventRecorder>, Option<Worker>);
 
 /// Events go to the API server when there is one (rate limited by
 /// eventRecordQPS/eventBurst on their own thread), else to the log.
@@ -152,6 +151,7 @@ pub(super) fn node_uid(node: &Arc<RwLock<Option<Node>>>) -> NodeUid {
 
 /// What runs only with an API server: the pod source for pods bound to
 /// this node, the Node reflector, and the status manager's API sync.
+/// `node_status_kicks` are the runtime state's (see `ClusterDeps`).
 #[allow(clippy::too_many_arguments)] // startup wiring: one argument per dependency
 pub(super) fn start_cluster_modules(
     flags: &KubeletFlags,
@@ -160,7 +160,7 @@ pub(super) fn start_cluster_modules(
     (client, objects): (&Client, &volumes::ApiObjects),
     node: &str,
     kubelet: &Arc<Kubelet>,
-    pod_config: &PodConfig,
+    (pod_config, node_status_kicks): (&PodConfig, Receiver<()>),
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Vec<Worker>> {
     if !client.waiting_for_cert() {
@@ -169,7 +169,7 @@ pub(super) fn start_cluster_modules(
         client.server_version();
     }
     let mut handles = Vec::new();
-    handles.push(Worker::adopt(
+    handles.push(
         podconfig::start_api_source(
             client.clone(),
             node,
@@ -177,7 +177,7 @@ pub(super) fn start_cluster_modules(
             shutdown.clone(),
         )
         .context("start the API pod source")?,
-    ));
+    );
     let holder = Arc::clone(kubelet.node());
     let node_path = paths::with_query(
         &paths::nodes(),
@@ -199,6 +199,7 @@ pub(super) fn start_cluster_modules(
             shutdown.clone(),
         )
         .context("start the Node reflector")?,
+        ShutdownStage::Sources,
     ));
     handles.push(
         kubelet
@@ -207,8 +208,7 @@ pub(super) fn start_cluster_modules(
             .context("start the status manager")?,
     );
     // Services, for the service-link variables of container environments.
-    let services: Arc<RwLock<Vec<Service>>> = Arc::new(RwLock::new(Vec::new()));
-    let store = Arc::clone(&services);
+    let store = Arc::clone(&objects.services);
     handles.push(Worker::adopt(
         start_reflector(
             "api-services",
@@ -229,23 +229,19 @@ pub(super) fn start_cluster_modules(
             shutdown.clone(),
         )
         .context("start the services reflector")?,
+        ShutdownStage::Sources,
     ));
-    kubelet.runtime().set_env_source(Arc::new(ApiEnvSource::new(
-        services,
-        Arc::clone(&objects.config_maps),
-        Arc::clone(&objects.secrets),
-    )));
     let nsm = NodeStatusManager::new(
         node_status_config(flags, config, node),
         client.clone(),
         kubelet_health(kubelet),
+        NodeStatusLinks {
+            recorder: Some(Arc::clone(recorder)),
+            // The Ready condition follows the runtime at once, not at the
+            // next tick.
+            kicks: node_status_kicks,
+        },
     );
-    nsm.set_event_sink(Arc::clone(recorder));
-    // The Ready condition follows the runtime at once, not at the next tick.
-    let kick = Arc::clone(&nsm);
-    kubelet
-        .runtime_state()
-        .set_on_change(Box::new(move || kick.kick()));
     handles.push(nsm.start(shutdown.clone()).context("start node status")?);
     let lease_nsm = Arc::clone(&nsm);
     let lease = LeaseController::new(

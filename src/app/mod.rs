@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -22,22 +21,25 @@ use crate::client::Client;
 use crate::config::{self as podconfig, PodConfig};
 use crate::container::cache::Cache;
 use crate::cri::RemoteRuntime;
+use crate::envvars::ApiEnvSource;
 use crate::events::{self, EventRecorder, EventType};
-use crate::kubelet::{ClusterDeps, Kubelet, LoopChannels, Managers, Settings};
+use crate::kubelet::{ClusterDeps, Kubelet, LoopChannels, Managers, PodWork, Settings};
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags, LoadError};
 use crate::kuberuntime::lifecycle::RuntimeExec;
-use crate::kuberuntime::{KubeRuntimeManager, RuntimeManagerConfig};
+use crate::kuberuntime::{KubeRuntimeManager, RuntimeDeps, RuntimeManagerConfig};
 use crate::lifecycle::handlers::SecurityAdmitHandlers;
 use crate::metrics;
 use crate::pleg::GenericPleg;
 use crate::pod::mirror_client::MirrorClient;
+use crate::podworkers::PodWorkers;
 use crate::prober::ProberManager;
 use crate::server::healthz::{Healthz, NamedCheck};
 use crate::server::host::{self as server_host, ServerHost};
 use crate::server::kubelet::{self as kubelet_server, ServerConfig};
 use crate::server::stats::{StatsConfig, SummaryProvider};
 use crate::types;
-use crate::util::worker::{self, Worker};
+use crate::util::worker::{self, ShutdownStage, Worker};
+use crate::util::workqueue::WorkQueue;
 
 mod certificates;
 mod check;
@@ -143,15 +145,14 @@ fn shutdown_on_signals() -> anyhow::Result<Receiver<()>> {
     set.add(Signal::SIGTERM);
     set.add(Signal::SIGINT);
     set.thread_block().context("block termination signals")?;
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            if let Ok(sig) = set.wait() {
-                log::info!("received {sig}, shutting down (containers keep running)");
-            }
-            drop(tx);
-        })
-        .context("spawn signal thread")?;
+    // Not joined at shutdown: it ends with the signal, or with the process.
+    worker::spawn_helper("signals", move || {
+        if let Ok(sig) = set.wait() {
+            log::info!("received {sig}, shutting down (containers keep running)");
+        }
+        drop(tx);
+    })
+    .context("spawn signal thread")?;
     Ok(rx)
 }
 
@@ -171,7 +172,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     }
     let (recorder, events_thread) = event_recorder(client.as_ref(), &node, config, &shutdown)?;
     // Every module thread, joined in order at shutdown.
-    let mut owned: Vec<Worker> = events_thread.into_iter().map(Worker::adopt).collect();
+    let mut owned: Vec<Worker> = events_thread.into_iter().collect();
     // Upstream's BirthCry.
     recorder.node_event(
         EventType::Normal,
@@ -216,8 +217,48 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         .as_ref()
         .and_then(|cm| cm.kubepods_dir_v2());
     let allocatable = volumes::node_allocatable(&settings.root_dir, machine_memory);
-    let volume_deps =
-        volumes::volume_managers(flags, config, client.as_ref(), allocatable, &recorder)?;
+    // The pod workers' pool before the managers that wake and re-queue
+    // pods through it (see kubelet::PodWork).
+    let work_queue = Arc::new(WorkQueue::new());
+    let pod_workers = PodWorkers::new(Arc::clone(&work_queue), settings.sync_frequency);
+    let cache = Arc::new(Cache::with_on_update(pod_workers.cache_listener()));
+    let volume_deps = volumes::volume_managers(
+        flags,
+        config,
+        client.as_ref(),
+        allocatable,
+        &recorder,
+        requeue(&work_queue),
+    )?;
+    let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
+    let runtime_deps = RuntimeDeps {
+        recorder: Arc::clone(&recorder),
+        env_source: volume_deps.objects.as_ref().map(|o| {
+            Arc::new(ApiEnvSource::new(
+                Arc::clone(&o.services),
+                Arc::clone(&o.config_maps),
+                Arc::clone(&o.secrets),
+            )) as Arc<dyn crate::kuberuntime::container::EnvSource>
+        }),
+        volumes: Arc::clone(&volume_deps.volume_manager) as _,
+        host_ips: {
+            let (node_ip, node) = (flags.node_ip.clone(), Arc::clone(&node_object));
+            Box::new(move || crate::kubelet::host_ips(node_ip.as_deref(), &node))
+        },
+        runtime_classes: match &volume_deps.watches {
+            Some(w) => {
+                Some(crate::runtimeclass::Manager::start(w).context("watch RuntimeClasses")?)
+            }
+            None => None,
+        },
+        on_image_pulled: requeue(&work_queue),
+        // A finished container stop wakes its pod at once (the pod worker
+        // did not wait for it).
+        on_container_stopped: {
+            let workers = Arc::clone(&pod_workers);
+            Arc::new(move |uid| workers.wake_pod(uid))
+        },
+    };
     let manager = Arc::new(KubeRuntimeManager::new(
         Arc::clone(&runtime),
         RuntimeManagerConfig {
@@ -226,7 +267,6 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             resolv_conf: config.resolv_conf.clone().into(),
             cluster_dns: config.cluster_dns.clone(),
             cluster_domain: config.cluster_domain.clone(),
-            node_ip: flags.node_ip.clone(),
             cpu_cfs_quota: config.cpu_cfs_quota,
             cpu_cfs_quota_period_us: config.cpu_cfs_quota_period.0.as_micros() as i64,
             machine_memory,
@@ -236,26 +276,18 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             pod_cgroups: container_manager.as_ref().map(|cm| cm.namer()),
             seccomp_default: config.seccomp_default,
         },
-        Arc::clone(&recorder),
+        runtime_deps,
     ));
-
-    if let Some(w) = &volume_deps.watches {
-        let classes = crate::runtimeclass::Manager::start(w).context("watch RuntimeClasses")?;
-        manager.set_runtime_classes(classes);
-    }
     let pod_config = Arc::new(PodConfig::try_new().context("start the pod config merger")?);
-    owned.extend(
-        start_sources(config, &node, &pod_config, &shutdown)?
-            .into_iter()
-            .map(Worker::adopt),
-    );
-    let cache = Arc::new(Cache::new());
+    owned.extend(start_sources(config, &node, &pod_config, &shutdown)?);
     let (pleg, pleg_rx) = GenericPleg::new(
         Arc::clone(&manager) as Arc<dyn crate::container::PodSource>,
         Arc::clone(&cache),
     );
     let pc = Arc::clone(&pod_config);
-    let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
+    // The runtime state asks node status for an update over this channel:
+    // node status is made after the kubelet, whose health it reads.
+    let (node_status_kick, node_status_kicks) = crossbeam_channel::bounded(1);
     let cluster = client.as_ref().map(|c| ClusterDeps {
         mirror_client: Arc::new(MirrorClient::new(
             c.clone(),
@@ -263,6 +295,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             node_uid(&node_object),
         )),
         node: Arc::clone(&node_object),
+        on_runtime_change: Box::new(move || {
+            // Never blocks; kicks coalesce.
+            let _ = node_status_kick.try_send(());
+        }),
     });
     let (probe_tx, probe_rx) = crossbeam_channel::bounded(PROBE_CHANNEL_CAPACITY);
     let prober = ProberManager::new(
@@ -286,7 +322,11 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         settings,
         manager,
         pleg,
-        cache,
+        PodWork {
+            queue: work_queue,
+            workers: pod_workers,
+            cache,
+        },
         Box::new(move |seen| pc.seen_all_sources(seen)),
         cluster,
         Managers {
@@ -297,11 +337,9 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             eviction: eviction::eviction_manager(config)?,
             stats_provider,
             node_shutdown: crate::nodeshutdown::Manager::from_config(config),
+            registrars: volume_deps.registrars.clone(),
         },
     );
-    for r in &volume_deps.registrars {
-        kubelet.pod_manager().add_registrar(Arc::clone(r));
-    }
     let cluster_threads = match (&client, &volume_deps.objects) {
         (Some(c), Some(objects)) => start_cluster_modules(
             flags,
@@ -310,7 +348,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             (c, objects),
             &node,
             &kubelet,
-            &pod_config,
+            (&pod_config, node_status_kicks),
             &shutdown,
         )?,
         _ => Vec::new(),
@@ -319,9 +357,15 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
 
     // Before runonce too: its pods wait for their volumes like any other.
     let vm = Arc::clone(kubelet.volume_manager());
+    let changes = volume_deps.object_changes.clone();
     owned.push(
-        worker::spawn_supervised("volume-manager", shutdown.clone(), move |stop| vm.run(stop))
-            .context("spawn volume-manager thread")?,
+        worker::spawn_supervised(
+            "volume-manager",
+            ShutdownStage::Workers,
+            shutdown.clone(),
+            move |stop| vm.run(stop, &changes),
+        )
+        .context("spawn volume-manager thread")?,
     );
     owned.extend(
         kubelet
@@ -330,7 +374,10 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .context("start the image puller and the hook runner")?,
     );
     let healthz = healthz_checks(config, &kubelet);
-    owned.extend(start_healthz(config, &healthz, &shutdown)?.map(Worker::adopt));
+    owned.extend(
+        start_healthz(config, &healthz, &shutdown)?
+            .map(|h| Worker::adopt(h, ShutdownStage::Servers)),
+    );
     metrics::set_node_name(&node);
     // Pods run without the API server on 10250 (logs, exec, metrics):
     // failing to start it is reported, not fatal (upstream exits).
@@ -358,7 +405,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             Vec::new()
         })
     };
-    owned.extend(server.into_iter().map(Worker::adopt));
+    owned.extend(server);
     owned.extend(certificates::start(certs, &shutdown)?);
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
@@ -380,13 +427,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     owned.push(eviction::start_eviction_manager(
         &kubelet, image_gc, &shutdown,
     )?);
-    owned.extend(
-        prober
-            .start(shutdown.clone())
-            .context("start the prober")?
-            .into_iter()
-            .map(Worker::adopt),
-    );
+    owned.extend(prober.start(shutdown.clone()).context("start the prober")?);
     owned.push(start_log_manager(config, &kubelet, &shutdown)?);
     owned.extend(nodeshutdown::start_node_shutdown_manager(
         &kubelet, &recorder, &shutdown,
@@ -456,7 +497,7 @@ fn start_sources(
     node: &str,
     pod_config: &PodConfig,
     shutdown: &Receiver<()>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+) -> anyhow::Result<Vec<Worker>> {
     let mut handles = Vec::new();
     if !config.static_pod_path.is_empty() {
         log::info!("adding static pod path {}", config.static_pod_path);
@@ -536,11 +577,8 @@ fn start_modules(
     );
     handles.extend(
         kubelet
-            .pod_workers()
-            .start(kubelet.settings().pod_workers, shutdown.clone())
-            .context("start pod workers")?
-            .into_iter()
-            .map(Worker::adopt),
+            .start_pod_workers(shutdown.clone())
+            .context("start pod workers")?,
     );
     handles.push(periodic(
         "runtime-status",
@@ -552,7 +590,7 @@ fn start_modules(
             move || k.update_runtime_up()
         },
     )?);
-    let gc = worker::spawn_supervised("gc", shutdown.clone(), {
+    let gc = worker::spawn_supervised("gc", ShutdownStage::Workers, shutdown.clone(), {
         let k = Arc::clone(kubelet);
         let deletions = kubelet.container_deletor().queue();
         move |shutdown| {
@@ -594,8 +632,14 @@ fn garbage_collect(
     }
 }
 
+/// Re-queues a pod for sync at once.
+fn requeue(queue: &Arc<WorkQueue>) -> Box<dyn Fn(&str) + Send + Sync> {
+    let queue = Arc::clone(queue);
+    Box::new(move |uid| queue.enqueue(uid, Duration::ZERO))
+}
+
 /// Runs `f` every `period` (first after `delay`) on its own named,
-/// supervised thread until `shutdown` closes.
+/// supervised thread, a worker at shutdown, until `shutdown` closes.
 fn periodic<F>(
     name: &str,
     period: Duration,
@@ -606,6 +650,13 @@ fn periodic<F>(
 where
     F: FnMut() + Send + 'static,
 {
-    worker::spawn_periodic(name, period, delay, shutdown.clone(), f)
-        .with_context(|| format!("spawn {name} thread"))
+    worker::spawn_periodic(
+        name,
+        ShutdownStage::Workers,
+        period,
+        delay,
+        shutdown.clone(),
+        f,
+    )
+    .with_context(|| format!("spawn {name} thread"))
 }

@@ -2,6 +2,7 @@
 //! checks) and the kubelet API server on 10250 and the read-only port.
 
 use super::*;
+use std::thread::JoinHandle;
 
 /// What node status reports about the kubelet's own health (the Ready
 /// condition, runtime version, images), read fresh at every update.
@@ -138,7 +139,7 @@ pub(super) fn start_kubelet_server(
     client: Option<&Client>,
     serving_cert: Option<Arc<crate::client::tls::CertSlot>>,
     shutdown: &Receiver<()>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+) -> anyhow::Result<Vec<Worker>> {
     if !config.enable_server {
         return Ok(Vec::new());
     }

@@ -2,16 +2,20 @@
 //! secretManager, configMapManager and volumeManager): which VolumeHost the
 //! plugins get, and the node facts they report.
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 
+use crossbeam_channel::Receiver;
+
 use crate::client::multiwatch::MultiWatch;
+use crate::envvars::Service;
 use crate::kubeletconfig::KubeletConfiguration;
 use crate::pod::PodRegistrar;
-use crate::podutil::PodExt;
 use crate::util::manager::cache_based::DEFAULT_TTL;
 use crate::util::manager::{ManagerError, ObjectRef, OnChange, Strategy};
+use crate::volume::HostError;
+use crate::volumemanager::PodReadyFn;
 use crate::{configmap, secret};
 
 use crate::client::Client;
@@ -43,17 +47,27 @@ fn host_ips(flags: &KubeletFlags) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// How ConfigMaps and Secrets are read, for volumes and env alike.
+/// Watched Secret and ConfigMap changes waiting for the volume manager;
+/// beyond these a change is dropped and the pods see it at their next sync.
+const OBJECT_CHANGES_CAPACITY: usize = 256;
+
+/// How ConfigMaps and Secrets are read, for volumes and env alike, and the
+/// Services container environments read.
 #[derive(Clone)]
 pub struct ApiObjects {
     pub config_maps: ObjectGetter<ConfigMap>,
     pub secrets: ObjectGetter<Secret>,
+    /// Filled by the `api-services` reflector.
+    pub services: Arc<RwLock<Vec<Service>>>,
 }
 
 /// What the volume side gives the kubelet.
 pub struct VolumeDeps {
     pub tokens: Option<Arc<TokenManager>>,
     pub volume_manager: Arc<VolumeManager>,
+    /// Watched Secrets and ConfigMaps that changed, for the volume
+    /// manager's thread (never any in standalone mode).
+    pub object_changes: Receiver<ObjectRef>,
     /// With an API server.
     pub objects: Option<ApiObjects>,
     /// For the pod manager: the secret and configMap managers.
@@ -65,13 +79,15 @@ pub struct VolumeDeps {
 
 /// The token manager, the secret and configMap managers (cluster mode
 /// only) and the volume manager. The managers learn of pods through the
-/// pod manager's registrars (the caller adds [`VolumeDeps::registrars`]).
+/// pod manager's registrars (the caller gives it [`VolumeDeps::registrars`]).
+/// `on_pod_ready` re-queues a pod whose volumes became ready.
 pub fn volume_managers(
     flags: &KubeletFlags,
     config: &KubeletConfiguration,
     client: Option<&Client>,
     allocatable: NodeAllocatable,
     recorder: &Arc<dyn EventRecorder>,
+    on_pod_ready: PodReadyFn,
 ) -> anyhow::Result<VolumeDeps> {
     let node = NodeFacts {
         allocatable,
@@ -81,7 +97,13 @@ pub fn volume_managers(
         let host = Arc::new(StandaloneHost { node });
         return Ok(VolumeDeps {
             tokens: None,
-            volume_manager: VolumeManager::new(host, flags.root_dir.clone(), Arc::clone(recorder)),
+            volume_manager: VolumeManager::new(
+                host,
+                flags.root_dir.clone(),
+                Arc::clone(recorder),
+                on_pod_ready,
+            ),
+            object_changes: crossbeam_channel::never(),
             objects: None,
             registrars: Vec::new(),
             watches: None,
@@ -101,16 +123,23 @@ pub fn volume_managers(
     if strategy == Strategy::Watch {
         watches.start().context("start the object-watches thread")?;
     }
-    // The volume manager exists only after the managers; a change reaches
-    // it through this slot.
-    let slot: Arc<OnceLock<Weak<VolumeManager>>> = Arc::new(OnceLock::new());
-    let on_change = remount_on_change(&slot);
+    // The volume manager reads through the managers (its host), so a
+    // change reaches it over a channel its thread drains.
+    let (changes_tx, object_changes) = crossbeam_channel::bounded(OBJECT_CHANGES_CAPACITY);
+    let on_change: OnChange = Arc::new(move |obj: ObjectRef| {
+        if changes_tx.try_send(obj).is_err() {
+            log::debug!(
+                "volume manager busy: a watched object's change waits for its pods' next sync"
+            );
+        }
+    });
     let secrets = secret::new_manager(strategy, c, &watches, DEFAULT_TTL, Some(on_change.clone()));
     let config_maps = configmap::new_manager(strategy, c, &watches, DEFAULT_TTL, Some(on_change));
     let registrars: Vec<Arc<dyn PodRegistrar>> = vec![secrets.clone(), config_maps.clone()];
     let objects = ApiObjects {
         config_maps: Arc::new(move |ns, name| found(config_maps.get(ns, name))),
         secrets: Arc::new(move |ns, name| found(secrets.get(ns, name))),
+        services: Arc::default(),
     };
     let host = ApiHost {
         client: c.clone(),
@@ -119,12 +148,16 @@ pub fn volume_managers(
         secrets: Arc::clone(&objects.secrets),
         node,
     };
-    let volume_manager =
-        VolumeManager::new(Arc::new(host), flags.root_dir.clone(), Arc::clone(recorder));
-    let _ = slot.set(Arc::downgrade(&volume_manager));
+    let volume_manager = VolumeManager::new(
+        Arc::new(host),
+        flags.root_dir.clone(),
+        Arc::clone(recorder),
+        on_pod_ready,
+    );
     Ok(VolumeDeps {
         tokens: Some(tokens),
         volume_manager,
+        object_changes,
         objects: Some(objects),
         registrars,
         watches: Some(watches),
@@ -132,29 +165,10 @@ pub fn volume_managers(
 }
 
 /// A manager's answer as the plugins and env want it: NotFound is `None`.
-fn found<T>(r: Result<Arc<T>, ManagerError>) -> Result<Option<Arc<T>>, String> {
+fn found<T>(r: Result<Arc<T>, ManagerError>) -> Result<Option<Arc<T>>, HostError> {
     match r {
         Ok(o) => Ok(Some(o)),
         Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
-}
-
-/// A watched object changed: the pods that use it get their volumes
-/// rewritten now rather than at their next sync. Runs on the watch thread:
-/// it only marks and wakes the volume manager.
-fn remount_on_change(slot: &Arc<OnceLock<Weak<VolumeManager>>>) -> OnChange {
-    let slot = Arc::clone(slot);
-    Arc::new(move |obj: ObjectRef| {
-        let Some(vm) = slot.get().and_then(Weak::upgrade) else {
-            return;
-        };
-        vm.mark_remount_if(&|pod| {
-            pod.namespace() == obj.namespace
-                && match obj.kind {
-                    "Secret" => secret::referenced_secret_names(pod).contains(&obj.name),
-                    _ => configmap::referenced_config_map_names(pod).contains(&obj.name),
-                }
-        });
-    })
 }

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -189,7 +189,6 @@ pub struct ContainerManager {
     capacity: Capacity,
     qos: QosContainerManager,
     pods: PodContainerManager,
-    active_pods: RwLock<Option<ActivePods>>,
 }
 
 impl ContainerManager {
@@ -209,18 +208,7 @@ impl ContainerManager {
             capacity,
             qos,
             pods,
-            active_pods: RwLock::new(None),
         }
-    }
-
-    /// The pods the QoS tiers are sized for; set once the kubelet exists.
-    pub fn set_active_pods(&self, f: ActivePods) {
-        *self.active_pods.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
-    }
-
-    fn active_pods(&self) -> Vec<Arc<Pod>> {
-        let f = self.active_pods.read().unwrap_or_else(|e| e.into_inner());
-        f.as_ref().map(|f| f()).unwrap_or_default()
     }
 
     pub fn namer(&self) -> PodCgroupNamer {
@@ -332,11 +320,17 @@ impl ContainerManager {
 
     /// Makes the pod's cgroup if it does not exist yet, after bringing the
     /// tiers up to date (upstream syncPod: UpdateQOSCgroups, EnsureExists).
-    pub fn ensure_pod_cgroup(&self, pod: &Pod) -> Result<(), CgroupError> {
+    /// `active_pods` are the pods the tiers are sized for, asked only when
+    /// the cgroup is missing.
+    pub fn ensure_pod_cgroup(
+        &self,
+        pod: &Pod,
+        active_pods: ActivePods<'_>,
+    ) -> Result<(), CgroupError> {
         if self.pods.exists(pod) {
             return Ok(());
         }
-        let mut active = self.active_pods();
+        let mut active = active_pods();
         if !active.iter().any(|p| p.metadata.uid == pod.metadata.uid) {
             active.push(Arc::new(pod.clone()));
         }
@@ -356,14 +350,16 @@ impl ContainerManager {
         }
     }
 
-    /// Housekeeping: orphaned pod cgroups go, the tiers follow the pods.
+    /// Housekeeping: orphaned pod cgroups go, the tiers follow the
+    /// `active` pods.
     pub fn housekeeping(
         &self,
         possibly_running: &HashSet<String>,
         volumes_exist: &dyn Fn(&str) -> bool,
+        active: &[Arc<Pod>],
     ) {
         self.pods.cleanup_orphaned(possibly_running, volumes_exist);
-        if let Err(e) = self.qos.update_cgroups(&self.active_pods(), false) {
+        if let Err(e) = self.qos.update_cgroups(active, false) {
             log::warn!("update QoS cgroups: {e}");
         }
     }

@@ -48,7 +48,7 @@ impl QosContainersInfo {
 }
 
 /// The pods the tiers are sized for (upstream ActivePodsFunc).
-pub type ActivePods = Box<dyn Fn() -> Vec<Arc<Pod>> + Send + Sync>;
+pub type ActivePods<'a> = &'a dyn Fn() -> Vec<Arc<Pod>>;
 
 pub struct QosContainerManager {
     cgroups: CgroupManager,

@@ -180,8 +180,8 @@ fn v1_cgroupfs_hierarchy_and_pods() {
     assert!(!kp("cpuset").join("burstable/cpuset.cpus").exists());
 
     let g = guaranteed("g-1");
-    cm.set_active_pods(Box::new(|| vec![Arc::new(burstable("b-0"))]));
-    cm.ensure_pod_cgroup(&g).unwrap();
+    let b0 = || vec![Arc::new(burstable("b-0"))];
+    cm.ensure_pod_cgroup(&g, &b0).unwrap();
     let pg = kp("cpu").join("podg-1");
     assert_eq!(read(&pg.join("cpu.shares")), "512");
     assert_eq!(read(&pg.join("cpu.cfs_quota_us")), "50000");
@@ -196,7 +196,7 @@ fn v1_cgroupfs_hierarchy_and_pods() {
     assert_eq!(read(&kp("cpu").join("burstable/cpu.shares")), "256");
 
     let b = burstable("b-1");
-    cm.ensure_pod_cgroup(&b).unwrap();
+    cm.ensure_pod_cgroup(&b, &b0).unwrap();
     let pb = kp("memory").join("burstable/podb-1");
     assert_eq!(
         read(&pb.join("memory.limit_in_bytes")),
@@ -209,12 +209,12 @@ fn v1_cgroupfs_hierarchy_and_pods() {
     );
 
     let e = best_effort("e-1");
-    cm.ensure_pod_cgroup(&e).unwrap();
+    cm.ensure_pod_cgroup(&e, &b0).unwrap();
     assert_eq!(read(&kp("cpu").join("besteffort/pode-1/cpu.shares")), "2");
 
     // An existing pod cgroup is adopted, not rewritten.
     fs::write(pg.join("cpu.shares"), "999").unwrap();
-    cm.ensure_pod_cgroup(&g).unwrap();
+    cm.ensure_pod_cgroup(&g, &b0).unwrap();
     assert_eq!(read(&pg.join("cpu.shares")), "999");
 
     // Removal reaches every hierarchy, child cgroups (containers) first.
@@ -231,12 +231,12 @@ fn orphans_are_removed_only_when_unknown_and_not_running() {
     let h = fake_v1(&t);
     let cm = started(h, config(Driver::Cgroupfs, "/"), &[]);
     for p in [guaranteed("keep"), burstable("gone"), best_effort("vols")] {
-        cm.ensure_pod_cgroup(&p).unwrap();
+        cm.ensure_pod_cgroup(&p, &Vec::new).unwrap();
     }
     // Not a pod cgroup: never touched.
     fs::create_dir_all(t.dir.join("cpu/kubepods/burstable/other")).unwrap();
     let known: HashSet<String> = ["keep".to_string()].into();
-    cm.housekeeping(&known, &|uid| uid == "vols");
+    cm.housekeeping(&known, &|uid| uid == "vols", &[]);
     let kp = t.dir.join("memory/kubepods");
     assert!(kp.join("podkeep").is_dir());
     assert!(!kp.join("burstable/podgone").exists());
@@ -260,7 +260,7 @@ fn v2_files_and_controllers() {
     assert_eq!(read(&kp.join("cpu.weight")), "137");
     assert_eq!(read(&kp.join("pids.max")), "32768");
     assert_eq!(read(&kp.join("besteffort/cpu.weight")), "1");
-    cm.ensure_pod_cgroup(&guaranteed("g2")).unwrap();
+    cm.ensure_pod_cgroup(&guaranteed("g2"), &Vec::new).unwrap();
     let pg = kp.join("podg2");
     assert_eq!(read(&pg.join("cpu.weight")), "20");
     assert_eq!(read(&pg.join("cpu.max")), "50000 100000");
@@ -277,7 +277,7 @@ fn systemd_driver_paths() {
     let h = fake_v1(&t);
     let cm = started(h, config(Driver::Systemd, "/"), &[]);
     let b = burstable("12ab-34cd");
-    cm.ensure_pod_cgroup(&b).unwrap();
+    cm.ensure_pod_cgroup(&b, &Vec::new).unwrap();
     let parent = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12ab_34cd.slice";
     assert_eq!(cm.namer().cgroup_parent(&b), parent);
     let dir = t.dir.join("memory").join(parent.trim_start_matches('/'));
@@ -293,7 +293,7 @@ fn systemd_driver_paths() {
         "2"
     );
     // Orphan discovery decodes the systemd names back to the UID.
-    cm.housekeeping(&HashSet::new(), &|_| false);
+    cm.housekeeping(&HashSet::new(), &|_| false, &[]);
     assert!(!dir.exists());
 }
 
@@ -307,7 +307,7 @@ fn unwritable_cgroup_names_path_and_errno() {
     fs::remove_dir_all(t.dir.join("memory/kubepods/burstable")).unwrap();
     fs::write(t.dir.join("memory/kubepods/burstable"), "").unwrap();
     let e = cm
-        .ensure_pod_cgroup(&burstable("bad"))
+        .ensure_pod_cgroup(&burstable("bad"), &Vec::new)
         .unwrap_err()
         .to_string();
     assert!(e.contains("memory/kubepods/burstable/podbad"), "{e}");
@@ -411,17 +411,14 @@ fn qos_tier_follows_pods() {
     let t = tempdir("qos");
     let cm = started(fake_v1(&t), config(Driver::Cgroupfs, "/"), &[]);
     let shares = || read(&t.dir.join("cpu/kubepods/burstable/cpu.shares"));
-    cm.set_active_pods(Box::new(|| {
-        vec![
-            Arc::new(burstable("a")),
-            Arc::new(burstable("b")),
-            Arc::new(guaranteed("g")),
-        ]
-    }));
-    cm.housekeeping(&HashSet::new(), &|_| false);
+    let pods = [
+        Arc::new(burstable("a")),
+        Arc::new(burstable("b")),
+        Arc::new(guaranteed("g")),
+    ];
+    cm.housekeeping(&HashSet::new(), &|_| false, &pods);
     assert_eq!(shares(), "512");
-    cm.set_active_pods(Box::new(Vec::new));
-    cm.housekeeping(&HashSet::new(), &|_| false);
+    cm.housekeeping(&HashSet::new(), &|_| false, &[]);
     assert_eq!(shares(), "2");
 }
 

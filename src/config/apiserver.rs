@@ -6,8 +6,8 @@
 //! same way. That saves a copy of every pod and a clone of all of them per
 //! event.
 
+use crate::util::worker::{ShutdownStage, Worker};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 use k8s_openapi::api::core::v1::Pod;
@@ -31,12 +31,13 @@ pub fn start_api_source(
     node_name: &str,
     updates: Sender<PodUpdate>,
     shutdown: Receiver<()>,
-) -> std::io::Result<JoinHandle<()>> {
+) -> std::io::Result<Worker> {
     let stop = shutdown.clone();
     let handler = Box::new(move |event: ReflectorEvent<Pod>| {
         send_update(&updates, update_for(event), &stop);
     });
     start_reflector("api-pods", client, pods_path(node_name), handler, shutdown)
+        .map(|h| Worker::adopt(h, ShutdownStage::Sources))
 }
 
 /// The change a watch event makes. A (re)list is the whole set; each watch

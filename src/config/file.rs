@@ -8,12 +8,12 @@
 //! hidden temporaries are skipped. Subdirectories are not recursed into.
 
 use crate::podutil::PodExt;
+use crate::util::worker::{self, ShutdownStage, Worker};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -47,11 +47,11 @@ pub fn start_file_source(
     period: Duration,
     updates: Sender<PodUpdate>,
     shutdown: Receiver<()>,
-) -> io::Result<JoinHandle<()>> {
+) -> io::Result<Worker> {
     let source = FileSource::new(path.into(), node_name, updates);
-    thread::Builder::new()
-        .name("file-source".to_string())
-        .spawn(move || source.run(period, &shutdown))
+    worker::spawn("file-source", ShutdownStage::Sources, move || {
+        source.run(period, &shutdown)
+    })
 }
 
 /// Why the wait between reads ended.

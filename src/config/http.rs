@@ -1,7 +1,7 @@
 //! Static pods from staticPodURL (upstream pkg/kubelet/config/http.go).
 
+use crate::util::worker::{self, ShutdownStage, Worker};
 use std::io::{self, Read};
-use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
@@ -31,11 +31,11 @@ pub fn start_http_source(
     period: Duration,
     updates: Sender<PodUpdate>,
     shutdown: Receiver<()>,
-) -> io::Result<JoinHandle<()>> {
+) -> io::Result<Worker> {
     let source = HttpSource::new(url, headers, node_name, updates);
-    thread::Builder::new()
-        .name("http-source".to_string())
-        .spawn(move || source.run(period, &shutdown))
+    worker::spawn("http-source", ShutdownStage::Sources, move || {
+        source.run(period, &shutdown)
+    })
 }
 
 struct HttpSource {

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::mem;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::{self, JoinHandle};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Select, SendTimeoutError, Sender};
@@ -73,9 +73,9 @@ impl PodConfig {
         let (register_tx, register_rx) = unbounded();
         let seen = Arc::new(Mutex::new(HashSet::new()));
         let storage = PodStorage::new(Arc::clone(&seen));
-        let merger = thread::Builder::new()
-            .name("pod-config".to_string())
-            .spawn(move || run_merger(storage, register_rx, updates_tx))?;
+        let merger = crate::util::worker::spawn_helper("pod-config", move || {
+            run_merger(storage, register_rx, updates_tx)
+        })?;
         Ok(PodConfig {
             updates: updates_rx,
             register: register_tx,

@@ -4,11 +4,11 @@
 //! A worker that just acted on a pod must not act again on a status read
 //! before its own action: it asks for a status newer than the time its last
 //! sync ended, and PLEG's next relist provides one; the end of each relist
-//! is announced (`set_on_update`) so a waiting worker looks at once rather
-//! than polling.
+//! is announced (the `on_update` of [`Cache::with_on_update`]) so a waiting
+//! worker looks at once rather than polling.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use super::PodStatus;
@@ -37,12 +37,23 @@ pub type OnUpdate = Box<dyn Fn() + Send + Sync>;
 #[derive(Default)]
 pub struct Cache {
     inner: Mutex<Inner>,
-    on_update: OnceLock<OnUpdate>,
+    on_update: Option<OnUpdate>,
 }
 
 impl Cache {
+    /// A cache nobody is told about (tests).
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A cache that tells `on_update` (the pod workers) of each completed
+    /// relist.
+    pub fn with_on_update(on_update: OnUpdate) -> Self {
+        Cache {
+            inner: Mutex::default(),
+            on_update: Some(on_update),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -87,15 +98,8 @@ impl Cache {
     /// Marks a completed relist that started at `timestamp`.
     pub fn update_time(&self, timestamp: Instant) {
         self.lock().timestamp = Some(timestamp);
-        if let Some(f) = self.on_update.get() {
+        if let Some(f) = &self.on_update {
             f();
-        }
-    }
-
-    /// Who is told that a relist completed (the pod workers). Set once.
-    pub fn set_on_update(&self, f: OnUpdate) {
-        if self.on_update.set(f).is_err() {
-            log::warn!("pod cache: update callback set twice; keeping the first");
         }
     }
 }

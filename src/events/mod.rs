@@ -2,18 +2,13 @@
 //! `pkg/kubelet/events`). Standalone, they go to the log ([`LogRecorder`]);
 //! with an API server, [`ApiRecorder`] posts them (client-go's tools/record).
 
-// The reason lists mirror upstream's whole catalogue, and the recorders'
-// API is complete, even where the kubelet does not use every item yet.
-#![allow(dead_code)]
-
 mod api;
 
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::podutil::PodExt;
 
-#[allow(unused_imports)] // until the kubelet uses both
-pub use api::{ApiRecorder, EventSink};
+pub use api::ApiRecorder;
 
 // Reasons, as upstream names them.
 pub const PULLING_IMAGE: &str = "Pulling";
@@ -30,42 +25,17 @@ pub const KILLING_CONTAINER: &str = "Killing";
 pub const BACK_OFF_START_CONTAINER: &str = "BackOff";
 pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
 pub const SANDBOX_CHANGED: &str = "SandboxChanged";
-pub const EXCEEDED_GRACE_PERIOD: &str = "ExceededGracePeriod";
 pub const CONTAINER_UNHEALTHY: &str = "Unhealthy";
 pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
 pub const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
-pub const FAILED_SYNC: &str = "FailedSync";
-pub const FAILED_VALIDATION: &str = "FailedValidation";
 
-// Node event reasons. The node-condition ones go out as
-// `Node <name> status is now: <reason>` (see [`node_status_message`]).
+// Node event reasons.
 pub const STARTING_KUBELET: &str = "Starting";
-pub const KUBELET_SETUP_FAILED: &str = "KubeletSetupFailed";
-pub const NODE_READY: &str = "NodeReady";
-pub const NODE_NOT_READY: &str = "NodeNotReady";
-pub const NODE_SCHEDULABLE: &str = "NodeSchedulable";
-pub const NODE_NOT_SCHEDULABLE: &str = "NodeNotSchedulable";
-pub const NODE_REBOOTED: &str = "Rebooted";
 pub const NODE_SHUTDOWN: &str = "Shutdown";
 pub const NODE_ALLOCATABLE_ENFORCED: &str = "NodeAllocatableEnforced";
-/// Upstream the node lifecycle controller sends this one, not the kubelet.
-pub const REGISTERED_NODE: &str = "RegisteredNode";
-pub const NODE_HAS_SUFFICIENT_MEMORY: &str = "NodeHasSufficientMemory";
-pub const NODE_HAS_INSUFFICIENT_MEMORY: &str = "NodeHasInsufficientMemory";
-pub const NODE_HAS_NO_DISK_PRESSURE: &str = "NodeHasNoDiskPressure";
-pub const NODE_HAS_DISK_PRESSURE: &str = "NodeHasDiskPressure";
-pub const NODE_HAS_SUFFICIENT_PID: &str = "NodeHasSufficientPID";
-pub const NODE_HAS_INSUFFICIENT_PID: &str = "NodeHasInsufficientPID";
-pub const CONTAINER_GC_FAILED: &str = "ContainerGCFailed";
 pub const IMAGE_GC_FAILED: &str = "ImageGCFailed";
 pub const INVALID_DISK_CAPACITY: &str = "InvalidDiskCapacity";
 pub const FREE_DISK_SPACE_FAILED: &str = "FreeDiskSpaceFailed";
-
-/// The message of a node status event, as the kubelet's recordNodeStatusEvent
-/// words it: `Node n1 status is now: NodeReady`.
-pub fn node_status_message(node_name: &str, reason: &str) -> String {
-    format!("Node {node_name} status is now: {reason}")
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {

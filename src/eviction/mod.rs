@@ -187,9 +187,12 @@ impl Manager {
         shutdown: Receiver<()>,
     ) -> std::io::Result<crate::util::worker::Worker> {
         let this = Arc::clone(self);
-        crate::util::worker::spawn_supervised("eviction-manager", shutdown, move |stop| {
-            this.run(deps.as_ref(), stop)
-        })
+        crate::util::worker::spawn_supervised(
+            "eviction-manager",
+            crate::util::worker::ShutdownStage::Workers,
+            shutdown,
+            move |stop| this.run(deps.as_ref(), stop),
+        )
     }
 
     fn run(&self, deps: &dyn EvictionDeps, shutdown: &Receiver<()>) {

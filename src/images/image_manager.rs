@@ -8,8 +8,8 @@
 //! [`PullError::InProgress`] (the container waits as `ContainerCreating`),
 //! freeing the pod worker. When the pull ends, the puller thread records
 //! the result for each waiting container, posts `Pulled` or `Failed`, and
-//! re-queues each waiting pod through the callback set with
-//! [`ImageManager::set_on_pulled`]; the pod's next sync takes the result.
+//! re-queues each waiting pod through the callback given to
+//! [`ImageManager::new`]; the pod's next sync takes the result.
 //! The pod's imagePullSecrets travel with the request, as upstream's
 //! `PullImage` uses them: each matching credential in turn until one works.
 
@@ -182,7 +182,7 @@ pub struct ImageManager {
     backoff: Backoff,
     puller: Arc<Puller>,
     state: Mutex<State>,
-    on_pulled: Mutex<Option<OnPodPulled>>,
+    on_pulled: OnPodPulled,
 }
 
 impl ImageManager {
@@ -190,6 +190,7 @@ impl ImageManager {
         service: Arc<dyn ImageService>,
         recorder: Arc<dyn EventRecorder>,
         cfg: PullerConfig,
+        on_pulled: OnPodPulled,
     ) -> Arc<Self> {
         let puller = Arc::new(Puller::new(Arc::clone(&service), cfg));
         Arc::new(ImageManager {
@@ -198,17 +199,12 @@ impl ImageManager {
             backoff: Backoff::new(PULL_BACKOFF_INITIAL, PULL_BACKOFF_MAX, PULL_BACKOFF_MAX * 2),
             puller,
             state: Mutex::new(State::default()),
-            on_pulled: Mutex::new(None),
+            on_pulled,
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Where pods whose pull finished are re-queued.
-    pub fn set_on_pulled(&self, f: OnPodPulled) {
-        *self.on_pulled.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
     }
 
     /// Starts the puller threads.
@@ -431,12 +427,9 @@ impl ImageManager {
                 }
             }
         }
-        let on_pulled = self.on_pulled.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(f) = on_pulled.as_ref() {
-            let uids: HashSet<&str> = waiters.iter().map(|w| w.uid.as_str()).collect();
-            for uid in uids {
-                f(uid);
-            }
+        let uids: HashSet<&str> = waiters.iter().map(|w| w.uid.as_str()).collect();
+        for uid in uids {
+            (self.on_pulled)(uid);
         }
     }
 

@@ -54,14 +54,14 @@ struct Setup {
 fn setup(images: FakeRuntime, cfg: PullerConfig) -> Setup {
     let images = Arc::new(images);
     let events = Arc::new(Events::default());
+    let requeued = Arc::new(Mutex::new(Vec::new()));
+    let r = Arc::clone(&requeued);
     let mgr = ImageManager::new(
         Arc::clone(&images) as Arc<dyn ImageService>,
         Arc::clone(&events) as Arc<dyn EventRecorder>,
         cfg,
+        Box::new(move |uid| r.lock().unwrap().push(uid.to_string())),
     );
-    let requeued = Arc::new(Mutex::new(Vec::new()));
-    let r = Arc::clone(&requeued);
-    mgr.set_on_pulled(Box::new(move |uid| r.lock().unwrap().push(uid.to_string())));
     let (stop, rx) = crossbeam_channel::bounded::<()>(0);
     mgr.start(&rx).unwrap();
     Setup {

@@ -25,7 +25,7 @@ use crossbeam_channel::{bounded, select, Receiver, Sender};
 use crate::client::flowcontrol::TokenBucket;
 use crate::credentialprovider::RegistryAuth;
 use crate::cri::{api, CriError};
-use crate::util::worker::{self, Worker};
+use crate::util::worker::{self, ShutdownStage::Workers, Worker};
 
 /// Pulls waiting for a puller thread (upstream's serialized puller: 10).
 /// Distinct images only: pods asking the same image share an entry.
@@ -197,7 +197,7 @@ impl Puller {
             .map(|i| {
                 let p = Arc::clone(self);
                 let done = Arc::clone(&on_pulled);
-                worker::spawn_supervised(&format!("image-puller-{i}"), shutdown.clone(), {
+                worker::spawn_supervised(&format!("image-puller-{i}"), Workers, shutdown.clone(), {
                     move |stop| p.run(stop, &done)
                 })
             })

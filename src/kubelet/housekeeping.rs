@@ -62,7 +62,11 @@ impl Kubelet {
             // Only cgroups of pods neither known nor running go, and not
             // while their volumes are still set up.
             let pods_dir = self.settings.root_dir.join("pods");
-            cm.housekeeping(&active, &|uid| pods_dir.join(uid).join("volumes").exists());
+            cm.housekeeping(
+                &active,
+                &|uid| pods_dir.join(uid).join("volumes").exists(),
+                &super::unfinished_pods(&self.pod_manager, &self.status_manager),
+            );
         }
         for rp in running.iter() {
             if desired.contains(&rp.uid) || self.pod_workers.is_known(&rp.uid) {

@@ -9,9 +9,9 @@ mod runtime_state;
 mod sync_error;
 mod syncer;
 
-pub use runtime_state::{RuntimeCondition, RuntimeState, RuntimeStatus};
+pub use runtime_state::{OnRuntimeChange, RuntimeCondition, RuntimeState, RuntimeStatus};
 use syncer::SyncerParts;
-pub use syncer::{KilledStatus, Syncer};
+pub use syncer::{host_ips, KilledStatus, Syncer};
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -148,6 +148,9 @@ pub struct Managers {
     /// read it (upstream kl.StatsProvider).
     pub stats_provider: Arc<SummaryProvider>,
     pub node_shutdown: Arc<crate::nodeshutdown::Manager>,
+    /// Told of every pod by the pod manager: the secret and configMap
+    /// managers.
+    pub registrars: Vec<Arc<dyn crate::pod::PodRegistrar>>,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -158,6 +161,32 @@ pub struct ClusterDeps {
     pub mirror_client: Arc<MirrorClient>,
     /// Filled by the Node reflector.
     pub node: Arc<RwLock<Option<Node>>>,
+    /// Told when the runtime goes down or comes back (node status).
+    pub on_runtime_change: OnRuntimeChange,
+}
+
+/// The pod workers, their resync queue and the status cache they read.
+/// Made before the runtime manager, which wakes the workers when a stop
+/// finishes and re-queues pods whose image pull ended: the pool is given
+/// what it runs (the syncer, which holds the runtime manager) only when
+/// its threads start.
+pub struct PodWork {
+    pub queue: Arc<WorkQueue>,
+    pub workers: Arc<PodWorkers>,
+    /// Tells `workers` of each relist (`PodWorkers::cache_listener`).
+    pub cache: Arc<Cache>,
+}
+
+/// Pods admitted and not in a terminal phase: what the QoS cgroup tiers
+/// are sized for.
+fn unfinished_pods(pods: &PodManager, statuses: &StatusManager) -> Vec<Arc<Pod>> {
+    pods.pods()
+        .into_iter()
+        .filter(|p| {
+            let status = statuses.get(p.uid());
+            !crate::types::PodPhase::of(status.as_ref()).is_terminal()
+        })
+        .collect()
 }
 
 impl Kubelet {
@@ -166,11 +195,16 @@ impl Kubelet {
         settings: Settings,
         runtime: Arc<KubeRuntimeManager>,
         pleg: Arc<GenericPleg>,
-        cache: Arc<Cache>,
+        work: PodWork,
         sources_ready: SourcesReady,
         cluster: Option<ClusterDeps>,
         managers: Managers,
     ) -> Arc<Self> {
+        let PodWork {
+            queue: work_queue,
+            workers: pod_workers,
+            cache,
+        } = work;
         let Managers {
             prober,
             volume_manager,
@@ -179,15 +213,15 @@ impl Kubelet {
             eviction,
             stats_provider,
             node_shutdown,
+            registrars,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
-        let pod_manager = Arc::new(PodManager::default());
-        let node = cluster
-            .as_ref()
-            .map_or_else(|| Arc::new(RwLock::new(None)), |c| Arc::clone(&c.node));
-        let runtime_state = Arc::new(RuntimeState::default());
-        let work_queue = Arc::new(WorkQueue::new());
-        let mirror_client = cluster.map(|c| c.mirror_client);
+        let pod_manager = Arc::new(PodManager::new(registrars));
+        let (node, mirror_client, on_runtime_change) = match cluster {
+            Some(c) => (c.node, Some(c.mirror_client), Some(c.on_runtime_change)),
+            None => (Arc::new(RwLock::new(None)), None, None),
+        };
+        let runtime_state = Arc::new(RuntimeState::new(on_runtime_change));
         let syncer = Arc::new(Syncer::new(SyncerParts {
             runtime: Arc::clone(&runtime),
             node: Arc::clone(&node),
@@ -200,42 +234,6 @@ impl Kubelet {
             volume_manager: Arc::clone(&volume_manager),
             token_manager,
             container_manager: container_manager.clone(),
-        }));
-        if let Some(cm) = &container_manager {
-            // The QoS tiers are sized for the pods not yet finished.
-            let (pods, statuses) = (Arc::clone(&pod_manager), Arc::clone(&status_manager));
-            cm.set_active_pods(Box::new(move || {
-                pods.pods()
-                    .into_iter()
-                    .filter(|p| {
-                        let status = statuses.get(p.uid());
-                        !crate::types::PodPhase::of(status.as_ref()).is_terminal()
-                    })
-                    .collect()
-            }));
-        }
-        runtime.set_pod_volumes(Arc::clone(&volume_manager) as _);
-        let (node_ip, holder) = (settings.node_ip.clone(), Arc::clone(&node));
-        runtime.set_host_ips(Box::new(move || {
-            syncer::host_ips(node_ip.as_deref(), &holder)
-        }));
-        let queue = Arc::clone(&work_queue);
-        volume_manager.set_on_pod_ready(Box::new(move |uid| queue.enqueue(uid, Duration::ZERO)));
-        let queue = Arc::clone(&work_queue);
-        runtime.set_on_image_pulled(Box::new(move |uid| queue.enqueue(uid, Duration::ZERO)));
-        let pod_workers = PodWorkers::new(
-            Arc::clone(&cache),
-            Arc::clone(&syncer) as Arc<dyn PodSyncer>,
-            Arc::clone(&work_queue),
-            settings.sync_frequency,
-        );
-        // A finished container stop wakes its pod at once (the pod worker
-        // did not wait for it). Weak: the workers own the runtime's users.
-        let workers = Arc::downgrade(&pod_workers);
-        runtime.set_on_container_stopped(Box::new(move |uid| {
-            if let Some(w) = workers.upgrade() {
-                w.wake_pod(uid);
-            }
         }));
         Arc::new(Kubelet {
             settings,
@@ -285,6 +283,16 @@ impl Kubelet {
 
     pub fn pod_workers(&self) -> &Arc<PodWorkers> {
         &self.pod_workers
+    }
+
+    /// Starts the pod worker threads, which run this kubelet's syncer.
+    pub fn start_pod_workers(
+        &self,
+        shutdown: Receiver<()>,
+    ) -> std::io::Result<Vec<crate::util::worker::Worker>> {
+        let syncer = Arc::clone(&self.syncer) as Arc<dyn PodSyncer>;
+        self.pod_workers
+            .start(self.settings.pod_workers, &self.cache, &syncer, shutdown)
     }
 
     pub fn pod_manager(&self) -> &Arc<PodManager> {
@@ -379,8 +387,7 @@ impl Kubelet {
                         message: c.message.clone(),
                     })
                     .collect(),
-            })
-            .map_err(|e| e.to_string());
+            });
         if let Err(e) = &result {
             log::error!("container runtime sanity check failed: {e}");
         }

@@ -2,6 +2,7 @@
 //! `runtime.go` runtimeState), from the runtime-status thread's checks.
 
 use super::*;
+use crate::cri::CriError;
 
 /// One CRI Version + Status answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,12 +21,12 @@ pub struct RuntimeCondition {
 }
 
 impl RuntimeStatus {
-    /// `Ok(())` when the condition is true, else why not.
-    fn check(&self, type_: &str) -> Result<(), String> {
+    /// Why the condition is not true; None when it is.
+    fn not_true(&self, type_: &str) -> Option<String> {
         match self.conditions.iter().find(|c| c.type_ == type_) {
-            Some(c) if c.status => Ok(()),
-            Some(c) => Err(c.message.clone()),
-            None => Err(format!("{type_} condition missing")),
+            Some(c) if c.status => None,
+            Some(c) => Some(c.message.clone()),
+            None => Some(format!("{type_} condition missing")),
         }
     }
 }
@@ -37,10 +38,19 @@ pub type OnRuntimeChange = Box<dyn Fn() + Send + Sync>;
 #[derive(Default)]
 pub struct RuntimeState {
     inner: Mutex<RuntimeStateInner>,
-    on_change: std::sync::OnceLock<OnRuntimeChange>,
+    on_change: Option<OnRuntimeChange>,
 }
 
 impl RuntimeState {
+    /// `on_change` is told when the runtime goes down or comes back (node
+    /// status, so the Ready condition follows at once).
+    pub fn new(on_change: Option<OnRuntimeChange>) -> Self {
+        RuntimeState {
+            inner: Mutex::default(),
+            on_change,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, RuntimeStateInner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -87,46 +97,36 @@ impl RuntimeState {
         }
     }
 
-    /// Who is told when the runtime goes down or comes back (the node
-    /// status, so the Ready condition follows at once). Set once.
-    pub fn set_on_change(&self, f: OnRuntimeChange) {
-        if self.on_change.set(f).is_err() {
-            log::warn!("runtime state: change callback set twice; keeping the first");
-        }
-    }
-
     /// Tells the change callback that something else the Ready condition
     /// reads changed (the node shutting down).
     pub fn node_status_changed(&self) {
-        if let Some(f) = self.on_change.get() {
+        if let Some(f) = &self.on_change {
             f();
         }
     }
 
     /// Records one CRI Status answer (upstream updateRuntimeUp), and tells
     /// the change callback when the runtime went down or came back.
-    pub fn update(&self, result: Result<RuntimeStatus, String>) {
+    pub fn update(&self, result: Result<RuntimeStatus, CriError>) {
         let was_up = self.runtime_errors().is_empty();
         self.record(result);
         if was_up != self.runtime_errors().is_empty() {
-            if let Some(f) = self.on_change.get() {
+            if let Some(f) = &self.on_change {
                 f();
             }
         }
     }
 
-    fn record(&self, result: Result<RuntimeStatus, String>) {
+    fn record(&self, result: Result<RuntimeStatus, CriError>) {
         let mut st = self.lock();
         match result {
             Err(e) => st.runtime_error = Some(format!("container runtime is down: {e}")),
             Ok(status) => {
                 st.runtime_error = status
-                    .check("RuntimeReady")
-                    .err()
+                    .not_true("RuntimeReady")
                     .map(|m| format!("container runtime not ready: {m}"));
                 st.network_error = status
-                    .check("NetworkReady")
-                    .err()
+                    .not_true("NetworkReady")
                     .map(|m| format!("container runtime network not ready: {m}"));
                 st.runtime_name = status.name;
                 st.runtime_version = status.version;
@@ -143,7 +143,15 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn ready() -> Result<RuntimeStatus, String> {
+    fn refused() -> Result<RuntimeStatus, CriError> {
+        Err(CriError {
+            method: "Status",
+            code: None,
+            message: "connection refused".into(),
+        })
+    }
+
+    fn ready() -> Result<RuntimeStatus, CriError> {
         Ok(RuntimeStatus {
             name: "containerd".into(),
             version: "1.7".into(),
@@ -162,12 +170,11 @@ mod tests {
     /// repeat of the same state.
     #[test]
     fn change_callback_fires_when_the_runtime_goes_down_or_comes_back() {
-        let state = RuntimeState::default();
         let calls = Arc::new(AtomicUsize::new(0));
         let c = Arc::clone(&calls);
-        state.set_on_change(Box::new(move || {
+        let state = RuntimeState::new(Some(Box::new(move || {
             c.fetch_add(1, Ordering::SeqCst);
-        }));
+        })));
         assert!(!state.runtime_errors().is_empty(), "no check yet: down");
         assert!(!state.checked());
         state.update(ready());
@@ -175,10 +182,10 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1, "came up");
         state.update(ready());
         assert_eq!(calls.load(Ordering::SeqCst), 1, "still up");
-        state.update(Err("connection refused".into()));
+        state.update(refused());
         assert_eq!(calls.load(Ordering::SeqCst), 2, "went down");
         assert!(state.runtime_errors()[0].contains("connection refused"));
-        state.update(Err("connection refused".into()));
+        state.update(refused());
         assert_eq!(calls.load(Ordering::SeqCst), 2, "still down");
         state.update(ready());
         assert_eq!(calls.load(Ordering::SeqCst), 3, "back");

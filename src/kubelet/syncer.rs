@@ -242,7 +242,9 @@ impl Syncer {
         let Some(cm) = &self.container_manager else {
             return Ok(());
         };
-        cm.ensure_pod_cgroup(pod).map_err(|e| {
+        // The QoS tiers are sized for the pods not yet finished.
+        let active = || super::unfinished_pods(&self.pod_manager, &self.status_manager);
+        cm.ensure_pod_cgroup(pod, &active).map_err(|e| {
             let e = PodSyncError::PodCgroup(e);
             self.runtime.recorder().pod_event(
                 pod,

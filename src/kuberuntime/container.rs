@@ -5,19 +5,68 @@ use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
 use protobuf::EnumOrUnknown;
 
 use super::{labels, sandbox, security_context, RuntimeManagerConfig};
 use crate::cri::api;
-use crate::fieldpath::{self, PodFacts};
+use crate::fieldpath::{self, FieldError, PodFacts};
 use crate::podutil::PodExt;
 use crate::util::quantity;
-use crate::volume::MountedVolume;
+use crate::volume::{HostError, MountedVolume};
 
 const MIN_CPU_SHARES: i64 = 2;
 const MIN_QUOTA_PERIOD_US: i64 = 1000;
+
+/// Why a container's configuration cannot be made: the message of its
+/// CreateContainerConfigError status and Failed event.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    SecurityContext(#[from] security_context::SecurityContextError),
+    #[error("unsupported valueFrom (fileKeyRef is not implemented)")]
+    FileKeyRef,
+    #[error("configMapKeyRef/secretKeyRef need an API server")]
+    KeyRefNeedsApiServer,
+    #[error("envFrom needs an API server")]
+    EnvFromNeedsApiServer,
+    /// Reading a ConfigMap or Secret failed.
+    #[error(transparent)]
+    Lookup(HostError),
+    #[error("couldn't find key {key} in {} {namespace}/{name}", .kind.as_str())]
+    MissingKey {
+        kind: ApiObject,
+        namespace: String,
+        name: String,
+        key: String,
+    },
+    #[error("{} {name:?} not found", .kind.as_str().to_lowercase())]
+    NotFound { kind: ApiObject, name: String },
+    #[error(transparent)]
+    Field(#[from] FieldError),
+    #[error("resourceFieldRef: no container named {0:?}")]
+    NoSuchContainer(String),
+    #[error("container {container:?}: volumeMount {volume:?}: no such volume is set up")]
+    VolumeNotSetUp { container: String, volume: String },
+    #[error("volumeMount {volume:?}: {error}")]
+    SubPath {
+        volume: String,
+        error: crate::volume::util::subpath::SubPathError,
+    },
+    /// A file the kubelet manages for the container (/etc/hosts, the
+    /// termination log) could not be written.
+    #[error("{what}: {error}")]
+    Io { what: String, error: std::io::Error },
+    /// An ephemeral container's target has no instance.
+    #[error("unable to find target container {0}")]
+    NoTarget(String),
+}
+
+/// `what` failed with `error`.
+fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ConfigError {
+    let what = what.into();
+    move |error| ConfigError::Io { what, error }
+}
 
 /// What the container config depends on besides the spec.
 pub struct ContainerContext<'a> {
@@ -64,22 +113,22 @@ pub trait EnvSource: Send + Sync {
         kind: ApiObject,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, String>;
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, HostError>;
     /// A Secret as the API holds it (pull secrets); `Ok(None)` when it
     /// does not exist.
     fn secret(
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<std::sync::Arc<k8s_openapi::api::core::v1::Secret>>, String>;
+    ) -> Result<Option<std::sync::Arc<k8s_openapi::api::core::v1::Secret>>, HostError>;
 }
 
 pub fn generate_container_config(
     ctx: &ContainerContext<'_>,
-) -> anyhow::Result<api::ContainerConfig> {
+) -> Result<api::ContainerConfig, ConfigError> {
     let c = ctx.container;
     if let Some(user) = ctx.image_user {
-        security_context::verify_run_as_non_root(ctx.pod, c, user).map_err(anyhow::Error::msg)?;
+        security_context::verify_run_as_non_root(ctx.pod, c, user)?;
     }
     let linux = linux_config(ctx)?;
     let env = resolve_env(ctx)?;
@@ -120,14 +169,13 @@ pub fn generate_container_config(
     })
 }
 
-fn linux_config(ctx: &ContainerContext<'_>) -> anyhow::Result<api::LinuxContainerConfig> {
+fn linux_config(ctx: &ContainerContext<'_>) -> Result<api::LinuxContainerConfig, ConfigError> {
     let seccomp_root = ctx.cfg.root_dir.join("seccomp");
     let opts = security_context::SecurityOptions {
         seccomp_root: &seccomp_root,
         seccomp_default: ctx.cfg.seccomp_default,
     };
-    let mut sc = security_context::container_security_context(ctx.pod, ctx.container, opts)
-        .map_err(anyhow::Error::msg)?;
+    let mut sc = security_context::container_security_context(ctx.pod, ctx.container, opts)?;
     sc.namespace_options = Some(sandbox::namespace_options(ctx.pod)).into();
     Ok(api::LinuxContainerConfig {
         resources: Some(resources(ctx)).into(),
@@ -175,7 +223,7 @@ fn resources(ctx: &ContainerContext<'_>) -> api::LinuxContainerResources {
 
 /// The container's environment, in spec order, with `$(VAR)` references
 /// expanded against the variables defined before them (upstream semantics).
-fn resolve_env(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<(String, String)>> {
+fn resolve_env(ctx: &ContainerContext<'_>) -> Result<Vec<(String, String)>, ConfigError> {
     // Service links first, then envFrom, then env: later ones win, as upstream.
     let mut out: Vec<(String, String)> = match ctx.env_source {
         Some(src) => src.service_env(ctx.pod),
@@ -195,7 +243,7 @@ fn resolve_env(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<(String, String
         // "missing" not found`); the log names the container and variable.
         let value = env_value(ctx, var).inspect_err(|e| {
             log::warn!(
-                "pod {}: container {:?}: env {:?}: {e:#}",
+                "pod {}: container {:?}: env {:?}: {e}",
                 ctx.pod.full_name(),
                 ctx.container.name,
                 var.name
@@ -211,7 +259,7 @@ fn resolve_env(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<(String, String
 
 /// `None` for an optional reference that does not resolve: the variable is
 /// left out, as upstream does.
-fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> anyhow::Result<Option<String>> {
+fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> Result<Option<String>, ConfigError> {
     let Some(from) = &var.value_from else {
         return Ok(Some(var.value.clone().unwrap_or_default()));
     };
@@ -237,26 +285,32 @@ fn env_value(ctx: &ContainerContext<'_>, var: &EnvVar) -> anyhow::Result<Option<
             r.optional.unwrap_or(false),
         )
     } else {
-        bail!("unsupported valueFrom (fileKeyRef is not implemented)")
+        return Err(ConfigError::FileKeyRef);
     };
-    let src = ctx
-        .env_source
-        .context("configMapKeyRef/secretKeyRef need an API server")?;
-    match src.lookup(kind, ns, name).map_err(anyhow::Error::msg)? {
+    let src = ctx.env_source.ok_or(ConfigError::KeyRefNeedsApiServer)?;
+    match src.lookup(kind, ns, name).map_err(ConfigError::Lookup)? {
         Some(data) => match data.get(key.as_str()) {
             Some(v) => Ok(Some(v.clone())),
             None if optional => Ok(None),
-            None => bail!("couldn't find key {key} in {} {ns}/{name}", kind.as_str()),
+            None => Err(ConfigError::MissingKey {
+                kind,
+                namespace: ns.to_string(),
+                name: name.clone(),
+                key: key.clone(),
+            }),
         },
         None if optional => Ok(None),
-        None => bail!("{} {name:?} not found", kind.as_str().to_lowercase()),
+        None => Err(ConfigError::NotFound {
+            kind,
+            name: name.clone(),
+        }),
     }
 }
 
 fn env_from_values(
     ctx: &ContainerContext<'_>,
     from: &k8s_openapi::api::core::v1::EnvFromSource,
-) -> anyhow::Result<Vec<(String, String)>> {
+) -> Result<Vec<(String, String)>, ConfigError> {
     let (kind, name, optional) = if let Some(r) = &from.config_map_ref {
         (ApiObject::ConfigMap, &r.name, r.optional.unwrap_or(false))
     } else if let Some(r) = &from.secret_ref {
@@ -264,20 +318,23 @@ fn env_from_values(
     } else {
         return Ok(Vec::new());
     };
-    let src = ctx.env_source.context("envFrom needs an API server")?;
+    let src = ctx.env_source.ok_or(ConfigError::EnvFromNeedsApiServer)?;
     let ns = ctx.pod.namespace();
     let prefix = from.prefix.clone().unwrap_or_default();
-    match src.lookup(kind, ns, name).map_err(anyhow::Error::msg)? {
+    match src.lookup(kind, ns, name).map_err(ConfigError::Lookup)? {
         Some(data) => Ok(data
             .into_iter()
             .map(|(k, v)| (format!("{prefix}{k}"), v))
             .collect()),
         None if optional => Ok(Vec::new()),
-        None => bail!("{} {name:?} not found", kind.as_str().to_lowercase()),
+        None => Err(ConfigError::NotFound {
+            kind,
+            name: name.clone(),
+        }),
     }
 }
 
-fn field_value(ctx: &ContainerContext<'_>, path: &str) -> anyhow::Result<String> {
+fn field_value(ctx: &ContainerContext<'_>, path: &str) -> Result<String, ConfigError> {
     let facts = PodFacts {
         pod_ips: ctx.pod_ips,
         host_ips: ctx.host_ips,
@@ -290,11 +347,11 @@ fn field_value(ctx: &ContainerContext<'_>, path: &str) -> anyhow::Result<String>
 fn resource_field_value(
     ctx: &ContainerContext<'_>,
     sel: &k8s_openapi::api::core::v1::ResourceFieldSelector,
-) -> anyhow::Result<String> {
+) -> Result<String, ConfigError> {
     let container = match sel.container_name.as_deref().filter(|n| !n.is_empty()) {
         None => ctx.container,
         Some(name) => crate::podutil::find_container(ctx.pod, name)
-            .with_context(|| format!("resourceFieldRef: no container named {name:?}"))?,
+            .ok_or_else(|| ConfigError::NoSuchContainer(name.to_string()))?,
     };
     Ok(fieldpath::resource_value(
         sel,
@@ -350,20 +407,25 @@ pub fn expand_vars(input: &str, env: &[(String, String)]) -> String {
 
 /// Volume mounts plus the kubelet-managed files: /etc/hosts and the
 /// termination message file.
-fn make_mounts(ctx: &ContainerContext<'_>) -> anyhow::Result<Vec<api::Mount>> {
+fn make_mounts(ctx: &ContainerContext<'_>) -> Result<Vec<api::Mount>, ConfigError> {
     let pod = ctx.pod;
     let mut mounts = Vec::new();
     for vm in ctx.container.volume_mounts.iter().flatten() {
-        let vol = ctx.volumes.get(vm.name.as_str()).with_context(|| {
-            format!(
-                "container {:?}: volumeMount {:?}: no such volume is set up",
-                ctx.container.name, vm.name
-            )
-        })?;
+        let vol = ctx
+            .volumes
+            .get(vm.name.as_str())
+            .ok_or_else(|| ConfigError::VolumeNotSetUp {
+                container: ctx.container.name.clone(),
+                volume: vm.name.clone(),
+            })?;
         let mut host = vol.host_path.clone();
         if let Some(sub) = vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
-            host = crate::volume::util::subpath::safe_sub_path(&host, sub)
-                .map_err(|e| anyhow::anyhow!("volumeMount {:?}: {e}", vm.name))?;
+            host = crate::volume::util::subpath::safe_sub_path(&host, sub).map_err(|error| {
+                ConfigError::SubPath {
+                    volume: vm.name.clone(),
+                    error,
+                }
+            })?;
         }
         mounts.push(api::Mount {
             container_path: vm.mount_path.clone(),
@@ -405,7 +467,7 @@ pub fn pod_dir(cfg: &RuntimeManagerConfig, pod: &Pod) -> PathBuf {
     cfg.root_dir.join("pods").join(pod.uid())
 }
 
-fn write_etc_hosts(ctx: &ContainerContext<'_>) -> anyhow::Result<PathBuf> {
+fn write_etc_hosts(ctx: &ContainerContext<'_>) -> Result<PathBuf, ConfigError> {
     let pod = ctx.pod;
     let path = pod_dir(ctx.cfg, pod).join("etc-hosts");
     let hostname = pod
@@ -424,22 +486,22 @@ fn write_etc_hosts(ctx: &ContainerContext<'_>) -> anyhow::Result<PathBuf> {
         let names = alias.hostnames.clone().unwrap_or_default().join("\t");
         text.push_str(&format!("{}\t{names}\n", alias.ip));
     }
-    std::fs::create_dir_all(pod_dir(ctx.cfg, pod)).context("create pod directory")?;
-    std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+    std::fs::create_dir_all(pod_dir(ctx.cfg, pod)).map_err(io_error("create pod directory"))?;
+    std::fs::write(&path, text).map_err(io_error(format!("write {}", path.display())))?;
     Ok(path)
 }
 
-fn termination_log_file(ctx: &ContainerContext<'_>) -> anyhow::Result<PathBuf> {
+fn termination_log_file(ctx: &ContainerContext<'_>) -> Result<PathBuf, ConfigError> {
     let dir = pod_dir(ctx.cfg, ctx.pod)
         .join("containers")
         .join(&ctx.container.name);
-    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(io_error(format!("create {}", dir.display())))?;
     let path = dir.join(format!("termination-log-{}", ctx.restart_count));
-    std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+    std::fs::File::create(&path).map_err(io_error(format!("create {}", path.display())))?;
     // Any user the container runs as must be able to write its message,
     // whatever the kubelet's umask (upstream chmods it 0666 too).
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
-        .with_context(|| format!("chmod 0666 {}", path.display()))?;
+        .map_err(io_error(format!("chmod 0666 {}", path.display())))?;
     Ok(path)
 }
 

@@ -4,7 +4,6 @@
 //! `kuberuntime_container.go` / `kuberuntime_container_linux.go`). When they
 //! start is `actions::compute_pod_actions`' `ephemeral_to_start`.
 
-use anyhow::bail;
 use k8s_openapi::api::core::v1::Pod;
 use protobuf::EnumOrUnknown;
 
@@ -34,12 +33,12 @@ pub fn set_pid_target(
     name: &str,
     status: &PodStatus,
     config: &mut api::ContainerConfig,
-) -> anyhow::Result<()> {
+) -> Result<(), super::container::ConfigError> {
     let Some(target) = target_name(pod, name) else {
         return Ok(());
     };
     let Some(instance) = status.find_container(target) else {
-        bail!("unable to find target container {target}");
+        return Err(super::container::ConfigError::NoTarget(target.to_string()));
     };
     let Some(ns) = config
         .linux

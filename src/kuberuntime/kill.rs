@@ -257,7 +257,7 @@ fn hook_failure_event(
         let reply = reply
             .as_ref()
             .map(|r| (r.exit_code, r.stdout.clone(), r.stderr.clone()))
-            .map_err(ToString::to_string);
+            .map_err(Clone::clone);
         let (result, msg) = exec_verdict(reply, &cmd, outcome.hook_took, timeout);
         if result != ProbeResult::Success {
             record_pre_stop_failure(&*recorder, &pod, &name, &msg);

@@ -17,7 +17,7 @@
 //! restart termination with the smaller grace.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::cri::{AsyncStop, CriError, RemoteRuntime};
@@ -117,33 +117,27 @@ struct Entry {
 
 type Entries = Arc<Mutex<HashMap<String, Entry>>>;
 /// Told the pod UID when one of its stops finishes.
-pub type OnStopped = Box<dyn Fn(&str) + Send + Sync>;
+pub type OnStopped = Arc<dyn Fn(&str) + Send + Sync>;
 
 pub struct Killer {
     stopper: Arc<dyn StopContainer>,
     entries: Entries,
-    on_stopped: Arc<OnceLock<OnStopped>>,
+    on_stopped: OnStopped,
 }
 
 impl Killer {
-    pub fn new(stopper: Arc<dyn StopContainer>) -> Self {
+    /// `on_stopped` is told when a pod's stop finishes (the pod workers).
+    pub fn new(stopper: Arc<dyn StopContainer>, on_stopped: OnStopped) -> Self {
         Killer {
             stopper,
             entries: Arc::new(Mutex::new(HashMap::new())),
-            on_stopped: Arc::new(OnceLock::new()),
+            on_stopped,
         }
     }
 
-    /// Who is told when a pod's stop finishes (the pod workers). Set once.
-    pub fn set_on_stopped(&self, f: OnStopped) {
-        if self.on_stopped.set(f).is_err() {
-            log::warn!("killer: completion callback set twice; keeping the first");
-        }
-    }
-
-    /// The completion callback's slot, for other async work that wakes
-    /// pods the same way (postStart hooks).
-    pub fn wake_handle(&self) -> Arc<OnceLock<OnStopped>> {
+    /// The completion callback, for other async work that wakes pods the
+    /// same way (postStart hooks).
+    pub fn wake_handle(&self) -> OnStopped {
         Arc::clone(&self.on_stopped)
     }
 
@@ -241,9 +235,7 @@ impl Killer {
         let (id, uid) = (id.to_string(), pod_uid.to_string());
         move |result| {
             complete(&entries, &id, result);
-            if let Some(f) = on_stopped.get() {
-                f(&uid);
-            }
+            on_stopped(&uid);
         }
     }
 
@@ -403,10 +395,12 @@ mod tests {
 
     fn killer() -> (Arc<FakeStopper>, Killer, Arc<Mutex<Vec<String>>>) {
         let fake = Arc::new(FakeStopper::default());
-        let k = Killer::new(Arc::clone(&fake) as Arc<dyn StopContainer>);
         let woken = Arc::new(Mutex::new(vec![]));
         let w = Arc::clone(&woken);
-        k.set_on_stopped(Box::new(move |uid| w.lock().unwrap().push(uid.into())));
+        let k = Killer::new(
+            Arc::clone(&fake) as Arc<dyn StopContainer>,
+            Arc::new(move |uid| w.lock().unwrap().push(uid.into())),
+        );
         (fake, k, woken)
     }
 

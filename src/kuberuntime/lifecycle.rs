@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 
-use crate::cri::RemoteRuntime;
+use crate::cri::{CriError, RemoteRuntime};
 use crate::lifecycle::handler_runner::Action;
 use crate::prober::handlers::{resolve_port, HttpTarget};
-use crate::prober::{ContainerExec, ExecDone};
+use crate::prober::{ContainerExec, ExecDone, ExecReply};
 
 /// CRI ExecSync as the handlers want it.
 pub struct RuntimeExec(pub Arc<RemoteRuntime>);
@@ -22,11 +22,10 @@ impl ContainerExec for RuntimeExec {
         container_id: &str,
         cmd: &[String],
         timeout: Duration,
-    ) -> Result<(i32, Vec<u8>, Vec<u8>), String> {
+    ) -> Result<ExecReply, CriError> {
         self.0
             .exec_sync(container_id, cmd.to_vec(), timeout)
             .map(|r| (r.exit_code, r.stdout, r.stderr))
-            .map_err(|e| e.to_string())
     }
 
     /// Exec probes complete on gRPC's completion-queue thread, so a slow
@@ -34,10 +33,7 @@ impl ContainerExec for RuntimeExec {
     fn exec_async(&self, container_id: &str, cmd: &[String], timeout: Duration, done: ExecDone) {
         self.0
             .exec_sync_async(container_id, cmd.to_vec(), timeout, move |r| {
-                done(
-                    r.map(|r| (r.exit_code, r.stdout, r.stderr))
-                        .map_err(|e| e.to_string()),
-                )
+                done(r.map(|r| (r.exit_code, r.stdout, r.stderr)))
             });
     }
 }

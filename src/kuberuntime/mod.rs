@@ -54,7 +54,6 @@ pub struct RuntimeManagerConfig {
     pub resolv_conf: PathBuf,
     pub cluster_dns: Vec<String>,
     pub cluster_domain: String,
-    pub node_ip: Option<String>,
     pub cpu_cfs_quota: bool,
     pub cpu_cfs_quota_period_us: i64,
     pub machine_memory: u64,
@@ -82,7 +81,6 @@ impl RuntimeManagerConfig {
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             cluster_dns: vec![],
             cluster_domain: "cluster.local".into(),
-            node_ip: None,
             cpu_cfs_quota: true,
             cpu_cfs_quota_period_us: 100_000,
             machine_memory: 8 << 30,
@@ -173,6 +171,34 @@ fn pull_secrets(
 /// The node's IPs, asked at each container start.
 pub type HostIps = Box<dyn Fn() -> Vec<String> + Send + Sync>;
 
+/// What the runtime manager uses besides the CRI, given at construction.
+///
+/// Two of these lead back to the pod workers, which run the syncer that
+/// holds this manager: `on_image_pulled` re-queues through the kubelet's
+/// work queue, and `on_container_stopped` wakes the pod workers, whose pool
+/// is made before the manager and given the syncer only when its threads
+/// start (`PodWorkers::start`), so neither is a cycle of owners.
+pub struct RuntimeDeps {
+    /// Where pod and container events go.
+    pub recorder: Arc<dyn EventRecorder>,
+    /// Services, ConfigMaps and Secrets for container environments; None
+    /// in standalone mode.
+    pub env_source: Option<Arc<dyn container::EnvSource>>,
+    /// The volume manager's set-up volumes, for container mounts
+    /// (upstream's runtime helper asks the volume manager the same way).
+    pub volumes: Arc<dyn PodVolumes>,
+    /// Where `status.hostIP(s)` env values come from: --node-ip, else the
+    /// Node.
+    pub host_ips: HostIps,
+    /// RuntimeClass -> handler; None in standalone mode.
+    pub runtime_classes: Option<Arc<crate::runtimeclass::Manager>>,
+    /// Where pods whose image pull finished are re-queued.
+    pub on_image_pulled: crate::images::image_manager::OnPodPulled,
+    /// Who is told (by pod UID) when a container stop or a postStart hook
+    /// finishes.
+    pub on_container_stopped: killer::OnStopped,
+}
+
 /// The set-up volumes of a pod, by volume name.
 pub trait PodVolumes: Send + Sync {
     fn mounted_volumes(&self, pod_uid: &str) -> HashMap<String, crate::volume::MountedVolume>;
@@ -189,11 +215,11 @@ pub struct KubeRuntimeManager {
     images: Arc<ImageManager>,
     recorder: Arc<dyn EventRecorder>,
     /// Services, ConfigMaps and Secrets for container environments.
-    env_source: std::sync::RwLock<Option<Arc<dyn container::EnvSource>>>,
+    env_source: Option<Arc<dyn container::EnvSource>>,
     /// The volume manager's set-up volumes, for container mounts.
-    volumes: std::sync::RwLock<Option<Arc<dyn PodVolumes>>>,
+    volumes: Arc<dyn PodVolumes>,
     /// The node's IPs as the kubelet knows them (--node-ip, else the Node).
-    host_ips: std::sync::RwLock<Option<HostIps>>,
+    host_ips: HostIps,
     /// Why each container of each pod is waiting, by pod UID, read by
     /// status generation.
     reasons: Mutex<HashMap<String, WaitingReasons>>,
@@ -206,7 +232,7 @@ pub struct KubeRuntimeManager {
     /// Runs httpGet and sleep hooks (exec hooks are async CRI calls).
     hook_runner: Arc<HandlerRunner>,
     /// RuntimeClass -> handler, with an API server; None in standalone mode.
-    runtime_classes: std::sync::RwLock<Option<Arc<crate::runtimeclass::Manager>>>,
+    runtime_classes: Option<Arc<crate::runtimeclass::Manager>>,
 }
 
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
@@ -222,15 +248,21 @@ impl crate::container::PodSource for KubeRuntimeManager {
 }
 
 impl KubeRuntimeManager {
-    pub fn new(
-        runtime: Arc<RemoteRuntime>,
-        cfg: RuntimeManagerConfig,
-        recorder: Arc<dyn EventRecorder>,
-    ) -> Self {
+    pub fn new(runtime: Arc<RemoteRuntime>, cfg: RuntimeManagerConfig, deps: RuntimeDeps) -> Self {
+        let RuntimeDeps {
+            recorder,
+            env_source,
+            volumes,
+            host_ips,
+            runtime_classes,
+            on_image_pulled,
+            on_container_stopped,
+        } = deps;
         let images = ImageManager::new(
             Arc::clone(&runtime) as Arc<dyn crate::images::puller::ImageService>,
             Arc::clone(&recorder),
             cfg.image_pulls,
+            on_image_pulled,
         );
         KubeRuntimeManager {
             runtime: Arc::clone(&runtime),
@@ -242,73 +274,30 @@ impl KubeRuntimeManager {
             ),
             images,
             recorder,
-            env_source: std::sync::RwLock::new(None),
-            volumes: std::sync::RwLock::new(None),
-            host_ips: std::sync::RwLock::new(None),
+            env_source,
+            volumes,
+            host_ips,
             reasons: Mutex::new(HashMap::new()),
             term_messages: termination::TerminationMessages::default(),
-            killer: killer::Killer::new(Arc::clone(&runtime) as Arc<dyn killer::StopContainer>),
+            killer: killer::Killer::new(
+                Arc::clone(&runtime) as Arc<dyn killer::StopContainer>,
+                on_container_stopped,
+            ),
             post_start: post_start::PostStartHooks::default(),
             hook_runner: Arc::default(),
-            runtime_classes: std::sync::RwLock::new(None),
+            runtime_classes,
         }
-    }
-
-    /// With an API server: where `runtimeClassName` is resolved.
-    pub fn set_runtime_classes(&self, m: Arc<crate::runtimeclass::Manager>) {
-        *self
-            .runtime_classes
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some(m);
     }
 
     /// The pod's RuntimeClass handler (upstream createPodSandbox's
     /// LookupRuntimeHandler); standalone mode has no classes to look in.
     fn runtime_handler(&self, pod: &Pod) -> Result<String, crate::runtimeclass::LookupError> {
         let name = pod.spec_or_default().runtime_class_name.as_deref();
-        let classes = self
-            .runtime_classes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        match (classes, name.filter(|n| !n.is_empty())) {
+        match (&self.runtime_classes, name.filter(|n| !n.is_empty())) {
             (_, None) => Ok(String::new()),
             (Some(m), name) => m.lookup_runtime_handler(name),
             (None, Some(n)) => Err(crate::runtimeclass::LookupError::NoApiServer(n.into())),
         }
-    }
-
-    /// With an API server: where container environments find services,
-    /// ConfigMaps and Secrets.
-    pub fn set_env_source(&self, src: Arc<dyn container::EnvSource>) {
-        *self.env_source.write().unwrap_or_else(|e| e.into_inner()) = Some(src);
-    }
-
-    /// Where containers find their pod's volumes (upstream's runtime
-    /// helper asks the volume manager the same way).
-    pub fn set_pod_volumes(&self, v: Arc<dyn PodVolumes>) {
-        *self.volumes.write().unwrap_or_else(|e| e.into_inner()) = Some(v);
-    }
-
-    /// Where `status.hostIP(s)` env values come from.
-    pub fn set_host_ips(&self, f: HostIps) {
-        *self.host_ips.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
-    }
-
-    fn host_ips(&self) -> Vec<String> {
-        let from_node = self
-            .host_ips
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|f| f());
-        from_node.unwrap_or_else(|| {
-            self.cfg
-                .node_ip
-                .as_deref()
-                .map(crate::kubeletconfig::node_ips)
-                .unwrap_or_default()
-        })
     }
 
     /// Where pod and container events go.
@@ -599,7 +588,6 @@ impl KubeRuntimeManager {
         }
     }
 
-    /// Starts the image puller's threads.
     /// Spawns the runtime manager's own threads: the image puller's and
     /// the hook runner's.
     pub fn start_threads(
@@ -609,11 +597,6 @@ impl KubeRuntimeManager {
         let mut threads = self.images.start(shutdown)?;
         threads.extend(self.hook_runner.start(shutdown)?);
         Ok(threads)
-    }
-
-    /// Where pods whose image pull finished are re-queued.
-    pub fn set_on_image_pulled(&self, f: crate::images::image_manager::OnPodPulled) {
-        self.images.set_on_pulled(f);
     }
 
     /// Why the named container is waiting, if a sync recorded a reason.
@@ -640,11 +623,6 @@ impl KubeRuntimeManager {
         self.killer.forget_pod(uid);
         self.post_start.forget_pod(uid);
         self.recorder.forget_pod(uid);
-    }
-
-    /// Who is told (by pod UID) when a container stop finishes.
-    pub fn set_on_container_stopped(&self, f: killer::OnStopped) {
-        self.killer.set_on_stopped(f);
     }
 
     /// Drops back-off entries idle for long.

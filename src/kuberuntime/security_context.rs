@@ -120,8 +120,31 @@ impl ImageUser {
     }
 }
 
+/// Why a container's security context cannot be made, or does not hold:
+/// its CreateContainerConfigError message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecurityContextError {
+    /// runAsNonRoot is broken or cannot be verified (upstream
+    /// verifyRunAsNonRoot's messages, which name the pod and container).
+    #[error("{0}")]
+    NonRoot(String),
+    #[error("localhostProfile must be set if seccompProfile type is Localhost.")]
+    MissingLocalhostSeccomp,
+    /// A Localhost seccomp profile that cannot be loaded.
+    #[error("cannot load seccomp profile {path:?}: {reason}")]
+    SeccompFile { path: String, reason: String },
+    #[error("missing localhost apparmor profile name")]
+    MissingLocalhostAppArmor,
+    #[error("unknown apparmor profile type: {0:?}")]
+    UnknownAppArmorType(String),
+}
+
 /// Upstream `verifyRunAsNonRoot`, with its messages.
-pub fn verify_run_as_non_root(pod: &Pod, c: &Container, user: &ImageUser) -> Result<(), String> {
+pub fn verify_run_as_non_root(
+    pod: &Pod,
+    c: &Container,
+    user: &ImageUser,
+) -> Result<(), SecurityContextError> {
     let e = effective(pod, c);
     if e.run_as_non_root != Some(true) {
         return Ok(());
@@ -134,21 +157,22 @@ pub fn verify_run_as_non_root(pod: &Pod, c: &Container, user: &ImageUser) -> Res
     );
     if let Some(uid) = e.run_as_user {
         if uid == 0 {
-            return Err(format!(
+            return Err(SecurityContextError::NonRoot(format!(
                 "container's runAsUser breaks non-root policy {who}"
-            ));
+            )));
         }
         return Ok(());
     }
+    let non_root = |msg: String| Err(SecurityContextError::NonRoot(msg));
     match user.uid {
-        None if !user.username.is_empty() => Err(format!(
+        None if !user.username.is_empty() => non_root(format!(
             "container has runAsNonRoot and image has non-numeric user ({}), cannot verify user is non-root {who}",
             user.username
         )),
-        Some(0) => Err(format!(
+        Some(0) => non_root(format!(
             "container has runAsNonRoot and image will run as root {who}"
         )),
-        Some(uid) if !(1..=i64::from(i32::MAX)).contains(&uid) => Err(format!(
+        Some(uid) if !(1..=i64::from(i32::MAX)).contains(&uid) => non_root(format!(
             "container has runAsNonRoot and image has an invalid user id ({uid}). (Must be 1-({})): \
              must be between 0 and 2147483647, inclusive {who}",
             i32::MAX
@@ -167,7 +191,10 @@ fn profile(t: api::security_profile::ProfileType, localhost_ref: &str) -> api::S
 
 /// Upstream `fieldSeccompProfile`: Localhost profiles are files below the
 /// seccomp root; an unknown type is Unconfined.
-fn field_seccomp_profile(p: &SeccompProfile, root: &Path) -> Result<api::SecurityProfile, String> {
+fn field_seccomp_profile(
+    p: &SeccompProfile,
+    root: &Path,
+) -> Result<api::SecurityProfile, SecurityContextError> {
     use api::security_profile::ProfileType;
     match p.type_.as_str() {
         "RuntimeDefault" => Ok(profile(ProfileType::RuntimeDefault, "")),
@@ -176,7 +203,7 @@ fn field_seccomp_profile(p: &SeccompProfile, root: &Path) -> Result<api::Securit
                 ProfileType::Localhost,
                 &root.join(name).to_string_lossy(),
             )),
-            None => Err("localhostProfile must be set if seccompProfile type is Localhost.".into()),
+            None => Err(SecurityContextError::MissingLocalhostSeccomp),
         },
         _ => Ok(profile(ProfileType::Unconfined, "")),
     }
@@ -188,7 +215,7 @@ pub fn seccomp_profile(
     pod_sc: Option<&PodSecurityContext>,
     sc: Option<&SecurityContext>,
     opts: SecurityOptions<'_>,
-) -> Result<api::SecurityProfile, String> {
+) -> Result<api::SecurityProfile, SecurityContextError> {
     use api::security_profile::ProfileType;
     let field = sc
         .and_then(|s| s.seccomp_profile.as_ref())
@@ -203,21 +230,19 @@ pub fn seccomp_profile(
 /// A Localhost profile must exist before the container is created: the
 /// error names the file, where the runtime would fail CreateContainer
 /// with its own wording.
-fn check_localhost_file(p: &api::SecurityProfile) -> Result<(), String> {
+fn check_localhost_file(p: &api::SecurityProfile) -> Result<(), SecurityContextError> {
     if p.profile_type.enum_value() != Ok(api::security_profile::ProfileType::Localhost) {
         return Ok(());
     }
     let path = PathBuf::from(&p.localhost_ref);
+    let unloadable = |reason: String| SecurityContextError::SeccompFile {
+        path: path.display().to_string(),
+        reason,
+    };
     match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => Ok(()),
-        Ok(_) => Err(format!(
-            "cannot load seccomp profile {:?}: not a regular file",
-            path.display().to_string()
-        )),
-        Err(e) => Err(format!(
-            "cannot load seccomp profile {:?}: {e}",
-            path.display().to_string()
-        )),
+        Ok(_) => Err(unloadable("not a regular file".into())),
+        Err(e) => Err(unloadable(e.to_string())),
     }
 }
 
@@ -226,7 +251,7 @@ fn check_localhost_file(p: &api::SecurityProfile) -> Result<(), String> {
 pub fn apparmor_profile(
     pod: &Pod,
     c: &Container,
-) -> Result<Option<(api::SecurityProfile, String)>, String> {
+) -> Result<Option<(api::SecurityProfile, String)>, SecurityContextError> {
     use api::security_profile::ProfileType;
     let Some(p) = apparmor::get_profile(pod, c) else {
         return Ok(None);
@@ -244,13 +269,13 @@ pub fn apparmor_profile(
             let name = p
                 .localhost_profile
                 .as_deref()
-                .ok_or("missing localhost apparmor profile name")?;
+                .ok_or(SecurityContextError::MissingLocalhostAppArmor)?;
             (
                 profile(ProfileType::Localhost, name),
                 format!("{}{name}", apparmor::BETA_PROFILE_LOCALHOST_PREFIX),
             )
         }
-        other => return Err(format!("unknown apparmor profile type: {other:?}")),
+        other => return Err(SecurityContextError::UnknownAppArmorType(other.into())),
     }))
 }
 
@@ -298,7 +323,7 @@ pub fn container_security_context(
     pod: &Pod,
     c: &Container,
     opts: SecurityOptions<'_>,
-) -> Result<api::LinuxContainerSecurityContext, String> {
+) -> Result<api::LinuxContainerSecurityContext, SecurityContextError> {
     let sc = c.security_context.as_ref();
     let pod_sc = pod.spec_or_default().security_context.as_ref();
     let e = effective(pod, c);

@@ -18,7 +18,7 @@ fn ctx(
     p: &Pod,
     root: &Path,
     seccomp_default: bool,
-) -> Result<api::LinuxContainerSecurityContext, String> {
+) -> Result<api::LinuxContainerSecurityContext, SecurityContextError> {
     let opts = SecurityOptions {
         seccomp_root: root,
         seccomp_default,
@@ -91,7 +91,7 @@ fn localhost_seccomp_profiles_live_under_the_root_and_must_exist() {
         json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "missing.json"}}),
         json!({}),
     );
-    let err = ctx(&p, &root, false).unwrap_err();
+    let err = ctx(&p, &root, false).unwrap_err().to_string();
     let path = root.join("missing.json").display().to_string();
     assert!(
         err.starts_with(&format!("cannot load seccomp profile {path:?}: ")),
@@ -100,6 +100,10 @@ fn localhost_seccomp_profiles_live_under_the_root_and_must_exist() {
     let p = simple(json!({}), json!({"seccompProfile": {"type": "Localhost"}}));
     assert_eq!(
         ctx(&p, &root, false).unwrap_err(),
+        SecurityContextError::MissingLocalhostSeccomp
+    );
+    assert_eq!(
+        ctx(&p, &root, false).unwrap_err().to_string(),
         "localhostProfile must be set if seccompProfile type is Localhost."
     );
     let _ = std::fs::remove_dir_all(&root);
@@ -148,7 +152,7 @@ fn apparmor_profiles_map_to_the_cri_and_the_legacy_string() {
     assert!(sc.apparmor.is_none() && sc.apparmor_profile.is_empty());
     let p = simple(json!({}), json!({"appArmorProfile": {"type": "Localhost"}}));
     assert_eq!(
-        ctx(&p, root, false).unwrap_err(),
+        ctx(&p, root, false).unwrap_err().to_string(),
         "missing localhost apparmor profile name"
     );
 }
@@ -233,6 +237,7 @@ fn run_as_non_root_is_verified_with_upstreams_messages() {
     let check = |pod_sc: serde_json::Value, c_sc: serde_json::Value, u: &ImageUser| {
         let p = simple(pod_sc, c_sc);
         verify_run_as_non_root(&p, &p.spec.as_ref().unwrap().containers[0], u)
+            .map_err(|e| e.to_string())
     };
     assert_eq!(check(json!({}), json!({}), &root_user), Ok(()));
     assert_eq!(

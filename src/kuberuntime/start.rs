@@ -64,12 +64,8 @@ impl KubeRuntimeManager {
 
     fn try_start_container(&self, t: &StartTarget<'_>, c: &Container) -> Result<(), SyncError> {
         self.check_crash_backoff(t.pod, c, t.status)?;
-        let env_source = self
-            .env_source
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let pull_secrets = match env_source.as_deref() {
+        let env_source = self.env_source.as_deref();
+        let pull_secrets = match env_source {
             Some(src) => pull_secrets(src, t.pod),
             None => Vec::new(),
         };
@@ -81,14 +77,8 @@ impl KubeRuntimeManager {
             .status
             .find_container(&c.name)
             .map_or(0, |s| s.restart_count + 1);
-        let volumes = self
-            .volumes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|v| v.mounted_volumes(t.pod.uid()))
-            .unwrap_or_default();
-        let host_ips = self.host_ips();
+        let volumes = self.volumes.mounted_volumes(t.pod.uid());
+        let host_ips = (self.host_ips)();
         let image_user = self.image_user_if_needed(t.pod, c, &image_ref)?;
         let ctx = container::ContainerContext {
             image_user: image_user.as_ref(),
@@ -100,14 +90,14 @@ impl KubeRuntimeManager {
             restart_count,
             pod_ips: t.pod_ips,
             cfg: &self.cfg,
-            env_source: env_source.as_deref(),
+            env_source,
         };
         let config = container::generate_container_config(&ctx)
             .and_then(|mut config| {
                 ephemeral::set_pid_target(t.pod, &c.name, t.status, &mut config)?;
                 Ok(config)
             })
-            .map_err(|e| self.config_error(t.pod, c, format!("{e:#}")))?;
+            .map_err(|e| self.config_error(t.pod, c, e.to_string()))?;
         let kind = container_metric_label(t.pod, c);
         crate::metrics::started_container(kind);
         let id = self
@@ -288,9 +278,7 @@ impl KubeRuntimeManager {
                 msg
             });
             hooks.finished(&cid, outcome);
-            if let Some(f) = wake.get() {
-                f(pod.uid());
-            }
+            wake(pod.uid());
         })
     }
 

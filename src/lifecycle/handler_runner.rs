@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, unbounded, Receiver, Sender};
 
 use crate::prober::handlers::{hook_get, HttpTarget};
-use crate::util::worker::{self, Worker};
+use crate::util::worker::{self, ShutdownStage, Worker};
 
 /// Threads making httpGet hook requests.
 pub const HTTP_WORKERS: usize = 2;
@@ -113,6 +113,7 @@ impl HandlerRunner {
         let rx = self.timer_rx.clone();
         threads.push(worker::spawn_supervised(
             "hook-timer",
+            ShutdownStage::Workers,
             shutdown.clone(),
             move |stop| run_timer(&rx, stop),
         )?);
@@ -120,6 +121,7 @@ impl HandlerRunner {
             let rx = self.http_rx.clone();
             threads.push(worker::spawn_supervised(
                 &format!("hook-http-{i}"),
+                ShutdownStage::Workers,
                 shutdown.clone(),
                 move |stop| run_http(&rx, stop),
             )?);

@@ -59,27 +59,30 @@ impl Default for LogConfig {
     }
 }
 
+/// A container log setting the manager cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum LogConfigError {
+    #[error("containerLogMaxSize {0:?}: {1}")]
+    SizeUnreadable(String, String),
+    #[error("containerLogMaxSize {0:?} out of range")]
+    SizeOutOfRange(String),
+    #[error("containerLogMaxFiles {0} out of range")]
+    FilesOutOfRange(i32),
+}
+
 impl LogConfig {
     /// From the kubelet configuration (already validated there).
     pub fn from_kubelet_config(
         c: &crate::kubeletconfig::KubeletConfiguration,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, LogConfigError> {
         let size =
             crate::util::quantity::parse_quantity(&c.container_log_max_size).map_err(|e| {
-                anyhow::anyhow!("containerLogMaxSize {:?}: {e:?}", c.container_log_max_size)
+                LogConfigError::SizeUnreadable(c.container_log_max_size.clone(), format!("{e:?}"))
             })?;
-        let max_size = u64::try_from(size).map_err(|_| {
-            anyhow::anyhow!(
-                "containerLogMaxSize {:?} out of range",
-                c.container_log_max_size
-            )
-        })?;
-        let max_files = usize::try_from(c.container_log_max_files).map_err(|_| {
-            anyhow::anyhow!(
-                "containerLogMaxFiles {} out of range",
-                c.container_log_max_files
-            )
-        })?;
+        let max_size = u64::try_from(size)
+            .map_err(|_| LogConfigError::SizeOutOfRange(c.container_log_max_size.clone()))?;
+        let max_files = usize::try_from(c.container_log_max_files)
+            .map_err(|_| LogConfigError::FilesOutOfRange(c.container_log_max_files))?;
         Ok(LogConfig {
             max_size,
             max_files,
@@ -163,9 +166,14 @@ impl LogManager {
     pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> io::Result<Worker> {
         let this = Arc::clone(self);
         let period = this.cfg.monitor_interval;
-        crate::util::worker::spawn_periodic("log-manager", period, period, shutdown, move || {
-            this.rotate_once()
-        })
+        crate::util::worker::spawn_periodic(
+            "log-manager",
+            crate::util::worker::ShutdownStage::Workers,
+            period,
+            period,
+            shutdown,
+            move || this.rotate_once(),
+        )
     }
 
     /// One monitoring pass over every running container.

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::kubeletconfig::KubeletConfiguration;
 use crate::lifecycle::admission::Rejection;
-use crate::util::worker::{self, Worker};
+use crate::util::worker::{self, ShutdownStage, Worker};
 use logind::{ConnectError, Logind};
 
 /// The status reason and message of a pod stopped for the shutdown.
@@ -138,7 +138,10 @@ impl Manager {
             return Ok(None);
         }
         let m = Arc::clone(self);
-        worker::spawn("node-shutdown", move || m.run(deps.as_ref(), &shutdown)).map(Some)
+        worker::spawn("node-shutdown", ShutdownStage::Workers, move || {
+            m.run(deps.as_ref(), &shutdown)
+        })
+        .map(Some)
     }
 
     /// Watches logind until the kubelet stops; reconnects after a lost

@@ -25,10 +25,10 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
@@ -183,10 +183,32 @@ pub struct NodeStatusManager {
     paths: HostPaths,
     registered: AtomicBool,
     node: Mutex<Option<Node>>,
-    sink: RwLock<Option<Arc<dyn EventRecorder>>>,
+    sink: Option<Arc<dyn EventRecorder>>,
     state: Mutex<SyncState>,
     /// An update asked for now rather than at the next tick.
-    kick: (Sender<()>, Receiver<()>),
+    kicks: Receiver<()>,
+}
+
+/// Who node status talks with besides the API server, given at
+/// construction.
+pub struct NodeStatusLinks {
+    /// Where node events go (the kubelet's recorder); without one they are
+    /// logged.
+    pub recorder: Option<Arc<dyn EventRecorder>>,
+    /// Asks for a status update now rather than at the next tick (the
+    /// runtime went down or came back). A channel: the runtime state that
+    /// sends is made with the kubelet, which node status reads through its
+    /// health function, so it exists before this manager.
+    pub kicks: Receiver<()>,
+}
+
+impl Default for NodeStatusLinks {
+    fn default() -> Self {
+        NodeStatusLinks {
+            recorder: None,
+            kicks: crossbeam_channel::never(),
+        }
+    }
 }
 
 /// Now, at the second precision a Time keeps.
@@ -225,34 +247,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl NodeStatusManager {
-    pub fn new(cfg: NodeStatusConfig, client: Client, health: HealthFn) -> Arc<Self> {
-        Self::with_host_paths(cfg, client, health, HostPaths::default())
-    }
-
-    /// As [`new`](Self::new), reading the machine from other `/proc`, `/sys`, `/etc`.
-    pub fn with_host_paths(
+    pub fn new(
         cfg: NodeStatusConfig,
         client: Client,
         health: HealthFn,
-        paths: HostPaths,
+        links: NodeStatusLinks,
     ) -> Arc<Self> {
         Arc::new(NodeStatusManager {
             cfg,
             client,
             health,
-            paths,
+            paths: HostPaths::default(),
             registered: AtomicBool::new(false),
             node: Mutex::new(None),
-            sink: RwLock::new(None),
+            sink: links.recorder,
             state: Mutex::new(SyncState::default()),
-            kick: crossbeam_channel::bounded(1),
+            kicks: links.kicks,
         })
-    }
-
-    /// Asks for a status update now, not at the next tick (the runtime
-    /// went down or came back). Never blocks; kicks coalesce.
-    pub fn kick(&self) {
-        let _ = self.kick.0.try_send(());
     }
 
     /// Registers, then keeps the status current on the "node-status" thread
@@ -262,7 +273,12 @@ impl NodeStatusManager {
         shutdown: Receiver<()>,
     ) -> std::io::Result<crate::util::worker::Worker> {
         let this = self.clone();
-        crate::util::worker::spawn_supervised("node-status", shutdown, move |s| this.run(s))
+        crate::util::worker::spawn_supervised(
+            "node-status",
+            crate::util::worker::ShutdownStage::Status,
+            shutdown,
+            move |s| this.run(s),
+        )
     }
 
     /// Whether the node is registered (or, without registration, was found).
@@ -275,17 +291,11 @@ impl NodeStatusManager {
         lock(&self.node).clone()
     }
 
-    /// Where node events go (the kubelet's recorder); without one they are logged.
-    pub fn set_event_sink(&self, recorder: Arc<dyn EventRecorder>) {
-        *self.sink.write().unwrap_or_else(|e| e.into_inner()) = Some(recorder);
-    }
-
     fn store_node(&self, node: Node) {
         *lock(&self.node) = Some(node);
     }
 
     fn emit(&self, events: Vec<NodeEvent>) {
-        let sink = self.sink.read().unwrap_or_else(|e| e.into_inner());
         for e in events {
             log::debug!(
                 "Recording {} event for node {}: {}",
@@ -293,7 +303,7 @@ impl NodeStatusManager {
                 self.cfg.node_name,
                 e.message
             );
-            if let Some(r) = sink.as_ref() {
+            if let Some(r) = &self.sink {
                 r.node_event(e.event_type, &e.reason, &e.message);
             }
         }
@@ -319,7 +329,7 @@ impl NodeStatusManager {
                 } else {
                     left.min(FAST_STATUS_UPDATE_PERIOD)
                 };
-                match wait_for(shutdown, &self.kick.1, wait) {
+                match wait_for(shutdown, &self.kicks, wait) {
                     Wake::Shutdown => return,
                     Wake::Kicked => break,
                     Wake::Timeout => {}

@@ -25,7 +25,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use crate::events::{EventRecorder, EventType};
-use crate::util::worker::{self, Worker};
+use crate::util::worker::{self, ShutdownStage, Worker};
 pub use parser::OomInstance;
 use parser::{parse_memory_events, system_oom_kills, MemoryEvents, OomParser};
 
@@ -198,7 +198,13 @@ pub fn start(
     let Some(mut watcher) = Watcher::new(recorder, kubepods_v2) else {
         return Ok(None);
     };
-    worker::spawn_supervised("oom", shutdown.clone(), move |stop| watcher.run(stop)).map(Some)
+    worker::spawn_supervised(
+        "oom",
+        ShutdownStage::Workers,
+        shutdown.clone(),
+        move |stop| watcher.run(stop),
+    )
+    .map(Some)
 }
 
 fn counts() -> &'static Mutex<HashMap<String, u64>> {

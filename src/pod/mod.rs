@@ -19,7 +19,7 @@ pub struct PodManager {
     mirrors: RwLock<HashMap<String, Arc<Pod>>>,
     /// The secret and configMap managers: told which objects the pods
     /// reference, as upstream's pod manager tells them.
-    registrars: RwLock<Vec<Arc<dyn PodRegistrar>>>,
+    registrars: Vec<Arc<dyn PodRegistrar>>,
 }
 
 /// What learns about every pod the kubelet runs (upstream's
@@ -31,22 +31,16 @@ pub trait PodRegistrar: Send + Sync {
 }
 
 impl PodManager {
-    pub fn add_registrar(&self, r: Arc<dyn PodRegistrar>) {
-        self.registrars
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(r);
-    }
-
-    fn registrars(&self) -> Vec<Arc<dyn PodRegistrar>> {
-        self.registrars
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    /// A pod manager that tells `registrars` of every pod.
+    pub fn new(registrars: Vec<Arc<dyn PodRegistrar>>) -> Self {
+        PodManager {
+            registrars,
+            ..Default::default()
+        }
     }
 
     pub fn add_or_update(&self, pod: Arc<Pod>) {
-        for r in self.registrars() {
+        for r in &self.registrars {
             r.register_pod(&pod);
         }
         let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
@@ -60,7 +54,7 @@ impl PodManager {
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
         if let Some(pod) = removed {
-            for r in self.registrars() {
+            for r in &self.registrars {
                 r.unregister_pod(&pod);
             }
         }

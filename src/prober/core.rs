@@ -143,7 +143,8 @@ pub(crate) struct Job {
     pub container_id: String,
     pub check: Check,
     pub timeout: Duration,
-    /// When it was scheduled to start.
+    /// When it was scheduled to start (tests measure the lag).
+    #[cfg(test)]
     pub due: Instant,
     pub pod: Arc<Pod>,
 }
@@ -461,12 +462,15 @@ impl Core {
         let check = Check::new(&probe.spec.action, container, pod_ip.as_deref());
         let probe = self.probes.get_mut(key)?;
         probe.in_flight = true;
+        #[cfg(not(test))]
+        let _ = due;
         Some(Job {
             key: key.clone(),
             generation: probe.generation,
             container_id: info.id,
             check,
             timeout: probe.spec.timeout,
+            #[cfg(test)]
             due,
             pod,
         })
@@ -540,6 +544,7 @@ impl Core {
             .is_some_and(|i| self.started(&key, &i.id))
     }
 
+    #[cfg(test)]
     pub fn liveness_failed(&self, container_id: &str) -> bool {
         self.results.get(ProbeKind::Liveness, container_id) == Some(ProbeResult::Failure)
     }

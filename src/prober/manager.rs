@@ -1,10 +1,10 @@
 //! The prober manager (upstream prober_manager.go): the kubelet's entry
 //! points, the scheduler thread and the worker pool.
 
+use crate::util::worker::{ShutdownStage, Worker};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
@@ -59,7 +59,7 @@ impl ProberManager {
 
     /// Starts the "prober" scheduler and the "probe-worker-N" pool; all stop
     /// once `shutdown` fires (a worker first finishes its check).
-    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> io::Result<Vec<JoinHandle<()>>> {
+    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> io::Result<Vec<Worker>> {
         let (job_tx, job_rx) = bounded::<Job>(self.workers);
         let (done_tx, done_rx) = unbounded::<Done>();
         let mut handles = Vec::with_capacity(self.workers + 1);
@@ -72,18 +72,18 @@ impl ProberManager {
                 #[cfg(test)]
                 lags: Arc::clone(&self.lags),
             };
-            handles.push(
-                thread::Builder::new()
-                    .name(format!("probe-worker-{i}"))
-                    .spawn(move || pool.run())?,
-            );
+            handles.push(crate::util::worker::spawn(
+                &format!("probe-worker-{i}"),
+                ShutdownStage::Workers,
+                move || pool.run(),
+            )?);
         }
         let me = Arc::clone(self);
-        handles.push(
-            thread::Builder::new()
-                .name("prober".to_string())
-                .spawn(move || me.schedule_loop(job_tx, done_rx, shutdown))?,
-        );
+        handles.push(crate::util::worker::spawn(
+            "prober",
+            ShutdownStage::Workers,
+            move || me.schedule_loop(job_tx, done_rx, shutdown),
+        )?);
         Ok(handles)
     }
 
@@ -123,6 +123,7 @@ impl ProberManager {
         self.lock().is_started(pod_uid, container_name)
     }
 
+    #[cfg(test)]
     pub fn liveness_failed(&self, container_id: &str) -> bool {
         self.lock().liveness_failed(container_id)
     }
@@ -133,11 +134,6 @@ impl ProberManager {
 
     fn wake(&self) {
         let _ = self.wake_tx.try_send(());
-    }
-
-    #[cfg(test)]
-    pub(crate) fn with_core<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
-        f(&mut self.lock())
     }
 
     /// The scheduler: dispatch due checks, apply results, send updates,

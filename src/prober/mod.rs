@@ -17,9 +17,6 @@
 //! scheduler thread and never under the state lock, so a sync loop that
 //! calls into the manager while its channel is full cannot deadlock.
 
-// Until the kubelet wires the manager in.
-#![allow(dead_code)]
-
 mod core;
 pub mod handlers;
 mod manager;
@@ -33,8 +30,9 @@ mod tests;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-#[allow(unused_imports)] // until the kubelet uses it
 pub use manager::ProberManager;
+
+use crate::cri::CriError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProbeResult {
@@ -103,18 +101,21 @@ pub struct ContainerInfo {
     pub started_at: Option<SystemTime>,
 }
 
-/// CRI ExecSync, implemented by the kubelet: (exit code, stdout, stderr).
+/// What ExecSync answered: exit code, stdout, stderr.
+pub type ExecReply = (i32, Vec<u8>, Vec<u8>);
+
+/// CRI ExecSync, implemented by the kubelet.
 ///
 /// The implementation must return within about `timeout`; a timed-out
-/// command is reported as an `Err` whose message says "timed out" or
-/// "deadline exceeded" (or simply any error after `timeout` has elapsed).
+/// command is reported as a DeadlineExceeded error (or simply any error
+/// after `timeout` has elapsed).
 pub trait ContainerExec: Send + Sync {
     fn exec_sync(
         &self,
         container_id: &str,
         cmd: &[String],
         timeout: Duration,
-    ) -> Result<(i32, Vec<u8>, Vec<u8>), String>;
+    ) -> Result<ExecReply, CriError>;
 
     /// The same without holding the caller: `done` gets the reply, on
     /// whatever thread completes the call. By default it runs here.
@@ -124,4 +125,4 @@ pub trait ContainerExec: Send + Sync {
 }
 
 /// Told an async exec's reply: exit code, stdout, stderr, or the error.
-pub type ExecDone = Box<dyn FnOnce(Result<(i32, Vec<u8>, Vec<u8>), String>) + Send>;
+pub type ExecDone = Box<dyn FnOnce(Result<ExecReply, CriError>) + Send>;

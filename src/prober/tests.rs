@@ -453,22 +453,25 @@ static MANAGER_TESTS: Mutex<()> = Mutex::new(());
 
 /// Exec: "hang-*" containers time out after the timeout, "bad-*" exit 1,
 /// others succeed at once.
+fn deadline_exceeded() -> CriError {
+    CriError {
+        method: "ExecSync",
+        code: Some(grpcio::RpcStatusCode::DEADLINE_EXCEEDED),
+        message: "Deadline Exceeded".into(),
+    }
+}
+
 #[derive(Default)]
 struct FakeExec {
     calls: AtomicUsize,
 }
 
 impl ContainerExec for FakeExec {
-    fn exec_sync(
-        &self,
-        id: &str,
-        _: &[String],
-        timeout: Duration,
-    ) -> Result<(i32, Vec<u8>, Vec<u8>), String> {
+    fn exec_sync(&self, id: &str, _: &[String], timeout: Duration) -> Result<ExecReply, CriError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         if id.starts_with("hang") {
             thread::sleep(timeout);
-            return Err("DeadlineExceeded".into());
+            return Err(deadline_exceeded());
         }
         let code = i32::from(id.starts_with("bad"));
         Ok((code, b"boom".to_vec(), vec![]))
@@ -483,7 +486,7 @@ impl ContainerExec for FakeExec {
         self.calls.fetch_add(1, Ordering::Relaxed);
         thread::spawn(move || {
             thread::sleep(timeout);
-            done(Err("DeadlineExceeded".into()));
+            done(Err(deadline_exceeded()));
         });
     }
 }
@@ -508,7 +511,7 @@ struct Running {
     events: Arc<Events>,
     updates: Receiver<ResultUpdate>,
     stop: Option<crossbeam_channel::Sender<()>>,
-    handles: Vec<thread::JoinHandle<()>>,
+    handles: Vec<crate::util::worker::Worker>,
 }
 
 impl Running {

@@ -173,16 +173,21 @@ impl StatusManager {
         shutdown: Receiver<()>,
     ) -> std::io::Result<crate::util::worker::Worker> {
         let me = Arc::clone(self);
-        crate::util::worker::spawn_supervised("status-manager", shutdown, move |shutdown| {
-            let ticker = crossbeam_channel::tick(SYNC_PERIOD);
-            loop {
-                crossbeam_channel::select! {
-                    recv(me.notified) -> uid => if let Ok(uid) = uid { me.sync_pod(&client, &uid) },
-                    recv(ticker) -> _ => me.sync_batch(&client),
-                    recv(shutdown) -> _ => return,
+        crate::util::worker::spawn_supervised(
+            "status-manager",
+            crate::util::worker::ShutdownStage::Status,
+            shutdown,
+            move |shutdown| {
+                let ticker = crossbeam_channel::tick(SYNC_PERIOD);
+                loop {
+                    crossbeam_channel::select! {
+                        recv(me.notified) -> uid => if let Ok(uid) = uid { me.sync_pod(&client, &uid) },
+                        recv(ticker) -> _ => me.sync_batch(&client),
+                        recv(shutdown) -> _ => return,
+                    }
                 }
-            }
-        })
+            },
+        )
     }
 
     fn sync_batch(&self, client: &Client) {

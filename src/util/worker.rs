@@ -1,8 +1,9 @@
 //! Owned module threads (upstream `wait.Until(f, period, stopCh)` plus
-//! Firecracker's joined handles): every long-lived thread is spawned here,
-//! named, with its panics contained, and joined at shutdown within a
-//! deadline, so a stranger can see every thread the kubelet owns and a
-//! thread that does not stop is named in the log rather than forgotten.
+//! Firecracker's joined handles): every thread is spawned here, named; a
+//! module's thread has its panics contained and carries the
+//! [`ShutdownStage`] it is joined in, within a deadline, so a stranger can
+//! see every thread the kubelet owns and a thread that does not stop is
+//! named in the log rather than forgotten.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread::JoinHandle;
@@ -14,21 +15,66 @@ use crossbeam_channel::{after, select, tick, Receiver};
 const PANIC_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const PANIC_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
-/// A module thread and its name, to be joined at shutdown.
+/// When a module thread is joined at shutdown, in this order: the sources
+/// stop feeding pods, then the workers drain, then status reaches the API,
+/// then the servers go. Every thread has seen the closed shutdown channel
+/// already; the stage only decides whose end is waited for first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownStage {
+    /// Pod sources: files, URL, the API reflectors, the merger.
+    Sources,
+    /// What acts on pods and the node: PLEG, pod workers, volumes, probes,
+    /// image pulls, hooks, GC, eviction, logs, OOM, node shutdown.
+    Workers,
+    /// What reports to the API: pod and node status, lease, certificates,
+    /// events.
+    Status,
+    /// The servers: healthz and the kubelet API.
+    Servers,
+}
+
+impl ShutdownStage {
+    /// The stages in the order shutdown joins them.
+    pub const ORDER: [ShutdownStage; 4] = [
+        ShutdownStage::Sources,
+        ShutdownStage::Workers,
+        ShutdownStage::Status,
+        ShutdownStage::Servers,
+    ];
+
+    /// The stage as the shutdown log names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShutdownStage::Sources => "sources",
+            ShutdownStage::Workers => "workers",
+            ShutdownStage::Status => "status",
+            ShutdownStage::Servers => "servers",
+        }
+    }
+}
+
+/// A module thread, its name and its shutdown stage, to be joined at
+/// shutdown.
 #[derive(Debug)]
 pub struct Worker {
     name: String,
+    stage: ShutdownStage,
     handle: JoinHandle<()>,
 }
 
 impl Worker {
-    pub fn name(&self) -> &str {
-        &self.name
+    pub fn stage(&self) -> ShutdownStage {
+        self.stage
     }
 
     #[cfg(test)]
     pub fn thread(&self) -> &std::thread::Thread {
         self.handle.thread()
+    }
+
+    #[cfg(test)]
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
     }
 
     /// Waits for the thread without a deadline (tests; shutdown uses
@@ -38,25 +84,41 @@ impl Worker {
         self.handle.join()
     }
 
-    /// Adopts a thread spawned elsewhere (a module's own `start`).
-    pub fn adopt(handle: JoinHandle<()>) -> Worker {
+    /// Adopts a thread the API client or the healthz server spawned
+    /// itself (their own crates start their threads).
+    pub fn adopt(handle: JoinHandle<()>, stage: ShutdownStage) -> Worker {
         let name = handle.thread().name().unwrap_or("unnamed").to_string();
-        Worker { name, handle }
+        Worker {
+            name,
+            stage,
+            handle,
+        }
     }
 }
 
-/// Spawns a named thread; the OS refusing a thread is an error, not a panic.
-pub fn spawn<F>(name: &str, f: F) -> std::io::Result<Worker>
+/// Spawns a named module thread; the OS refusing a thread is an error, not
+/// a panic.
+pub fn spawn<F>(name: &str, stage: ShutdownStage, f: F) -> std::io::Result<Worker>
 where
     F: FnOnce() + Send + 'static,
 {
-    let handle = std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(f)?;
     Ok(Worker {
         name: name.to_string(),
-        handle,
+        stage,
+        handle: spawn_helper(name, f)?,
     })
+}
+
+/// Spawns a named thread that is no module's and is not joined at
+/// shutdown: one per served connection or stream (bounded by their
+/// limits), the signal waiter, the pod config merger. Whoever needs its
+/// result joins the handle.
+pub fn spawn_helper<F, T>(name: &str, f: F) -> std::io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    std::thread::Builder::new().name(name.to_string()).spawn(f)
 }
 
 /// Runs `f` every `period`, the first time after `delay`, until `shutdown`
@@ -65,6 +127,7 @@ where
 /// module (upstream's HandleCrash in wait.Until).
 pub fn spawn_periodic<F>(
     name: &str,
+    stage: ShutdownStage,
     period: Duration,
     delay: Duration,
     shutdown: Receiver<()>,
@@ -74,7 +137,7 @@ where
     F: FnMut() + Send + 'static,
 {
     let thread_name = name.to_string();
-    spawn(name, move || {
+    spawn(name, stage, move || {
         select! {
             recv(after(delay)) -> _ => {}
             recv(shutdown) -> _ => return,
@@ -113,6 +176,7 @@ where
 /// to 1 min), unless shutdown came meanwhile.
 pub fn spawn_supervised<F>(
     name: &str,
+    stage: ShutdownStage,
     shutdown: Receiver<()>,
     mut run: F,
 ) -> std::io::Result<Worker>
@@ -120,7 +184,7 @@ where
     F: FnMut(&Receiver<()>) + Send + 'static,
 {
     let module = name.to_string();
-    spawn(name, move || {
+    spawn(name, stage, move || {
         let mut backoff = PANIC_BACKOFF_INITIAL;
         loop {
             let mut round = || run(&shutdown);
@@ -152,7 +216,8 @@ pub fn run_contained<F: FnMut()>(module: &str, f: &mut F) -> Result<(), ()> {
 /// Joins `workers` in order, each within what is left of `deadline`.
 /// Returns the names of those that did not stop in time (left running;
 /// the process is about to exit).
-pub fn join_all(stage: &str, workers: Vec<Worker>, deadline: Instant) -> Vec<String> {
+pub fn join_all(stage: ShutdownStage, workers: Vec<Worker>, deadline: Instant) -> Vec<String> {
+    let stage = stage.name();
     let mut late = Vec::new();
     for w in workers {
         while !w.handle.is_finished() && Instant::now() < deadline {
@@ -185,6 +250,7 @@ mod tests {
         let r = runs.clone();
         let w = spawn_periodic(
             "test-periodic",
+            ShutdownStage::Workers,
             Duration::from_millis(5),
             Duration::ZERO,
             rx,
@@ -204,7 +270,11 @@ mod tests {
             "it ran again after the panic"
         );
         drop(stop);
-        let late = join_all("test", vec![w], Instant::now() + Duration::from_secs(2));
+        let late = join_all(
+            ShutdownStage::Workers,
+            vec![w],
+            Instant::now() + Duration::from_secs(2),
+        );
         assert!(late.is_empty());
     }
 
@@ -213,12 +283,17 @@ mod tests {
         let (stop, rx) = crossbeam_channel::bounded::<()>(0);
         let starts = Arc::new(AtomicUsize::new(0));
         let s = starts.clone();
-        let w = spawn_supervised("test-supervised", rx, move |shutdown| {
-            if s.fetch_add(1, Ordering::SeqCst) == 0 {
-                panic!("the loop dies once");
-            }
-            let _ = shutdown.recv();
-        })
+        let w = spawn_supervised(
+            "test-supervised",
+            ShutdownStage::Workers,
+            rx,
+            move |shutdown| {
+                if s.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("the loop dies once");
+                }
+                let _ = shutdown.recv();
+            },
+        )
         .unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while starts.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
@@ -226,17 +301,19 @@ mod tests {
         }
         assert_eq!(starts.load(Ordering::SeqCst), 2, "restarted once");
         drop(stop);
-        assert!(join_all("test", vec![w], Instant::now() + Duration::from_secs(2)).is_empty());
+        let deadline = Instant::now() + Duration::from_secs(2);
+        assert!(join_all(ShutdownStage::Workers, vec![w], deadline).is_empty());
     }
 
     #[test]
     fn a_thread_that_does_not_stop_is_named() {
         let (tx, rx) = crossbeam_channel::bounded::<()>(0);
-        let w = spawn("test-stuck", move || {
+        let w = spawn("test-stuck", ShutdownStage::Servers, move || {
             let _ = rx.recv_timeout(Duration::from_secs(5));
         })
         .unwrap();
-        let late = join_all("test", vec![w], Instant::now() + Duration::from_millis(50));
+        let deadline = Instant::now() + Duration::from_millis(50);
+        let late = join_all(ShutdownStage::Servers, vec![w], deadline);
         assert_eq!(late, ["test-stuck"]);
         drop(tx);
     }

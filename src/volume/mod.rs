@@ -64,26 +64,48 @@ fn io_failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> VolumeE
     VolumeError::Failed(format!("{what}: {e}"))
 }
 
+/// Why the kubelet could not give a plugin (or a container environment)
+/// what it asked for: the [`VolumeHost`]'s errors.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HostError {
+    /// Standalone mode: `.0` needs an API server.
+    #[error("{0} needs an API server (--kubeconfig); static pods cannot use it")]
+    NeedsApiServer(&'static str),
+    /// The secret or configMap manager failed.
+    #[error(transparent)]
+    Object(#[from] crate::util::manager::ManagerError),
+    #[error(transparent)]
+    Token(#[from] crate::token::TokenError),
+    #[error(transparent)]
+    Api(#[from] crate::client::ApiError),
+    /// An object the API server sent that the kubelet cannot read.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// What the plugins need from the rest of the kubelet (upstream
 /// VolumeHost): API objects through the secret/configMap managers, tokens
 /// through the token manager, and node facts.
 pub trait VolumeHost: Send + Sync {
     /// `Ok(None)`: the object does not exist.
-    fn config_map(&self, ns: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, String>;
-    fn secret(&self, ns: &str, name: &str) -> Result<Option<Arc<Secret>>, String>;
+    fn config_map(&self, ns: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, HostError>;
+    fn secret(&self, ns: &str, name: &str) -> Result<Option<Arc<Secret>>, HostError>;
     /// A token for the pod's service account, bound to the pod.
     fn service_account_token(
         &self,
         pod: &Pod,
         audience: &str,
         expiration_seconds: i64,
-    ) -> Result<String, String>;
+    ) -> Result<String, HostError>;
     fn persistent_volume_claim(
         &self,
         ns: &str,
         name: &str,
-    ) -> Result<Option<pvc::ClaimBinding>, String>;
-    fn persistent_volume(&self, name: &str) -> Result<Option<pvc::PersistentVolumeSource>, String>;
+    ) -> Result<Option<pvc::ClaimBinding>, HostError>;
+    fn persistent_volume(
+        &self,
+        name: &str,
+    ) -> Result<Option<pvc::PersistentVolumeSource>, HostError>;
     fn node_allocatable(&self) -> NodeAllocatable;
     fn host_ips(&self) -> Vec<String>;
 }

@@ -63,7 +63,7 @@ fn source_payload(
         let token = ctx
             .host
             .service_account_token(ctx.pod, audience, expiration)
-            .map_err(VolumeError::Failed)?;
+            .map_err(|e| VolumeError::Failed(e.to_string()))?;
         return Ok(Payload::from([(
             t.path.clone(),
             FileProjection {

@@ -205,7 +205,7 @@ const NON_SOURCE_FIELDS: &[&str] = &[
 mod tests {
     use super::*;
     use crate::fieldpath::NodeAllocatable;
-    use crate::volume::VolumeHost;
+    use crate::volume::{HostError, VolumeHost};
     use k8s_openapi::api::core::v1::{ConfigMap, EphemeralVolumeSource, Pod, Secret};
     use serde_json::json;
     use std::sync::Arc;
@@ -217,28 +217,30 @@ mod tests {
     }
 
     impl VolumeHost for OneClaim {
-        fn config_map(&self, _: &str, _: &str) -> Result<Option<Arc<ConfigMap>>, String> {
+        fn config_map(&self, _: &str, _: &str) -> Result<Option<Arc<ConfigMap>>, HostError> {
             Ok(None)
         }
-        fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, String> {
+        fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, HostError> {
             Ok(None)
         }
-        fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, String> {
-            Err("no tokens".into())
+        fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, HostError> {
+            Err(HostError::NeedsApiServer(
+                "a serviceAccountToken projection",
+            ))
         }
         fn persistent_volume_claim(
             &self,
             _: &str,
             name: &str,
-        ) -> Result<Option<ClaimBinding>, String> {
+        ) -> Result<Option<ClaimBinding>, HostError> {
             if name != "eph-scratch" {
                 return Ok(None);
             }
             serde_json::from_value(self.claim.clone())
                 .map(Some)
-                .map_err(|e| e.to_string())
+                .map_err(|e| HostError::Invalid(e.to_string()))
         }
-        fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolumeSource>, String> {
+        fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolumeSource>, HostError> {
             Ok(Some(PersistentVolumeSource::HostPath(
                 HostPathVolumeSource {
                     path: self.dir.clone(),

@@ -12,10 +12,11 @@ use crate::fieldpath::NodeAllocatable;
 use crate::podutil::PodExt;
 use crate::token::{TokenKey, TokenManager};
 use crate::volume::pvc::{ClaimBinding, PersistentVolumeSource};
-use crate::volume::VolumeHost;
+use crate::volume::{HostError, VolumeHost};
 
 /// Gets a namespaced object by name; `Ok(None)` when it does not exist.
-pub type ObjectGetter<T> = Arc<dyn Fn(&str, &str) -> Result<Option<Arc<T>>, String> + Send + Sync>;
+pub type ObjectGetter<T> =
+    Arc<dyn Fn(&str, &str) -> Result<Option<Arc<T>>, HostError> + Send + Sync>;
 
 /// Node facts every host reports.
 #[derive(Debug, Clone, Default)]
@@ -29,23 +30,23 @@ pub struct StandaloneHost {
     pub node: NodeFacts,
 }
 
-const NEEDS_API: &str = "needs an API server (--kubeconfig); static pods cannot use it";
-
 impl VolumeHost for StandaloneHost {
-    fn config_map(&self, _: &str, _: &str) -> Result<Option<Arc<ConfigMap>>, String> {
-        Err(format!("a configMap volume {NEEDS_API}"))
+    fn config_map(&self, _: &str, _: &str) -> Result<Option<Arc<ConfigMap>>, HostError> {
+        Err(HostError::NeedsApiServer("a configMap volume"))
     }
-    fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, String> {
-        Err(format!("a secret volume {NEEDS_API}"))
+    fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, HostError> {
+        Err(HostError::NeedsApiServer("a secret volume"))
     }
-    fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, String> {
-        Err(format!("a serviceAccountToken projection {NEEDS_API}"))
+    fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, HostError> {
+        Err(HostError::NeedsApiServer(
+            "a serviceAccountToken projection",
+        ))
     }
-    fn persistent_volume_claim(&self, _: &str, _: &str) -> Result<Option<ClaimBinding>, String> {
-        Err(format!("a persistentVolumeClaim volume {NEEDS_API}"))
+    fn persistent_volume_claim(&self, _: &str, _: &str) -> Result<Option<ClaimBinding>, HostError> {
+        Err(HostError::NeedsApiServer("a persistentVolumeClaim volume"))
     }
-    fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolumeSource>, String> {
-        Err(format!("a persistentVolumeClaim volume {NEEDS_API}"))
+    fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolumeSource>, HostError> {
+        Err(HostError::NeedsApiServer("a persistentVolumeClaim volume"))
     }
     fn node_allocatable(&self) -> NodeAllocatable {
         self.node.allocatable
@@ -65,10 +66,10 @@ pub struct ApiHost {
 }
 
 impl VolumeHost for ApiHost {
-    fn config_map(&self, ns: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, String> {
+    fn config_map(&self, ns: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, HostError> {
         (self.config_maps)(ns, name)
     }
-    fn secret(&self, ns: &str, name: &str) -> Result<Option<Arc<Secret>>, String> {
+    fn secret(&self, ns: &str, name: &str) -> Result<Option<Arc<Secret>>, HostError> {
         (self.secrets)(ns, name)
     }
     fn service_account_token(
@@ -76,7 +77,7 @@ impl VolumeHost for ApiHost {
         pod: &Pod,
         audience: &str,
         expiration_seconds: i64,
-    ) -> Result<String, String> {
+    ) -> Result<String, HostError> {
         let spec = pod.spec_or_default();
         let key = TokenKey {
             namespace: pod.namespace().to_string(),
@@ -90,21 +91,19 @@ impl VolumeHost for ApiHost {
             pod_name: pod.name().to_string(),
             pod_uid: pod.uid().to_string(),
         };
-        self.tokens
-            .get_service_account_token(&key)
-            .map_err(|e| e.to_string())
+        Ok(self.tokens.get_service_account_token(&key)?)
     }
     fn persistent_volume_claim(
         &self,
         ns: &str,
         name: &str,
-    ) -> Result<Option<ClaimBinding>, String> {
+    ) -> Result<Option<ClaimBinding>, HostError> {
         not_found_is_none(self.client.get(&paths::persistent_volume_claim(ns, name)))
     }
-    fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolumeSource>, String> {
+    fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolumeSource>, HostError> {
         let pv: Option<serde_json::Value> =
             not_found_is_none(self.client.get(&paths::persistent_volume(name)))?;
-        pv.map(|v| PersistentVolumeSource::from_object(&v))
+        pv.map(|v| PersistentVolumeSource::from_object(&v).map_err(HostError::Invalid))
             .transpose()
     }
     fn node_allocatable(&self) -> NodeAllocatable {
@@ -115,10 +114,10 @@ impl VolumeHost for ApiHost {
     }
 }
 
-pub fn not_found_is_none<T>(r: Result<T, crate::client::ApiError>) -> Result<Option<T>, String> {
+pub fn not_found_is_none<T>(r: Result<T, crate::client::ApiError>) -> Result<Option<T>, HostError> {
     match r {
         Ok(v) => Ok(Some(v)),
         Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }

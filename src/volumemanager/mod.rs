@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::events::EventRecorder;
 use crate::podutil::PodExt;
+use crate::util::manager::ObjectRef;
 use crate::volume::{MountedVolume, VolumeHost};
 use cache::{DesiredPod, MountWait, State};
 
@@ -43,7 +44,7 @@ pub struct VolumeManager {
     host: Arc<dyn VolumeHost>,
     root_dir: PathBuf,
     recorder: Arc<dyn EventRecorder>,
-    on_pod_ready: Mutex<Option<PodReadyFn>>,
+    on_pod_ready: PodReadyFn,
 }
 
 /// Upstream's podAttachAndMountTimeout: how long a pod sync waits on its
@@ -82,6 +83,7 @@ impl VolumeManager {
         host: Arc<dyn VolumeHost>,
         root_dir: PathBuf,
         recorder: Arc<dyn EventRecorder>,
+        on_pod_ready: PodReadyFn,
     ) -> Arc<Self> {
         // One pending wake-up is enough: the reconciler looks at all pods.
         let (wake, wake_rx) = bounded(1);
@@ -93,13 +95,8 @@ impl VolumeManager {
             host,
             root_dir,
             recorder,
-            on_pod_ready: Mutex::new(None),
+            on_pod_ready,
         })
-    }
-
-    /// Where pods whose volumes became ready are re-queued.
-    pub fn set_on_pod_ready(&self, f: PodReadyFn) {
-        *self.on_pod_ready.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -220,7 +217,8 @@ impl VolumeManager {
 
     /// A watched object changed: every pod that uses it gets its content
     /// volumes rewritten at once (rather than at its next periodic sync).
-    pub fn mark_remount_if(&self, uses: &dyn Fn(&Pod) -> bool) {
+    /// Whether there were any.
+    fn mark_remount(&self, uses: &dyn Fn(&Pod) -> bool) -> bool {
         let mut st = self.lock();
         let mut any = false;
         let uids: Vec<String> = st
@@ -236,10 +234,7 @@ impl VolumeManager {
             }
             st.clear_backoff(&uid);
         }
-        drop(st);
-        if any {
-            self.wake();
-        }
+        any
     }
 
     /// Housekeeping (upstream cleanupOrphanedPodDirs): directories under
@@ -264,33 +259,49 @@ impl VolumeManager {
         }
     }
 
-    /// Runs the reconciler until `shutdown` closes.
-    pub fn run(self: &Arc<Self>, shutdown: &Receiver<()>) {
+    /// Runs the reconciler until `shutdown` closes. `object_changes` are
+    /// the watched Secrets and ConfigMaps that changed: the pods that use
+    /// one get their volumes rewritten now rather than at their next sync.
+    /// A channel, since the managers that send them are made before this
+    /// manager (its volume host reads through them).
+    pub fn run(self: &Arc<Self>, shutdown: &Receiver<()>, object_changes: &Receiver<ObjectRef>) {
         let ticker = crossbeam_channel::tick(RECONCILE_PERIOD);
+        let mut changes = object_changes.clone();
         loop {
             self.reconcile();
-            crossbeam_channel::select! {
-                recv(self.wake_rx) -> _ => {}
-                recv(ticker) -> _ => {}
-                recv(shutdown) -> _ => return,
+            loop {
+                crossbeam_channel::select! {
+                    recv(self.wake_rx) -> _ => break,
+                    recv(ticker) -> _ => break,
+                    recv(changes) -> obj => match obj {
+                        Ok(obj) => if self.mark_remount(&|pod| uses_object(pod, &obj)) {
+                            break;
+                        },
+                        // The watches are gone: nothing more comes.
+                        Err(_) => changes = crossbeam_channel::never(),
+                    },
+                    recv(shutdown) -> _ => return,
+                }
             }
         }
     }
 
     fn pod_ready(&self, uid: &str) {
-        if let Some(f) = self
-            .on_pod_ready
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            f(uid);
-        }
+        (self.on_pod_ready)(uid);
     }
 
     fn pod_dir(&self, uid: &str) -> PathBuf {
         self.root_dir.join("pods").join(uid)
     }
+}
+
+/// Whether `pod` uses the Secret or ConfigMap `obj` names.
+fn uses_object(pod: &Pod, obj: &ObjectRef) -> bool {
+    pod.namespace() == obj.namespace
+        && match obj.kind {
+            "Secret" => crate::secret::referenced_secret_names(pod).contains(&obj.name),
+            _ => crate::configmap::referenced_config_map_names(pod).contains(&obj.name),
+        }
 }
 
 impl crate::kuberuntime::PodVolumes for VolumeManager {
@@ -299,9 +310,18 @@ impl crate::kuberuntime::PodVolumes for VolumeManager {
     }
 }
 
+/// Why a pod's directory could not be removed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemovePodDirError {
+    #[error(transparent)]
+    TearDown(#[from] crate::volume::VolumeError),
+    #[error(transparent)]
+    Remove(#[from] std::io::Error),
+}
+
 /// Unmounts every volume directory of a pod, then removes the pod's
 /// directory on its own filesystem only.
-pub fn remove_pod_dir(dir: &Path) -> Result<(), String> {
+pub fn remove_pod_dir(dir: &Path) -> Result<(), RemovePodDirError> {
     let volumes = dir.join("volumes");
     if let Ok(plugins) = std::fs::read_dir(&volumes) {
         for plugin in plugins.flatten() {
@@ -309,11 +329,11 @@ pub fn remove_pod_dir(dir: &Path) -> Result<(), String> {
                 continue;
             };
             for vol in vols.flatten() {
-                crate::volume::tear_down(&vol.path()).map_err(|e| e.to_string())?;
+                crate::volume::tear_down(&vol.path())?;
             }
         }
     }
-    crate::volume::util::fs::remove_all_one_filesystem(dir).map_err(|e| e.to_string())
+    Ok(crate::volume::util::fs::remove_all_one_filesystem(dir)?)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 use super::*;
 use crate::fieldpath::NodeAllocatable;
+use crate::volume::HostError;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, EmptyDirVolumeSource, PodSpec, Secret, Volume,
 };
@@ -12,7 +13,7 @@ struct FakeHost {
 }
 
 impl VolumeHost for FakeHost {
-    fn config_map(&self, ns: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, String> {
+    fn config_map(&self, ns: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, HostError> {
         Ok(self
             .config_maps
             .lock()
@@ -20,23 +21,25 @@ impl VolumeHost for FakeHost {
             .get(&format!("{ns}/{name}"))
             .cloned())
     }
-    fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, String> {
-        Err("no secrets here".into())
+    fn secret(&self, _: &str, _: &str) -> Result<Option<Arc<Secret>>, HostError> {
+        Err(HostError::NeedsApiServer("a secret volume"))
     }
-    fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, String> {
-        Err("no tokens here".into())
+    fn service_account_token(&self, _: &Pod, _: &str, _: i64) -> Result<String, HostError> {
+        Err(HostError::NeedsApiServer(
+            "a serviceAccountToken projection",
+        ))
     }
     fn persistent_volume_claim(
         &self,
         _: &str,
         _: &str,
-    ) -> Result<Option<crate::volume::pvc::ClaimBinding>, String> {
+    ) -> Result<Option<crate::volume::pvc::ClaimBinding>, HostError> {
         Ok(None)
     }
     fn persistent_volume(
         &self,
         _: &str,
-    ) -> Result<Option<crate::volume::pvc::PersistentVolumeSource>, String> {
+    ) -> Result<Option<crate::volume::pvc::PersistentVolumeSource>, HostError> {
         Ok(None)
     }
     fn node_allocatable(&self) -> NodeAllocatable {
@@ -87,19 +90,25 @@ fn waits_for_a_missing_config_map_then_mounts_updates_and_tears_down() {
     let root = std::env::temp_dir().join(format!("rkubelet-vm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let host = Arc::new(FakeHost::default());
+    let ready = Arc::new(AtomicUsize::new(0));
+    let r = ready.clone();
     let vm = VolumeManager::new(
         host.clone(),
         root.clone(),
         Arc::new(crate::events::LogRecorder),
+        Box::new(move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+        }),
     );
-    let ready = Arc::new(AtomicUsize::new(0));
-    let r = ready.clone();
-    vm.set_on_pod_ready(Box::new(move |_| {
-        r.fetch_add(1, Ordering::SeqCst);
-    }));
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let runner = Arc::clone(&vm);
-    let thread = std::thread::spawn(move || runner.run(&stop_rx));
+    let (changes, changes_rx) = crossbeam_channel::bounded(1);
+    let thread = std::thread::spawn(move || runner.run(&stop_rx, &changes_rx));
+    let app_changed = || ObjectRef {
+        kind: "ConfigMap",
+        namespace: "ns".into(),
+        name: "app".into(),
+    };
 
     let p = pod("u1");
     let err = vm
@@ -122,7 +131,7 @@ fn waits_for_a_missing_config_map_then_mounts_updates_and_tears_down() {
         .lock()
         .unwrap()
         .insert("ns/app".into(), config_map("v1"));
-    vm.mark_remount_if(&|_| true);
+    changes.send(app_changed()).unwrap();
     vm.wait_for_attach_and_mount(&p, Duration::from_secs(5))
         .unwrap();
     let file = root.join("pods/u1/volumes/kubernetes.io~configmap/cfg/key");
@@ -141,7 +150,7 @@ fn waits_for_a_missing_config_map_then_mounts_updates_and_tears_down() {
         .lock()
         .unwrap()
         .insert("ns/app".into(), config_map("v2"));
-    vm.mark_remount_if(&|p| p.spec.is_some());
+    changes.send(app_changed()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while std::fs::read_to_string(&file).unwrap() != "v2" && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -173,6 +182,7 @@ fn orphaned_dirs_of_active_pods_are_kept() {
         Arc::new(FakeHost::default()),
         root.clone(),
         Arc::new(crate::events::LogRecorder),
+        Box::new(|_| {}),
     );
     vm.cleanup_orphaned_pod_dirs(&HashSet::from(["keep".to_string()]));
     assert!(root.join("pods/keep").exists());

@@ -116,7 +116,7 @@ fn names(update: &PodUpdate) -> Vec<String> {
 }
 
 struct Running {
-    handle: JoinHandle<()>,
+    handle: crate::util::worker::Worker,
     stop: Sender<()>,
 }
 

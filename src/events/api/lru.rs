@@ -27,6 +27,7 @@ impl<V> Lru<V> {
         self.order.retain(|_, k| keep(k));
     }
 
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.map.len()
     }

@@ -16,7 +16,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TrySendError};
@@ -139,7 +138,10 @@ impl ApiRecorder {
     /// Starts the "events" thread, which sends queued events until
     /// `shutdown` receives a message or all its senders are dropped. Events
     /// still queued then are not sent. Fails if already started.
-    pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> io::Result<JoinHandle<()>> {
+    pub fn start(
+        self: &Arc<Self>,
+        shutdown: Receiver<()>,
+    ) -> io::Result<crate::util::worker::Worker> {
         let rx = self
             .rx
             .lock()
@@ -157,12 +159,15 @@ impl ApiRecorder {
             rx,
             retry_sleep: self.retry_sleep,
         };
-        thread::Builder::new()
-            .name("events".to_string())
-            .spawn(move || worker.run(&shutdown))
+        crate::util::worker::spawn(
+            "events",
+            crate::util::worker::ShutdownStage::Status,
+            move || worker.run(&shutdown),
+        )
     }
 
     /// Events waiting to be sent.
+    #[cfg(test)]
     pub fn queued(&self) -> usize {
         self.tx.len()
     }

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::thread;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde_json::json;
@@ -463,7 +464,10 @@ fn transport() -> ApiError {
     ApiError::Transport("POST /api/v1/namespaces/ns/events: connection refused".into())
 }
 
-fn started(sink: Arc<FakeSink>, sleep: Duration) -> (Arc<ApiRecorder>, Sender<()>, JoinHandle<()>) {
+fn started(
+    sink: Arc<FakeSink>,
+    sleep: Duration,
+) -> (Arc<ApiRecorder>, Sender<()>, crate::util::worker::Worker) {
     let r = recorder(sink, sleep);
     let (tx, rx) = crossbeam_channel::bounded(0);
     let h = r.start(rx).expect("start");
@@ -688,7 +692,7 @@ fn fake_apiserver(expire: bool) -> (String, Arc<Mutex<Vec<Request>>>) {
     })
 }
 
-fn http_recorder(url: &str) -> (Arc<ApiRecorder>, Sender<()>, JoinHandle<()>) {
+fn http_recorder(url: &str) -> (Arc<ApiRecorder>, Sender<()>, crate::util::worker::Worker) {
     let client = Client::new(RestConfig::new(url), std::sync::Arc::new(())).expect("client");
     let r = ApiRecorder::new(client, NODE.to_string(), 50.0, 100);
     let (tx, rx) = crossbeam_channel::bounded(0);

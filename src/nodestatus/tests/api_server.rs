@@ -56,7 +56,12 @@ fn registration_reconciles_an_existing_node() {
             _ => (404, status(404, "NotFound", "no")),
         }
     }));
-    let mgr = NodeStatusManager::new(test_config("node-a"), server.client(), healthy());
+    let mgr = NodeStatusManager::new(
+        test_config("node-a"),
+        server.client(),
+        healthy(),
+        NodeStatusLinks::default(),
+    );
     let mut events = Vec::new();
     let initial = {
         let mut st = mgr.state.lock().unwrap();
@@ -113,7 +118,12 @@ fn registration_reconciles_an_existing_node() {
 #[test]
 fn registration_fails_on_other_errors() {
     let server = FakeServer::start(Box::new(|_| (403, status(403, "Forbidden", "nope"))));
-    let mgr = NodeStatusManager::new(test_config("node-a"), server.client(), healthy());
+    let mgr = NodeStatusManager::new(
+        test_config("node-a"),
+        server.client(),
+        healthy(),
+        NodeStatusLinks::default(),
+    );
     let node = initial_node_object(&mgr.cfg);
     assert!(!mgr.try_register_with_api_server(&node));
     assert_eq!(server.calls(), vec!["POST /api/v1/nodes"]);
@@ -177,10 +187,13 @@ fn status_loop_registers_then_patches_and_stops() {
         runtime_version: Some(("containerd".into(), "1.7.24".into())),
         ..Default::default()
     });
-    let mgr = NodeStatusManager::new(test_config("node-b"), server.client(), health);
     let seen = Arc::new(Mutex::new(Vec::<(String, String, String)>::new()));
     let s = seen.clone();
-    mgr.set_event_sink(Arc::new(SeenEvents(s)));
+    let links = NodeStatusLinks {
+        recorder: Some(Arc::new(SeenEvents(s))),
+        ..Default::default()
+    };
+    let mgr = NodeStatusManager::new(test_config("node-b"), server.client(), health, links);
     let (tx, rx) = crossbeam_channel::bounded::<()>(0);
     let handle = mgr.start(rx).unwrap();
     assert_eq!(handle.thread().name(), Some("node-status"));
@@ -235,7 +248,7 @@ fn unchanged_status_is_not_patched_until_report_is_due() {
     let (server, _store) = node_server("node-c");
     let mut cfg = test_config("node-c");
     cfg.node_status_report_frequency = Duration::from_secs(3600);
-    let mgr = NodeStatusManager::new(cfg, server.client(), healthy());
+    let mgr = NodeStatusManager::new(cfg, server.client(), healthy(), NodeStatusLinks::default());
     let initial = {
         let mut st = mgr.state.lock().unwrap();
         mgr.initial_node(&mut st, &mut Vec::new())
@@ -284,7 +297,12 @@ fn unchanged_status_is_not_patched_until_report_is_due() {
 #[test]
 fn shutdown_interrupts_registration() {
     let server = FakeServer::start(Box::new(|_| (500, status(500, "InternalError", "down"))));
-    let mgr = NodeStatusManager::new(test_config("node-d"), server.client(), healthy());
+    let mgr = NodeStatusManager::new(
+        test_config("node-d"),
+        server.client(),
+        healthy(),
+        NodeStatusLinks::default(),
+    );
     let (tx, rx) = crossbeam_channel::bounded::<()>(1);
     let handle = mgr.start(rx).unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -330,7 +348,7 @@ fn pressure_conditions_come_from_the_eviction_manager() {
     let mut cfg = test_config("node-p");
     // A threshold the host could never meet: ignored by node status now.
     cfg.eviction_hard = BTreeMap::from([("nodefs.available".into(), "100%".into())]);
-    let mgr = NodeStatusManager::new(cfg, server.client(), health);
+    let mgr = NodeStatusManager::new(cfg, server.client(), health, NodeStatusLinks::default());
     let mut events = Vec::new();
     let node = {
         let mut st = mgr.state.lock().unwrap();

@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::{truncate, MAX_PROBE_OUTPUT};
-use crate::prober::{ContainerExec, ProbeResult};
+use crate::cri::CriError;
+use crate::prober::{ContainerExec, ExecReply, ProbeResult};
 
 /// Runs `cmd` in the container, bounded by `timeout`. A command that times
 /// out fails (upstream with the ExecProbeTimeout feature on); any other
@@ -23,7 +24,7 @@ pub fn run_exec(
 /// What an ExecSync reply means for a probe or hook that ran `cmd` for
 /// `took`: exit 0 passes, a time-out fails, any other error is unknown.
 pub fn exec_verdict(
-    reply: Result<(i32, Vec<u8>, Vec<u8>), String>,
+    reply: Result<ExecReply, CriError>,
     cmd: &[String],
     took: Duration,
     timeout: Duration,
@@ -41,7 +42,7 @@ pub fn exec_verdict(
             ProbeResult::Failure,
             format!("command {:?} timed out", cmd.join(" ")),
         ),
-        Err(e) => (ProbeResult::Unknown, e),
+        Err(e) => (ProbeResult::Unknown, e.to_string()),
     }
 }
 
@@ -55,10 +56,8 @@ fn combined_output(mut stdout: Vec<u8>, stderr: Vec<u8>) -> String {
     )
 }
 
-fn is_timeout(err: &str, elapsed: Duration, timeout: Duration) -> bool {
-    let err = err.to_ascii_lowercase();
-    elapsed >= timeout
-        || err.contains("timed out")
-        || err.contains("deadline")
-        || err.contains("timeout")
+/// The runtime's or our own deadline passed (containerd answers an exec
+/// time-out with DeadlineExceeded, as does the gRPC client's deadline).
+fn is_timeout(err: &CriError, elapsed: Duration, timeout: Duration) -> bool {
+    elapsed >= timeout || err.code == Some(grpcio::RpcStatusCode::DEADLINE_EXCEEDED)
 }

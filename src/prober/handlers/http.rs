@@ -80,7 +80,8 @@ pub fn http_target(
 /// GETs the target within `timeout` (redirects included).
 #[cfg(test)]
 pub fn run_http_get(target: &HttpTarget, timeout: Duration) -> (ProbeResult, String) {
-    http_get(target, timeout).into_pair()
+    let o = http_get(target, timeout);
+    (o.result, o.output)
 }
 
 /// A lifecycle hook's GET (upstream `runHTTPHandler`): only a request that

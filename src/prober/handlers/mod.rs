@@ -51,10 +51,6 @@ impl Outcome {
     pub fn error(message: impl Into<String>) -> Self {
         Outcome::new(ProbeResult::Unknown, message.into())
     }
-
-    pub fn into_pair(self) -> (ProbeResult, String) {
-        (self.result, self.output)
-    }
 }
 
 impl From<(ProbeResult, String)> for Outcome {

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::*;
 use crate::cri::health::health_check_response::ServingStatus;
 use crate::cri::health::{HealthCheckRequest, HealthCheckResponse};
+use crate::cri::CriError;
 use crate::prober::ContainerExec;
 
 const TIMEOUT: Duration = Duration::from_secs(1);
@@ -214,7 +215,7 @@ fn grpc_health() {
     assert!(start.elapsed() < TIMEOUT * 2);
 }
 
-struct FakeExec(Result<(i32, Vec<u8>, Vec<u8>), String>);
+struct FakeExec(Result<crate::prober::ExecReply, CriError>);
 
 impl ContainerExec for FakeExec {
     fn exec_sync(
@@ -222,8 +223,16 @@ impl ContainerExec for FakeExec {
         _: &str,
         _: &[String],
         _: Duration,
-    ) -> Result<(i32, Vec<u8>, Vec<u8>), String> {
+    ) -> Result<crate::prober::ExecReply, CriError> {
         self.0.clone()
+    }
+}
+
+fn exec_error(code: grpcio::RpcStatusCode, message: &str) -> CriError {
+    CriError {
+        method: "ExecSync",
+        code: Some(code),
+        message: message.into(),
     }
 }
 
@@ -231,6 +240,7 @@ impl ContainerExec for FakeExec {
 fn exec_results() {
     let cmd = vec!["cat".to_string(), "/tmp/healthy".to_string()];
     let run = |r| run_exec(&FakeExec(r), "c1", &cmd, TIMEOUT);
+    let not_found = exec_error(grpcio::RpcStatusCode::NOT_FOUND, "container not found");
     assert_eq!(
         run(Ok((0, b"fine".to_vec(), vec![]))),
         (ProbeResult::Success, "fine".into())
@@ -240,15 +250,18 @@ fn exec_results() {
         (ProbeResult::Failure, "out err".into())
     );
     assert_eq!(
-        run(Err("rpc error: DeadlineExceeded".into())),
+        run(Err(exec_error(
+            grpcio::RpcStatusCode::DEADLINE_EXCEEDED,
+            "Deadline Exceeded"
+        ))),
         (
             ProbeResult::Failure,
             "command \"cat /tmp/healthy\" timed out".into()
         )
     );
     assert_eq!(
-        run(Err("container not found".into())),
-        (ProbeResult::Unknown, "container not found".into())
+        run(Err(not_found.clone())),
+        (ProbeResult::Unknown, not_found.to_string())
     );
     let (_, big) = run(Ok((0, vec![b'x'; 3 * MAX_PROBE_OUTPUT], vec![])));
     assert_eq!(big.len(), MAX_PROBE_OUTPUT);

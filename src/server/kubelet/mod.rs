@@ -72,12 +72,12 @@ pub fn fuzz_request(data: &[u8]) {
 #[cfg(test)]
 mod tests;
 
+use crate::util::worker::{ShutdownStage, Worker};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -240,7 +240,7 @@ impl ServerConfig {
 /// Servers started; the tests also look at where they listen (port 0 picks
 /// one) and at their open connections.
 pub(crate) struct Started {
-    pub handles: Vec<JoinHandle<()>>,
+    pub handles: Vec<Worker>,
     #[cfg(test)]
     pub secure: SocketAddr,
     #[cfg(test)]
@@ -259,7 +259,7 @@ pub fn start(
     client: Option<Client>,
     extra_routes: Vec<(String, Arc<dyn Handler>)>,
     shutdown: Receiver<()>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+) -> anyhow::Result<Vec<Worker>> {
     spawn_servers(cfg, host, healthz, client, extra_routes, shutdown).map(|s| s.handles)
 }
 
@@ -307,9 +307,12 @@ pub(crate) fn spawn_servers(
     log::info!("kubelet server listening on https://{secure}");
     let secure_server = server("kubelet-server", Some(tls), Some(auth), secure_router);
     let mut started = Started {
-        handles: vec![secure_server
-            .spawn(l, shutdown.clone())
-            .context("spawn kubelet-server")?],
+        handles: vec![Worker::adopt(
+            secure_server
+                .spawn(l, shutdown.clone())
+                .context("spawn kubelet-server")?,
+            ShutdownStage::Servers,
+        )],
         #[cfg(test)]
         secure,
         #[cfg(test)]
@@ -324,7 +327,7 @@ pub(crate) fn spawn_servers(
         log::info!("kubelet read-only server listening on http://{addr}");
         let ro = server("readonly-server", None, None, router);
         let handle = ro.spawn(l, shutdown).context("spawn readonly-server")?;
-        started.handles.push(handle);
+        started.handles.push(Worker::adopt(handle, ShutdownStage::Servers));
         #[cfg(test)]
         {
             started.read_only = Some(addr);

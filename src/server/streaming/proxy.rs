@@ -356,16 +356,14 @@ pub fn relay(
     });
     let act = Arc::clone(&activity);
     let client_sock2 = client_sock.try_clone()?;
-    let down = std::thread::Builder::new()
-        .name("stream-proxy".into())
-        .spawn(move || {
-            let r = pump(&mut backend_r, &mut *client_w, &act, idle);
-            // Dropping the writer sends a TLS close_notify where there is one;
-            // then wake the client -> runtime direction.
-            drop(client_w);
-            let _ = client_sock2.shutdown(Shutdown::Read);
-            r
-        })?;
+    let down = crate::util::worker::spawn_helper("stream-proxy", move || {
+        let r = pump(&mut backend_r, &mut *client_w, &act, idle);
+        // Dropping the writer sends a TLS close_notify where there is one;
+        // then wake the client -> runtime direction.
+        drop(client_w);
+        let _ = client_sock2.shutdown(Shutdown::Read);
+        r
+    })?;
     let up = pump(&mut *client_r, &mut backend_w, &activity, idle);
     // The client finished sending: pass the half-close on and let the
     // runtime finish (it closes on EOF); on errors close everything now.

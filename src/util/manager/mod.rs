@@ -276,10 +276,7 @@ where
     } = spec;
     let inner: Box<dyn Manager<T>> = match strategy {
         Strategy::Watch => {
-            let store = watch_based::WatchBasedStore::<T>::new(kind, watches.clone());
-            if let Some(f) = on_change {
-                store.set_on_change(f);
-            }
+            let store = watch_based::WatchBasedStore::<T>::new(kind, watches.clone(), on_change);
             Box::new(CacheBasedManager::new(store, referenced))
         }
         Strategy::Cache => {

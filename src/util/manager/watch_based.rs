@@ -8,7 +8,7 @@
 //! from its last copy for as long as it stays referenced.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
@@ -42,12 +42,13 @@ pub struct WatchBasedStore<T> {
     mux: Arc<MultiWatch>,
     state: Mutex<State<T>>,
     synced: Condvar,
-    on_change: RwLock<Option<OnChange>>,
+    on_change: Option<OnChange>,
     me: Weak<WatchBasedStore<T>>,
 }
 
 impl<T: DeserializeOwned + Send + Sync + 'static> WatchBasedStore<T> {
-    pub fn new(kind: Kind, mux: Arc<MultiWatch>) -> Arc<Self> {
+    /// `on_change` is told when a watched object changes.
+    pub fn new(kind: Kind, mux: Arc<MultiWatch>, on_change: Option<OnChange>) -> Arc<Self> {
         Arc::new_cyclic(|me| WatchBasedStore {
             kind,
             mux,
@@ -56,13 +57,9 @@ impl<T: DeserializeOwned + Send + Sync + 'static> WatchBasedStore<T> {
                 by_watch: HashMap::new(),
             }),
             synced: Condvar::new(),
-            on_change: RwLock::new(None),
+            on_change,
             me: me.clone(),
         })
-    }
-
-    pub fn set_on_change(&self, f: OnChange) {
-        *self.on_change.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
@@ -137,12 +134,7 @@ impl<T: DeserializeOwned + Send + Sync + 'static> WatchBasedStore<T> {
             self.synced.notify_all();
         }
         if changed {
-            let cb = self
-                .on_change
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            if let Some(cb) = cb {
+            if let Some(cb) = &self.on_change {
                 cb(ObjectRef {
                     kind: self.kind.kind,
                     namespace: key.0,

@@ -63,7 +63,7 @@ fn add(out: &mut Payload, path: &str, value: &[u8], mode: u32) -> Result<(), Vol
 /// the object's data (`Ok(None)` when it does not exist), `kind` names it in
 /// errors as upstream does (`configmap "x" not found`).
 pub fn object_payload(
-    found: Result<Option<BTreeMap<String, Vec<u8>>>, String>,
+    found: Result<Option<BTreeMap<String, Vec<u8>>>, crate::volume::HostError>,
     kind: &str,
     name: &str,
     items: Option<&[KeyToPath]>,

@@ -8,48 +8,75 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+/// Why a subPath cannot be mounted.
+#[derive(Debug, thiserror::Error)]
+pub enum SubPathError {
+    #[error("subPath {0:?} must be a relative path")]
+    Absolute(String),
+    #[error("subPath {0:?} must not contain '..'")]
+    ParentRef(String),
+    /// A symlink on the way leads out of the volume.
+    #[error(
+        "subPath {sub:?}: {} resolves to {}, outside the volume; \
+         symlinks out of a volume are not followed",
+        .path.display(),
+        .resolved.display()
+    )]
+    Escapes {
+        sub: String,
+        path: PathBuf,
+        resolved: PathBuf,
+    },
+    /// Resolving or creating a path failed (`what` names the step).
+    #[error("{what} {}: {error}", .path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        error: io::Error,
+    },
+}
+
+fn io_error(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> SubPathError {
+    let path = path.to_path_buf();
+    move |error| SubPathError::Io { what, path, error }
+}
+
 /// Resolves `sub` below `volume`, creating missing directories (as upstream
 /// does for a subPath that does not exist yet).
-pub fn safe_sub_path(volume: &Path, sub: &str) -> Result<PathBuf, String> {
+pub fn safe_sub_path(volume: &Path, sub: &str) -> Result<PathBuf, SubPathError> {
     let rel = Path::new(sub);
     if rel.is_absolute() {
-        return Err(format!("subPath {sub:?} must be a relative path"));
+        return Err(SubPathError::Absolute(sub.to_string()));
     }
-    let base = volume
-        .canonicalize()
-        .map_err(|e| format!("volume {}: {e}", volume.display()))?;
+    let base = volume.canonicalize().map_err(io_error("volume", volume))?;
     let mut path = base.clone();
     for part in rel.components() {
         match part {
             Component::Normal(p) => path.push(p),
             Component::CurDir => continue,
-            _ => return Err(format!("subPath {sub:?} must not contain '..'")),
+            _ => return Err(SubPathError::ParentRef(sub.to_string())),
         }
         match std::fs::symlink_metadata(&path) {
             Ok(_) => {
-                let resolved = path
-                    .canonicalize()
-                    .map_err(|e| format!("subPath {}: {e}", path.display()))?;
+                let resolved = path.canonicalize().map_err(io_error("subPath", &path))?;
                 if !resolved.starts_with(&base) {
-                    return Err(format!(
-                        "subPath {sub:?}: {} resolves to {}, outside the volume; \
-                         symlinks out of a volume are not followed",
-                        path.display(),
-                        resolved.display()
-                    ));
+                    return Err(SubPathError::Escapes {
+                        sub: sub.to_string(),
+                        path,
+                        resolved,
+                    });
                 }
                 path = resolved;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                std::fs::create_dir(&path)
-                    .map_err(|e| format!("create subPath {}: {e}", path.display()))?;
+                std::fs::create_dir(&path).map_err(io_error("create subPath", &path))?;
                 std::fs::set_permissions(
                     &path,
                     std::os::unix::fs::PermissionsExt::from_mode(0o750),
                 )
-                .map_err(|e| format!("chmod subPath {}: {e}", path.display()))?;
+                .map_err(io_error("chmod subPath", &path))?;
             }
-            Err(e) => return Err(format!("subPath {}: {e}", path.display())),
+            Err(e) => return Err(io_error("subPath", &path)(e)),
         }
     }
     Ok(path)

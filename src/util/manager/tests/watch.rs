@@ -14,7 +14,7 @@ use crate::client::tls::{self, ClientIdentity, ServerTrust};
 use crate::client::{Auth, Client, RestConfig};
 use crate::secret::{referenced_secret_names, KIND};
 use crate::util::manager::watch_based::WatchBasedStore;
-use crate::util::manager::{CacheBasedManager, Manager, ManagerError, ObjectRef};
+use crate::util::manager::{CacheBasedManager, Manager, ManagerError, ObjectRef, OnChange};
 
 type Changes = Shared<Vec<(ObjectRef, ThreadId, Option<String>)>>;
 
@@ -26,14 +26,14 @@ struct Setup {
 
 fn setup(client: &Client) -> Setup {
     let mux = MultiWatch::new(client).expect("mux");
-    let store = WatchBasedStore::<Secret>::new(KIND, mux);
     let changes: Changes = Arc::new(Mutex::new(Vec::new()));
     let sink = changes.clone();
-    store.set_on_change(Arc::new(move |r| {
+    let on_change: OnChange = Arc::new(move |r| {
         let t = std::thread::current();
         let name = t.name().map(str::to_string);
         sink.lock().expect("lock").push((r, t.id(), name));
-    }));
+    });
+    let store = WatchBasedStore::<Secret>::new(KIND, mux, Some(on_change));
     let mgr = CacheBasedManager::new(store.clone(), referenced_secret_names);
     Setup {
         store,
