@@ -6,6 +6,8 @@
 //! supported: no message logind sends us has them.
 
 mod conn;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod wire;
 
 use std::io;
