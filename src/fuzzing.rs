@@ -71,6 +71,12 @@ pub fn watch_event(data: &[u8]) {
     crate::client::fuzz_watch_event(data);
 }
 
+/// The body of a chunked watch response, as the object watches'
+/// multiplexer reads it: the chunked decoder and the line splitter.
+pub fn watch_chunked(data: &[u8]) {
+    crate::client::multiwatch::fuzz_watch_chunked(data);
+}
+
 /// The status PATCH from the API's copy of `old` to `new`.
 pub fn status_patch(old: &Pod, new: &PodStatus) -> Value {
     crate::status::fuzz_status_patch(old, new)
