@@ -96,6 +96,19 @@ pub fn http_request(data: &[u8]) {
     crate::server::kubelet::fuzz_request(data);
 }
 
+/// A client certificate (DER) on port 10250: the user and groups the x509
+/// authenticator derives from it, then the fields the certificate managers
+/// read through the same parser. A user exactly when the subject has a CN.
+pub fn client_cert_user(data: &[u8]) {
+    let user = crate::server::kubelet::fuzz_client_cert(data);
+    let Ok(cert) = crate::certificate::x509::Certificate::from_der(data) else {
+        assert!(user.is_none(), "a user from an unparsable certificate");
+        return;
+    };
+    let _ = (cert.version(), cert.validity(), cert.subject_alt_names());
+    assert_eq!(user.map(|u| u.0), cert.subject().common_name);
+}
+
 /// The streaming URL the runtime hands back for exec/attach/port-forward,
 /// which the kubelet proxies to (it relays the upgraded bytes unparsed).
 pub fn stream_url(data: &[u8]) {
