@@ -39,12 +39,6 @@ impl<'a> Certificate<'a> {
         Ok(Certificate(cert))
     }
 
-    /// 1, 2 or 3 (1 when the optional `[0] version` is absent, which rustls
-    /// refuses: it accepts v3 only).
-    pub fn version(&self) -> u32 {
-        self.0.version().0.saturating_add(1)
-    }
-
     /// (notBefore, notAfter) in seconds since the Unix epoch.
     pub fn validity(&self) -> (i64, i64) {
         let v = self.0.validity();
@@ -116,18 +110,6 @@ fn directory_string(v: &Any<'_>) -> Option<String> {
         Tag::BmpString => BmpString::try_from(v.clone()).ok().map(|s| s.string()),
         _ => None,
     }
-}
-
-/// The version of a DER certificate; None when it does not parse.
-/// Kept for src/client/kubeconfig.rs until it reads certificates itself.
-pub fn version(der: &[u8]) -> Option<u32> {
-    Certificate::from_der(der).ok().map(|c| c.version())
-}
-
-/// notAfter of a DER certificate; None when it does not parse.
-/// Kept for src/client/kubeconfig.rs until it reads certificates itself.
-pub fn not_after(der: &[u8]) -> Option<i64> {
-    Certificate::from_der(der).ok().map(|c| c.not_after())
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@ use super::*;
 const ADMIN: &[u8] = include_bytes!("../testdata/admin.der");
 const APISERVER_CLIENT: &[u8] = include_bytes!("../testdata/apiserver-kubelet-client.der");
 const NODE_CLIENT: &[u8] = include_bytes!("../testdata/node-client.der");
-const V1: &[u8] = include_bytes!("../testdata/v1.der");
 const T61_SUBJECT: &[u8] = include_bytes!("../testdata/t61-subject.der");
 const BMP_SUBJECT: &[u8] = include_bytes!("../testdata/bmp-subject.der");
 const TWO_CNS: &[u8] = include_bytes!("../testdata/two-cns.der");
@@ -46,7 +45,6 @@ fn reads_not_after_of_an_rcgen_certificate() {
     p.not_after = rcgen::date_time_ymd(2031, 3, 4);
     let cert = rcgen_cert(p);
     assert_eq!(parse(cert.der()).not_after(), 1_930_348_800);
-    assert_eq!(not_after(cert.der()), Some(1_930_348_800));
 }
 
 #[test]
@@ -67,16 +65,6 @@ fn reads_dns_and_ip_sans() {
         parse(NODE_CLIENT).subject_alt_names().expect("sans"),
         strings(&["node-1", "10.0.0.7", "fd00::7"])
     );
-}
-
-#[test]
-fn reads_the_version() {
-    let cert = rcgen_cert(rcgen::CertificateParams::default());
-    assert_eq!(parse(cert.der()).version(), 3);
-    assert_eq!(version(cert.der()), Some(3));
-    // No [0] version: v1.
-    assert_eq!(parse(V1).version(), 1);
-    assert_eq!(version(b"junk"), None);
 }
 
 #[test]
@@ -134,7 +122,6 @@ fn malformed_input_is_an_error_never_a_panic() {
         der[i] ^= 0xff;
         if let Ok(c) = Certificate::from_der(&der) {
             let _ = (
-                c.version(),
                 c.validity(),
                 c.subject_alt_names(),
                 c.subject(),
@@ -147,21 +134,3 @@ fn malformed_input_is_an_error_never_a_panic() {
     assert_eq!(parse(&trailing).not_after(), parse(ADMIN).not_after());
 }
 
-#[test]
-fn expired_and_v1_client_certificates_say_how_to_fix_them() {
-    use crate::client::kubeconfig::check_client_cert;
-    let mut p = rcgen::CertificateParams::default();
-    p.not_before = rcgen::date_time_ymd(2019, 1, 1);
-    p.not_after = rcgen::date_time_ymd(2020, 1, 1);
-    let der = vec![rcgen_cert(p).der().clone()];
-    let err = check_client_cert(&der, 1_700_000_000).expect_err("expired");
-    assert!(err.contains("expired at 2020-01-01T00:00:00Z"), "{err}");
-    assert!(err.contains("--bootstrap-kubeconfig"), "{err}");
-    assert!(check_client_cert(&der, 1_500_000_000).is_ok());
-    let v1 = vec![rustls::pki_types::CertificateDer::from(V1.to_vec())];
-    let err = check_client_cert(&v1, 0).expect_err("v1");
-    assert!(
-        err.contains("X.509 v1") && err.contains("reissue it as v3"),
-        "{err}"
-    );
-}
