@@ -121,11 +121,7 @@ fn malformed_input_is_an_error_never_a_panic() {
     for i in 0..der.len() {
         der[i] ^= 0xff;
         if let Ok(c) = Certificate::from_der(&der) {
-            let _ = (
-                c.validity(),
-                c.subject_alt_names(),
-                c.subject(),
-            );
+            let _ = (c.validity(), c.subject_alt_names(), c.subject());
         }
         der[i] ^= 0xff;
     }
@@ -133,4 +129,3 @@ fn malformed_input_is_an_error_never_a_panic() {
     let trailing = [ADMIN, b"trailing"].concat();
     assert_eq!(parse(&trailing).not_after(), parse(ADMIN).not_after());
 }
-
