@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use rkubelet_util::lock;
 
 use crate::client::{paths, ApiError, Client};
 
@@ -51,10 +52,6 @@ pub struct LeaseController {
     /// The lease as last created or updated (latestLease).
     latest: Mutex<Option<Lease>>,
     last_renew: Mutex<Option<Instant>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Waits up to `d`; true when shutdown was signalled or its sender dropped.

@@ -14,6 +14,7 @@ mod register;
 pub mod setters;
 
 pub use register::{initial_node_object, reconcile_existing_node};
+use rkubelet_util::lock;
 
 #[cfg(test)]
 mod tests;
@@ -240,10 +241,6 @@ fn wait_for(shutdown: &Receiver<()>, kick: &Receiver<()>, d: Duration) -> Wake {
 
 fn jittered(d: Duration) -> Duration {
     d.mul_f64(1.0 + JITTER * crate::client::flowcontrol::random_unit())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl NodeStatusManager {

@@ -327,7 +327,9 @@ pub(crate) fn spawn_servers(
         log::info!("kubelet read-only server listening on http://{addr}");
         let ro = server("readonly-server", None, None, router);
         let handle = ro.spawn(l, shutdown).context("spawn readonly-server")?;
-        started.handles.push(Worker::adopt(handle, ShutdownStage::Servers));
+        started
+            .handles
+            .push(Worker::adopt(handle, ShutdownStage::Servers));
         #[cfg(test)]
         {
             started.read_only = Some(addr);
