@@ -71,6 +71,12 @@ pub fn watch_event(data: &[u8]) {
     crate::client::fuzz_watch_event(data);
 }
 
+/// The body of a chunked watch response, as the object watches'
+/// multiplexer reads it: the chunked decoder and the line splitter.
+pub fn watch_chunked(data: &[u8]) {
+    crate::client::multiwatch::fuzz_watch_chunked(data);
+}
+
 /// The status PATCH from the API's copy of `old` to `new`.
 pub fn status_patch(old: &Pod, new: &PodStatus) -> Value {
     crate::status::fuzz_status_patch(old, new)
@@ -88,6 +94,19 @@ pub fn quantity(data: &[u8]) {
 /// the authorization attributes its path maps to.
 pub fn http_request(data: &[u8]) {
     crate::server::kubelet::fuzz_request(data);
+}
+
+/// A client certificate (DER) on port 10250: the user and groups the x509
+/// authenticator derives from it, then the fields the certificate managers
+/// read through the same parser. A user exactly when the subject has a CN.
+pub fn client_cert_user(data: &[u8]) {
+    let user = crate::server::kubelet::fuzz_client_cert(data);
+    let Ok(cert) = crate::certificate::x509::Certificate::from_der(data) else {
+        assert!(user.is_none(), "a user from an unparsable certificate");
+        return;
+    };
+    let _ = (cert.version(), cert.validity(), cert.subject_alt_names());
+    assert_eq!(user.map(|u| u.0), cert.subject().common_name);
 }
 
 /// The streaming URL the runtime hands back for exec/attach/port-forward,

@@ -25,9 +25,13 @@ use serde_json::{json, Value};
 use common::cluster::*;
 use common::*;
 
-// The API server down, failing or faulty, and the kubelet down (tests 7-10).
-#[path = "cluster/api_faults.rs"]
-mod api_faults;
+/// Named as their directory, so that `mod` finds the files in it.
+mod cluster {
+    use super::*;
+
+    // The API server down, failing or faulty, and the kubelet down (tests 7-10).
+    mod api_faults;
+}
 
 // --- one test's cluster (tests/common/cluster.rs), and what only these tests need ---
 

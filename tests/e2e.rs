@@ -16,9 +16,13 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-// Images and run-once mode (tests 10, 11, 12, 13).
-#[path = "e2e/images_runonce.rs"]
-mod images_runonce;
+/// Named as their directory, so that `mod` finds the files in it.
+mod e2e {
+    use super::*;
+
+    // Images and run-once mode (tests 10, 11, 12, 13).
+    mod images_runonce;
+}
 
 /// The one log file of `container` of `pod` (any uid) under podLogsDir.
 fn pod_log_file(

@@ -23,25 +23,22 @@
 //! fixtures. One test binary: cargo does not build files in a
 //! subdirectory of tests/ as targets of their own.
 
-#[path = "kubelet_api/auth.rs"]
-mod auth;
-#[path = "kubelet_api/bad_input.rs"]
-mod bad_input;
-#[path = "kubelet_api/clients.rs"]
-mod clients;
 mod common;
-#[path = "kubelet_api/logs.rs"]
-mod logs;
-#[path = "kubelet_api/metrics.rs"]
-mod metrics;
-#[path = "kubelet_api/node.rs"]
-mod node;
-#[path = "kubelet_api/read_only.rs"]
-mod read_only;
-#[path = "kubelet_api/streaming.rs"]
-mod streaming;
-#[path = "kubelet_api/ws.rs"]
-mod ws;
+
+/// Named as their directory, so that `mod` finds the files in it.
+mod kubelet_api {
+    use super::*;
+
+    mod auth;
+    mod bad_input;
+    pub(crate) mod clients;
+    mod logs;
+    mod metrics;
+    pub(crate) mod node;
+    mod read_only;
+    mod streaming;
+    pub(crate) mod ws;
+}
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -56,9 +53,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
 use serde_json::{json, Value};
 
-use clients::*;
 use common::cluster::*;
 use common::*;
+use kubelet_api::clients::*;
 // Explicit: common::cluster has an api_pod too, which this one shadows.
-use node::{api_pod, Node};
-use ws::*;
+use kubelet_api::node::{api_pod, Node};
+use kubelet_api::ws::*;

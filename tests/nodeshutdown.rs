@@ -1,5 +1,5 @@
 //! Graceful node shutdown against a private dbus-daemon and a fake logind
-//! (written with rkubelet's own D-Bus client, `src/nodeshutdown/dbus.rs`):
+//! (written with rkubelet's own D-Bus client, `crates/dbus`):
 //! rkubelet takes the delay inhibitor lock, and on PrepareForShutdown(true)
 //! stops the regular pods within shutdownGracePeriod −
 //! shutdownGracePeriodCriticalPods, then the critical ones within
@@ -11,10 +11,6 @@
 
 mod common;
 
-#[allow(dead_code)]
-#[path = "../src/nodeshutdown/dbus.rs"]
-mod dbus;
-
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -25,7 +21,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use common::cluster::*;
 use common::*;
-use dbus::{Connection, Kind, Message, Value};
+use rkubelet_dbus::{Connection, Kind, Message, Value};
 
 const LOGIND: &str = "org.freedesktop.login1";
 const MANAGER: &str = "org.freedesktop.login1.Manager";

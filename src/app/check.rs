@@ -6,6 +6,7 @@ use std::fmt::Display;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 
+use crate::certificate::x509::Certificate;
 use crate::client::kubeconfig;
 use crate::cri::RemoteRuntime;
 use crate::kubeletconfig::{KubeletConfiguration, KubeletFlags};
@@ -233,7 +234,7 @@ fn check_one_kubeconfig(
         .and_then(|certs| {
             certs
                 .iter()
-                .map(|c| crate::certificate::x509::not_after(c))
+                .map(|c| Certificate::from_der(c).ok().map(|c| c.not_after()))
                 .min()
                 .flatten()
         });

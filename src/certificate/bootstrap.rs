@@ -175,11 +175,18 @@ pub fn client_config_still_valid(path: &Path, now: i64) -> anyhow::Result<bool> 
         }
     };
     for cert in &certs {
-        match x509::not_after(cert) {
-            Some(t) if t >= now => {}
-            t => {
+        match x509::Certificate::from_der(cert).map(|c| c.not_after()) {
+            Ok(t) if t >= now => {}
+            Ok(t) => {
                 log::warn!(
-                    "part of the existing client certificate in {} is expired or unreadable (notAfter {t:?})",
+                    "part of the existing client certificate in {} is expired (notAfter {t})",
+                    path.display()
+                );
+                return Ok(false);
+            }
+            Err(e) => {
+                log::warn!(
+                    "part of the existing client certificate in {} is unreadable: {e}",
                     path.display()
                 );
                 return Ok(false);

@@ -156,7 +156,8 @@ fn instant_at(unix: i64) -> Instant {
 
 /// The validity of the leaf in `slot`, when it holds one that parses.
 fn slot_validity(slot: &CertSlot) -> Option<(i64, i64)> {
-    slot.leaf().and_then(|c| x509::validity(c.as_ref()))
+    let leaf = slot.leaf()?;
+    Some(x509::Certificate::from_der(&leaf).ok()?.validity())
 }
 
 impl Manager {
@@ -246,12 +247,12 @@ impl Manager {
         }
         self.template_check = Instant::now() + TEMPLATE_CHECK;
         let want = (self.deps.sans)();
-        let Some(have) = self
-            .deps
-            .slot
-            .leaf()
-            .and_then(|c| x509::subject_alt_names(c.as_ref()))
-        else {
+        let Some(have) = self.deps.slot.leaf().and_then(|c| {
+            x509::Certificate::from_der(&c)
+                .ok()?
+                .subject_alt_names()
+                .ok()
+        }) else {
             return false;
         };
         let changed = !want.is_empty() && {
@@ -395,10 +396,12 @@ impl Manager {
         };
         let certs =
             parse_certs(cert_pem.as_bytes()).map_err(|e| anyhow!("issued certificate: {e}"))?;
-        let (nb, na) = certs
+        let leaf = certs
             .first()
-            .and_then(|c| x509::validity(c.as_ref()))
-            .ok_or_else(|| anyhow!("issued certificate: unreadable validity"))?;
+            .ok_or_else(|| anyhow!("issued certificate: no certificate"))?;
+        let (nb, na) = x509::Certificate::from_der(leaf)
+            .map_err(|e| anyhow!("issued certificate: {e}"))?
+            .validity();
         let key = parse_key(key_pem.as_bytes()).map_err(|e| anyhow!("private key: {e}"))?;
         let file = self.store.update(cert_pem, key_pem, unix_now())?;
         self.deps

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use super::x509::Certificate;
 use crate::client::tls::{parse_certs, parse_key, CertSlot, ClientIdentity};
 
 pub const PAIR_NAME: &str = "kubelet-client";
@@ -42,11 +43,14 @@ impl FileStore {
         let path = self.current_path();
         let pem = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let certs = parse_certs(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
-        let not_after = certs
+        let leaf = certs
             .first()
-            .and_then(|c| super::x509::not_after(c.as_ref()));
-        if not_after.is_none_or(|t| t <= now) {
-            return Err(format!("{}: expired or unreadable", path.display()));
+            .ok_or_else(|| format!("{}: no certificate", path.display()))?;
+        let not_after = Certificate::from_der(leaf)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .not_after();
+        if not_after <= now {
+            return Err(format!("{}: expired", path.display()));
         }
         let key = parse_key(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
         slot.set(ClientIdentity { certs, key })
@@ -64,7 +68,7 @@ impl FileStore {
     pub fn current_key_pem(&self, now: i64) -> Option<String> {
         let text = fs::read_to_string(self.current_path()).ok()?;
         let certs = crate::client::tls::parse_certs(text.as_bytes()).ok()?;
-        let valid = super::x509::not_after(certs.first()?)? >= now;
+        let valid = Certificate::from_der(certs.first()?).ok()?.not_after() >= now;
         let start = text.find("-----BEGIN PRIVATE KEY-----")?;
         valid.then(|| text[start..].to_string())
     }

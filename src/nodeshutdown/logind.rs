@@ -6,7 +6,7 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Duration;
 
-use super::dbus::{Connection, Error, Kind, Message, Result, Value};
+use rkubelet_dbus::{Connection, Error, Kind, Message, Result, Value};
 
 const LOGIND: &str = "org.freedesktop.login1";
 const LOGIND_PATH: &str = "/org/freedesktop/login1";

@@ -8,7 +8,6 @@
 //! One thread, `node-shutdown`, owns the bus connection; the pod stops
 //! are the pod workers' async kills, so it only issues and watches them.
 
-pub mod dbus;
 mod logind;
 #[cfg(test)]
 mod tests;

@@ -337,11 +337,15 @@ pub(crate) fn check_client_cert(
     certs: &[rustls::pki_types::CertificateDer<'_>],
     now: i64,
 ) -> Result<(), String> {
-    use x509_parser::prelude::{FromDer, X509Certificate};
+    use x509_parser::certificate::X509CertificateParser;
+    use x509_parser::nom::Parser;
     let Some(leaf) = certs.first() else {
         return Err("no certificate".into());
     };
-    let Ok((_, cert)) = X509Certificate::from_der(leaf.as_ref()) else {
+    // Extensions stay unparsed: only the version and validity are read,
+    // and the linker can then leave out the extension parsers.
+    let mut parser = X509CertificateParser::new().with_deep_parse_extensions(false);
+    let Ok((_, cert)) = parser.parse(leaf.as_ref()) else {
         return Err("not a readable X.509 certificate (DER)".into());
     };
     // The version field holds the version less one (RFC 5280 4.1.2.1).

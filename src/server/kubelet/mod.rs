@@ -69,6 +69,14 @@ pub fn fuzz_request(data: &[u8]) {
     }
 }
 
+/// The fuzz targets' way in (fuzz/): the user and groups a verified
+/// client certificate authenticates as.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_client_cert(der: &[u8]) -> Option<(String, Vec<String>)> {
+    let user = tls::subject_user(der).ok()??;
+    Some((user.name, user.groups))
+}
+
 #[cfg(test)]
 mod tests;
 

@@ -16,6 +16,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConfig;
 
 use super::auth::UserInfo;
+use crate::certificate::x509::{self, Certificate};
 use crate::client::tls::{parse_certs, parse_key, parse_roots, CertSlot, ClientIdentity};
 
 const SELF_SIGNED_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -184,89 +185,16 @@ pub(crate) fn generate_self_signed(host: &str) -> anyhow::Result<(String, String
     ))
 }
 
-/// The x509 authenticator's user: CN as the name, O values as groups.
-pub(crate) fn subject_user(cert_der: &[u8]) -> Option<UserInfo> {
-    let (cn, orgs) = subject_cn_and_orgs(cert_der)?;
-    Some(UserInfo {
-        name: cn?,
-        groups: orgs,
+/// The x509 authenticator's user (upstream CommonNameUserConversion): the
+/// subject's CommonName as the name, its Organizations as groups; None
+/// without a CommonName.
+pub(crate) fn subject_user(cert_der: &[u8]) -> Result<Option<UserInfo>, x509::Error> {
+    let subject = Certificate::from_der(cert_der)?.subject();
+    Ok(subject.common_name.map(|name| UserInfo {
+        name,
+        groups: subject.organizations,
         ..Default::default()
-    })
-}
-
-/// One DER element: (tag, contents, rest).
-fn der(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-        (len, &rest[n..])
-    };
-    if rest.len() < len {
-        return None;
-    }
-    Some((tag, &rest[..len], &rest[len..]))
-}
-
-const OID_CN: &[u8] = &[0x55, 0x04, 0x03];
-const OID_O: &[u8] = &[0x55, 0x04, 0x0a];
-
-/// The subject's last CommonName and its Organizations, in order.
-fn subject_cn_and_orgs(cert_der: &[u8]) -> Option<(Option<String>, Vec<String>)> {
-    let (_, cert, _) = der(cert_der)?;
-    let (_, tbs, _) = der(cert)?;
-    let mut rest = tbs;
-    let (tag, _, r) = der(rest)?;
-    if tag == 0xa0 {
-        rest = r; // explicit version
-    }
-    // serialNumber, signature, issuer, validity, then subject.
-    for _ in 0..4 {
-        rest = der(rest)?.2;
-    }
-    let (_, mut name, _) = der(rest)?;
-    let (mut cn, mut orgs) = (None, Vec::new());
-    while !name.is_empty() {
-        let (_, mut rdn, r) = der(name)?;
-        name = r;
-        while !rdn.is_empty() {
-            let (_, atv, r) = der(rdn)?;
-            rdn = r;
-            let (_, oid, value) = der(atv)?;
-            let (vtag, vbytes, _) = der(value)?;
-            let text = der_string(vtag, vbytes);
-            match (oid, text) {
-                (OID_CN, Some(t)) => cn = Some(t),
-                (OID_O, Some(t)) => orgs.push(t),
-                _ => {}
-            }
-        }
-    }
-    Some((cn, orgs))
-}
-
-/// The directory string types a subject uses.
-fn der_string(tag: u8, bytes: &[u8]) -> Option<String> {
-    match tag {
-        0x0c | 0x13 | 0x16 => String::from_utf8(bytes.to_vec()).ok(),
-        0x14 => Some(bytes.iter().map(|b| char::from(*b)).collect()),
-        0x1e => {
-            let units: Vec<u16> = bytes
-                .chunks_exact(2)
-                .map(|c| u16::from_be_bytes([c[0], c[1]]))
-                .collect();
-            String::from_utf16(&units).ok()
-        }
-        _ => None,
-    }
+    }))
 }
 
 #[cfg(test)]
@@ -283,11 +211,39 @@ mod tests {
         p.distinguished_name
             .push(DnType::CommonName, "kube-apiserver-kubelet-client");
         let cert = p.self_signed(&key).unwrap();
-        let user = subject_user(cert.der()).unwrap();
+        let user = subject_user(cert.der()).unwrap().unwrap();
         assert_eq!(user.name, "kube-apiserver-kubelet-client");
         assert_eq!(user.groups, vec!["system:masters".to_string()]);
-        assert!(subject_user(b"\x30\x03\x02\x01").is_none());
-        assert!(subject_user(&[]).is_none());
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
+        let no_cn = p.self_signed(&key).unwrap();
+        assert_eq!(subject_user(no_cn.der()).unwrap(), None);
+        assert!(subject_user(b"\x30\x03\x02\x01").is_err());
+        assert!(subject_user(&[]).is_err());
+    }
+
+    #[test]
+    fn reads_users_of_openssl_certificates() {
+        let user = |der: &[u8]| {
+            let u = subject_user(der).unwrap().unwrap();
+            (u.name, u.groups)
+        };
+        let groups = |g: &[&str]| g.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            user(include_bytes!(
+                "../../certificate/testdata/apiserver-kubelet-client.der"
+            )),
+            (
+                "kube-apiserver-kubelet-client".into(),
+                groups(&["system:masters", "kubeadm:cluster-admins"])
+            )
+        );
+        assert_eq!(
+            user(include_bytes!("../../certificate/testdata/node-client.der")),
+            ("system:node:node-1".into(), groups(&["system:nodes"]))
+        );
     }
 
     #[test]

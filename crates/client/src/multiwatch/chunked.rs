@@ -138,6 +138,49 @@ impl LineSplitter {
     }
 }
 
+/// The fuzz targets' way in (fuzz/): `wire` as the body of a chunked watch
+/// response, decoded in one piece, a byte at a time and in 7-byte pieces
+/// (how reads split it must not matter), then split into lines as the
+/// multiplexer does.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_watch_chunked(wire: &[u8]) {
+    let whole = decode_in_pieces(wire, wire.len().max(1));
+    assert_eq!(whole, decode_in_pieces(wire, 1), "a byte at a time");
+    assert_eq!(whole, decode_in_pieces(wire, 7), "in 7-byte pieces");
+    let (body, _, _) = whole;
+    // A bound fuzz inputs reach (the multiplexer's is MAX_EVENT_LINE).
+    let mut lines = LineSplitter::new(MAX_SIZE_LINE);
+    let mut joined = Vec::new();
+    for piece in body.chunks(7) {
+        let Ok(got) = lines.push(piece) else {
+            return;
+        };
+        for line in got {
+            joined.extend_from_slice(&line);
+            joined.push(b'\n');
+        }
+    }
+    joined.extend_from_slice(lines.pending());
+    assert_eq!(joined, body, "the lines and the tail are the body");
+}
+
+/// The body, the input used (None on error) and whether the decoder is done.
+#[cfg(feature = "fuzzing")]
+fn decode_in_pieces(wire: &[u8], size: usize) -> (Vec<u8>, Option<usize>, bool) {
+    let mut d = ChunkedDecoder::new();
+    let (mut out, mut used) = (Vec::new(), 0);
+    for piece in wire.chunks(size) {
+        match d.decode(piece, &mut out) {
+            Ok(n) => used += n,
+            Err(_) => return (out, None, d.is_done()),
+        }
+        if d.is_done() {
+            break;
+        }
+    }
+    (out, Some(used), d.is_done())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

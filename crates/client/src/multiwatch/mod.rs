@@ -21,6 +21,9 @@ mod chunked;
 mod conn;
 mod mux;
 
+#[cfg(feature = "fuzzing")]
+pub use chunked::fuzz_watch_chunked;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
