@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use rkubelet_util::lock;
 
 use crate::client::{paths, ApiError, Client};
+use crate::util::backoff::Exponential;
 
 /// Where node leases live.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -29,7 +31,9 @@ pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 const MAX_UPDATE_RETRIES: usize = 5;
 /// The longest wait between tries to ensure the lease (maxBackoff).
 const MAX_BACKOFF: Duration = Duration::from_secs(7);
-const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// The first wait between tries (upstream doubles its 100 ms start before
+/// the first wait).
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 /// The renew interval as a fraction of the lease duration
 /// (nodeLeaseRenewIntervalFraction).
 const RENEW_INTERVAL_FRACTION: f64 = 0.25;
@@ -51,10 +55,6 @@ pub struct LeaseController {
     /// The lease as last created or updated (latestLease).
     latest: Mutex<Option<Lease>>,
     last_renew: Mutex<Option<Instant>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Waits up to `d`; true when shutdown was signalled or its sender dropped.
@@ -122,10 +122,7 @@ impl LeaseController {
             let no_lease = lock(&self.latest).is_none();
             if Instant::now() >= next_sync || (no_lease && (self.node_uid)().is_some()) {
                 self.sync(shutdown);
-                next_sync = Instant::now()
-                    + self
-                        .renew_interval
-                        .mul_f64(1.0 + JITTER * crate::client::flowcontrol::random_unit());
+                next_sync = Instant::now() + rkubelet_util::jitter(self.renew_interval, JITTER);
             }
             let mut wait = next_sync.saturating_duration_since(Instant::now());
             if lock(&self.latest).is_none() {
@@ -165,12 +162,12 @@ impl LeaseController {
     /// came first; else the lease (absent when it could not be built yet)
     /// and whether this call created it.
     fn backoff_ensure_lease(&self, shutdown: &Receiver<()>) -> Option<(Option<Lease>, bool)> {
-        let mut sleep = FIRST_BACKOFF;
+        let mut backoff = Exponential::new(FIRST_BACKOFF, MAX_BACKOFF);
         loop {
             match self.ensure_lease() {
                 Ok(r) => return Some(r),
                 Err(e) => {
-                    sleep = (sleep * 2).min(MAX_BACKOFF);
+                    let sleep = backoff.next_delay();
                     log::error!("Failed to ensure lease exists, will retry in {sleep:?}: {e}");
                     if wait_for_shutdown(shutdown, sleep) {
                         return None;

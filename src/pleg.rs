@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
+use rkubelet_util::lock;
 
 use crate::container::cache::Cache;
 use crate::container::{ContainerState, PodSource, RuntimePod};
@@ -81,7 +82,7 @@ impl GenericPleg {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// Relists every RELIST_PERIOD until `shutdown` fires.

@@ -23,11 +23,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 
 use crate::container::cache::Cache;
 use crate::container::{PodStatus, RuntimePod};
@@ -272,12 +273,8 @@ impl PodWorkers {
     /// Taking the states lock first means a worker between its check and
     /// its wait cannot miss this.
     fn cache_updated(&self) {
-        drop(self.lock());
+        drop(lock(&self.states));
         self.wake.notify_all();
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, PodState>> {
-        self.states.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Starts `n` worker threads that sync pods with `syncer`, reading
@@ -310,7 +307,7 @@ impl PodWorkers {
     /// older one is freed now rather than at the pod's next sync. The spec
     /// is the same (PodConfig said Reconcile).
     pub fn refresh_pod(&self, pod: &Arc<Pod>) {
-        if let Some(st) = self.lock().get_mut(pod.uid()) {
+        if let Some(st) = lock(&self.states).get_mut(pod.uid()) {
             if st.pod.is_some() {
                 st.pod = Some(Arc::clone(pod));
             }
@@ -324,7 +321,7 @@ impl PodWorkers {
             (None, None) => return,
         };
         let now = Instant::now();
-        let mut states = self.lock();
+        let mut states = lock(&self.states);
         let st = states.entry(uid).or_insert_with(|| PodState::new(now));
         if let Some(p) = opts.pod {
             st.pod = Some(p);
@@ -381,7 +378,7 @@ impl PodWorkers {
     pub fn sync_known_pods(&self, desired: &HashSet<String>) -> Vec<String> {
         let now = Instant::now();
         let mut forgotten = Vec::new();
-        let mut states = self.lock();
+        let mut states = lock(&self.states);
         for (uid, st) in states.iter_mut() {
             if desired.contains(uid) {
                 continue;
@@ -411,7 +408,7 @@ impl PodWorkers {
     /// Work for a pod now, e.g. when one of its container stops finished.
     /// Unknown or finished pods are left alone.
     pub fn wake_pod(&self, uid: &str) {
-        let mut states = self.lock();
+        let mut states = lock(&self.states);
         let Some(st) = states.get_mut(uid).filter(|st| !st.finished) else {
             return;
         };
@@ -423,20 +420,20 @@ impl PodWorkers {
 
     /// Whether the workers know the pod (running, stopping or stopped).
     pub fn is_known(&self, uid: &str) -> bool {
-        self.lock().contains_key(uid)
+        lock(&self.states).contains_key(uid)
     }
 
     /// Whether the pod's containers have all been stopped by its worker
     /// (it reached the terminated phase), or the workers do not know it.
     pub fn is_terminated(&self, uid: &str) -> bool {
-        self.lock()
+        lock(&self.states)
             .get(uid)
             .is_none_or(|st| st.phase == Phase::Terminated)
     }
 
     /// Every pod a worker still tracks (syncing, terminating or terminated).
     pub fn known_uids(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+        lock(&self.states).keys().cloned().collect()
     }
 
     fn run(&self, cache: &Cache, syncer: &dyn PodSyncer, shutdown: &Receiver<()>) {
@@ -455,7 +452,7 @@ impl PodWorkers {
     /// Waits (bounded) for a pod that has work, is not being worked on, is
     /// past its back-off and has a fresh enough cache entry.
     fn next_job(&self, cache: &Cache) -> Option<Job> {
-        let mut states = self.lock();
+        let mut states = lock(&self.states);
         let now = Instant::now();
         let mut soonest: Option<Instant> = None;
         let mut pick: Option<(String, Instant)> = None;
@@ -545,7 +542,7 @@ impl PodWorkers {
 
     fn complete(&self, job: &Job, result: Result<Next, SyncFailure>) {
         let now = Instant::now();
-        let mut states = self.lock();
+        let mut states = lock(&self.states);
         let Some(st) = states.get_mut(&job.uid) else {
             return;
         };

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rkubelet_util::lock;
 
 use super::*;
 
@@ -281,11 +282,11 @@ fn a_shorter_grace_while_terminating_is_taken() {
     kill(Some(30));
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(FakeSyncer::count(&syncer.terminating, "g"), 1);
-    assert_eq!(h.workers.lock()["g"].grace_override, Some(30));
+    assert_eq!(lock(&h.workers.states)["g"].grace_override, Some(30));
     // A forced delete is looked at at once, with the shorter grace.
     kill(Some(0));
     wait_until("the forced delete is looked at", || {
         FakeSyncer::count(&syncer.terminating, "g") == 2
     });
-    assert_eq!(h.workers.lock()["g"].grace_override, Some(0));
+    assert_eq!(lock(&h.workers.states)["g"].grace_override, Some(0));
 }

@@ -12,6 +12,7 @@ use crate::kubelet::Kubelet;
 use crate::podutil::PodExt;
 use crate::podworkers::{PodSyncer, UpdateType};
 use crate::types::{PodOperation, PodUpdate};
+use crate::util::backoff::Exponential;
 
 const RUNTIME_WAIT: Duration = Duration::from_secs(30);
 const SOURCES_WAIT: Duration = Duration::from_secs(30);
@@ -80,7 +81,7 @@ fn collect_pods(kl: &Kubelet, updates: &Receiver<PodUpdate>) -> Vec<Arc<Pod>> {
 }
 
 fn run_pod(kl: &Kubelet, pod: &Arc<Pod>) -> Result<(), String> {
-    let mut delay = FIRST_RETRY_DELAY;
+    let mut backoff = Exponential::new(FIRST_RETRY_DELAY, MAX_RETRY_DELAY);
     for _ in 0..MAX_RETRIES {
         let status = kl
             .runtime()
@@ -97,8 +98,7 @@ fn run_pod(kl: &Kubelet, pod: &Arc<Pod>) -> Result<(), String> {
         if let Err(e) = kl.syncer().sync_pod(UpdateType::Create, pod, &status) {
             log::warn!("runonce: pod {}: {}", pod.full_name(), e.error);
         }
-        std::thread::sleep(delay);
-        delay = (delay * 2).min(MAX_RETRY_DELAY);
+        std::thread::sleep(backoff.next_delay());
     }
     Err(format!(
         "containers not running after {MAX_RETRIES} attempts"

@@ -29,6 +29,7 @@ use crate::client::kubeconfig::{self, CurrentEntries};
 use crate::client::tls::CertSlot;
 use crate::client::Client;
 use crate::types::unix_now;
+use crate::util::backoff::Exponential;
 
 /// Upstream waits up to an hour for the certificate.
 pub const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -236,7 +237,7 @@ fn request_node_certificate(
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<String> {
     let pem = csr::make_csr_pem(key, node)?;
-    let mut backoff = BACKOFF_START;
+    let mut backoff = Exponential::new(BACKOFF_START, BACKOFF_MAX);
     loop {
         // The usages the server's approver takes, read per attempt: a
         // server that was down at the first one is known at a later one.
@@ -253,12 +254,12 @@ fn request_node_certificate(
                 return Err(anyhow!("CSR {name}: {e}"));
             }
             Err(CsrError::Api(e)) => {
-                if Instant::now() + backoff >= deadline {
+                let wait = backoff.next_delay();
+                if Instant::now() + wait >= deadline {
                     bail!("CSR {name}: giving up after {BOOTSTRAP_TIMEOUT:?}: {e}");
                 }
-                log::warn!("CSR {name}: {e}; retrying in {backoff:?}");
-                csr::sleep_or_shutdown(backoff, shutdown)?;
-                backoff = (backoff * 2).min(BACKOFF_MAX);
+                log::warn!("CSR {name}: {e}; retrying in {wait:?}");
+                csr::sleep_or_shutdown(wait, shutdown)?;
             }
         }
     }

@@ -1,12 +1,5 @@
 use super::*;
 
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rkubelet-bootstrap-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).expect("tempdir");
-    d
-}
-
 /// A self-signed client pair valid until `not_after` (y, m, d), as one PEM.
 fn pair_pem(not_after: (i32, u8, u8)) -> String {
     let key = csr::generate_key().expect("key");
@@ -27,13 +20,15 @@ fn boot_entries() -> CurrentEntries {
 
 #[test]
 fn missing_kubeconfig_needs_bootstrap() {
-    let dir = tempdir("missing");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-bootstrap-missing-").unwrap();
+    let dir = tmp.path();
     assert!(!client_config_still_valid(&dir.join("kubelet.conf"), unix_now()).expect("check"));
 }
 
 #[test]
 fn written_kubeconfig_is_valid_until_the_certificate_expires() {
-    let dir = tempdir("expiry");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-bootstrap-expiry-").unwrap();
+    let dir = tmp.path();
     let pem = dir.join("kubelet-client-current.pem");
     let pair = pair_pem((2040, 1, 1));
     fs::write(&pem, &pair).expect("pem");
@@ -54,7 +49,8 @@ fn written_kubeconfig_is_valid_until_the_certificate_expires() {
 
 #[test]
 fn unreadable_client_certificate_needs_bootstrap() {
-    let dir = tempdir("garbage");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-bootstrap-garbage-").unwrap();
+    let dir = tmp.path();
     let pem = dir.join("kubelet-client-current.pem");
     fs::write(&pem, "not a certificate").expect("pem");
     let kc = dir.join("kubelet.conf");
@@ -94,7 +90,8 @@ fn kubeconfig_points_at_current_pem_with_bootstrap_cluster() {
 
 #[test]
 fn bad_bootstrap_kubeconfig_is_named() {
-    let dir = tempdir("badboot");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-bootstrap-badboot-").unwrap();
+    let dir = tmp.path();
     let path = dir.join("bootstrap-kubelet.conf");
     let err = load_bootstrap(&path).expect_err("missing");
     let msg = format!("{err:#}");
@@ -109,11 +106,12 @@ fn bad_bootstrap_kubeconfig_is_named() {
 
 #[test]
 fn key_is_reused_until_a_certificate_is_issued() {
-    let dir = tempdir("key");
-    let store = FileStore::new(&dir);
-    let tmp = dir.join(TMP_PRIVATE_KEY_FILE);
-    let first = load_or_generate_key(&store, &tmp).expect("key");
-    let again = load_or_generate_key(&store, &tmp).expect("key");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-bootstrap-key-").unwrap();
+    let dir = tmp.path();
+    let store = FileStore::new(dir);
+    let tmp_key = dir.join(TMP_PRIVATE_KEY_FILE);
+    let first = load_or_generate_key(&store, &tmp_key).expect("key");
+    let again = load_or_generate_key(&store, &tmp_key).expect("key");
     assert_eq!(first.public_key_der(), again.public_key_der());
     assert_eq!(
         csr::digested_name(&first, "n1", &["client auth"]),
@@ -123,7 +121,8 @@ fn key_is_reused_until_a_certificate_is_issued() {
 
 #[test]
 fn bootstrap_ca_file_is_resolved_and_kept_as_a_file() {
-    let dir = tempdir("cafile");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-bootstrap-cafile-").unwrap();
+    let dir = tmp.path();
     let path = dir.join("bootstrap-kubelet.conf");
     fs::write(
         &path,

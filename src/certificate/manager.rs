@@ -33,6 +33,7 @@ use crate::client::version::ServerVersion;
 use crate::client::{paths, Client};
 use crate::events::{EventRecorder, EventType};
 use crate::types::unix_now;
+use crate::util::backoff::Exponential;
 
 /// certificatesv1.KubeletServingSignerName.
 pub const KUBELET_SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
@@ -133,7 +134,7 @@ pub struct Manager {
     store: FileStore,
     deps: Deps,
     state: State,
-    backoff: Duration,
+    backoff: Exponential,
     /// When the serving certificate's SANs are next compared with the node's.
     template_check: Instant,
     /// The slot holds a certificate from the signer (not the self-signed one).
@@ -185,7 +186,7 @@ impl Manager {
             store: FileStore::with_pair(cert_dir, kind.pair()),
             deps,
             state: State::Idle { due },
-            backoff: BACKOFF_START,
+            backoff: Exponential::new(BACKOFF_START, BACKOFF_MAX),
             template_check: Instant::now() + TEMPLATE_CHECK,
             signed,
         };
@@ -409,7 +410,7 @@ impl Manager {
             .context("the issued certificate does not match its key")?;
         (self.deps.on_rotated)();
         self.signed = true;
-        self.backoff = BACKOFF_START;
+        self.backoff.reset();
         let due = instant_at(rotation_deadline(
             nb,
             na,
@@ -426,8 +427,7 @@ impl Manager {
 
     /// Logs and posts the failure; the next CSR goes out after the back-off.
     fn failed(&mut self, why: &str) -> State {
-        let wait = self.backoff;
-        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        let wait = self.backoff.next_delay();
         let msg = format!(
             "{} failed: {why}; retrying in {}s{}",
             self.action(),

@@ -123,15 +123,10 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn tempdir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("rkubelet-store-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        d
-    }
-
     #[test]
     fn writes_stamped_pair_and_current_symlink() {
-        let dir = tempdir("update");
+        let tmp = tempfile::TempDir::with_prefix("rkubelet-store-update-").unwrap();
+        let dir = tmp.path();
         let store = FileStore::new(&dir.join("pki"));
         let kp = rcgen::KeyPair::generate().expect("key");
         let mut p = rcgen::CertificateParams::default();
@@ -156,6 +151,5 @@ mod tests {
         let second = store.update(cert, key, 1_795_489_446).expect("update");
         assert_eq!(fs::read_link(store.current_path()).expect("link"), second);
         assert!(file.exists());
-        let _ = fs::remove_dir_all(&dir);
     }
 }

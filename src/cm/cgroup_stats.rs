@@ -175,13 +175,6 @@ mod tests {
     use crate::cm::cgroup_manager::Mount;
     use std::fs;
 
-    fn tempdir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("rk-cgstats-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     fn write(dir: &Path, files: &[(&str, &str)]) {
         fs::create_dir_all(dir).unwrap();
         for (f, v) in files {
@@ -194,7 +187,8 @@ mod tests {
 
     #[test]
     fn v1_files_map_as_cadvisor_reads_them() {
-        let root = tempdir("v1");
+        let tmp = tempfile::TempDir::with_prefix("rk-cgstats-v1-").unwrap();
+        let root = tmp.path();
         let rel = "kubepods/burstable/podu1";
         write(
             &root.join("cpuacct").join(rel),
@@ -234,30 +228,30 @@ mod tests {
             }
         );
         assert_eq!(m.available(), Some(33554432 - 6928));
-        let _ = fs::remove_dir_all(root);
     }
 
     #[test]
     fn v1_unlimited_and_inactive_above_usage() {
-        let root = tempdir("v1u");
+        let tmp = tempfile::TempDir::with_prefix("rk-cgstats-v1u-").unwrap();
+        let root = tmp.path();
         write(
-            &root,
+            root,
             &[
                 ("memory.usage_in_bytes", "100\n"),
                 ("memory.limit_in_bytes", "9223372036854771712\n"),
                 ("memory.stat", "total_inactive_file 500\n"),
             ],
         );
-        let s = read_v1(None, Some(&root));
+        let s = read_v1(None, Some(root));
         let m = s.memory.unwrap();
         assert_eq!((m.working_set, m.limit, m.available()), (0, None, None));
         assert_eq!(s.cpu_usage_ns, None);
-        let _ = fs::remove_dir_all(root);
     }
 
     #[test]
     fn v2_files_map_as_cadvisor_reads_them() {
-        let root = tempdir("v2");
+        let tmp = tempfile::TempDir::with_prefix("rk-cgstats-v2-").unwrap();
+        let root = tmp.path();
         let dir =
             root.join("kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu2.slice");
         write(
@@ -272,7 +266,7 @@ mod tests {
                 ),
             ],
         );
-        let h = Hierarchies::v2(&root);
+        let h = Hierarchies::v2(root);
         let s = read(
             &h,
             "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu2.slice",
@@ -294,7 +288,6 @@ mod tests {
             read_v2(&dir).memory.unwrap().available(),
             Some(16384 - 7168)
         );
-        let _ = fs::remove_dir_all(root);
     }
 
     #[test]

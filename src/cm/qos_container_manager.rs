@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 
 use super::cgroup_manager::{CgroupConfig, CgroupManager};
 use super::cgroup_name::CgroupName;
@@ -105,7 +106,7 @@ impl QosContainerManager {
     /// unless `force`.
     pub fn update_cgroups(&self, pods: &[Arc<Pod>], force: bool) -> Result<(), CgroupError> {
         let shares = burstable_shares(pods);
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = lock(&self.last);
         let fresh = last.is_some_and(|(s, at)| s == shares && at.elapsed() < PERIODIC_UPDATE);
         if fresh && !force {
             return Ok(());

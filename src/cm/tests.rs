@@ -9,6 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use tempfile::TempDir;
 
 use super::cgroup_manager::{parse_mountinfo, v1_files, v2_files, Mount, Version};
 use super::helpers::ResourceConfig;
@@ -16,33 +17,10 @@ use super::*;
 
 const V1_CONTROLLERS: &[&str] = &["cpu", "cpuacct", "cpuset", "memory", "pids", "devices"];
 
-struct Tree {
-    dir: PathBuf,
-}
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn tempdir(tag: &str) -> Tree {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "rkubelet-cm-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    Tree { dir }
-}
-
-fn fake_v1(t: &Tree) -> Hierarchies {
+fn fake_v1(t: &TempDir) -> Hierarchies {
     let mut mounts = Vec::new();
     for c in V1_CONTROLLERS {
-        let p = t.dir.join(c);
+        let p = t.path().join(c);
         fs::create_dir_all(&p).unwrap();
         if *c == "cpuset" {
             fs::write(p.join("cpuset.cpus"), "0-3\n").unwrap();
@@ -60,13 +38,13 @@ fn fake_v1(t: &Tree) -> Hierarchies {
     }
 }
 
-fn fake_v2(t: &Tree) -> Hierarchies {
+fn fake_v2(t: &TempDir) -> Hierarchies {
     fs::write(
-        t.dir.join("cgroup.controllers"),
+        t.path().join("cgroup.controllers"),
         "cpuset cpu io memory hugetlb pids rdma\n",
     )
     .unwrap();
-    let mut h = Hierarchies::v2(&t.dir);
+    let mut h = Hierarchies::v2(t.path());
     h.fake = true;
     h
 }
@@ -156,18 +134,18 @@ fn started(h: Hierarchies, cfg: NodeConfig, root_dirs: &[PathBuf]) -> ContainerM
 
 #[test]
 fn v1_cgroupfs_hierarchy_and_pods() {
-    let t = tempdir("v1");
+    let t = TempDir::with_prefix("rkubelet-cm-v1-").unwrap();
     let h = fake_v1(&t);
     let roots: Vec<PathBuf> = V1_CONTROLLERS
         .iter()
-        .map(|c| t.dir.join(c).join("rk"))
+        .map(|c| t.path().join(c).join("rk"))
         .collect();
     // cgroupRoot made with plain mkdir: cpuset's cpus and mems are empty.
     fs::create_dir_all(&roots[2]).unwrap();
     fs::write(roots[2].join("cpuset.cpus"), "\n").unwrap();
     fs::write(roots[2].join("cpuset.mems"), "\n").unwrap();
     let cm = started(h, config(Driver::Cgroupfs, "/rk"), &roots);
-    let kp = |c: &str| t.dir.join(c).join("rk/kubepods");
+    let kp = |c: &str| t.path().join(c).join("rk/kubepods");
     // kubepods: capacity less system and kube reserved (no eviction).
     assert_eq!(
         read(&kp("memory").join("memory.limit_in_bytes")),
@@ -227,33 +205,33 @@ fn v1_cgroupfs_hierarchy_and_pods() {
 
 #[test]
 fn orphans_are_removed_only_when_unknown_and_not_running() {
-    let t = tempdir("orphans");
+    let t = TempDir::with_prefix("rkubelet-cm-orphans-").unwrap();
     let h = fake_v1(&t);
     let cm = started(h, config(Driver::Cgroupfs, "/"), &[]);
     for p in [guaranteed("keep"), burstable("gone"), best_effort("vols")] {
         cm.ensure_pod_cgroup(&p, &Vec::new).unwrap();
     }
     // Not a pod cgroup: never touched.
-    fs::create_dir_all(t.dir.join("cpu/kubepods/burstable/other")).unwrap();
+    fs::create_dir_all(t.path().join("cpu/kubepods/burstable/other")).unwrap();
     let known: HashSet<String> = ["keep".to_string()].into();
     cm.housekeeping(&known, &|uid| uid == "vols", &[]);
-    let kp = t.dir.join("memory/kubepods");
+    let kp = t.path().join("memory/kubepods");
     assert!(kp.join("podkeep").is_dir());
     assert!(!kp.join("burstable/podgone").exists());
     assert!(kp.join("besteffort/podvols").is_dir());
-    assert!(t.dir.join("cpu/kubepods/burstable/other").is_dir());
+    assert!(t.path().join("cpu/kubepods/burstable/other").is_dir());
     // Outside cgroupRoot's kubepods nothing is looked at.
-    assert!(t.dir.join("cpu/kubepods/burstable").is_dir());
+    assert!(t.path().join("cpu/kubepods/burstable").is_dir());
 }
 
 #[test]
 fn v2_files_and_controllers() {
-    let t = tempdir("v2");
+    let t = TempDir::with_prefix("rkubelet-cm-v2-").unwrap();
     let h = fake_v2(&t);
     let cm = started(h, config(Driver::Cgroupfs, "/"), &[]);
-    let kp = t.dir.join("kubepods");
+    let kp = t.path().join("kubepods");
     assert_eq!(
-        read(&t.dir.join("cgroup.subtree_control")),
+        read(&t.path().join("cgroup.subtree_control")),
         "+cpuset +cpu +io +memory +hugetlb +pids"
     );
     assert_eq!(read(&kp.join("memory.max")), ((7u64) << 30).to_string());
@@ -273,21 +251,21 @@ fn v2_files_and_controllers() {
 
 #[test]
 fn systemd_driver_paths() {
-    let t = tempdir("systemd");
+    let t = TempDir::with_prefix("rkubelet-cm-systemd-").unwrap();
     let h = fake_v1(&t);
     let cm = started(h, config(Driver::Systemd, "/"), &[]);
     let b = burstable("12ab-34cd");
     cm.ensure_pod_cgroup(&b, &Vec::new).unwrap();
     let parent = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12ab_34cd.slice";
     assert_eq!(cm.namer().cgroup_parent(&b), parent);
-    let dir = t.dir.join("memory").join(parent.trim_start_matches('/'));
+    let dir = t.path().join("memory").join(parent.trim_start_matches('/'));
     assert_eq!(
         read(&dir.join("memory.limit_in_bytes")),
         (128u64 << 20).to_string()
     );
     assert_eq!(
         read(
-            &t.dir
+            &t.path()
                 .join("cpu/kubepods.slice/kubepods-besteffort.slice/cpu.shares")
         ),
         "2"
@@ -299,13 +277,13 @@ fn systemd_driver_paths() {
 
 #[test]
 fn unwritable_cgroup_names_path_and_errno() {
-    let t = tempdir("fail");
+    let t = TempDir::with_prefix("rkubelet-cm-fail-").unwrap();
     let h = fake_v1(&t);
     let cm = started(h, config(Driver::Cgroupfs, "/"), &[]);
     // A file where the burstable tier's pod directory should go.
-    fs::write(t.dir.join("cpu/kubepods/burstable/podbad"), "").unwrap();
-    fs::remove_dir_all(t.dir.join("memory/kubepods/burstable")).unwrap();
-    fs::write(t.dir.join("memory/kubepods/burstable"), "").unwrap();
+    fs::write(t.path().join("cpu/kubepods/burstable/podbad"), "").unwrap();
+    fs::remove_dir_all(t.path().join("memory/kubepods/burstable")).unwrap();
+    fs::write(t.path().join("memory/kubepods/burstable"), "").unwrap();
     let e = cm
         .ensure_pod_cgroup(&burstable("bad"), &Vec::new)
         .unwrap_err()
@@ -314,12 +292,12 @@ fn unwritable_cgroup_names_path_and_errno() {
     assert!(e.contains("ENOTDIR"), "{e}");
     // What was made in the other hierarchies is rolled back, so the next
     // attempt does not adopt a cgroup without limits.
-    assert!(!t.dir.join("pids/kubepods/burstable/podbad").exists());
+    assert!(!t.path().join("pids/kubepods/burstable/podbad").exists());
 }
 
 #[test]
 fn missing_cgroup_root_is_a_clear_error() {
-    let t = tempdir("noroot");
+    let t = TempDir::with_prefix("rkubelet-cm-noroot-").unwrap();
     let cm = ContainerManager::new(config(Driver::Cgroupfs, "/nope"), fake_v1(&t), CAPACITY);
     let e = cm.start().unwrap_err().to_string();
     assert!(e.contains("cgroupRoot \"/nope\" does not exist"), "{e}");
@@ -327,12 +305,12 @@ fn missing_cgroup_root_is_a_clear_error() {
 
 #[test]
 fn no_enforcement_caps_at_capacity() {
-    let t = tempdir("noenforce");
+    let t = TempDir::with_prefix("rkubelet-cm-noenforce-").unwrap();
     let mut cfg = config(Driver::Cgroupfs, "/");
     cfg.enforce_node_allocatable.clear();
     let _cm = started(fake_v1(&t), cfg, &[]);
     assert_eq!(
-        read(&t.dir.join("memory/kubepods/memory.limit_in_bytes")),
+        read(&t.path().join("memory/kubepods/memory.limit_in_bytes")),
         (8u64 << 30).to_string()
     );
 }
@@ -385,8 +363,8 @@ fn mountinfo_hybrid() {
 
 #[test]
 fn swap_check() {
-    let t = tempdir("swap");
-    let p = t.dir.join("swaps");
+    let t = TempDir::with_prefix("rkubelet-cm-swap-").unwrap();
+    let p = t.path().join("swaps");
     fs::write(&p, "Filename\tType\tSize\tUsed\tPriority\n").unwrap();
     check_swap(true, &p).unwrap();
     fs::write(
@@ -408,9 +386,9 @@ fn driver_names() {
 
 #[test]
 fn qos_tier_follows_pods() {
-    let t = tempdir("qos");
+    let t = TempDir::with_prefix("rkubelet-cm-qos-").unwrap();
     let cm = started(fake_v1(&t), config(Driver::Cgroupfs, "/"), &[]);
-    let shares = || read(&t.dir.join("cpu/kubepods/burstable/cpu.shares"));
+    let shares = || read(&t.path().join("cpu/kubepods/burstable/cpu.shares"));
     let pods = [
         Arc::new(burstable("a")),
         Arc::new(burstable("b")),

@@ -14,13 +14,14 @@ use crate::podutil::PodExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::mem;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Select, SendTimeoutError, Sender};
 use k8s_openapi::api::core::v1::Pod;
 use log::{debug, info, trace, warn};
+use rkubelet_util::lock;
 
 use crate::types::{
     now_rfc3339_nano, PodOperation, PodUpdate, CONFIG_FIRST_SEEN_ANNOTATION,
@@ -129,11 +130,6 @@ impl PodConfig {
     pub fn sources(&self) -> Vec<String> {
         lock(&self.sources).keys().cloned().collect()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere must not take pod config down with it.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Sends on a bounded channel without ever blocking past a shutdown signal.

@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use rkubelet_util::lock;
+
 use super::PodStatus;
 
 #[derive(Clone)]
@@ -56,14 +58,8 @@ impl Cache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A poisoned lock means a panic elsewhere mid-update of plain data;
-        // the data is still consistent enough to keep serving.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub fn get(&self, uid: &str) -> CachedStatus {
-        let inner = self.lock();
+        let inner = lock(&self.inner);
         match inner.pods.get(uid) {
             Some(e) => (e.status.clone(), e.error.clone()),
             None => (empty_status(uid), None),
@@ -72,7 +68,7 @@ impl Cache {
 
     /// The status if the cache holds one newer than `min`; `None` otherwise.
     pub fn get_if_newer(&self, uid: &str, min: Option<Instant>) -> Option<CachedStatus> {
-        let inner = self.lock();
+        let inner = lock(&self.inner);
         newer_than(&inner, uid, min)
     }
 
@@ -80,7 +76,7 @@ impl Cache {
         // Kept until the next relist finds a change: no spare room.
         status.sandboxes.shrink_to_fit();
         status.containers.shrink_to_fit();
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         inner.pods.insert(
             uid.to_string(),
             Entry {
@@ -92,12 +88,12 @@ impl Cache {
     }
 
     pub fn delete(&self, uid: &str) {
-        self.lock().pods.remove(uid);
+        lock(&self.inner).pods.remove(uid);
     }
 
     /// Marks a completed relist that started at `timestamp`.
     pub fn update_time(&self, timestamp: Instant) {
-        self.lock().timestamp = Some(timestamp);
+        lock(&self.inner).timestamp = Some(timestamp);
         if let Some(f) = &self.on_update {
             f();
         }

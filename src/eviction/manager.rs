@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 
 use super::api::{Signal, Threshold};
 use super::helpers::{self, Observations};
@@ -60,7 +61,7 @@ impl Manager {
     /// thresholds to act on now.
     fn update_state(&self, observations: &Observations, now: Instant) -> Vec<Threshold> {
         let cfg = &self.config;
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         let mut thresholds = helpers::thresholds_met(&cfg.thresholds, observations, false);
         // Thresholds acted on before stay until their minimum reclaim is met.
         if !st.thresholds_met.is_empty() {
@@ -99,12 +100,12 @@ impl Manager {
     }
 
     fn dedicated_image_fs(&self, deps: &dyn EvictionDeps) -> bool {
-        if let Some(known) = self.lock().dedicated_image_fs {
+        if let Some(known) = lock(&self.state).dedicated_image_fs {
             return known;
         }
         match deps.has_dedicated_image_fs() {
             Ok(v) => {
-                self.lock().dedicated_image_fs = Some(v);
+                lock(&self.state).dedicated_image_fs = Some(v);
                 v
             }
             Err(e) => {

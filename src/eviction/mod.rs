@@ -24,11 +24,12 @@ mod manager_tests;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, select, Receiver};
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 
 pub use api::{NodeCondition, Signal, Threshold, ThresholdConfig, ThresholdValue};
 pub use helpers::PodsCgroupMemory;
@@ -146,12 +147,8 @@ impl Manager {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn has_condition(&self, c: NodeCondition) -> bool {
-        self.lock().node_conditions.contains(&c)
+        lock(&self.state).node_conditions.contains(&c)
     }
 
     /// upstream IsUnderMemoryPressure.
@@ -173,7 +170,7 @@ impl Manager {
     /// under memory pressure alone, also pods that are not BestEffort or
     /// that tolerate the memory-pressure taint.
     pub fn admit(&self, pod: &Pod) -> Result<(), Rejection> {
-        let conditions = self.lock().node_conditions.clone();
+        let conditions = lock(&self.state).node_conditions.clone();
         admit(pod, &conditions)
     }
 

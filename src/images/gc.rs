@@ -18,6 +18,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rkubelet_util::lock;
+
 use std::fmt;
 
 use crate::cri::{api, CriError, ImageService, RuntimeService};
@@ -167,7 +169,7 @@ impl ImageGcManager {
     pub fn maybe_garbage_collect(&self) {
         let now = Instant::now();
         let due = {
-            let st = self.lock();
+            let st = lock(&self.state);
             st.last_run
                 .is_none_or(|t| now.saturating_duration_since(t) >= IMAGE_GC_PERIOD)
         };
@@ -179,7 +181,7 @@ impl ImageGcManager {
             self.recorder
                 .node_event(EventType::Warning, e.event_reason(), &e.to_string());
         }
-        self.lock().last_run = Some(now);
+        lock(&self.state).last_run = Some(now);
     }
 
     /// Removes every unused image old enough to go (upstream
@@ -191,10 +193,6 @@ impl ImageGcManager {
         let freed = self.free_space(u64::MAX, now, &in_use);
         log::info!("image garbage collection for eviction freed {freed} bytes");
         Ok(freed)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn garbage_collect(&self, now: Instant) -> Result<(), ImageGcError> {
@@ -251,7 +249,7 @@ impl ImageGcManager {
             Ok(None) => {}
             Err(e) => log::debug!("status of sandbox image {}: {e}", self.sandbox_image),
         }
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         let first_round = !st.initialized;
         st.initialized = true;
         update_records(&mut st.records, &images, &in_use, now, first_round);
@@ -261,7 +259,7 @@ impl ImageGcManager {
     /// Removes unused images idle for longer than imageMaximumGCAge.
     fn free_old_images(&self, now: Instant, in_use: &HashSet<String>) {
         let victims: Vec<String> = {
-            let st = self.lock();
+            let st = lock(&self.state);
             eviction_order(&st.records, in_use)
                 .into_iter()
                 .filter(|(_, r)| r.idle(now) > self.policy.max_age)
@@ -278,7 +276,7 @@ impl ImageGcManager {
     /// `to_free` bytes are freed; returns the bytes freed.
     fn free_space(&self, to_free: u64, now: Instant, in_use: &HashSet<String>) -> u64 {
         let candidates: Vec<(String, u64)> = {
-            let st = self.lock();
+            let st = lock(&self.state);
             eviction_order(&st.records, in_use)
                 .into_iter()
                 .filter(|(_, r)| r.old_enough(now, self.policy.min_age))
@@ -301,11 +299,11 @@ impl ImageGcManager {
     fn remove(&self, id: &str) -> bool {
         match self.images.remove_image(id) {
             Ok(()) => {
-                self.lock().records.remove(id);
+                lock(&self.state).records.remove(id);
                 true
             }
             Err(e) if e.is_not_found() => {
-                self.lock().records.remove(id);
+                lock(&self.state).records.remove(id);
                 false
             }
             Err(e) => {

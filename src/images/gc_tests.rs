@@ -3,6 +3,7 @@
 //! and what is reported when not enough can go.
 
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 
 use super::*;
 use crate::kuberuntime::fake_runtime::{cri_error, not_found, FakeContainer, FakeRuntime};
@@ -18,14 +19,14 @@ impl EventRecorder for NodeEvents {
     fn pod_event(&self, _: &Pod, _: EventType, _: &str, _: &str) {}
 
     fn node_event(&self, _: EventType, reason: &str, message: &str) {
-        let mut ev = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ev = lock(&self.0);
         ev.push((reason.into(), message.into()));
     }
 }
 
 impl NodeEvents {
     fn reasons(&self) -> Vec<String> {
-        let ev = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let ev = lock(&self.0);
         ev.iter().map(|(r, _)| r.clone()).collect()
     }
 }
@@ -65,7 +66,7 @@ fn setup(policy: ImageGcPolicy) -> Setup {
     let d = Arc::clone(&disk);
     gc.statfs = Box::new(move |path| {
         assert_eq!(path, Path::new("/fake/images"), "stats the reported mount");
-        let (capacity, available) = *d.lock().unwrap_or_else(|e| e.into_inner());
+        let (capacity, available) = *lock(&d);
         Ok(FsInfo {
             capacity,
             available,

@@ -14,10 +14,11 @@
 //! `PullImage` uses them: each matching credential in turn until one works.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Container, Pod, Secret};
+use rkubelet_util::lock;
 
 use super::puller::{
     FailureKind, ImageService, OnPulled, PullKey, PullRequest, PullResult, Puller, PullerConfig,
@@ -203,10 +204,6 @@ impl ImageManager {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Starts the puller threads.
     pub fn start(
         self: &Arc<Self>,
@@ -239,7 +236,7 @@ impl ImageManager {
         }
         // A pull this container waited for has ended: its result first.
         let waiter_key = (pod.uid().to_string(), c.name.clone());
-        if let Some(done) = self.lock().done.remove(&waiter_key) {
+        if let Some(done) = lock(&self.state).done.remove(&waiter_key) {
             return done;
         }
         let image = with_default_tag(spec_image);
@@ -336,7 +333,7 @@ impl ImageManager {
             since: Instant::now(),
         };
         {
-            let mut st = self.lock();
+            let mut st = lock(&self.state);
             if let Some(waiters) = st.inflight.get_mut(&key) {
                 waiters.push(waiter);
             } else {
@@ -366,7 +363,7 @@ impl ImageManager {
     }
 
     fn is_waiting(&self, uid: &str, container: &str) -> bool {
-        self.lock()
+        lock(&self.state)
             .inflight
             .values()
             .flatten()
@@ -377,7 +374,7 @@ impl ImageManager {
     /// gets the result, its event, and its pod re-queued.
     fn complete(&self, key: &PullKey, result: PullResult) {
         let waiters = {
-            let mut st = self.lock();
+            let mut st = lock(&self.state);
             let waiters = st.inflight.remove(key).unwrap_or_default();
             for w in &waiters {
                 let outcome = match &result.image_ref {
@@ -436,7 +433,7 @@ impl ImageManager {
     /// Forgets a pod's pull results and stops waiting for its pulls (a pull
     /// already running still finishes; nobody is told).
     pub fn forget_pod(&self, uid: &str) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         st.done.retain(|(u, _), _| u != uid);
         for waiters in st.inflight.values_mut() {
             waiters.retain(|w| w.uid != uid);

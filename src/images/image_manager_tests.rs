@@ -1,6 +1,7 @@
 //! The image manager and its puller against a fake image service.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rkubelet_util::lock;
 
 use super::*;
 use crate::credentialprovider::RegistryAuth;
@@ -283,7 +284,7 @@ fn forgotten_pods_are_not_requeued() {
     wait_requeued(&s, 1);
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(*s.requeued.lock().unwrap(), ["kept"]);
-    assert!(s.mgr.lock().done.keys().all(|(u, _)| u != "gone"));
+    assert!(lock(&s.mgr.state).done.keys().all(|(u, _)| u != "gone"));
 }
 
 #[test]

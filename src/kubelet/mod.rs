@@ -9,6 +9,7 @@ mod runtime_state;
 mod sync_error;
 mod syncer;
 
+use rkubelet_util::lock;
 pub use runtime_state::{OnRuntimeChange, RuntimeCondition, RuntimeState, RuntimeStatus};
 use syncer::SyncerParts;
 pub use syncer::{host_ips, KilledStatus, Syncer};
@@ -345,20 +346,11 @@ impl Kubelet {
 
     /// When the sync loop last began an iteration: None before it started.
     pub fn last_loop_iteration(&self) -> Option<Instant> {
-        *self
-            .sync_loop_monitor
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        *lock(&self.sync_loop_monitor)
     }
 
     pub fn sources_ready(&self) -> bool {
-        let seen: Vec<String> = self
-            .seen_sources
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+        let seen: Vec<String> = lock(&self.seen_sources).iter().cloned().collect();
         (self.sources_ready)(&seen)
     }
 
@@ -439,10 +431,7 @@ impl Kubelet {
     }
 
     fn mark_loop_alive(&self) {
-        *self
-            .sync_loop_monitor
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        *lock(&self.sync_loop_monitor) = Some(Instant::now());
     }
 
     /// One select over every source of work (upstream syncLoopIteration).
@@ -510,10 +499,7 @@ impl Kubelet {
     }
 
     fn handle_config_update(&self, update: PodUpdate) {
-        self.seen_sources
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(update.source.clone());
+        lock(&self.seen_sources).insert(update.source.clone());
         let names = || {
             update
                 .pods

@@ -1,6 +1,8 @@
 //! Whether the container runtime answered and is ready (upstream
 //! `runtime.go` runtimeState), from the runtime-status thread's checks.
 
+use rkubelet_util::lock;
+
 use super::*;
 use crate::cri::CriError;
 
@@ -51,13 +53,9 @@ impl RuntimeState {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, RuntimeStateInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// What keeps pods from being synced; empty when the runtime is fine.
     pub fn runtime_errors(&self) -> Vec<String> {
-        let st = self.lock();
+        let st = lock(&self.inner);
         let mut errs = Vec::new();
         match st.last_base_sync {
             None => {
@@ -74,22 +72,22 @@ impl RuntimeState {
 
     /// Whether a status check has completed, whatever it found.
     pub fn checked(&self) -> bool {
-        let st = self.lock();
+        let st = lock(&self.inner);
         st.last_base_sync.is_some() || st.runtime_error.is_some()
     }
 
     pub fn network_error(&self) -> Option<String> {
-        self.lock().network_error.clone()
+        lock(&self.inner).network_error.clone()
     }
 
     /// `(name, version)` from CRI Version, once the runtime answered.
     pub fn runtime_version(&self) -> Option<(String, String)> {
-        let st = self.lock();
+        let st = lock(&self.inner);
         (!st.runtime_name.is_empty()).then(|| (st.runtime_name.clone(), st.runtime_version.clone()))
     }
 
     pub fn runtime_name(&self) -> String {
-        let name = self.lock().runtime_name.clone();
+        let name = lock(&self.inner).runtime_name.clone();
         if name.is_empty() {
             "containerd".into()
         } else {
@@ -118,7 +116,7 @@ impl RuntimeState {
     }
 
     fn record(&self, result: Result<RuntimeStatus, CriError>) {
-        let mut st = self.lock();
+        let mut st = lock(&self.inner);
         match result {
             Err(e) => st.runtime_error = Some(format!("container runtime is down: {e}")),
             Ok(status) => {

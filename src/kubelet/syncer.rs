@@ -2,6 +2,8 @@
 //! SyncTerminatingPod, SyncTerminatedPod): a pod and its runtime status in,
 //! CRI actions and an API status out.
 
+use rkubelet_util::lock;
+
 use super::sync_error::PodSyncError;
 use super::*;
 use crate::kuberuntime::actions::ProbeResults;
@@ -471,10 +473,6 @@ impl PodSyncer for Syncer {
 /// upstream v1.DisruptionTarget and v1.PodReasonTerminationByKubelet.
 const DISRUPTION_TARGET: &str = "DisruptionTarget";
 const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn remove_dir_if_exists(dir: &std::path::Path) -> std::io::Result<()> {
     match std::fs::remove_dir_all(dir) {

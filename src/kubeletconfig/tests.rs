@@ -4,24 +4,20 @@ use super::duration::Duration;
 use super::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tempfile::TempDir;
 
 /// A config file in a private temp directory, removed on drop.
 struct TempConfig {
-    dir: PathBuf,
+    dir: TempDir,
     path: PathBuf,
 }
 
 impl TempConfig {
     fn new(name: &str, contents: &str) -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("kubeletconfig-test-{}-{n}", std::process::id()));
-        if let Err(e) = std::fs::create_dir_all(&dir) {
-            panic!("create {}: {e}", dir.display());
-        }
-        let path = dir.join(name);
+        let dir = TempDir::with_prefix("kubeletconfig-test-")
+            .unwrap_or_else(|e| panic!("create a temp dir: {e}"));
+        let path = dir.path().join(name);
         if let Err(e) = std::fs::write(&path, contents) {
             panic!("write {}: {e}", path.display());
         }
@@ -30,12 +26,6 @@ impl TempConfig {
 
     fn arg(&self) -> String {
         format!("--config={}", self.path.display())
-    }
-}
-
-impl Drop for TempConfig {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -502,8 +492,14 @@ fn all_errors_reported_together() {
 fn relative_paths_resolve_against_config_dir() {
     let cfg = yaml("staticPodPath: manifests\ntlsCertFile: pki/k.crt\ntlsPrivateKeyFile: /abs/k.key\nresolvConf: \"\"\n");
     let (_, c) = ok(&[&cfg.arg()]);
-    assert_eq!(PathBuf::from(&c.static_pod_path), cfg.dir.join("manifests"));
-    assert_eq!(PathBuf::from(&c.tls_cert_file), cfg.dir.join("pki/k.crt"));
+    assert_eq!(
+        PathBuf::from(&c.static_pod_path),
+        cfg.dir.path().join("manifests")
+    );
+    assert_eq!(
+        PathBuf::from(&c.tls_cert_file),
+        cfg.dir.path().join("pki/k.crt")
+    );
     assert_eq!(c.tls_private_key_file, "/abs/k.key");
     assert_eq!(
         c.resolv_conf, "",

@@ -17,8 +17,10 @@
 //! restart termination with the smaller grace.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use rkubelet_util::lock;
 
 use crate::cri::{AsyncStop, CriError, RemoteRuntime};
 
@@ -325,10 +327,6 @@ fn complete(entries: &Entries, id: &str, result: Result<(), CriError>) {
             }
         }
     }
-}
-
-fn lock(entries: &Entries) -> MutexGuard<'_, HashMap<String, Entry>> {
-    entries.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod sidecar;
 mod start;
 pub mod termination;
 
+use rkubelet_util::lock;
 use start::StartTarget;
 
 use std::collections::{HashMap, HashSet};
@@ -601,7 +602,7 @@ impl KubeRuntimeManager {
 
     /// Why the named container is waiting, if a sync recorded a reason.
     pub fn waiting_reason(&self, uid: &str, container: &str) -> Option<(String, String)> {
-        let reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
+        let reasons = lock(&self.reasons);
         reasons.get(uid)?.get(container).cloned()
     }
 
@@ -609,15 +610,12 @@ impl KubeRuntimeManager {
     /// the pod syncer compares them around a sync to know whether the
     /// status it made before the sync is out of date.
     pub fn waiting_reasons(&self, uid: &str) -> WaitingReasons {
-        let reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
+        let reasons = lock(&self.reasons);
         reasons.get(uid).cloned().unwrap_or_default()
     }
 
     pub fn forget_pod(&self, uid: &str) {
-        self.reasons
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
+        lock(&self.reasons).remove(uid);
         self.term_messages.forget_pod(uid);
         self.images.forget_pod(uid);
         self.killer.forget_pod(uid);

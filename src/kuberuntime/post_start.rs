@@ -8,7 +8,9 @@
 //! per its restart policy, as upstream.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use rkubelet_util::lock;
 
 /// Where one container's hook stands.
 enum Hook {
@@ -37,13 +39,9 @@ pub struct FailedHook {
 }
 
 impl PostStartHooks {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// A hook of this instance has begun.
     pub fn started(&self, pod_uid: &str, container: &str, id: &str) {
-        self.lock().insert(
+        lock(&self.entries).insert(
             id.to_string(),
             Entry {
                 pod_uid: pod_uid.to_string(),
@@ -56,7 +54,7 @@ impl PostStartHooks {
     /// The hook finished: forgotten when it passed, kept for the pod's next
     /// sync when it failed.
     pub fn finished(&self, id: &str, result: Result<(), String>) {
-        let mut entries = self.lock();
+        let mut entries = lock(&self.entries);
         match result {
             Ok(()) => {
                 entries.remove(id);
@@ -71,14 +69,14 @@ impl PostStartHooks {
 
     /// Whether a hook of the pod is still running (its next containers wait).
     pub fn running(&self, pod_uid: &str) -> bool {
-        self.lock()
+        lock(&self.entries)
             .values()
             .any(|e| e.pod_uid == pod_uid && matches!(e.hook, Hook::Running))
     }
 
     /// The pod's failed hooks, each handed out once.
     pub fn take_failed(&self, pod_uid: &str) -> Vec<FailedHook> {
-        let mut entries = self.lock();
+        let mut entries = lock(&self.entries);
         let ids: Vec<String> = entries
             .iter()
             .filter(|(_, e)| e.pod_uid == pod_uid && matches!(e.hook, Hook::Failed(_)))
@@ -102,7 +100,7 @@ impl PostStartHooks {
     /// Forgets a pod (gone); a hook still running finds no entry and is
     /// dropped.
     pub fn forget_pod(&self, pod_uid: &str) {
-        self.lock().retain(|_, e| e.pod_uid != pod_uid);
+        lock(&self.entries).retain(|_, e| e.pod_uid != pod_uid);
     }
 }
 

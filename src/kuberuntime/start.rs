@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
+use rkubelet_util::lock;
 
 use super::lifecycle::HookAction;
 use super::{
@@ -37,7 +38,7 @@ impl KubeRuntimeManager {
         c: &Container,
     ) -> Result<(), SyncError> {
         let result = self.try_start_container(t, c);
-        let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reasons = lock(&self.reasons);
         match &result {
             Ok(()) => {
                 if let Some(pod) = reasons.get_mut(t.pod.uid()) {

@@ -16,6 +16,8 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use rkubelet_util::lock;
+
 use super::labels;
 use crate::cri::api;
 use crate::server::kubelet::crilog::{copy_logs, FollowControl, FollowTiming, LogOptions, Streams};
@@ -137,8 +139,7 @@ pub struct TerminationMessages {
 impl TerminationMessages {
     /// The message of an exited container of pod `uid`, read on first use.
     pub fn message(&self, uid: &str, status: &api::ContainerStatus) -> String {
-        if let Some(m) = self
-            .lock()
+        if let Some(m) = lock(&self.pods)
             .get(uid)
             .and_then(|p| p.get(&status.id))
             .cloned()
@@ -147,7 +148,7 @@ impl TerminationMessages {
         }
         // Read outside the lock: other pods' status need not wait on files.
         let message = exited_container_message(status);
-        self.lock()
+        lock(&self.pods)
             .entry(uid.to_string())
             .or_default()
             .insert(status.id.clone(), message.clone());
@@ -156,7 +157,7 @@ impl TerminationMessages {
 
     /// Drops the entries of pod `uid` whose containers are gone.
     pub fn retain(&self, uid: &str, present: &HashSet<&str>) {
-        let mut pods = self.lock();
+        let mut pods = lock(&self.pods);
         if let Some(p) = pods.get_mut(uid) {
             p.retain(|id, _| present.contains(id.as_str()));
             if p.is_empty() {
@@ -166,16 +167,12 @@ impl TerminationMessages {
     }
 
     pub fn forget_pod(&self, uid: &str) {
-        self.lock().remove(uid);
+        lock(&self.pods).remove(uid);
     }
 
     #[cfg(test)]
     pub fn cached(&self) -> usize {
-        self.lock().values().map(HashMap::len).sum()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, String>>> {
-        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.pods).values().map(HashMap::len).sum()
     }
 }
 

@@ -1,28 +1,15 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
+use tempfile::TempDir;
+
 use super::*;
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("rkubelet-term-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn file(&self, name: &str, content: &[u8]) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, content).unwrap();
-        p
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// Writes `content` to `name` under `dir`; the file's path.
+fn file(dir: &TempDir, name: &str, content: &[u8]) -> PathBuf {
+    let p = dir.path().join(name);
+    std::fs::write(&p, content).unwrap();
+    p
 }
 
 fn status(msg_file: &Path, log: &Path, policy: &str, exit_code: i32) -> api::ContainerStatus {
@@ -67,9 +54,9 @@ fn cri_log(lines: &[&str]) -> Vec<u8> {
 
 #[test]
 fn message_file_is_the_message() {
-    let d = Dir::new("file");
-    let f = d.file("termination-log-0", b"bye");
-    let log = d.file("0.log", &cri_log(&["noise"]));
+    let d = TempDir::with_prefix("rkubelet-term-file-").unwrap();
+    let f = file(&d, "termination-log-0", b"bye");
+    let log = file(&d, "0.log", &cri_log(&["noise"]));
     assert_eq!(
         exited_container_message(&status(&f, &log, "File", 0)),
         "bye"
@@ -81,10 +68,10 @@ fn message_file_is_the_message() {
 
 #[test]
 fn message_file_keeps_its_last_4096_bytes() {
-    let d = Dir::new("long");
+    let d = TempDir::with_prefix("rkubelet-term-long-").unwrap();
     let mut content = vec![b'a'; 100];
     content.extend(vec![b'b'; 4096]);
-    let f = d.file("termination-log-0", &content);
+    let f = file(&d, "termination-log-0", &content);
     let m = exited_container_message(&status(&f, Path::new("/nonexistent"), "File", 0));
     assert_eq!(m.len(), 4096);
     assert!(m.bytes().all(|b| b == b'b'), "the tail is kept");
@@ -92,11 +79,11 @@ fn message_file_keeps_its_last_4096_bytes() {
 
 #[test]
 fn fallback_to_logs_on_error() {
-    let d = Dir::new("fallback");
-    let f = d.file("termination-log-0", b"");
+    let d = TempDir::with_prefix("rkubelet-term-fallback-").unwrap();
+    let f = file(&d, "termination-log-0", b"");
     let lines: Vec<String> = (1..=100).map(|i| format!("line {i}")).collect();
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let log = d.file("0.log", &cri_log(&refs));
+    let log = file(&d, "0.log", &cri_log(&refs));
     let m = exited_container_message(&status(&f, &log, "FallbackToLogsOnError", 1));
     let want: String = (21..=100).map(|i| format!("line {i}\n")).collect();
     assert_eq!(m, want, "the last 80 lines");
@@ -106,7 +93,7 @@ fn fallback_to_logs_on_error() {
         .map(|i| format!("{i:03}{}", "x".repeat(60)))
         .collect();
     let refs: Vec<&str> = long.iter().map(String::as_str).collect();
-    let log = d.file("1.log", &cri_log(&refs));
+    let log = file(&d, "1.log", &cri_log(&refs));
     let m = exited_container_message(&status(&f, &log, "FallbackToLogsOnError", 2));
     assert_eq!(m.len(), MAX_TERMINATION_MESSAGE_LOG_LENGTH);
     assert!(m.ends_with(&format!("079{}\n", "x".repeat(60))));
@@ -114,9 +101,9 @@ fn fallback_to_logs_on_error() {
 
 #[test]
 fn no_fallback_on_success_or_file_policy() {
-    let d = Dir::new("nofallback");
-    let f = d.file("termination-log-0", b"");
-    let log = d.file("0.log", &cri_log(&["printed"]));
+    let d = TempDir::with_prefix("rkubelet-term-nofallback-").unwrap();
+    let f = file(&d, "termination-log-0", b"");
+    let log = file(&d, "0.log", &cri_log(&["printed"]));
     assert_eq!(
         exited_container_message(&status(&f, &log, "FallbackToLogsOnError", 0)),
         ""
@@ -130,9 +117,9 @@ fn no_fallback_on_success_or_file_policy() {
 
 #[test]
 fn missing_file_falls_back_and_missing_mount_too() {
-    let d = Dir::new("missing");
-    let log = d.file("0.log", &cri_log(&["boom"]));
-    let gone = d.0.join("gone");
+    let d = TempDir::with_prefix("rkubelet-term-missing-").unwrap();
+    let log = file(&d, "0.log", &cri_log(&["boom"]));
+    let gone = d.path().join("gone");
     let s = status(&gone, &log, "FallbackToLogsOnError", 1);
     assert_eq!(exited_container_message(&s), "boom\n");
     let mut s = status(&gone, &log, "FallbackToLogsOnError", 1);
@@ -146,13 +133,18 @@ fn missing_file_falls_back_and_missing_mount_too() {
 
 #[test]
 fn unreadable_file_and_log_are_reported() {
-    let d = Dir::new("unreadable");
+    let d = TempDir::with_prefix("rkubelet-term-unreadable-").unwrap();
     // A directory where the file should be: reading it fails.
-    let s = status(&d.0, Path::new("/nonexistent"), "FallbackToLogsOnError", 1);
+    let s = status(
+        d.path(),
+        Path::new("/nonexistent"),
+        "FallbackToLogsOnError",
+        1,
+    );
     let m = exited_container_message(&s);
     assert!(m.starts_with("Error on reading termination log "), "{m}");
-    let f = d.file("termination-log-0", b"");
-    let s = status(&f, &d.0.join("no.log"), "FallbackToLogsOnError", 1);
+    let f = file(&d, "termination-log-0", b"");
+    let s = status(&f, &d.path().join("no.log"), "FallbackToLogsOnError", 1);
     let m = exited_container_message(&s);
     assert!(
         m.starts_with("Error on reading termination message from logs: "),
@@ -162,12 +154,12 @@ fn unreadable_file_and_log_are_reported() {
 
 #[test]
 fn runtime_message_comes_first() {
-    let d = Dir::new("runtime");
-    let f = d.file("termination-log-0", b"bye");
+    let d = TempDir::with_prefix("rkubelet-term-runtime-").unwrap();
+    let f = file(&d, "termination-log-0", b"bye");
     let mut s = status(&f, Path::new("/nonexistent"), "File", 137);
     s.message = "OOMKilled".into();
     assert_eq!(exited_container_message(&s), "OOMKilled: bye");
-    let empty = d.file("empty", b"");
+    let empty = file(&d, "empty", b"");
     let mut s = status(&empty, Path::new("/nonexistent"), "File", 137);
     s.message = "OOMKilled".into();
     assert_eq!(exited_container_message(&s), "OOMKilled");
@@ -175,8 +167,8 @@ fn runtime_message_comes_first() {
 
 #[test]
 fn cache_reads_each_instance_once() {
-    let d = Dir::new("cache");
-    let f = d.file("termination-log-0", b"first");
+    let d = TempDir::with_prefix("rkubelet-term-cache-").unwrap();
+    let f = file(&d, "termination-log-0", b"first");
     let s = status(&f, Path::new("/nonexistent"), "File", 0);
     let cache = TerminationMessages::default();
     assert_eq!(cache.message("pod", &s), "first");

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::Receiver;
+use rkubelet_util::lock;
 
 use crate::cri::{api, RemoteRuntime};
 
@@ -179,7 +180,7 @@ impl LogManager {
     /// One monitoring pass over every running container.
     pub fn rotate_once(&self) {
         let running = (self.list_running)();
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = lock(&self.lock);
         for (id, path) in running {
             if let Err(e) = self.process_container(&id, &path) {
                 log::warn!("rotating log of container {id} ({}): {e}", path.display());

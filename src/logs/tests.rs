@@ -1,28 +1,7 @@
 use super::*;
 use std::io::Read;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "rkubelet-logs-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+use std::sync::atomic::{AtomicBool, Ordering};
+use tempfile::TempDir;
 
 /// Behaves like containerd's ReopenContainerLog: creates a fresh log file.
 struct FakeRuntime {
@@ -48,8 +27,8 @@ fn setup(
     size: usize,
     max_files: usize,
 ) -> (TempDir, PathBuf, Arc<FakeRuntime>, Arc<LogManager>) {
-    let dir = TempDir::new(tag);
-    let log = dir.0.join("0.log");
+    let dir = TempDir::with_prefix(format!("rkubelet-logs-{tag}-")).unwrap();
+    let log = dir.path().join("0.log");
     fs::write(&log, vec![b'x'; size]).unwrap();
     let rt = Arc::new(FakeRuntime {
         path: log.clone(),
@@ -92,7 +71,7 @@ fn is_ts(s: &str) -> bool {
 fn below_threshold_is_left_alone() {
     let (dir, _log, rt, mgr) = setup("small", 99, 5);
     mgr.rotate_once();
-    assert_eq!(names(&dir.0), vec!["0.log"]);
+    assert_eq!(names(dir.path()), vec!["0.log"]);
     assert!(rt.calls.lock().unwrap().is_empty());
 }
 
@@ -101,7 +80,7 @@ fn over_threshold_rotates_with_upstream_name_and_reopens() {
     let (dir, log, rt, mgr) = setup("rotate", 100, 5);
     mgr.rotate_once();
     assert_eq!(*rt.calls.lock().unwrap(), vec!["c1".to_string()]);
-    let n = names(&dir.0);
+    let n = names(dir.path());
     assert_eq!(n.len(), 2, "{n:?}");
     assert_eq!(n[0], "0.log");
     let ts = n[1].strip_prefix("0.log.").expect("rotated name");
@@ -111,7 +90,7 @@ fn over_threshold_rotates_with_upstream_name_and_reopens() {
         0,
         "runtime reopened a fresh file"
     );
-    assert_eq!(fs::metadata(dir.0.join(&n[1])).unwrap().len(), 100);
+    assert_eq!(fs::metadata(dir.path().join(&n[1])).unwrap().len(), 100);
 }
 
 #[test]
@@ -119,18 +98,18 @@ fn keeps_at_most_max_files_and_compresses_older_rotations() {
     let (dir, _log, rt, mgr) = setup("maxfiles", 500, 5);
     // Older rotations: plain and compressed, plus leftovers of a failed round.
     for ts in ["20200101-000000", "20200102-000000", "20200103-000000"] {
-        fs::write(dir.0.join(format!("0.log.{ts}.gz")), b"old").unwrap();
+        fs::write(dir.path().join(format!("0.log.{ts}.gz")), b"old").unwrap();
     }
-    fs::write(dir.0.join("0.log.20200104-000000"), b"plain rotated").unwrap();
-    fs::write(dir.0.join("0.log.20200105-000000"), b"half compressed").unwrap();
-    fs::write(dir.0.join("0.log.20200105-000000.gz"), b"gz").unwrap();
-    fs::write(dir.0.join("0.log.20200106-000000.tmp"), b"tmp").unwrap();
+    fs::write(dir.path().join("0.log.20200104-000000"), b"plain rotated").unwrap();
+    fs::write(dir.path().join("0.log.20200105-000000"), b"half compressed").unwrap();
+    fs::write(dir.path().join("0.log.20200105-000000.gz"), b"gz").unwrap();
+    fs::write(dir.path().join("0.log.20200106-000000.tmp"), b"tmp").unwrap();
     // Another container's files are not touched.
-    fs::write(dir.0.join("1.log.20200101-000000"), b"other").unwrap();
+    fs::write(dir.path().join("1.log.20200101-000000"), b"other").unwrap();
 
     mgr.rotate_once();
     assert_eq!(rt.calls.lock().unwrap().len(), 1);
-    let n = names(&dir.0);
+    let n = names(dir.path());
     let mine: Vec<&String> = n.iter().filter(|s| s.starts_with("0.log")).collect();
     // current + max_files-2 older (compressed) + the one rotated now = max_files
     assert_eq!(mine.len(), 5, "{n:?}");
@@ -156,9 +135,9 @@ fn keeps_at_most_max_files_and_compresses_older_rotations() {
         .iter()
         .find(|s| s.len() == "0.log.".len() + 15)
         .expect("new rotation");
-    assert_eq!(fs::metadata(dir.0.join(newest)).unwrap().len(), 500);
+    assert_eq!(fs::metadata(dir.path().join(newest)).unwrap().len(), 500);
     // The compression is real gzip.
-    let f = fs::File::open(dir.0.join("0.log.20200104-000000.gz")).unwrap();
+    let f = fs::File::open(dir.path().join("0.log.20200104-000000.gz")).unwrap();
     let mut s = String::new();
     flate2::read::GzDecoder::new(f)
         .read_to_string(&mut s)
@@ -172,7 +151,7 @@ fn failed_reopen_renames_back() {
     rt.fail.store(true, Ordering::SeqCst);
     mgr.rotate_once();
     assert_eq!(rt.calls.lock().unwrap().len(), 1);
-    assert_eq!(names(&dir.0), vec!["0.log"]);
+    assert_eq!(names(dir.path()), vec!["0.log"]);
     assert_eq!(fs::metadata(&log).unwrap().len(), 200);
 }
 
@@ -182,7 +161,7 @@ fn missing_log_is_recovered_by_reopen() {
     fs::remove_file(&log).unwrap();
     mgr.rotate_once();
     assert_eq!(*rt.calls.lock().unwrap(), vec!["c1".to_string()]);
-    assert_eq!(names(&dir.0), vec!["0.log"]);
+    assert_eq!(names(dir.path()), vec!["0.log"]);
 }
 
 #[test]
@@ -197,17 +176,17 @@ fn start_rotates_periodically_and_stops() {
     tx.send(()).unwrap();
     h.join().unwrap();
     assert!(!rt.calls.lock().unwrap().is_empty());
-    assert_eq!(names(&dir.0).len(), 2);
+    assert_eq!(names(dir.path()).len(), 2);
 }
 
 #[test]
 fn clean_removes_current_and_rotated() {
     let (dir, log, _rt, _mgr) = setup("clean", 10, 5);
-    fs::write(dir.0.join("0.log.20200101-000000.gz"), b"x").unwrap();
-    fs::write(dir.0.join("0.log.20200102-000000"), b"x").unwrap();
-    fs::write(dir.0.join("1.log"), b"x").unwrap();
+    fs::write(dir.path().join("0.log.20200101-000000.gz"), b"x").unwrap();
+    fs::write(dir.path().join("0.log.20200102-000000"), b"x").unwrap();
+    fs::write(dir.path().join("1.log"), b"x").unwrap();
     clean_logs(&log);
-    assert_eq!(names(&dir.0), vec!["1.log"]);
+    assert_eq!(names(dir.path()), vec!["1.log"]);
 }
 
 #[test]
@@ -240,9 +219,9 @@ fn symlink_naming_and_truncation() {
 
 #[test]
 fn symlinks_create_remove_and_sweep() {
-    let dir = TempDir::new("symlinks");
-    let links = dir.0.join("containers");
-    let target = dir.0.join("0.log");
+    let dir = TempDir::with_prefix("rkubelet-logs-symlinks-").unwrap();
+    let links = dir.path().join("containers");
+    let target = dir.path().join("0.log");
     // No target yet: nothing is created.
     assert_eq!(
         create_symlink(&links, "web", "prod", "app", "aaaaaa111111", &target).unwrap(),
@@ -258,7 +237,7 @@ fn symlinks_create_remove_and_sweep() {
     create_symlink(&links, "web", "prod", "app", "aaaaaa111111", &target).unwrap();
 
     // Two dangling links: one of a running container is kept.
-    let gone = dir.0.join("gone.log");
+    let gone = dir.path().join("gone.log");
     std::os::unix::fs::symlink(&gone, links.join("a_b_c-bbbbbb222222.log")).unwrap();
     std::os::unix::fs::symlink(&gone, links.join("a_b_c-cccccc333333.log")).unwrap();
     let removed = cleanup_dangling_symlinks(&links, &|id| id == "cccccc333333");
@@ -272,7 +251,7 @@ fn symlinks_create_remove_and_sweep() {
     remove_symlink(&links, "web", "prod", "app", "aaaaaa111111").unwrap();
     assert_eq!(names(&links), vec!["a_b_c-cccccc333333.log"]);
     assert_eq!(
-        cleanup_dangling_symlinks(&dir.0.join("nope"), &|_| false),
+        cleanup_dangling_symlinks(&dir.path().join("nope"), &|_| false),
         0
     );
 }

@@ -15,6 +15,7 @@ use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use rkubelet_util::lock;
 
 /// Prometheus' DefBuckets.
 const DEF_BUCKETS: &[f64] = &[
@@ -382,7 +383,7 @@ pub fn started_container_error(container_type: &str, code: &str) {
 /// HandleCrash only logs).
 pub fn module_panicked(module: &str) {
     metrics().module_panics.with_label_values(&[module]).inc();
-    let mut last = recent_panics().lock().unwrap_or_else(|e| e.into_inner());
+    let mut last = lock(recent_panics());
     let entry = last
         .entry(module.to_string())
         .or_insert((0, Instant::now()));
@@ -407,7 +408,7 @@ fn recent_panics() -> &'static PanicLog {
 /// ago the last one was), by name. /healthz reports them as failing so an
 /// operator sees a module that was restarted.
 pub fn modules_panicked_within(window: Duration) -> Vec<(String, u64, Duration)> {
-    let log = recent_panics().lock().unwrap_or_else(|e| e.into_inner());
+    let log = lock(recent_panics());
     let mut out: Vec<_> = log
         .iter()
         .filter(|(_, (_, at))| at.elapsed() < window)

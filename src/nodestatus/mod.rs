@@ -14,6 +14,7 @@ mod register;
 pub mod setters;
 
 pub use register::{initial_node_object, reconcile_existing_node};
+use rkubelet_util::lock;
 
 #[cfg(test)]
 mod tests;
@@ -21,6 +22,7 @@ mod tests;
 pub(crate) mod testserver;
 
 use crate::events::EventRecorder;
+use crate::util::backoff::Exponential;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -238,14 +240,6 @@ fn wait_for(shutdown: &Receiver<()>, kick: &Receiver<()>, d: Duration) -> Wake {
     }
 }
 
-fn jittered(d: Duration) -> Duration {
-    d.mul_f64(1.0 + JITTER * crate::client::flowcontrol::random_unit())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl NodeStatusManager {
     pub fn new(
         cfg: NodeStatusConfig,
@@ -317,7 +311,7 @@ impl NodeStatusManager {
             if !self.sync_node_status(shutdown) {
                 return;
             }
-            let next_sync = Instant::now() + jittered(freq);
+            let next_sync = Instant::now() + rkubelet_util::jitter(freq, JITTER);
             loop {
                 let now = Instant::now();
                 if now >= next_sync {
@@ -444,15 +438,14 @@ impl NodeStatusManager {
     /// registerWithAPIServer: tries until registered, backing off 100 ms
     /// doubling to 7 s. False when shutdown came first.
     fn register_with_api_server(&self, shutdown: &Receiver<()>) -> bool {
-        let mut step = REGISTER_FIRST_STEP;
+        let mut backoff = Exponential::new(REGISTER_FIRST_STEP, REGISTER_MAX_STEP);
         loop {
-            if wait_for_shutdown(shutdown, step) {
+            if wait_for_shutdown(shutdown, backoff.next_delay()) {
                 return false;
             }
             if !self.wait_for_client_cert(shutdown) {
                 return false;
             }
-            step = (step * 2).min(REGISTER_MAX_STEP);
             let mut events = Vec::new();
             let node = {
                 let mut state = lock(&self.state);

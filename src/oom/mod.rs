@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use rkubelet_util::lock;
 
 use crate::events::{EventRecorder, EventType};
 use crate::util::worker::{self, ShutdownStage, Worker};
@@ -214,7 +215,7 @@ fn counts() -> &'static Mutex<HashMap<String, u64>> {
 
 /// One more OOM kill in `cgroup` (cadvisor's per-container oomEvents).
 fn count(cgroup: &str) {
-    let mut m = counts().lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = lock(counts());
     if m.len() >= MAX_COUNTED_CGROUPS && !m.contains_key(cgroup) {
         return;
     }
@@ -228,7 +229,7 @@ pub fn container_oom_events(id: &str) -> u64 {
     if id.is_empty() {
         return 0;
     }
-    let m = counts().lock().unwrap_or_else(|e| e.into_inner());
+    let m = lock(counts());
     m.iter()
         .filter(|(cg, _)| cg.rsplit('/').next().is_some_and(|last| last.contains(id)))
         .map(|(_, n)| n)

@@ -4,11 +4,12 @@
 use crate::util::worker::{ShutdownStage, Worker};
 use std::collections::VecDeque;
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 
 use super::core::{Core, Done, Job, Now};
 use super::handlers::Outcome;
@@ -88,17 +89,17 @@ impl ProberManager {
     }
 
     pub fn add_pod(&self, pod: &Arc<Pod>) {
-        self.lock().add_pod(pod, Now::real());
+        lock(&self.core).add_pod(pod, Now::real());
         self.wake();
     }
 
     /// See [`Core::refresh_pod`]; no probe changes, so no wake-up.
     pub fn refresh_pod(&self, pod: &Arc<Pod>) {
-        self.lock().refresh_pod(pod);
+        lock(&self.core).refresh_pod(pod);
     }
 
     pub fn remove_pod(&self, uid: &str) {
-        self.lock().remove_pod(uid);
+        lock(&self.core).remove_pod(uid);
         self.wake();
     }
 
@@ -110,26 +111,21 @@ impl ProberManager {
         pod_ip: Option<&str>,
         containers: &[ContainerInfo],
     ) {
-        self.lock()
-            .update_pod_status(pod_uid, pod_ip, containers, Now::real());
+        lock(&self.core).update_pod_status(pod_uid, pod_ip, containers, Now::real());
         self.wake();
     }
 
     pub fn is_ready(&self, pod_uid: &str, container_name: &str) -> bool {
-        self.lock().is_ready(pod_uid, container_name)
+        lock(&self.core).is_ready(pod_uid, container_name)
     }
 
     pub fn is_started(&self, pod_uid: &str, container_name: &str) -> bool {
-        self.lock().is_started(pod_uid, container_name)
+        lock(&self.core).is_started(pod_uid, container_name)
     }
 
     #[cfg(test)]
     pub fn liveness_failed(&self, container_id: &str) -> bool {
-        self.lock().liveness_failed(container_id)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.core).liveness_failed(container_id)
     }
 
     fn wake(&self) {
@@ -142,7 +138,7 @@ impl ProberManager {
         let mut pending = VecDeque::new();
         loop {
             let (next, updates) = {
-                let mut core = self.lock();
+                let mut core = lock(&self.core);
                 pending.extend(core.take_due(Now::real()));
                 (core.next_deadline(), std::mem::take(&mut core.outbox))
             };
@@ -165,7 +161,7 @@ impl ProberManager {
     }
 
     fn apply_results(&self, first: Done, done: &Receiver<Done>) {
-        let mut core = self.lock();
+        let mut core = lock(&self.core);
         let now = Now::real();
         core.on_result(first, now);
         while let Ok(d) = done.try_recv() {
@@ -220,10 +216,7 @@ impl Pool {
     fn run(self) {
         for job in self.jobs.iter() {
             #[cfg(test)]
-            self.lags
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Instant::now().saturating_duration_since(job.due));
+            lock(&self.lags).push(Instant::now().saturating_duration_since(job.due));
             // Exec checks go async: a command that runs to its timeout
             // costs its own probe, not a pool worker.
             if let Check::Exec(cmd) = &job.check {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{bounded, unbounded, Receiver};
 use k8s_openapi::api::core::v1::{Container, ExecAction, Pod, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use rkubelet_util::lock;
 
 use super::core::{Core, Done, Job, Now};
 use super::handlers::Outcome;
@@ -500,7 +501,7 @@ impl EventRecorder for Events {
     }
 
     fn pod_container_event(&self, _: &Pod, c: &str, _: EventType, reason: &str, message: &str) {
-        let mut ev = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ev = lock(&self.0);
         ev.push((c.to_string(), reason.to_string(), message.to_string()));
     }
 }
@@ -565,7 +566,7 @@ fn process_threads() -> usize {
 
 #[test]
 fn manager_reports_liveness_failure_with_event() {
-    let _serial = MANAGER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = lock(&MANAGER_TESTS);
     let r = Running::start(2);
     r.add(
         "p",
@@ -586,7 +587,7 @@ fn manager_reports_liveness_failure_with_event() {
     );
     assert_eq!(failed.container_name, "app");
     assert!(r.manager.liveness_failed("bad-1"));
-    let events = r.events.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let events = lock(&r.events.0).clone();
     assert!(events.contains(&(
         "app".to_string(),
         "Unhealthy".to_string(),
@@ -597,7 +598,7 @@ fn manager_reports_liveness_failure_with_event() {
 
 #[test]
 fn hung_checks_fail_by_timeout_without_blocking_others() {
-    let _serial = MANAGER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = lock(&MANAGER_TESTS);
     let r = Running::start(4);
     for i in 0..2 {
         let ctr = container("app", Some(probe(1, 0, 1, 1)), None, None);
@@ -614,16 +615,11 @@ fn hung_checks_fail_by_timeout_without_blocking_others() {
     for i in 0..2 {
         assert!(r.manager.liveness_failed(&format!("hang-{i}")));
     }
-    let events = r.events.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let events = lock(&r.events.0).clone();
     assert!(events
         .iter()
         .any(|(_, _, m)| m == "Liveness probe failed: command \"check\" timed out"));
-    let lags = r
-        .manager
-        .lags
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let lags = lock(&r.manager.lags).clone();
     let worst = lags.iter().max().copied().unwrap_or_default();
     assert!(
         worst < Duration::from_millis(500),
@@ -637,7 +633,7 @@ fn hung_checks_fail_by_timeout_without_blocking_others() {
 /// readiness checks.
 #[test]
 fn slow_exec_checks_hold_no_worker() {
-    let _serial = MANAGER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = lock(&MANAGER_TESTS);
     let r = Running::start(1);
     for i in 0..3 {
         let ctr = container("app", Some(probe(1, 0, 1, 1)), None, None);
@@ -657,12 +653,7 @@ fn slow_exec_checks_hold_no_worker() {
     for i in 0..3 {
         assert!(r.manager.liveness_failed(&format!("async-hang-{i}")));
     }
-    let lags = r
-        .manager
-        .lags
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let lags = lock(&r.manager.lags).clone();
     let worst = lags.iter().max().copied().unwrap_or_default();
     assert!(
         worst < Duration::from_millis(300),
@@ -675,7 +666,7 @@ fn slow_exec_checks_hold_no_worker() {
 /// pool plus the scheduler, and checks start close to their deadline.
 #[test]
 fn many_probes_few_threads_and_low_jitter() {
-    let _serial = MANAGER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = lock(&MANAGER_TESTS);
     let before = (process_threads(), probe_threads());
     let r = Running::start(4);
     let p = probe(1, 0, 3, 1);
@@ -686,12 +677,7 @@ fn many_probes_few_threads_and_low_jitter() {
     thread::sleep(Duration::from_secs(10));
     let during = (process_threads(), probe_threads());
     let calls = r.exec.calls.load(Ordering::Relaxed);
-    let mut lags = r
-        .manager
-        .lags
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let mut lags = lock(&r.manager.lags).clone();
     r.stop();
 
     assert_eq!(

@@ -11,6 +11,8 @@ use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use rkubelet_util::lock;
+
 use crate::client::multiwatch::{Flow, MultiWatch, WatchId, WatchSink, WatchTarget};
 use crate::client::{ApiError, WatchEvent, WatchEventType};
 
@@ -81,10 +83,6 @@ impl Manager {
         Ok(m)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Upstream `LookupRuntimeHandler`: no class (or "") is the runtime's
     /// default handler, "".
     pub fn lookup_runtime_handler(&self, name: Option<&str>) -> Result<String, LookupError> {
@@ -92,7 +90,7 @@ impl Manager {
             return Ok(String::new());
         };
         let deadline = Instant::now() + SYNC_WAIT;
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         while !state.synced {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -130,7 +128,7 @@ fn name_and_handler(v: &serde_json::Value) -> Option<(String, String)> {
 
 impl WatchSink for Manager {
     fn replace(&self, _id: WatchId, items: Vec<serde_json::Value>) -> Flow {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         state.handlers = items.iter().filter_map(name_and_handler).collect();
         self.mark_synced(state);
         Flow::Continue
@@ -140,7 +138,7 @@ impl WatchSink for Manager {
         let Some((name, handler)) = name_and_handler(&event.object) else {
             return Flow::Continue;
         };
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         match event.kind {
             WatchEventType::Added | WatchEventType::Modified => {
                 state.handlers.insert(name, handler);

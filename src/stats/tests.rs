@@ -1,17 +1,15 @@
 use super::node::{memory_available, node_memory, parse_meminfo, parse_vmstat, working_set};
 use super::*;
 use std::path::Path;
+use tempfile::TempDir;
 
 const KIB: u64 = 1024;
 
 /// A `/proc` with the given meminfo (and vmstat, when given), unique per test.
-fn sample_proc(tag: &str, meminfo: &str, vmstat: Option<&str>) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rkubelet-hoststats-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create sample /proc");
-    std::fs::write(dir.join("meminfo"), meminfo).expect("write meminfo");
+fn sample_proc(tag: &str, meminfo: &str, vmstat: Option<&str>) -> TempDir {
+    let dir = sample_dir(tag, &[("meminfo", meminfo)]);
     if let Some(v) = vmstat {
-        std::fs::write(dir.join("vmstat"), v).expect("write vmstat");
+        std::fs::write(dir.path().join("vmstat"), v).expect("write vmstat");
     }
     dir
 }
@@ -105,12 +103,13 @@ fn node_memory_needs_only_mem_total() {
 
 #[test]
 fn provider_reads_its_own_proc() {
-    let dir = sample_proc(
+    let tmp = sample_proc(
         "read",
         "MemTotal: 2048 kB\nMemFree: 512 kB\nInactive(file): 512 kB\n",
         Some("pgfault 7\n"),
     );
-    let p = Provider::new(&dir);
+    let dir = tmp.path();
+    let p = Provider::new(dir);
     assert_eq!(p.memory_capacity().expect("MemTotal"), 2048 * KIB);
     let m = p.memory().expect("node memory");
     assert_eq!(m.available, 1024 * KIB);
@@ -119,13 +118,13 @@ fn provider_reads_its_own_proc() {
     std::fs::remove_file(dir.join("vmstat")).expect("remove vmstat");
     let m = p.memory().expect("node memory without vmstat");
     assert_eq!((m.available, m.page_faults), (1024 * KIB, None));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn provider_errors_name_the_file() {
-    let dir = sample_proc("errors", "MemFree: 512 kB\n", None);
-    let p = Provider::new(&dir);
+    let tmp = sample_proc("errors", "MemFree: 512 kB\n", None);
+    let dir = tmp.path();
+    let p = Provider::new(dir);
     let meminfo = dir.join("meminfo");
     assert!(matches!(p.memory(), Err(StatsError::MissingField { .. })));
     let e = p.memory_capacity().expect_err("no MemTotal");
@@ -148,7 +147,6 @@ fn provider_errors_name_the_file() {
         .to_string()
         .starts_with(&format!("reading {}: ", meminfo.display())));
     assert!(std::error::Error::source(&e).is_some());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -181,12 +179,12 @@ fn statvfs_error_names_the_path() {
         .starts_with("statvfs /nonexistent/rkubelet-stats: "));
 }
 
-fn sample_dir(tag: &str, files: &[(&str, &str)]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rkubelet-hoststats-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create sample dir");
+/// A directory holding `files` (path, text), removed on drop.
+fn sample_dir(tag: &str, files: &[(&str, &str)]) -> TempDir {
+    let dir =
+        TempDir::with_prefix(format!("rkubelet-hoststats-{tag}-")).expect("create sample dir");
     for (name, text) in files {
-        let p = dir.join(name);
+        let p = dir.path().join(name);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).expect("create sample subdir");
         }
@@ -199,7 +197,7 @@ fn sample_dir(tag: &str, files: &[(&str, &str)]) -> PathBuf {
 /// the task count of /proc/loadavg.
 #[test]
 fn pids_are_the_task_limit_and_count() {
-    let dir = sample_dir(
+    let tmp = sample_dir(
         "pids",
         &[
             ("sys/kernel/pid_max", "4194304\n"),
@@ -207,21 +205,21 @@ fn pids_are_the_task_limit_and_count() {
             ("loadavg", "1.36 3.49 4.53 2/3518 3715089\n"),
         ],
     );
-    assert_eq!(Provider::new(&dir).pids(), Some((95000, 3518)));
+    let dir = tmp.path();
+    assert_eq!(Provider::new(dir).pids(), Some((95000, 3518)));
     std::fs::remove_file(dir.join("loadavg")).expect("remove loadavg");
-    assert_eq!(Provider::new(&dir).pids(), None);
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(Provider::new(dir).pids(), None);
 }
 
 /// The emptyDir walk counts allocated blocks and stops at its bound.
 #[test]
 fn bounded_dir_usage() {
     let big = "x".repeat(64 * 1024);
-    let dir = sample_dir("du", &[("a", &big), ("sub/b", &big), ("sub/c", "y")]);
-    let all = fs::dir_usage_bounded(&dir, 100).expect("usage");
+    let tmp = sample_dir("du", &[("a", &big), ("sub/b", &big), ("sub/c", "y")]);
+    let dir = tmp.path();
+    let all = fs::dir_usage_bounded(dir, 100).expect("usage");
     assert!(all >= 128 * 1024, "{all}");
-    let cut = fs::dir_usage_bounded(&dir, 1).expect("usage");
+    let cut = fs::dir_usage_bounded(dir, 1).expect("usage");
     assert!(cut < all, "{cut} < {all}");
     assert_eq!(fs::dir_usage_bounded(&dir.join("missing"), 10), None);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,12 +10,13 @@ pub mod generate;
 mod probes;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Preconditions};
+use rkubelet_util::lock;
 use serde_json::{json, Value};
 
 use crate::client::{paths, Client, PatchType};
@@ -87,14 +88,10 @@ impl StatusManager {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Stores a freshly generated status; returns whether it changed.
     pub fn set_pod_status(&self, pod: &Pod, mut status: PodStatus) -> bool {
         let uid = pod.uid().to_string();
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let cached = inner.pods.get(&uid).map(|e| &e.status);
         // Upstream updateStatusInternal: the old status is the cached one,
         // else the API's (a restarted kubelet keeps startTime and the
@@ -130,7 +127,7 @@ impl StatusManager {
     /// The kubelet has stopped everything of a pod being deleted: the API
     /// object can go (upstream canBeDeleted).
     pub fn mark_for_deletion(&self, uid: &str) {
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         let Some(e) = inner.pods.get_mut(uid) else {
             return;
         };
@@ -145,7 +142,7 @@ impl StatusManager {
     /// Forgets what the API has seen of a pod's status, so it is sent
     /// again (a recreated mirror pod starts with none).
     pub fn resync(&self, uid: &str) {
-        self.lock().api_versions.remove(uid);
+        lock(&self.inner).api_versions.remove(uid);
         self.wake(uid.to_string());
     }
 
@@ -156,11 +153,11 @@ impl StatusManager {
     }
 
     pub fn get(&self, uid: &str) -> Option<PodStatus> {
-        self.lock().pods.get(uid).map(|e| e.status.clone())
+        lock(&self.inner).pods.get(uid).map(|e| e.status.clone())
     }
 
     pub fn remove(&self, uid: &str) {
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         inner.pods.remove(uid);
         inner.api_versions.remove(uid);
     }
@@ -192,7 +189,7 @@ impl StatusManager {
 
     fn sync_batch(&self, client: &Client) {
         let due: Vec<String> = {
-            let inner = self.lock();
+            let inner = lock(&self.inner);
             inner
                 .pods
                 .iter()
@@ -210,7 +207,7 @@ impl StatusManager {
     /// Brings one pod's API status up to date (upstream syncPod).
     fn sync_pod(&self, client: &Client, uid: &str) {
         let (status, version, name, namespace, is_static, delete) = {
-            let inner = self.lock();
+            let inner = lock(&self.inner);
             let Some(e) = inner.pods.get(uid) else { return };
             if !e.delete && inner.api_versions.get(uid).is_some_and(|v| *v >= e.version) {
                 return;
@@ -250,7 +247,9 @@ impl StatusManager {
             }
             log::debug!("status manager: patched status of {namespace}/{name}");
         }
-        self.lock().api_versions.insert(uid.to_string(), version);
+        lock(&self.inner)
+            .api_versions
+            .insert(uid.to_string(), version);
         if delete && api_pod.is_being_deleted() && !is_mirror_pod(&api_pod) {
             self.delete_pod(client, &api_pod);
         }
@@ -273,7 +272,7 @@ impl StatusManager {
                     "pod {} fully terminated and removed from the API",
                     pod.namespaced_name()
                 );
-                if let Some(e) = self.lock().pods.get_mut(pod.uid()) {
+                if let Some(e) = lock(&self.inner).pods.get_mut(pod.uid()) {
                     e.delete = false;
                 }
             }
@@ -541,10 +540,10 @@ mod tests {
         again.conditions.as_mut().unwrap()[0].last_transition_time =
             generate::to_time(SystemTime::now());
         assert!(!sm.set_pod_status(&pod, again));
-        assert_eq!(sm.lock().pods["u1"].version, 1);
+        assert_eq!(lock(&sm.inner).pods["u1"].version, 1);
         let mut flipped = s;
         flipped.conditions.as_mut().unwrap()[0].status = "True".into();
         assert!(sm.set_pod_status(&pod, flipped));
-        assert_eq!(sm.lock().pods["u1"].version, 2);
+        assert_eq!(lock(&sm.inner).pods["u1"].version, 2);
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use rkubelet_util::lock;
 
 use crate::client::{paths, Client};
 
@@ -94,7 +95,7 @@ impl TokenManager {
     }
 
     fn get_at(&self, key: &TokenKey, now: SystemTime) -> Result<String, TokenError> {
-        let cached = self.lock().get(key).cloned();
+        let cached = lock(&self.cache).get(key).cloned();
         if let Some(c) = cached.as_ref().filter(|c| !c.requires_refresh(now)) {
             return Ok(c.token.clone());
         }
@@ -106,7 +107,7 @@ impl TokenManager {
                     issued: now,
                     jitter: jitter(key),
                 };
-                self.lock().insert(key.clone(), entry);
+                lock(&self.cache).insert(key.clone(), entry);
                 Ok(token)
             }
             Err(e) => match cached.filter(|c| c.expires > now) {
@@ -127,22 +128,18 @@ impl TokenManager {
     /// Forgets the tokens of a pod that is gone (upstream
     /// DeleteServiceAccountToken).
     pub fn delete_service_account_tokens(&self, pod_uid: &str) {
-        self.lock().retain(|k, _| k.pod_uid != pod_uid);
+        lock(&self.cache).retain(|k, _| k.pod_uid != pod_uid);
     }
 
     /// Drops expired tokens (upstream's periodic cleanup).
     pub fn cleanup(&self) {
         let now = SystemTime::now();
-        self.lock().retain(|_, c| c.expires > now);
+        lock(&self.cache).retain(|_, c| c.expires > now);
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TokenKey, Cached>> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.cache).len()
     }
 }
 

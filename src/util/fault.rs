@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 
 use crate::podutil::PodExt;
 
@@ -27,10 +28,7 @@ pub fn panic_sync_if_asked(pod: Option<&Pod>) {
         return;
     };
     static DONE: OnceLock<Mutex<HashMap<String, u32>>> = OnceLock::new();
-    let mut done = DONE
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut done = lock(DONE.get_or_init(Mutex::default));
     let n = done.entry(pod.uid().to_string()).or_insert(0);
     if *n < wanted {
         *n += 1;

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, select, tick, Receiver};
 
+use super::backoff::Exponential;
+
 /// The back-off before a periodic function runs again after it panicked.
 const PANIC_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const PANIC_BACKOFF_MAX: Duration = Duration::from_secs(60);
@@ -143,18 +145,14 @@ where
             recv(shutdown) -> _ => return,
         }
         let ticker = tick(period);
-        let mut backoff = PANIC_BACKOFF_INITIAL;
+        let mut backoff = Exponential::new(PANIC_BACKOFF_INITIAL, PANIC_BACKOFF_MAX);
         loop {
             let wait = match run_contained(&thread_name, &mut f) {
                 Ok(()) => {
-                    backoff = PANIC_BACKOFF_INITIAL;
+                    backoff.reset();
                     None
                 }
-                Err(()) => {
-                    let w = backoff;
-                    backoff = (backoff * 2).min(PANIC_BACKOFF_MAX);
-                    Some(w)
-                }
+                Err(()) => Some(backoff.next_delay()),
             };
             match wait {
                 None => select! {
@@ -185,17 +183,16 @@ where
 {
     let module = name.to_string();
     spawn(name, stage, move || {
-        let mut backoff = PANIC_BACKOFF_INITIAL;
+        let mut backoff = Exponential::new(PANIC_BACKOFF_INITIAL, PANIC_BACKOFF_MAX);
         loop {
             let mut round = || run(&shutdown);
             if run_contained(&module, &mut round).is_ok() {
                 return;
             }
             select! {
-                recv(after(backoff)) -> _ => {}
+                recv(after(backoff.next_delay())) -> _ => {}
                 recv(shutdown) -> _ => return,
             }
-            backoff = (backoff * 2).min(PANIC_BACKOFF_MAX);
         }
     })
 }

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use rkubelet_util::lock;
+
 #[derive(Default)]
 pub struct WorkQueue {
     due: Mutex<HashMap<String, Instant>>,
@@ -17,14 +19,14 @@ impl WorkQueue {
 
     /// Schedules `uid` after `delay`; a later schedule replaces an earlier.
     pub fn enqueue(&self, uid: &str, delay: Duration) {
-        let mut due = self.due.lock().unwrap_or_else(|e| e.into_inner());
+        let mut due = lock(&self.due);
         due.insert(uid.to_string(), Instant::now() + delay);
     }
 
     /// Takes every UID that is due.
     pub fn get_work(&self) -> Vec<String> {
         let now = Instant::now();
-        let mut due = self.due.lock().unwrap_or_else(|e| e.into_inner());
+        let mut due = lock(&self.due);
         let ready: Vec<String> = due
             .iter()
             .filter(|(_, t)| **t <= now)

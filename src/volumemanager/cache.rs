@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::util::backoff::Exponential;
 use crate::volume::{MountedVolume, VolumeError};
 
 /// Upstream's exponential back-off for a failed operation.
@@ -53,7 +54,7 @@ impl MountWait {
 pub struct Failure {
     pub error: VolumeError,
     pub retry_at: Instant,
-    pub backoff: Duration,
+    pub backoff: Exponential,
 }
 
 #[derive(Debug, Default)]
@@ -125,15 +126,16 @@ impl State {
 
     pub fn record_failure(&mut self, uid: &str, volume: &str, error: VolumeError, now: Instant) {
         let key = (uid.to_string(), volume.to_string());
-        let backoff = self
-            .failures
-            .get(&key)
-            .map_or(BACKOFF_INITIAL, |f| (f.backoff * 2).min(BACKOFF_MAX));
+        let mut backoff = self.failures.remove(&key).map_or_else(
+            || Exponential::new(BACKOFF_INITIAL, BACKOFF_MAX),
+            |f| f.backoff,
+        );
+        let retry_at = now + backoff.next_delay();
         self.failures.insert(
             key,
             Failure {
                 error,
-                retry_at: now + backoff,
+                retry_at,
                 backoff,
             },
         );
@@ -235,8 +237,8 @@ mod tests {
         assert_eq!(s.volumes_to_mount(later)[0].2, ["dir"]);
         s.record_failure("u", "dir", VolumeError::Failed("disk".into()), now);
         assert_eq!(
-            s.failures[&("u".into(), "dir".into())].backoff,
-            BACKOFF_INITIAL * 2
+            s.failures[&("u".into(), "dir".into())].retry_at,
+            now + BACKOFF_INITIAL * 2
         );
         s.record_mounted("u", "dir", mv(PluginKind::EmptyDir));
         s.desired.get_mut("u").unwrap().remount = true;

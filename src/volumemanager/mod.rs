@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 
 use crate::events::EventRecorder;
 use crate::podutil::PodExt;
@@ -99,10 +100,6 @@ impl VolumeManager {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn wake(&self) {
         let _ = self.wake.try_send(());
     }
@@ -110,7 +107,7 @@ impl VolumeManager {
     /// A status-only change of a desired pod: hold the newest copy (same
     /// spec, so same volumes) and free the older one. Wakes nothing.
     pub fn refresh_pod(&self, pod: &Arc<Pod>) {
-        if let Some(d) = self.lock().desired.get_mut(pod.uid()) {
+        if let Some(d) = lock(&self.state).desired.get_mut(pod.uid()) {
             d.pod = Arc::clone(pod);
         }
     }
@@ -125,7 +122,7 @@ impl VolumeManager {
     ) -> Result<(), MountWaitError> {
         let uid = pod.uid().to_string();
         let deadline = Instant::now() + timeout;
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         // A wait goes on across syncs until the volumes are ready.
         let waiting = st
             .desired
@@ -181,7 +178,11 @@ impl VolumeManager {
     /// The set-up volumes of a pod, by volume name (upstream
     /// GetMountedVolumesForPod), for the container mounts.
     pub fn get_mounted_volumes_for_pod(&self, uid: &str) -> HashMap<String, MountedVolume> {
-        self.lock().actual.get(uid).cloned().unwrap_or_default()
+        lock(&self.state)
+            .actual
+            .get(uid)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The pod is gone or terminated: its volumes are torn down by the
@@ -189,7 +190,7 @@ impl VolumeManager {
     /// pod has no volumes left.
     pub fn remove_pod(&self, uid: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         st.desired.remove(uid);
         st.failures.retain(|(u, _), _| u != uid);
         self.wake();
@@ -211,7 +212,7 @@ impl VolumeManager {
 
     /// Whether the manager still has volumes of this pod set up.
     pub fn pod_volumes_exist(&self, uid: &str) -> bool {
-        let st = self.lock();
+        let st = lock(&self.state);
         st.actual.contains_key(uid) || st.desired.contains_key(uid)
     }
 
@@ -219,7 +220,7 @@ impl VolumeManager {
     /// volumes rewritten at once (rather than at its next periodic sync).
     /// Whether there were any.
     fn mark_remount(&self, uses: &dyn Fn(&Pod) -> bool) -> bool {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         let mut any = false;
         let uids: Vec<String> = st
             .desired

@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use rkubelet_util::lock;
+
 use super::{VolumeManager, FAILED_MOUNT};
 use crate::events::EventType;
 use crate::volume::{self, PluginKind, SetUpContext};
@@ -15,7 +17,7 @@ impl VolumeManager {
     }
 
     fn unmount_removed_pods(&self) {
-        let to_unmount = self.lock().pods_to_unmount();
+        let to_unmount = lock(&self.state).pods_to_unmount();
         for (uid, volumes) in to_unmount {
             let mut clean = true;
             for mv in &volumes {
@@ -32,7 +34,7 @@ impl VolumeManager {
                 }
             }
             if clean {
-                let mut st = self.lock();
+                let mut st = lock(&self.state);
                 // A pod that came back meanwhile keeps its entry.
                 if !st.desired.contains_key(&uid) {
                     st.actual.remove(&uid);
@@ -46,7 +48,7 @@ impl VolumeManager {
 
     fn mount_desired_volumes(&self) {
         let work = {
-            let mut st = self.lock();
+            let mut st = lock(&self.state);
             let work = st.volumes_to_mount(Instant::now());
             for d in st.desired.values_mut() {
                 d.remount = false;
@@ -61,13 +63,13 @@ impl VolumeManager {
                 host: &*self.host,
             };
             let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-            let was_ready = self.lock().unmounted_volumes(&uid, &pod).is_empty();
+            let was_ready = lock(&self.state).unmounted_volumes(&uid, &pod).is_empty();
             for name in names {
                 let Some(vol) = volumes.into_iter().flatten().find(|v| v.name == name) else {
                     continue;
                 };
                 let result = volume::set_up(&ctx, vol);
-                let mut st = self.lock();
+                let mut st = lock(&self.state);
                 match result {
                     Ok(mv) => st.record_mounted(&uid, &name, mv),
                     Err(e) => {
@@ -86,7 +88,7 @@ impl VolumeManager {
                     }
                 }
             }
-            let ready = self.lock().unmounted_volumes(&uid, &pod).is_empty();
+            let ready = lock(&self.state).unmounted_volumes(&uid, &pod).is_empty();
             self.changed.notify_all();
             if ready && !was_ready {
                 self.pod_ready(&uid);

@@ -5,12 +5,12 @@
 
 use std::fs;
 use std::io::Read;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rkubelet_dbus::{Connection, Error, Kind, Message, Value};
+use tempfile::TempDir;
 
 const SERVICE: &str = "org.example.Service";
 const IFACE: &str = "org.example.Iface";
@@ -19,17 +19,16 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// A private bus in its own directory; killed and removed on drop.
 struct Bus {
     child: Child,
-    dir: PathBuf,
+    // Dropped after the child is killed.
+    _dir: TempDir,
     address: String,
 }
 
 impl Bus {
     fn start(name: &str) -> Bus {
-        let dir = std::env::temp_dir().join(format!("rkubelet-dbus-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("bus");
-        let conf = dir.join("bus.conf");
+        let dir = TempDir::with_prefix(format!("rkubelet-dbus-{name}-")).unwrap();
+        let sock = dir.path().join("bus");
+        let conf = dir.path().join("bus.conf");
         fs::write(
             &conf,
             format!(
@@ -58,7 +57,7 @@ impl Bus {
         }
         Bus {
             child,
-            dir,
+            _dir: dir,
             address: format!("unix:path={}", sock.display()),
         }
     }
@@ -68,7 +67,6 @@ impl Drop for Bus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 

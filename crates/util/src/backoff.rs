@@ -155,7 +155,7 @@ impl Exponential {
         };
         self.current = Some(d);
         if self.jitter > 0.0 {
-            d.mul_f64(1.0 + self.jitter * crate::random_unit())
+            crate::jitter(d, self.jitter)
         } else {
             d
         }

@@ -1,14 +1,14 @@
 //! The mechanisms every rkubelet layer shares, one of each: the
 //! poison-tolerant [`lock`] and the back-off ([`Backoff`] per key,
-//! [`backoff::Exponential`] for one retry loop), with the jitter source
-//! they use ([`random_unit`]).
+//! [`backoff::Exponential`] for one retry loop), with the jitter they use
+//! ([`jitter`], [`random_unit`]).
 
 pub mod backoff;
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use backoff::{Backoff, Exponential};
 
@@ -27,6 +27,12 @@ pub fn random_unit() -> f64 {
     (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// `d` stretched by up to `max_factor` of itself: `d * (1 + max_factor * r)`,
+/// r uniform in [0, 1) (apimachinery's `wait.Jitter`).
+pub fn jitter(d: Duration, max_factor: f64) -> Duration {
+    d.mul_f64(1.0 + max_factor * random_unit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,6 +42,15 @@ mod tests {
         for _ in 0..100 {
             let r = random_unit();
             assert!((0.0..1.0).contains(&r));
+        }
+    }
+
+    #[test]
+    fn jitter_stays_within_its_factor() {
+        let d = Duration::from_secs(10);
+        for _ in 0..100 {
+            let j = jitter(d, 0.04);
+            assert!(j >= d && j < Duration::from_millis(10_400), "{j:?}");
         }
     }
 

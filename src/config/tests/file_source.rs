@@ -5,8 +5,8 @@ use super::*;
 
 #[test]
 fn file_source_empty_dir_then_inotify_add_and_delete() {
-    let dir = TempDir::new();
-    let (running, rx) = start_file(&dir.0, Duration::from_secs(60));
+    let dir = tempfile::TempDir::with_prefix("rkubelet-config-").unwrap();
+    let (running, rx) = start_file(dir.path(), Duration::from_secs(60));
 
     let first = recv_within(&rx, Duration::from_secs(2));
     assert_eq!(first.op, PodOperation::Set);
@@ -17,24 +17,24 @@ fn file_source_empty_dir_then_inotify_add_and_delete() {
     );
 
     let started = Instant::now();
-    dir.write("web.yaml", GOOD);
+    write_file(&dir, "web.yaml", GOOD);
     let update = recv_until(&rx, Duration::from_millis(1500), |u| !u.pods.is_empty());
     assert_eq!(names(&update), vec!["web-node-1"]);
     assert!(started.elapsed() < Duration::from_millis(1500));
 
     // Hidden files do not trigger a re-read.
-    dir.write(".scratch", "x");
+    write_file(&dir, ".scratch", "x");
     assert!(rx.recv_timeout(Duration::from_millis(400)).is_err());
 
-    fs::remove_file(dir.0.join("web.yaml")).unwrap();
+    fs::remove_file(dir.path().join("web.yaml")).unwrap();
     recv_until(&rx, Duration::from_millis(1500), |u| u.pods.is_empty());
     running.stop();
 }
 
 #[test]
 fn file_source_single_file_and_missing_path() {
-    let dir = TempDir::new();
-    let path = dir.0.join("only.yaml");
+    let dir = tempfile::TempDir::with_prefix("rkubelet-config-").unwrap();
+    let path = dir.path().join("only.yaml");
     let (running, rx) = start_file(&path, Duration::from_secs(60));
     let first = recv_within(&rx, Duration::from_secs(2));
     assert!(first.pods.is_empty(), "missing path reads as no pods");
@@ -45,7 +45,11 @@ fn file_source_single_file_and_missing_path() {
     assert_eq!(names(&update), vec!["web-node-1"]);
 
     // Replaced by rename, as editors and config tools do.
-    let tmp = dir.write(".only.yaml.tmp", &GOOD.replace("nginx:1.25", "nginx:1.26"));
+    let tmp = write_file(
+        &dir,
+        ".only.yaml.tmp",
+        &GOOD.replace("nginx:1.25", "nginx:1.26"),
+    );
     fs::rename(&tmp, &path).unwrap();
     let update = recv_until(&rx, Duration::from_millis(1500), |u| {
         u.pods
@@ -67,8 +71,8 @@ fn file_source_single_file_and_missing_path() {
 
 #[test]
 fn file_source_periodic_reread_and_directory_created_later() {
-    let parent = TempDir::new();
-    let dir = parent.0.join("manifests");
+    let parent = tempfile::TempDir::with_prefix("rkubelet-config-").unwrap();
+    let dir = parent.path().join("manifests");
     let (running, rx) = start_file(&dir, Duration::from_millis(300));
     assert!(recv_within(&rx, Duration::from_secs(2)).pods.is_empty());
     fs::create_dir(&dir).unwrap();
@@ -83,10 +87,11 @@ fn file_source_periodic_reread_and_directory_created_later() {
 
 #[test]
 fn file_source_stops_when_shutdown_sender_dropped() {
-    let dir = TempDir::new();
+    let dir = tempfile::TempDir::with_prefix("rkubelet-config-").unwrap();
     let (tx, rx) = bounded(4);
     let (stop, shutdown) = bounded::<()>(1);
-    let handle = start_file_source(&dir.0, NODE, Duration::from_secs(60), tx, shutdown).unwrap();
+    let handle =
+        start_file_source(dir.path(), NODE, Duration::from_secs(60), tx, shutdown).unwrap();
     recv_within(&rx, Duration::from_secs(2));
     drop(stop);
     let deadline = Instant::now() + Duration::from_secs(2);

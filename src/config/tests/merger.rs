@@ -214,13 +214,13 @@ fn pod_config_keeps_sources_apart_and_tracks_seen() {
 
 #[test]
 fn pod_config_with_file_source_end_to_end() {
-    let dir = TempDir::new();
-    dir.write("web.yaml", GOOD);
+    let dir = tempfile::TempDir::with_prefix("rkubelet-config-").unwrap();
+    write_file(&dir, "web.yaml", GOOD);
     let config = PodConfig::new();
     let updates = config.updates();
     let (stop, shutdown) = bounded(1);
     let handle = start_file_source(
-        &dir.0,
+        dir.path(),
         NODE,
         Duration::from_millis(200),
         config.channel(FILE_SOURCE),

@@ -12,7 +12,6 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -20,6 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use tempfile::TempDir;
 
 use super::common::*;
 use super::file::{extract_from_dir, extract_from_file};
@@ -52,29 +52,11 @@ fn manifest(name: &str, image: &str) -> String {
     )
 }
 
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let path = std::env::temp_dir().join(format!("rkubelet-config-{}-{n}", std::process::id()));
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-    fn write(&self, name: &str, content: &str) -> PathBuf {
-        let path = self.0.join(name);
-        fs::write(&path, content).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
+/// Writes `content` to `name` under `dir`; the file's path.
+fn write_file(dir: &TempDir, name: &str, content: &str) -> PathBuf {
+    let path = dir.path().join(name);
+    fs::write(&path, content).unwrap();
+    path
 }
 
 fn decode_file(path: &str, data: &str, node: &str) -> anyhow::Result<Pod> {

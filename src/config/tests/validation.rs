@@ -4,7 +4,7 @@
 use super::*;
 
 fn file_error(dir: &TempDir, name: &str, content: &str) -> String {
-    let path = dir.write(name, content);
+    let path = write_file(dir, name, content);
     let err = extract_from_file(&path, NODE).unwrap_err();
     let message = format!("{err:#}");
     assert!(
@@ -16,7 +16,7 @@ fn file_error(dir: &TempDir, name: &str, content: &str) -> String {
 
 #[test]
 fn validation_errors_name_file_and_field() {
-    let dir = TempDir::new();
+    let dir = tempfile::TempDir::with_prefix("rkubelet-config-").unwrap();
     let m = file_error(&dir, "bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [\n");
     assert!(m.contains("couldn't parse as pod"), "{m}");
 
@@ -132,19 +132,24 @@ spec:
 
 #[test]
 fn directory_skips_bad_and_hidden_files() {
-    let dir = TempDir::new();
-    dir.write("a.yaml", &manifest("alpha", "busybox:1.36"));
-    dir.write(
+    let dir = tempfile::TempDir::with_prefix("rkubelet-config-").unwrap();
+    write_file(&dir, "a.yaml", &manifest("alpha", "busybox:1.36"));
+    write_file(
+        &dir,
         "b-broken.yaml",
         "kind: Pod\napiVersion: v1\nmetadata: {name: broken}\nspec: {containers: []}\n",
     );
-    dir.write("c.json", r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"gamma"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}"#);
-    dir.write(".hidden.yaml", &manifest("hidden", "busybox"));
-    dir.write(".a.yaml.swp", "garbage");
-    fs::create_dir(dir.0.join("sub")).unwrap();
-    dir.write("sub/nested.yaml", &manifest("nested", "busybox"));
+    write_file(
+        &dir,
+        "c.json",
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"gamma"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}"#,
+    );
+    write_file(&dir, ".hidden.yaml", &manifest("hidden", "busybox"));
+    write_file(&dir, ".a.yaml.swp", "garbage");
+    fs::create_dir(dir.path().join("sub")).unwrap();
+    write_file(&dir, "sub/nested.yaml", &manifest("nested", "busybox"));
 
-    let (pods, errors) = extract_from_dir(&dir.0, NODE).unwrap();
+    let (pods, errors) = extract_from_dir(dir.path(), NODE).unwrap();
     let names: Vec<&str> = pods.iter().map(|p| p.name()).collect();
     assert_eq!(names, vec!["alpha-node-1", "gamma-node-1"]);
     assert_eq!(errors.len(), 1, "{errors:?}");
@@ -154,10 +159,10 @@ fn directory_skips_bad_and_hidden_files() {
 
 #[test]
 fn directory_rejects_duplicate_pod_names() {
-    let dir = TempDir::new();
-    dir.write("a.yaml", &manifest("same", "busybox:1"));
-    dir.write("b.yaml", &manifest("same", "busybox:2"));
-    let (pods, errors) = extract_from_dir(&dir.0, NODE).unwrap();
+    let dir = tempfile::TempDir::with_prefix("rkubelet-config-").unwrap();
+    write_file(&dir, "a.yaml", &manifest("same", "busybox:1"));
+    write_file(&dir, "b.yaml", &manifest("same", "busybox:2"));
+    let (pods, errors) = extract_from_dir(dir.path(), NODE).unwrap();
     assert_eq!(pods.len(), 1);
     assert_eq!(errors.len(), 1);
     assert!(

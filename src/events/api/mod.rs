@@ -22,6 +22,7 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TrySendError
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
+use rkubelet_util::lock;
 
 use super::{EventRecorder, EventType};
 use crate::client::flowcontrol::random_unit;
@@ -142,17 +143,12 @@ impl ApiRecorder {
         self: &Arc<Self>,
         shutdown: Receiver<()>,
     ) -> io::Result<crate::util::worker::Worker> {
-        let rx = self
-            .rx
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    "event recorder already started",
-                )
-            })?;
+        let rx = lock(&self.rx).take().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "event recorder already started",
+            )
+        })?;
         let worker = Worker {
             sink: self.sink.clone(),
             correlator: Correlator::new(),

@@ -20,6 +20,7 @@ use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
+use rkubelet_util::lock;
 use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
@@ -79,7 +80,7 @@ impl<V: Clone> TtlCache<V> {
     }
 
     pub fn get(&self, key: &str) -> Option<V> {
-        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = lock(&self.entries);
         match map.get(key) {
             Some((expiry, v)) if *expiry > Instant::now() => Some(v.clone()),
             Some(_) => {
@@ -94,7 +95,7 @@ impl<V: Clone> TtlCache<V> {
         if ttl.is_zero() {
             return;
         }
-        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = lock(&self.entries);
         if map.len() >= CACHE_CAP {
             let now = Instant::now();
             map.retain(|_, (expiry, _)| *expiry > now);

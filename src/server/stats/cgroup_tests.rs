@@ -37,11 +37,11 @@ fn web_cgroup() -> FakeCgroups {
 }
 
 fn provider_with_cgroups(tmp: &TempDir, rt: FakeRuntime) -> Arc<SummaryProvider> {
-    let proc_root = tmp.0.join("proc");
+    let proc_root = tmp.path().join("proc");
     fake_proc(&proc_root, 1000);
-    let mut cfg = StatsConfig::new("node-a", tmp.0.clone());
+    let mut cfg = StatsConfig::new("node-a", tmp.path().to_path_buf());
     cfg.proc_root = proc_root;
-    cfg.pod_logs_dir = tmp.0.join("pods");
+    cfg.pod_logs_dir = tmp.path().join("pods");
     SummaryProvider::with_pod_cgroups(Arc::new(rt), cfg, Some(Arc::new(web_cgroup())))
 }
 
@@ -56,7 +56,7 @@ fn pod<'a>(v: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn pod_cpu_and_memory_come_from_the_pod_cgroup_else_the_containers() {
-    let tmp = TempDir::new("podcg");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-stats-podcg-").unwrap();
     let p = provider_with_cgroups(&tmp, runtime(&tmp));
     let v: Value = serde_json::to_value(p.summary(false).unwrap()).unwrap();
     let web = pod(&v, "web");
@@ -81,7 +81,7 @@ fn pod_cpu_and_memory_come_from_the_pod_cgroup_else_the_containers() {
 
 #[test]
 fn usage_nano_cores_of_a_pod_cgroup_comes_from_two_scrapes() {
-    let tmp = TempDir::new("podcgcores");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-stats-podcgcores-").unwrap();
     let p = provider_with_cgroups(&tmp, runtime(&tmp));
     let first = p.summary(true).unwrap();
     let web = |s: &Summary| {
@@ -104,7 +104,7 @@ fn usage_nano_cores_of_a_pod_cgroup_comes_from_two_scrapes() {
 
 #[test]
 fn cadvisor_metrics_label_containers_and_pod_cgroups() {
-    let tmp = TempDir::new("cadvisor");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-stats-cadvisor-").unwrap();
     let p = provider_with_cgroups(&tmp, runtime(&tmp));
     let r = p.handle("GET", "/metrics/cadvisor", "").unwrap();
     assert_eq!(r.status, 200);

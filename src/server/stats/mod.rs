@@ -18,6 +18,7 @@ pub mod types;
 
 pub use cgroups::PodCgroups;
 pub use resource_metrics::render_resource_metrics;
+use rkubelet_util::lock;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -295,7 +296,7 @@ impl SummaryProvider {
         let tck = node::clk_tck();
         let mut usage = node::cpu_usage_ns(stat, tck)?;
         let mut now = now;
-        let mut prev = self.node_cpu.lock().unwrap_or_else(|p| p.into_inner());
+        let mut prev = lock(&self.node_cpu);
         if prev.is_none() {
             // First call: take a short second sample so usageNanoCores is
             // there from the start (cAdvisor always has a previous sample).
@@ -432,7 +433,7 @@ impl SummaryProvider {
             .map(|c| (c.id.as_str(), c))
             .collect();
 
-        let mut cache = self.cpu_cache.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = lock(&self.cpu_cache);
         let mut seen: HashSet<String> = HashSet::new();
         // Sandbox ID -> pod, in a stable order.
         let mut pods: BTreeMap<String, PodStats> = BTreeMap::new();
@@ -539,10 +540,7 @@ impl SummaryProvider {
     /// ListPodSandboxStats by sandbox ID; empty (pod totals are then summed
     /// from containers) when the runtime cannot answer.
     fn sandbox_stats(&self) -> HashMap<String, api::PodSandboxStats> {
-        let mut retry = self
-            .sandbox_stats_retry
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut retry = lock(&self.sandbox_stats_retry);
         if retry.is_some_and(|t| std::time::Instant::now() < t) {
             return HashMap::new();
         }

@@ -3,32 +3,10 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use tempfile::TempDir;
 
 const SEC: i64 = 1_000_000_000;
 const T0: i64 = 1_700_000_000 * SEC;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "rkubelet-stats-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 fn u(v: u64) -> MessageField<api::UInt64Value> {
     Some(api::UInt64Value {
@@ -209,11 +187,11 @@ fn provider_and_runtime(
     tmp: &TempDir,
     rt: FakeRuntime,
 ) -> (Arc<SummaryProvider>, Arc<FakeRuntime>) {
-    let proc_root = tmp.0.join("proc");
+    let proc_root = tmp.path().join("proc");
     fake_proc(&proc_root, 1000);
-    let mut cfg = StatsConfig::new("node-a", tmp.0.clone());
+    let mut cfg = StatsConfig::new("node-a", tmp.path().to_path_buf());
     cfg.proc_root = proc_root;
-    cfg.pod_logs_dir = tmp.0.join("pods");
+    cfg.pod_logs_dir = tmp.path().join("pods");
     let rt = Arc::new(rt);
     (SummaryProvider::new(rt.clone(), cfg), rt)
 }
@@ -223,7 +201,7 @@ fn provider(tmp: &TempDir, rt: FakeRuntime) -> Arc<SummaryProvider> {
 }
 
 fn runtime(tmp: &TempDir) -> FakeRuntime {
-    let mount = tmp.0.to_string_lossy().into_owned();
+    let mount = tmp.path().to_string_lossy().into_owned();
     FakeRuntime {
         sandboxes: vec![
             sandbox("sb-old", "web", "uid-old", false, T0 - 100 * SEC),
@@ -261,10 +239,10 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 
 #[test]
 fn summary_json_uses_upstream_field_names() {
-    let tmp = TempDir::new("json");
+    let tmp = TempDir::with_prefix("rkubelet-stats-json-").unwrap();
     let p = provider(&tmp, runtime(&tmp));
     // Log files for the app container: counted in logs and ephemeral storage.
-    let logdir = tmp.0.join("pods/default_web_uid-1/app");
+    let logdir = tmp.path().join("pods/default_web_uid-1/app");
     fs::create_dir_all(&logdir).unwrap();
     fs::write(logdir.join("0.log"), vec![b'x'; 10000]).unwrap();
 
@@ -416,7 +394,7 @@ fn summary_json_uses_upstream_field_names() {
 
 #[test]
 fn usage_nano_cores_from_two_samples() {
-    let tmp = TempDir::new("nanocores");
+    let tmp = TempDir::with_prefix("rkubelet-stats-nanocores-").unwrap();
     let rt = runtime(&tmp);
     let mount = rt.image_fs_mount.clone();
     let (p, fake) = provider_and_runtime(&tmp, rt);
@@ -475,7 +453,7 @@ fn usage_nano_cores_from_two_samples() {
     assert!(p.cpu_cache.lock().unwrap().contains_key("c1"));
 
     // Node: the next /proc/stat sample, some time later.
-    fake_proc(&tmp.0.join("proc"), 1000 + node::clk_tck());
+    fake_proc(&tmp.path().join("proc"), 1000 + node::clk_tck());
     std::thread::sleep(Duration::from_millis(50));
     let s4 = p.summary(true).unwrap();
     let cores = s4.node.cpu.as_ref().unwrap().usage_nano_cores.unwrap();
@@ -485,7 +463,7 @@ fn usage_nano_cores_from_two_samples() {
 
 #[test]
 fn pod_level_stats_from_sandbox_stats() {
-    let tmp = TempDir::new("sbstats");
+    let tmp = TempDir::with_prefix("rkubelet-stats-sbstats-").unwrap();
     let mut rt = runtime(&tmp);
     rt.sandbox_stats = Some(vec![api::PodSandboxStats {
         attributes: Some(api::PodSandboxAttributes {
@@ -545,7 +523,7 @@ fn pod_level_stats_from_sandbox_stats() {
 
 #[test]
 fn only_cpu_and_memory_skips_fs() {
-    let tmp = TempDir::new("cpumem");
+    let tmp = TempDir::with_prefix("rkubelet-stats-cpumem-").unwrap();
     let p = provider(&tmp, runtime(&tmp));
     let r = p
         .handle("GET", "/stats/summary", "only_cpu_and_memory=true")
@@ -561,7 +539,7 @@ fn only_cpu_and_memory_skips_fs() {
 
 #[test]
 fn resource_metrics_parse_with_upstream_names() {
-    let tmp = TempDir::new("resource");
+    let tmp = TempDir::with_prefix("rkubelet-stats-resource-").unwrap();
     let p = provider(&tmp, runtime(&tmp));
     let r = p.handle("GET", "/metrics/resource", "").unwrap();
     assert_eq!(r.status, 200);

@@ -10,8 +10,9 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
+use rkubelet_util::lock;
 use rustls::{ServerConnection, StreamOwned};
 
 /// The two halves plus the socket underneath (for timeouts and shutdown).
@@ -57,10 +58,6 @@ impl ClientStream for StreamOwned<ServerConnection, TcpStream> {
             socket: sock,
         })
     }
-}
-
-fn lock(conn: &Mutex<ServerConnection>) -> MutexGuard<'_, ServerConnection> {
-    conn.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn flush_tls(conn: &mut ServerConnection, mut sock: &TcpStream) -> io::Result<()> {

@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rkubelet_util::lock;
 use serde::de::DeserializeOwned;
 
 use super::{from_api, Kind, ManagerError, ObjectStore};
@@ -79,7 +80,7 @@ impl<T: Send + Sync + 'static> CacheBasedStore<T> {
 impl<T: Send + Sync + 'static> ObjectStore<T> for CacheBasedStore<T> {
     fn add_reference(&self, namespace: &str, name: &str, referenced_from: &str) {
         let key = (namespace.to_string(), name.to_string());
-        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut items = lock(&self.items);
         let item = items.entry(key).or_insert_with(|| Item {
             refs: HashMap::new(),
             data: Arc::default(),
@@ -92,7 +93,7 @@ impl<T: Send + Sync + 'static> ObjectStore<T> for CacheBasedStore<T> {
 
     fn delete_reference(&self, namespace: &str, name: &str, referenced_from: &str) {
         let key = (namespace.to_string(), name.to_string());
-        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut items = lock(&self.items);
         let Some(item) = items.get_mut(&key) else {
             return;
         };
@@ -109,7 +110,7 @@ impl<T: Send + Sync + 'static> ObjectStore<T> for CacheBasedStore<T> {
 
     fn get(&self, namespace: &str, name: &str) -> Result<Arc<T>, ManagerError> {
         let data = {
-            let items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+            let items = lock(&self.items);
             match items.get(&(namespace.to_string(), name.to_string())) {
                 Some(item) => item.data.clone(),
                 None => {
@@ -120,7 +121,7 @@ impl<T: Send + Sync + 'static> ObjectStore<T> for CacheBasedStore<T> {
                 }
             }
         };
-        let mut data = data.lock().unwrap_or_else(|e| e.into_inner());
+        let mut data = lock(&data);
         if let Some(d) = data.as_ref() {
             let immutable = d.result.as_ref().is_ok_and(|o| (self.is_immutable)(o));
             if immutable || d.fetched.elapsed() < self.ttl {

@@ -18,6 +18,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 use serde::de::DeserializeOwned;
 
 use crate::client::{ApiError, Client};
@@ -193,7 +194,7 @@ impl<T: Send + Sync> Manager<T> for CacheBasedManager<T> {
         let key = pod_key(pod);
         let (ns, uid) = (key.0.clone(), key.2.clone());
         // Held across the store calls so registrations apply in order, as upstream.
-        let mut registered = self.registered.lock().unwrap_or_else(|e| e.into_inner());
+        let mut registered = lock(&self.registered);
         for name in &names {
             self.store.add_reference(&ns, name, &uid);
         }
@@ -207,7 +208,7 @@ impl<T: Send + Sync> Manager<T> for CacheBasedManager<T> {
 
     fn unregister_pod(&self, pod: &Pod) {
         let key = pod_key(pod);
-        let mut registered = self.registered.lock().unwrap_or_else(|e| e.into_inner());
+        let mut registered = lock(&self.registered);
         if let Some(prev) = registered.remove(&key) {
             for name in &prev {
                 self.store.delete_reference(&key.0, name, &key.2);

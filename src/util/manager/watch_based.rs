@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use rkubelet_util::lock;
 use serde::de::DeserializeOwned;
 
 use super::{Kind, ManagerError, ObjectRef, ObjectStore, OnChange};
@@ -62,10 +63,6 @@ impl<T: DeserializeOwned + Send + Sync + 'static> WatchBasedStore<T> {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Starts the object's watch (under the state lock: the mux thread only
     /// reads its change queue, so this cannot deadlock).
     fn start_watch(&self, state: &mut State<T>, key: &Key) {
@@ -88,7 +85,7 @@ impl<T: DeserializeOwned + Send + Sync + 'static> WatchBasedStore<T> {
     /// Applies the object's new state (None: it does not exist); tells the
     /// callback when it changed; Stop once the object is immutable.
     fn apply(&self, id: WatchId, object: Option<serde_json::Value>) -> Flow {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         let Some(key) = state.by_watch.get(&id).cloned() else {
             return Flow::Stop; // unwatched meanwhile
         };
@@ -164,7 +161,7 @@ impl<T: DeserializeOwned + Send + Sync + 'static> WatchSink for WatchBasedStore<
 impl<T: DeserializeOwned + Send + Sync + 'static> ObjectStore<T> for WatchBasedStore<T> {
     fn add_reference(&self, namespace: &str, name: &str, referenced_from: &str) {
         let key = (namespace.to_string(), name.to_string());
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         let item = state.items.entry(key.clone()).or_insert_with(|| Item {
             refs: HashMap::new(),
             watch: None,
@@ -181,7 +178,7 @@ impl<T: DeserializeOwned + Send + Sync + 'static> ObjectStore<T> for WatchBasedS
 
     fn delete_reference(&self, namespace: &str, name: &str, referenced_from: &str) {
         let key = (namespace.to_string(), name.to_string());
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         let Some(item) = state.items.get_mut(&key) else {
             return;
         };
@@ -205,7 +202,7 @@ impl<T: DeserializeOwned + Send + Sync + 'static> ObjectStore<T> for WatchBasedS
     fn get(&self, namespace: &str, name: &str) -> Result<Arc<T>, ManagerError> {
         let key = (namespace.to_string(), name.to_string());
         let deadline = Instant::now() + SYNC_WAIT;
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         loop {
             let Some(item) = state.items.get(&key) else {
                 return Err(ManagerError::NotRegistered {
@@ -238,10 +235,6 @@ impl<T: DeserializeOwned + Send + Sync + 'static> ObjectStore<T> for WatchBasedS
 #[cfg(test)]
 impl<T> WatchBasedStore<T> {
     pub(crate) fn watch_count(&self) -> usize {
-        self.state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_watch
-            .len()
+        lock(&self.state).by_watch.len()
     }
 }

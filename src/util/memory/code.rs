@@ -21,6 +21,8 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use rkubelet_util::lock;
+
 /// Drops the executable's idle read-only mappings at most once a period.
 pub struct IdleCodeTrimmer {
     /// None when /proc/self/exe could not be read (logged once).
@@ -49,7 +51,7 @@ impl IdleCodeTrimmer {
             return;
         };
         {
-            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            let mut last = lock(&self.last);
             if last.elapsed() < self.period {
                 return;
             }

@@ -287,17 +287,6 @@ mod tests {
             .collect()
     }
 
-    fn tempdir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "rkubelet-aw-{name}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     fn noop(_: &Path) -> io::Result<()> {
         Ok(())
     }
@@ -311,9 +300,10 @@ mod tests {
 
     #[test]
     fn layout_matches_upstream() {
-        let d = tempdir("layout");
+        let tmp = tempfile::TempDir::with_prefix("rkubelet-aw-layout-").unwrap();
+        let d = tmp.path();
         let p = payload(&[("a", "1", 0o644), ("sub/b", "2", 0o400)]);
-        assert!(write(&d, &p, &noop).unwrap());
+        assert!(write(d, &p, &noop).unwrap());
         let data = fs::read_link(d.join("..data")).unwrap();
         assert!(data.to_string_lossy().starts_with(".."));
         assert_eq!(fs::read_link(d.join("a")).unwrap(), Path::new("..data/a"));
@@ -324,20 +314,20 @@ mod tests {
         assert_eq!(fs::read_to_string(d.join("sub/b")).unwrap(), "2");
         let mode = fs::metadata(d.join("sub/b")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o400);
-        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn unchanged_payload_is_not_rewritten_and_updates_swap_versions() {
-        let d = tempdir("update");
+        let tmp = tempfile::TempDir::with_prefix("rkubelet-aw-update-").unwrap();
+        let d = tmp.path();
         let p1 = payload(&[("a", "1", 0o644), ("gone", "x", 0o644)]);
-        assert!(write(&d, &p1, &noop).unwrap());
+        assert!(write(d, &p1, &noop).unwrap());
         let v1 = fs::read_link(d.join("..data")).unwrap();
-        assert!(!write(&d, &p1, &noop).unwrap());
+        assert!(!write(d, &p1, &noop).unwrap());
         assert_eq!(fs::read_link(d.join("..data")).unwrap(), v1);
         // A mode change alone is a change.
         let p2 = payload(&[("a", "1", 0o600)]);
-        assert!(write(&d, &p2, &noop).unwrap());
+        assert!(write(d, &p2, &noop).unwrap());
         let v2 = fs::read_link(d.join("..data")).unwrap();
         assert_ne!(v1, v2);
         assert!(!d.join(&v1).exists(), "old version removed");
@@ -346,34 +336,34 @@ mod tests {
             "stale link removed"
         );
         assert_eq!(fs::read_to_string(d.join("a")).unwrap(), "1");
-        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn bad_paths_are_rejected_before_anything_is_written() {
-        let d = tempdir("bad");
+        let tmp = tempfile::TempDir::with_prefix("rkubelet-aw-bad-").unwrap();
+        let d = tmp.path();
         for bad in ["/etc/passwd", "../x", "a/../../x", "..hidden", ""] {
             let p = payload(&[("ok", "1", 0o644), (bad, "x", 0o644)]);
-            let err = write(&d, &p, &noop).unwrap_err();
+            let err = write(d, &p, &noop).unwrap_err();
             assert!(
                 matches!(err, WriteError::InvalidPath { .. }),
                 "{bad}: {err}"
             );
         }
-        assert!(fs::read_dir(&d).unwrap().next().is_none());
-        fs::remove_dir_all(&d).unwrap();
+        assert!(fs::read_dir(d).unwrap().next().is_none());
     }
 
     #[test]
     fn failed_permissions_leave_the_old_version_visible() {
-        let d = tempdir("perms");
+        let tmp = tempfile::TempDir::with_prefix("rkubelet-aw-perms-").unwrap();
+        let d = tmp.path();
         let p1 = payload(&[("a", "1", 0o644)]);
-        write(&d, &p1, &noop).unwrap();
+        write(d, &p1, &noop).unwrap();
         let fail = |_: &Path| Err(io::Error::from(io::ErrorKind::PermissionDenied));
         let p2 = payload(&[("a", "2", 0o644)]);
-        assert!(write(&d, &p2, &fail).is_err());
+        assert!(write(d, &p2, &fail).is_err());
         assert_eq!(fs::read_to_string(d.join("a")).unwrap(), "1");
-        let versions = fs::read_dir(&d)
+        let versions = fs::read_dir(d)
             .unwrap()
             .filter(|e| {
                 let n = e.as_ref().unwrap().file_name();
@@ -382,6 +372,5 @@ mod tests {
             })
             .count();
         assert_eq!(versions, 1, "the failed version is removed");
-        fs::remove_dir_all(&d).unwrap();
     }
 }

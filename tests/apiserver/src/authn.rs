@@ -7,6 +7,7 @@ use crate::handlers::Info;
 use crate::http::Request;
 use crate::server::Server;
 use crate::status::ApiError;
+use rkubelet_util::lock;
 use serde_json::json;
 
 /// A connection's client certificate: its user, and the credential ID the
@@ -45,7 +46,7 @@ pub fn authenticate(
             .or_else(|| h.strip_prefix("bearer "))
             .map(str::trim);
         let known = {
-            let pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            let pki = lock(&srv.pki);
             tok.and_then(|t| pki.tokens.get(t)).cloned()
         };
         let user =

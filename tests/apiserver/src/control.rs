@@ -2,6 +2,7 @@
 //! Served under /__double/ to admin identities only.
 
 use crate::util;
+use rkubelet_util::lock;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -117,22 +118,16 @@ impl Faults {
             new.push(mk(FaultKind::Garbage, count));
         }
         let n = new.len();
-        self.rules
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(new);
+        lock(&self.rules).extend(new);
         Ok(n)
     }
 
     pub fn clear(&self) {
-        self.rules.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        lock(&self.rules).clear();
     }
 
     pub fn to_json(&self) -> Value {
-        json!(self
-            .rules
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        json!(lock(&self.rules)
             .iter()
             .map(|f| f.to_json())
             .collect::<Vec<_>>())
@@ -141,7 +136,7 @@ impl Faults {
     /// Consumes at most one rule of each kind that matches the request.
     pub fn decide(&self, path: &str, verb: &str) -> Decision {
         let mut d = Decision::default();
-        let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rules = lock(&self.rules);
         let (mut stall, mut drop, mut status, mut trunc) = (false, false, false, false);
         let mut garbage = false;
         for r in rules.iter_mut() {
@@ -216,7 +211,7 @@ impl Default for Stats {
 
 impl Stats {
     pub fn record(&self, key: &str, user_agent: &str, user: &str, code: u16) {
-        let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = lock(&self.inner);
         s.total += 1;
         *s.by_verb_resource.entry(key.to_string()).or_default() += 1;
         *s.by_user_agent.entry(user_agent.to_string()).or_default() += 1;
@@ -225,14 +220,14 @@ impl Stats {
     }
 
     pub fn reset(&self) {
-        *self.inner.lock().unwrap_or_else(|p| p.into_inner()) = Stats::default()
+        *lock(&self.inner) = Stats::default()
             .inner
             .into_inner()
             .unwrap_or_else(|p| p.into_inner());
     }
 
     pub fn to_json(&self) -> Value {
-        let s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let s = lock(&self.inner);
         let secs = s.since.elapsed().as_secs_f64();
         json!({
             "since": s.since_wall,
@@ -303,7 +298,7 @@ impl Audit {
         if let (Some(Value::Object(m)), Some(l)) = (extra, line.as_object_mut()) {
             l.extend(m);
         }
-        if let Some(w) = self.out.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        if let Some(w) = lock(&self.out).as_mut() {
             let _ = writeln!(w, "{}", line);
         }
     }

@@ -18,6 +18,7 @@ use crate::kinds::FieldErrs;
 use crate::util::{get, get_str, now_rfc3339, obj_field_mut};
 use crate::version::Version;
 use base64::Engine;
+use rkubelet_util::lock;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -453,11 +454,7 @@ pub fn controller_tick(api: &Api, pki: &std::sync::Mutex<crate::certs::Pki>, c: 
             Some(KUBELET_SERVING_SIGNER) => serving_ok(&csr, &req, api.version),
             _ => kubelet_client_ok(&csr, &req, api.version),
         }
-        .and_then(|()| {
-            pki.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .sign_with_ca(certificate_params(&csr, &req, ttl), &req)
-        });
+        .and_then(|()| lock(pki).sign_with_ca(certificate_params(&csr, &req, ttl), &req));
         match signed {
             Ok(pem) => {
                 let b64 = base64::engine::general_purpose::STANDARD.encode(pem);

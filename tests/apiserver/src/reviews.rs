@@ -9,6 +9,7 @@
 
 use crate::certs::User;
 use crate::status::ApiError;
+use rkubelet_util::lock;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -32,25 +33,21 @@ struct AuthzInner {
 }
 
 impl Authz {
-    fn lock(&self) -> std::sync::MutexGuard<'_, AuthzInner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub fn set_deny(&self, users: Vec<String>) {
-        self.lock().deny = users;
+        lock(&self.inner).deny = users;
     }
 
     pub fn to_json(&self) -> Value {
-        let g = self.lock();
+        let g = lock(&self.inner);
         json!({"deny": g.deny, "reviewCount": g.reviews.len(), "tokenReviewCount": g.token_reviews})
     }
 
     pub fn reviews_json(&self) -> Value {
-        json!({"items": self.lock().reviews})
+        json!({"items": lock(&self.inner).reviews})
     }
 
     pub fn clear_reviews(&self) {
-        let mut g = self.lock();
+        let mut g = lock(&self.inner);
         g.reviews.clear();
         g.token_reviews = 0;
     }
@@ -126,7 +123,7 @@ pub fn token_review(
             )],
         ));
     }
-    authz.lock().token_reviews += 1;
+    lock(&authz.inner).token_reviews += 1;
     let audiences = v.pointer("/spec/audiences").cloned();
     let status = match tokens.get(token) {
         Some(u) => {
@@ -185,7 +182,7 @@ pub fn subject_access_review(authz: &Authz, body: &[u8]) -> Result<(u16, Value),
             )],
         ));
     }
-    let mut g = authz.lock();
+    let mut g = lock(&authz.inner);
     let allowed = !g.deny.iter().any(|d| d == user);
     let s = |k: &str| -> Value {
         ra.and_then(|r| r.get(k))

@@ -12,6 +12,7 @@ use crate::reviews::{self, Authz};
 use crate::status::ApiError;
 use crate::store::Store;
 use crate::watch;
+use rkubelet_util::lock;
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -571,7 +572,7 @@ fn run_handler(
             return Err(ApiError::method_not_allowed());
         }
         let r = if plural == "tokenreviews" {
-            let pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            let pki = lock(&srv.pki);
             reviews::token_review(&srv.authz, &pki.tokens, &req.body)
         } else {
             reviews::subject_access_review(&srv.authz, &req.body)
@@ -658,7 +659,7 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
             let Some(name) = v.get("name").and_then(|x| x.as_str()) else {
                 return bad("name is required".into());
             };
-            let mut pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pki = lock(&srv.pki);
             match pki.add_node(name, &srv.url) {
                 Ok(()) => (
                     200,
@@ -690,7 +691,7 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
                 .unwrap_or_default();
             let orgs: Vec<&str> = orgs.iter().map(|s| s.as_str()).collect();
             let days = v.get("days").and_then(|x| x.as_i64()).unwrap_or(365).max(1);
-            let pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            let pki = lock(&srv.pki);
             match pki.issue_client(cn, &orgs, days) {
                 Ok((c, k)) => (200, json!({"cert": c, "key": k})),
                 Err(m) => (500, ApiError::internal(&m).to_status()),
@@ -717,7 +718,7 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
                         .collect()
                 })
                 .unwrap_or_default();
-            let mut pki = srv.pki.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pki = lock(&srv.pki);
             match pki.add_token(user, &groups) {
                 Ok(t) => (200, json!({"token": t, "user": user, "groups": groups})),
                 Err(m) => (500, ApiError::internal(&m).to_status()),

@@ -5,6 +5,7 @@
 
 use crate::resources;
 use crate::util::{name_of, namespace_of};
+use rkubelet_util::lock;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
@@ -96,7 +97,7 @@ impl Store {
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.inner)
     }
 }
 

@@ -13,6 +13,7 @@ use crate::status::ApiError;
 use crate::store::Inner;
 use crate::util::{self, get, get_str, meta_mut, uid_of};
 use base64::Engine;
+use rkubelet_util::lock;
 use serde_json::{json, Value};
 use std::sync::Mutex;
 
@@ -29,15 +30,15 @@ pub struct TokenLog {
 
 impl TokenLog {
     fn push(&self, v: Value) {
-        self.items.lock().unwrap_or_else(|p| p.into_inner()).push(v);
+        lock(&self.items).push(v);
     }
     pub fn clear(&self) {
-        self.items.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        lock(&self.items).clear();
     }
     /// `{count, issued, items: [{namespace, serviceAccount, user, code, audiences,
     /// expirationSeconds, boundObjectRef, expirationTimestamp, ts}]}`.
     pub fn to_json(&self) -> Value {
-        let items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        let items = lock(&self.items);
         let issued = items.iter().filter(|i| i["code"] == 201).count();
         json!({"count": items.len(), "issued": issued, "items": *items})
     }

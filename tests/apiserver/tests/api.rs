@@ -506,10 +506,11 @@ fn graceful_delete_preconditions_and_finalizers() {
 
 #[test]
 fn faults_stats_audit_and_restart() {
-    let dir = tmpdir("faults");
+    let tmp = tmpdir("faults");
+    let dir = tmp.path();
     let port;
     {
-        let d = spawn_in(&dir, &[]);
+        let d = spawn_in(dir, &[]);
         port = std::fs::read_to_string(d.dir.join("port")).unwrap();
         let admin = Client::admin(&d);
         let c = Client::kubelet(&d);
@@ -577,7 +578,7 @@ fn faults_stats_audit_and_restart() {
         );
     }
     // A restart on the same dir and port is an outage, not a new cluster.
-    let d = spawn_in(&dir, &["--port", port.trim()]);
+    let d = spawn_in(dir, &["--port", port.trim()]);
     let c = Client::kubelet(&d);
     let (code, p) = c.get("/api/v1/namespaces/default/pods/keep");
     assert_eq!(code, 200);

@@ -43,22 +43,24 @@ const IGNORED: &[(&[&str], &str)] = &[
     ),
 ];
 
-/// A double of its own per test (tests run in parallel; `name` keeps their
-/// directories apart).
-fn start_double(name: &str) -> Client {
-    let dir = support::tmpdir(name);
-    let mut cfg = Config::new(&dir);
+/// A double of its own per test (tests run in parallel), with its
+/// directory, which must outlive it.
+fn start_double(name: &str) -> (Client, tempfile::TempDir) {
+    let tmp = support::tmpdir(name);
+    let dir = tmp.path();
+    let mut cfg = Config::new(dir);
     cfg.persist = false;
     cfg.version = Version::new(22);
     let h = start(cfg).unwrap_or_else(|e| panic!("start the double: {}", e));
-    Client {
+    let client = Client {
         agent: ureq::AgentBuilder::new()
-            .tls_config(support::tls(&dir, Some("admin")))
+            .tls_config(support::tls(dir, Some("admin")))
             .timeout(Duration::from_secs(20))
             .build(),
         base: h.url.clone(),
         token: None,
-    }
+    };
+    (client, tmp)
 }
 
 fn path_for(doc: &Value) -> String {
@@ -152,7 +154,7 @@ fn created_pods_are_defaulted_as_the_real_server_did() {
     let mut docs = golden::yaml_docs("pods.yaml");
     docs.extend(golden::yaml_docs("statuses.yaml"));
     let want = as_stored();
-    let c = start_double("fidelity-pods");
+    let (c, _dir) = start_double("fidelity-pods");
     let got = create_all(&c, &docs);
     let mut failures = vec![];
     let mut needed = [false; IGNORED.len()];
@@ -201,7 +203,7 @@ fn strip_assigned(v: &Value) -> Value {
 /// sent to the double as the kubelet sent it to the real server: the
 /// answer must be the real server's.
 fn replay_creates(log: &str) -> usize {
-    let c = start_double(&format!(
+    let (c, _dir) = start_double(&format!(
         "fidelity-creates-{}",
         log.split('/').next().unwrap_or(log)
     ));

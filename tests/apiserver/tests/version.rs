@@ -59,7 +59,7 @@ fn bad_emulate_version_exits_naming_the_flag_and_range() {
     for bad in ["1.21", "1.35", "abc"] {
         let out = Command::new(env!("CARGO_BIN_EXE_apiserver-double"))
             .arg("--dir")
-            .arg(tmpdir("v-bad"))
+            .arg(tmpdir("v-bad").path())
             .args(["--emulate-version", bad])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -11,7 +11,7 @@ use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use rkubelet_util::backoff::Exponential;
-use rkubelet_util::{lock, random_unit};
+use rkubelet_util::{jitter, lock};
 
 use super::chunked::LineSplitter;
 use super::conn::{Conn, Endpoint};
@@ -287,7 +287,7 @@ impl Watch {
                 client.timeout(),
             ),
             Action::Watch => {
-                let timeout = MIN_WATCH_TIMEOUT.mul_f64(1.0 + random_unit());
+                let timeout = jitter(MIN_WATCH_TIMEOUT, 1.0);
                 let secs = timeout.as_secs().to_string();
                 let params = [
                     selector,

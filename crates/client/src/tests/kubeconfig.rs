@@ -2,7 +2,7 @@ use std::path::Path;
 
 use base64::Engine;
 
-use super::{temp_dir, CA_CRT, CLIENT_CRT, CLIENT_KEY};
+use super::{CA_CRT, CLIENT_CRT, CLIENT_KEY};
 use crate::kubeconfig::{from_yaml, load};
 use crate::Auth;
 
@@ -19,7 +19,8 @@ fn kubeconfig(cluster: &str, user: &str) -> String {
 }
 
 fn err_of(yaml: &str) -> String {
-    let dir = temp_dir("kc-err");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-client-kc-err-").unwrap();
+    let dir = tmp.path();
     let path = dir.join("kubelet.conf");
     std::fs::write(&path, yaml).expect("write");
     let err = load(&path).expect_err("should fail").to_string();
@@ -48,7 +49,8 @@ fn inline_data_and_token() {
 
 #[test]
 fn files_relative_to_kubeconfig_dir() {
-    let dir = temp_dir("kc-files");
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-client-kc-files-").unwrap();
+    let dir = tmp.path();
     std::fs::create_dir_all(dir.join("pki")).expect("mkdir");
     std::fs::write(dir.join("pki/ca.crt"), CA_CRT).expect("write");
     std::fs::write(dir.join("pki/client.crt"), CLIENT_CRT).expect("write");

@@ -7,8 +7,6 @@ mod server;
 mod tls;
 mod watch;
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::{Client, RestConfig};
@@ -25,17 +23,6 @@ pub fn client(url: &str) -> Client {
     cfg.qps = -1.0;
     cfg.timeout = Duration::from_secs(5);
     Client::new(cfg, std::sync::Arc::new(())).expect("client")
-}
-
-/// A fresh directory under the system temp dir.
-pub fn temp_dir(name: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let n = N.fetch_add(1, Ordering::SeqCst);
-    let dir =
-        std::env::temp_dir().join(format!("rkubelet-client-{}-{name}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    dir
 }
 
 pub fn pod_json(name: &str, rv: &str) -> serde_json::Value {

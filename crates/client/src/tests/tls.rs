@@ -8,7 +8,7 @@ use rustls::server::WebPkiClientVerifier;
 use serde_json::json;
 
 use super::server::{Reply, TestServer};
-use super::{pod_json, temp_dir, CA_CRT, CLIENT_CRT, CLIENT_KEY, SERVER_CRT, SERVER_KEY};
+use super::{pod_json, CA_CRT, CLIENT_CRT, CLIENT_KEY, SERVER_CRT, SERVER_KEY};
 use crate::{kubeconfig, ApiError, Client, RestConfig, WatchEventType};
 
 /// A TLS server that requires a client certificate signed by the test CA.
@@ -34,9 +34,11 @@ fn server_config() -> Arc<rustls::ServerConfig> {
     Arc::new(cfg)
 }
 
-/// Writes the PEM files and a kubeconfig using them (relative paths).
-fn write_kubeconfig(server: &str, cluster_extra: &str) -> std::path::PathBuf {
-    let dir = temp_dir("tls");
+/// Writes the PEM files and a kubeconfig using them (relative paths): the
+/// directory holding them, and the kubeconfig's path.
+fn write_kubeconfig(server: &str, cluster_extra: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-client-tls-").unwrap();
+    let dir = tmp.path();
     for (name, pem) in [
         ("ca.crt", CA_CRT),
         ("client.crt", CLIENT_CRT),
@@ -49,7 +51,7 @@ fn write_kubeconfig(server: &str, cluster_extra: &str) -> std::path::PathBuf {
     );
     let path = dir.join("kubelet.conf");
     std::fs::write(&path, yaml).expect("write");
-    path
+    (tmp, path)
 }
 
 fn tls_client(cfg: RestConfig) -> Client {
@@ -61,7 +63,7 @@ fn tls_client(cfg: RestConfig) -> Client {
 #[test]
 fn client_certificate_over_tls() {
     let srv = TestServer::start_tls(server_config(), |_| Reply::json(200, &pod_json("p", "1")));
-    let path = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
+    let (_dir, path) = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
     let c = tls_client(kubeconfig::load(&path).expect("kubeconfig"));
     let pod: Pod = c
         .get("/api/v1/namespaces/default/pods/p")
@@ -76,7 +78,7 @@ fn client_certificate_over_tls() {
 #[test]
 fn insecure_skip_verify_accepts_unknown_ca() {
     let srv = TestServer::start_tls(server_config(), |_| Reply::json(200, &json!({})));
-    let path = write_kubeconfig(&srv.url, "    insecure-skip-tls-verify: true");
+    let (_dir, path) = write_kubeconfig(&srv.url, "    insecure-skip-tls-verify: true");
     let c = tls_client(kubeconfig::load(&path).expect("kubeconfig"));
     let _: serde_json::Value = c.get("/x").expect("insecure get");
 }
@@ -106,7 +108,7 @@ fn dropping_a_tls_watch_closes_its_connection() {
         hold: Duration::from_secs(30),
         truncate: false,
     });
-    let path = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
+    let (_dir, path) = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
     let c = tls_client(kubeconfig::load(&path).expect("kubeconfig"));
     let mut w = c
         .watch("/api/v1/pods?watch=1&timeoutSeconds=30")
@@ -127,7 +129,7 @@ fn dropping_a_tls_watch_closes_its_connection() {
 #[test]
 fn an_empty_certificate_slot_sends_nothing_until_it_is_filled() {
     let srv = TestServer::start_tls(server_config(), |_| Reply::json(200, &pod_json("p", "1")));
-    let path = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
+    let (_dir, path) = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
     let slot = Arc::new(crate::tls::CertSlot::default());
     let cfg = kubeconfig::anonymous_with_cert_slot(&path, slot.clone()).expect("kubeconfig");
     let c = tls_client(cfg);

@@ -45,8 +45,9 @@ fn x509_and_anonymous_off() {
 
 #[test]
 fn self_signed_certificate_is_generated_and_served() {
-    let dir = temp_dir("selfsigned");
-    let mut cfg = base_config(&dir);
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-srv-selfsigned-").unwrap();
+    let dir = tmp.path();
+    let mut cfg = base_config(dir);
     cfg.anonymous = true;
     let host = Arc::new(FakeHost {
         logs: dir.join("pods"),
@@ -101,7 +102,6 @@ fn self_signed_certificate_is_generated_and_served() {
         (200, "ok"),
         "anonymous allowed"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn webhook_authn_and_authz_with_caching() {
         extra: vec![("/stats/summary".into(), stats)],
         ..Setup::default()
     });
-    std::fs::write(f.dir.join("varlog/syslog"), "boot\n").unwrap();
+    std::fs::write(f.dir.path().join("varlog/syslog"), "boot\n").unwrap();
     let alice = || Who::Token("good-token");
 
     // /pods: "pods" is denied, then "proxy" allowed.
@@ -217,15 +217,15 @@ fn config_from_kubelet_configuration() {
         None
     );
     // Webhook modes need an API client, as upstream requires.
-    let dir = temp_dir("noclient");
-    let mut cfg = base_config(&dir);
+    let tmp = tempfile::TempDir::with_prefix("rkubelet-srv-noclient-").unwrap();
+    let dir = tmp.path();
+    let mut cfg = base_config(dir);
     cfg.authz_mode = AuthzMode::Webhook;
     let host = Arc::new(FakeHost {
-        logs: dir.clone(),
+        logs: dir.to_path_buf(),
         running: AtomicBool::new(false),
         restarts: 0,
     });
     let (_tx, rx) = crossbeam_channel::bounded::<()>(0);
     assert!(spawn_servers(cfg, host, healthz(), None, vec![], rx).is_err());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -131,11 +131,11 @@ fn follow_ends_when_the_client_goes_away() {
 #[test]
 fn node_logs_and_traversal() {
     let f = start_with(Setup::default());
-    let varlog = f.dir.join("varlog");
+    let varlog = f.dir.path().join("varlog");
     std::fs::create_dir_all(varlog.join("pods")).unwrap();
     std::fs::write(varlog.join("syslog"), "hello syslog\n").unwrap();
-    std::fs::write(f.dir.join("secret"), "top secret\n").unwrap();
-    std::os::unix::fs::symlink(f.dir.join("secret"), varlog.join("escape")).unwrap();
+    std::fs::write(f.dir.path().join("secret"), "top secret\n").unwrap();
+    std::os::unix::fs::symlink(f.dir.path().join("secret"), varlog.join("escape")).unwrap();
 
     let r = get(&f, "/logs/", ADMIN);
     assert_eq!(r.status, 200);

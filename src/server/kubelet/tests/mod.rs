@@ -11,7 +11,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use rustls::pki_types::ServerName;
 use serde_json::{json, Value};
+use tempfile::TempDir;
 
 use super::*;
 use crate::client::RestConfig;
@@ -31,15 +32,6 @@ mod endpoints;
 mod logs;
 
 const NODE: &str = "node1";
-
-fn temp_dir(name: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let n = N.fetch_add(1, Ordering::SeqCst);
-    let dir = std::env::temp_dir().join(format!("rkubelet-srv-{}-{name}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 // ---------- PKI ----------
 
@@ -248,16 +240,10 @@ impl Default for Setup {
 
 struct Fixture {
     started: Started,
-    dir: PathBuf,
+    dir: TempDir,
     pki: Pki,
     host: Arc<FakeHost>,
     _stop: crossbeam_channel::Sender<()>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 fn base_config(dir: &Path) -> ServerConfig {
@@ -294,7 +280,8 @@ fn healthz() -> Arc<Healthz> {
 }
 
 fn start_with(s: Setup) -> Fixture {
-    let dir = temp_dir("srv");
+    let tmp = TempDir::with_prefix("rkubelet-srv-srv-").unwrap();
+    let dir = tmp.path();
     let pki = Pki::new();
     let (crt, key) = pki.issue(
         &["localhost", "127.0.0.1"],
@@ -306,7 +293,7 @@ fn start_with(s: Setup) -> Fixture {
     std::fs::write(dir.join("server.crt"), crt).unwrap();
     std::fs::write(dir.join("server.key"), key).unwrap();
     std::fs::create_dir_all(dir.join("varlog")).unwrap();
-    let mut cfg = base_config(&dir);
+    let mut cfg = base_config(dir);
     cfg.tls_cert_file = Some(dir.join("server.crt"));
     cfg.tls_private_key_file = Some(dir.join("server.key"));
     cfg.client_ca_file = Some(dir.join("ca.crt"));
@@ -325,7 +312,7 @@ fn start_with(s: Setup) -> Fixture {
     let started = spawn_servers(cfg, host.clone(), healthz(), s.client, s.extra, rx).unwrap();
     Fixture {
         started,
-        dir,
+        dir: tmp,
         pki,
         host,
         _stop: tx,

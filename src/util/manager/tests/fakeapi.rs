@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
+use rkubelet_util::lock;
 use serde_json::{json, Value};
 
 /// (resource, namespace, name).
@@ -70,13 +71,9 @@ impl FakeApi {
         api
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Creates or replaces an object (`extra` merged into it) and tells watchers.
     pub fn put(&self, resource: &str, ns: &str, name: &str, extra: Value) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         st.rv += 1;
         let mut obj = json!({
             "metadata": {"name": name, "namespace": ns, "resourceVersion": st.rv.to_string()},
@@ -96,7 +93,7 @@ impl FakeApi {
     }
 
     pub fn delete(&self, resource: &str, ns: &str, name: &str) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         let key = (resource.to_string(), ns.to_string(), name.to_string());
         if let Some(mut obj) = st.objects.remove(&key) {
             st.rv += 1;
@@ -107,7 +104,7 @@ impl FakeApi {
 
     /// Ends every open watch: cleanly (terminating chunk) or by dropping the connection.
     pub fn close_watches(&self, abrupt: bool) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         for (_, tx) in st.watchers.drain(..) {
             if abrupt {
                 let _ = tx.send(None);
@@ -116,16 +113,16 @@ impl FakeApi {
     }
 
     pub fn fail_next_watches_gone(&self, n: usize) {
-        self.lock().gone = n;
+        lock(&self.state).gone = n;
     }
 
     pub fn set_list_delay(&self, d: Duration) {
-        self.lock().list_delay = d;
+        lock(&self.state).list_delay = d;
     }
 
     /// Open watch streams (for `name` when given).
     pub fn open_watches(&self, name: Option<&str>) -> usize {
-        let st = self.lock();
+        let st = lock(&self.state);
         st.open
             .iter()
             .filter(|(k, _)| name.is_none_or(|n| k.as_str() == n))
@@ -134,7 +131,7 @@ impl FakeApi {
     }
 
     pub fn requests(&self) -> Vec<(String, Option<String>)> {
-        self.lock().requests.clone()
+        lock(&self.state).requests.clone()
     }
 
     /// Requests whose path and query contain every one of `parts`.
@@ -208,8 +205,7 @@ fn handle<S: Read + Write>(stream: S, state: &Mutex<State>) {
             }
         }
     }
-    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
-    lock().requests.push((path.clone(), auth));
+    lock(state).requests.push((path.clone(), auth));
     let (p, q) = path.split_once('?').unwrap_or((&path, ""));
     let query = |k: &str| {
         q.split('&')
@@ -231,7 +227,7 @@ fn handle<S: Read + Write>(stream: S, state: &Mutex<State>) {
     };
     let key = (resource.clone(), ns, name.clone());
     if segs.len() > 5 {
-        let obj = lock().objects.get(&key).cloned();
+        let obj = lock(state).objects.get(&key).cloned();
         return match obj {
             Some(o) => write_json(w, 200, &o),
             None => write_json(
@@ -242,9 +238,9 @@ fn handle<S: Read + Write>(stream: S, state: &Mutex<State>) {
         };
     }
     if query("watch").as_deref() != Some("1") {
-        let delay = lock().list_delay;
+        let delay = lock(state).list_delay;
         thread::sleep(delay);
-        let st = lock();
+        let st = lock(state);
         let items: Vec<Value> = st.objects.get(&key).cloned().into_iter().collect();
         let list = json!({"metadata": {"resourceVersion": st.rv.to_string()}, "items": items});
         drop(st);
@@ -252,7 +248,7 @@ fn handle<S: Read + Write>(stream: S, state: &Mutex<State>) {
     }
     let (tx, rx) = crossbeam_channel::bounded(64);
     let gone = {
-        let mut st = lock();
+        let mut st = lock(state);
         if st.gone > 0 {
             st.gone -= 1;
             true
@@ -277,7 +273,7 @@ fn handle<S: Read + Write>(stream: S, state: &Mutex<State>) {
     if head_ok {
         stream_events(w, &rx);
     }
-    if let Some(n) = lock().open.get_mut(&name) {
+    if let Some(n) = lock(state).open.get_mut(&name) {
         *n -= 1;
     }
 }

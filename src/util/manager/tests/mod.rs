@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::lock;
 use serde_json::json;
 
 use crate::client::{Client, RestConfig};
@@ -16,7 +17,7 @@ use crate::client::{Client, RestConfig};
 /// counts are exact.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    lock(&LOCK)
 }
 
 /// A client without rate limit and with short timeouts.

@@ -5,11 +5,12 @@
 use super::{header, is_timeout, read_head, KubeletClient, Location};
 use super::{COPY_BUF, HEAD_TIMEOUT, MAX_ERROR_BODY, STREAM_IDLE, TICK};
 use crate::http::Request;
+use rkubelet_util::lock;
 use rustls::{ClientConnection, Connection, ServerConnection, StreamOwned};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The kubelet accepted the upgrade: its connection and its 101 head (plus
@@ -144,10 +145,6 @@ struct TlsReader {
 struct TlsWriter {
     conn: Arc<Mutex<Connection>>,
     sock: TcpStream,
-}
-
-fn lock(c: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    c.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn flush_tls(c: &mut Connection, mut sock: &TcpStream) -> io::Result<()> {

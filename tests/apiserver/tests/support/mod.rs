@@ -9,12 +9,14 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Double {
     pub child: Child,
     pub dir: PathBuf,
     pub url: String,
+    /// The directory `spawn` made for it, removed after the child is gone.
+    _tmp: Option<tempfile::TempDir>,
 }
 
 impl Drop for Double {
@@ -24,15 +26,9 @@ impl Drop for Double {
     }
 }
 
-pub fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "apid-{}-{}-{}",
-        name,
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh directory for a double; `name` begins its name.
+pub fn tmpdir(name: &str) -> tempfile::TempDir {
+    tempfile::TempDir::with_prefix(format!("apid-{name}-")).unwrap()
 }
 
 pub fn spawn_in(dir: &Path, extra: &[&str]) -> Double {
@@ -58,11 +54,15 @@ pub fn spawn_in(dir: &Path, extra: &[&str]) -> Double {
         child,
         dir: dir.to_path_buf(),
         url,
+        _tmp: None,
     }
 }
 
 pub fn spawn(name: &str, extra: &[&str]) -> Double {
-    spawn_in(&tmpdir(name), extra)
+    let tmp = tmpdir(name);
+    let mut d = spawn_in(tmp.path(), extra);
+    d._tmp = Some(tmp);
+    d
 }
 
 pub fn tls(dir: &Path, client: Option<&str>) -> Arc<rustls::ClientConfig> {
