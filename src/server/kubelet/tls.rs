@@ -187,10 +187,11 @@ pub(crate) fn generate_self_signed(host: &str) -> anyhow::Result<(String, String
 
 /// The x509 authenticator's user (upstream CommonNameUserConversion): the
 /// subject's CommonName as the name, its Organizations as groups; None
-/// without a CommonName.
+/// without a CommonName or with an empty one (upstream refuses both).
 pub(crate) fn subject_user(cert_der: &[u8]) -> Result<Option<UserInfo>, x509::Error> {
     let subject = Certificate::from_der(cert_der)?.subject();
-    Ok(subject.common_name.map(|name| UserInfo {
+    let name = subject.common_name.filter(|cn| !cn.is_empty());
+    Ok(name.map(|name| UserInfo {
         name,
         groups: subject.organizations,
         ..Default::default()
@@ -220,6 +221,13 @@ mod tests {
             .push(DnType::OrganizationName, "system:masters");
         let no_cn = p.self_signed(&key).unwrap();
         assert_eq!(subject_user(no_cn.der()).unwrap(), None);
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(DnType::CommonName, "");
+        p.distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
+        let empty_cn = p.self_signed(&key).unwrap();
+        assert_eq!(subject_user(empty_cn.der()).unwrap(), None);
         assert!(subject_user(b"\x30\x03\x02\x01").is_err());
         assert!(subject_user(&[]).is_err());
     }
