@@ -242,6 +242,12 @@ fn server_url(ci: usize, c: &Cluster) -> Result<String, FieldError> {
             format!("{:?} is not an http(s) URL", c.server),
         ));
     }
+    if let Some(host) = non_ascii_host(&c.server) {
+        return Err(field_err(
+            field,
+            format!("host name {host:?} is not ASCII: internationalised names are not mapped; write its punycode (xn--) form"),
+        ));
+    }
     if c.tls_server_name.is_some() {
         log::warn!("clusters[{ci}].cluster.tls-server-name is not supported; the server URL's host is verified");
     }
@@ -249,6 +255,16 @@ fn server_url(ci: usize, c: &Cluster) -> Result<String, FieldError> {
         log::warn!("clusters[{ci}].cluster.proxy-url is not supported; connecting directly");
     }
     Ok(c.server.trim_end_matches('/').to_string())
+}
+
+/// The URL's host when it is not ASCII. The HTTP client is built without
+/// IDNA mapping (Cargo.toml, idna_adapter), so such a name would fail at
+/// the first request with a vaguer error.
+fn non_ascii_host(url: &str) -> Option<&str> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    (!host.is_ascii()).then_some(host)
 }
 
 fn server_trust(ci: usize, c: &Cluster, base: &Path) -> Result<ServerTrust, FieldError> {

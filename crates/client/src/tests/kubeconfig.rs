@@ -181,6 +181,18 @@ fn missing_server_and_bad_yaml() {
     let err = err_of(&yaml);
     assert!(err.contains("clusters[0].cluster.server: not set"), "{err}");
 
+    let yaml = kubeconfig("    insecure-skip-tls-verify: true", "    token: t").replace(
+        "https://127.0.0.1:6443/",
+        "https://b\u{fc}cher.example:6443/api",
+    );
+    let err = err_of(&yaml);
+    assert!(
+        err.contains(
+            "clusters[0].cluster.server: host name \"b\u{fc}cher.example:6443\" is not ASCII"
+        ) && err.contains("xn--"),
+        "{err}"
+    );
+
     let err = err_of("clusters: {not: [a list");
     assert!(err.contains("parsing YAML"), "{err}");
 }
