@@ -7,6 +7,11 @@
 //! shuts the TLS socket down, which ends the reader at once; for plain
 //! http:// (tests) the reader ends at its next event, the server's timeout or
 //! the idle timeout, whichever is first.
+//!
+//! The reflectors and the CSR wait use this rather than [`crate::multiwatch`]:
+//! their handlers may block (backpressure through the bounded channel), and
+//! the CSR wait runs on the bootstrap kubeconfig's own client
+//! (docs/client.md, "Two watch transports").
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::Shutdown;
