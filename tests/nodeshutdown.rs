@@ -14,62 +14,20 @@ mod common;
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use common::cluster::*;
 use common::*;
+use rkubelet_dbus::testing::TestBus;
 use rkubelet_dbus::{Connection, Kind, Message, Value};
 
 const LOGIND: &str = "org.freedesktop.login1";
 const MANAGER: &str = "org.freedesktop.login1.Manager";
 
-/// A private bus; killed on drop.
-struct Bus {
-    child: Child,
-    address: String,
-}
-
-impl Bus {
-    fn start(dir: &Path) -> Bus {
-        let sock = dir.join("system_bus_socket");
-        let conf = dir.join("bus.conf");
-        fs::write(
-            &conf,
-            format!(
-                "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN\"\n \
-                 \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n\
-                 <busconfig>\n  <type>system</type>\n  <listen>unix:path={}</listen>\n  \
-                 <auth>EXTERNAL</auth>\n  <policy context=\"default\">\n    <allow user=\"*\"/>\n    \
-                 <allow own=\"*\"/>\n    <allow send_destination=\"*\"/>\n    \
-                 <allow receive_sender=\"*\"/>\n  </policy>\n</busconfig>\n",
-                sock.display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("dbus-daemon")
-            .arg(format!("--config-file={}", conf.display()))
-            .args(["--nofork", "--nopidfile"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run dbus-daemon (Debian package dbus)");
-        wait_until(secs(10), "the private bus listens", || sock.exists());
-        Bus {
-            child,
-            address: format!("unix:path={}", sock.display()),
-        }
-    }
-}
-
-impl Drop for Bus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn private_bus(dir: &Path) -> TestBus {
+    TestBus::start(dir).expect("run dbus-daemon (Debian package dbus)")
 }
 
 /// What the fake logind saw: each Inhibit's arguments and the read end of
@@ -203,15 +161,15 @@ fn pod_status(port: u16, full_name: &str) -> Option<serde_json::Value> {
 #[test]
 fn prepare_for_shutdown_stops_regular_then_critical_pods_and_releases_the_lock() {
     let mut env = Env::new("node_shutdown", 73);
-    let bus = Bus::start(&env.dir);
-    let (signal, inhibits) = fake_logind(&bus.address, secs(30));
+    let bus = private_bus(&env.dir);
+    let (signal, inhibits) = fake_logind(bus.address(), secs(30));
     env.set_config("shutdownGracePeriod", "6s");
     env.set_config("shutdownGracePeriodCriticalPods", "3s");
     let ro = env.open_read_only_port();
     env.write_manifest("regular.yaml", &stubborn("regular", None));
     env.write_manifest("critical.yaml", &stubborn("critical", Some(2_000_000_000)));
     env.kubelet_env
-        .push(("DBUS_SYSTEM_BUS_ADDRESS".into(), bus.address.clone()));
+        .push(("DBUS_SYSTEM_BUS_ADDRESS".into(), bus.address().into()));
     env.start_kubelet_healthy();
     env.wait_running(&format!("regular-{NODE}"), &["c"], secs(60));
     env.wait_running(&format!("critical-{NODE}"), &["c"], secs(60));
@@ -316,8 +274,8 @@ fn prepare_for_shutdown_stops_regular_then_critical_pods_and_releases_the_lock()
 #[test]
 fn in_a_cluster_the_node_is_not_ready_while_it_shuts_down() {
     let mut cl = Cluster::new("node_shutdown_cluster", 75);
-    let bus = Bus::start(&cl.env.dir);
-    let (signal, inhibits) = fake_logind(&bus.address, secs(30));
+    let bus = private_bus(&cl.env.dir);
+    let (signal, inhibits) = fake_logind(bus.address(), secs(30));
     fs::write(
         &cl.config,
         kubelet_config(
@@ -328,7 +286,7 @@ fn in_a_cluster_the_node_is_not_ready_while_it_shuts_down() {
     .unwrap();
     cl.env
         .kubelet_env
-        .push(("DBUS_SYSTEM_BUS_ADDRESS".into(), bus.address.clone()));
+        .push(("DBUS_SYSTEM_BUS_ADDRESS".into(), bus.address().into()));
     cl.start_kubelet();
     cl.wait_node_ready(secs(30));
     let first = inhibits.recv_timeout(secs(20)).expect("an Inhibit call");

@@ -23,6 +23,8 @@ pub fn fuzz_watch_event(line: &[u8]) {
     }
 }
 
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 

@@ -8,6 +8,8 @@
 mod conn;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+#[cfg(feature = "test-util")]
+pub mod testing;
 mod wire;
 
 use std::io;

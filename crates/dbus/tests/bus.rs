@@ -5,10 +5,10 @@
 
 use std::fs;
 use std::io::Read;
-use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use rkubelet_dbus::testing::TestBus;
 use rkubelet_dbus::{Connection, Error, Kind, Message, Value};
 use tempfile::TempDir;
 
@@ -16,58 +16,11 @@ const SERVICE: &str = "org.example.Service";
 const IFACE: &str = "org.example.Iface";
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A private bus in its own directory; killed and removed on drop.
-struct Bus {
-    child: Child,
-    // Dropped after the child is killed.
-    _dir: TempDir,
-    address: String,
-}
-
-impl Bus {
-    fn start(name: &str) -> Bus {
-        let dir = TempDir::with_prefix(format!("rkubelet-dbus-{name}-")).unwrap();
-        let sock = dir.path().join("bus");
-        let conf = dir.path().join("bus.conf");
-        fs::write(
-            &conf,
-            format!(
-                "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN\"\n \
-                 \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n\
-                 <busconfig>\n  <type>system</type>\n  <listen>unix:path={}</listen>\n  \
-                 <auth>EXTERNAL</auth>\n  <policy context=\"default\">\n    <allow user=\"*\"/>\n    \
-                 <allow own=\"*\"/>\n    <allow send_destination=\"*\"/>\n    \
-                 <allow receive_sender=\"*\"/>\n  </policy>\n</busconfig>\n",
-                sock.display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("dbus-daemon")
-            .arg(format!("--config-file={}", conf.display()))
-            .args(["--nofork", "--nopidfile"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run dbus-daemon (Debian package dbus)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !sock.exists() {
-            assert!(Instant::now() < deadline, "the private bus never listened");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Bus {
-            child,
-            _dir: dir,
-            address: format!("unix:path={}", sock.display()),
-        }
-    }
-}
-
-impl Drop for Bus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A private bus in its own directory, removed after the bus is killed.
+fn private_bus(name: &str) -> (TestBus, TempDir) {
+    let dir = TempDir::with_prefix(format!("rkubelet-dbus-{name}-")).unwrap();
+    let bus = TestBus::start(dir.path()).expect("run dbus-daemon (Debian package dbus)");
+    (bus, dir)
 }
 
 fn bus_call(member: &str, body: Vec<Value>) -> Message {
@@ -133,9 +86,9 @@ fn call(member: &str, body: Vec<Value>) -> Message {
 
 #[test]
 fn calls_replies_errors_fds_and_signals_go_through_a_real_bus() {
-    let bus = Bus::start("calls");
-    let _service = service(&bus.address);
-    let mut client = Connection::open(&bus.address, TIMEOUT).expect("the client connects");
+    let (bus, _dir) = private_bus("calls");
+    let _service = service(bus.address());
+    let mut client = Connection::open(bus.address(), TIMEOUT).expect("the client connects");
 
     let args = vec![
         Value::Str("hello".into()),

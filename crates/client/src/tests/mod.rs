@@ -3,7 +3,6 @@
 mod kubeconfig;
 mod reflector;
 mod rest;
-mod server;
 mod tls;
 mod watch;
 
@@ -11,11 +10,7 @@ use std::time::Duration;
 
 use super::{Client, RestConfig};
 
-pub const CA_CRT: &str = include_str!("../../testdata/ca.crt");
-pub const SERVER_CRT: &str = include_str!("../../testdata/server.crt");
-pub const SERVER_KEY: &str = include_str!("../../testdata/server.key");
-pub const CLIENT_CRT: &str = include_str!("../../testdata/client.crt");
-pub const CLIENT_KEY: &str = include_str!("../../testdata/client.key");
+pub use crate::testing::{CA_CRT, CLIENT_CRT, CLIENT_KEY};
 
 /// A client for a plain-http test server: fast timeouts, no rate limit.
 pub fn client(url: &str) -> Client {

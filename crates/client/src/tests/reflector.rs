@@ -6,8 +6,8 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 
-use super::server::{Recorded, Reply, TestServer};
 use super::{client, pod_json};
+use crate::testing::{Recorded, Reply, TestServer};
 use crate::{start_reflector, ReflectorEvent};
 
 const LIST_PATH: &str = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode1";

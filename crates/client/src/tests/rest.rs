@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Preconditions};
 use serde_json::json;
 
-use super::server::{Reply, TestServer};
 use super::{client, pod_json};
+use crate::testing::{Reply, TestServer};
 use crate::{paths, ApiError, Auth, Client, PatchType, RestConfig};
 
 /// A handler answering the first `n` requests with `first`, then `then`.
@@ -15,7 +15,7 @@ fn first_n(
     n: usize,
     first: fn() -> Reply,
     then: fn() -> Reply,
-) -> impl Fn(&super::server::Recorded) -> Reply {
+) -> impl Fn(&crate::testing::Recorded) -> Reply {
     let seen = Arc::new(AtomicUsize::new(0));
     move |_| {
         if seen.fetch_add(1, Ordering::SeqCst) < n {

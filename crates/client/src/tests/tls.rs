@@ -2,37 +2,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
 use serde_json::json;
 
-use super::server::{Reply, TestServer};
-use super::{pod_json, CA_CRT, CLIENT_CRT, CLIENT_KEY, SERVER_CRT, SERVER_KEY};
+use super::{pod_json, CA_CRT, CLIENT_CRT, CLIENT_KEY};
+use crate::testing::{tls_server_config, Reply, TestServer};
 use crate::{kubeconfig, ApiError, Client, RestConfig, WatchEventType};
-
-/// A TLS server that requires a client certificate signed by the test CA.
-fn server_config() -> Arc<rustls::ServerConfig> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(CA_CRT.as_bytes()) {
-        roots.add(c.expect("ca pem")).expect("ca");
-    }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .build()
-        .expect("verifier");
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(SERVER_CRT.as_bytes())
-        .collect::<Result<_, _>>()
-        .expect("server cert");
-    let key = PrivateKeyDer::from_pem_slice(SERVER_KEY.as_bytes()).expect("server key");
-    let cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)
-        .expect("server config");
-    Arc::new(cfg)
-}
 
 /// Writes the PEM files and a kubeconfig using them (relative paths): the
 /// directory holding them, and the kubeconfig's path.
@@ -62,7 +36,9 @@ fn tls_client(cfg: RestConfig) -> Client {
 
 #[test]
 fn client_certificate_over_tls() {
-    let srv = TestServer::start_tls(server_config(), |_| Reply::json(200, &pod_json("p", "1")));
+    let srv = TestServer::start_tls(tls_server_config(), |_| {
+        Reply::json(200, &pod_json("p", "1"))
+    });
     let (_dir, path) = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
     let c = tls_client(kubeconfig::load(&path).expect("kubeconfig"));
     let pod: Pod = c
@@ -77,7 +53,7 @@ fn client_certificate_over_tls() {
 
 #[test]
 fn insecure_skip_verify_accepts_unknown_ca() {
-    let srv = TestServer::start_tls(server_config(), |_| Reply::json(200, &json!({})));
+    let srv = TestServer::start_tls(tls_server_config(), |_| Reply::json(200, &json!({})));
     let (_dir, path) = write_kubeconfig(&srv.url, "    insecure-skip-tls-verify: true");
     let c = tls_client(kubeconfig::load(&path).expect("kubeconfig"));
     let _: serde_json::Value = c.get("/x").expect("insecure get");
@@ -85,7 +61,7 @@ fn insecure_skip_verify_accepts_unknown_ca() {
 
 #[test]
 fn unknown_ca_is_refused() {
-    let srv = TestServer::start_tls(server_config(), |_| Reply::json(200, &json!({})));
+    let srv = TestServer::start_tls(tls_server_config(), |_| Reply::json(200, &json!({})));
     // Mozilla roots only: the test CA is unknown.
     let err = tls_client(RestConfig::new(&srv.url))
         .get::<serde_json::Value>("/x")
@@ -96,7 +72,7 @@ fn unknown_ca_is_refused() {
 
 #[test]
 fn dropping_a_tls_watch_closes_its_connection() {
-    let srv = TestServer::start_tls(server_config(), |_| Reply::Chunks {
+    let srv = TestServer::start_tls(tls_server_config(), |_| Reply::Chunks {
         chunks: vec![(
             Duration::ZERO,
             format!(
@@ -128,7 +104,9 @@ fn dropping_a_tls_watch_closes_its_connection() {
 
 #[test]
 fn an_empty_certificate_slot_sends_nothing_until_it_is_filled() {
-    let srv = TestServer::start_tls(server_config(), |_| Reply::json(200, &pod_json("p", "1")));
+    let srv = TestServer::start_tls(tls_server_config(), |_| {
+        Reply::json(200, &pod_json("p", "1"))
+    });
     let (_dir, path) = write_kubeconfig(&srv.url, "    certificate-authority: ca.crt");
     let slot = Arc::new(crate::tls::CertSlot::default());
     let cfg = kubeconfig::anonymous_with_cert_slot(&path, slot.clone()).expect("kubeconfig");

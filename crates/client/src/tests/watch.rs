@@ -3,8 +3,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::server::{Reply, TestServer};
 use super::{client, pod_json};
+use crate::testing::{Reply, TestServer};
 use crate::watch::MAX_EVENT_LINE;
 use crate::{ApiError, WatchEventType, WatchStream};
 

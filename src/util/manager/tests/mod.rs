@@ -1,6 +1,5 @@
 //! The object managers against a fake apiserver on 127.0.0.1.
 
-mod fakeapi;
 mod strategies;
 mod watch;
 

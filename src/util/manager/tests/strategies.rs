@@ -7,9 +7,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
-use super::fakeapi::FakeApi;
 use super::{client, eventually, pod, serial, threads_named};
 use crate::client::multiwatch::{MultiWatch, THREAD_NAME};
+use crate::client::testing::FakeApi;
 use crate::util::manager::{ManagerError, ObjectRef, Strategy};
 use crate::{configmap, secret};
 

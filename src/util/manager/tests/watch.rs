@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::{json, Value};
 
-use super::fakeapi::FakeApi;
 use super::{client, eventually, pod, serial, threads_named, Shared};
 use crate::client::multiwatch::{MultiWatch, THREAD_NAME};
+use crate::client::testing::{tls_server_config, FakeApi, CA_CRT, CLIENT_CRT, CLIENT_KEY};
 use crate::client::tls::{self, ClientIdentity, ServerTrust};
 use crate::client::{Auth, Client, RestConfig};
 use crate::secret::{referenced_secret_names, KIND};
@@ -65,7 +65,7 @@ fn watches(api: &FakeApi, name: &str) -> usize {
 fn lists(api: &FakeApi, name: &str) -> usize {
     api.requests()
         .iter()
-        .filter(|(p, _)| p.ends_with(&format!("metadata.name%3D{name}")))
+        .filter(|r| r.path.ends_with(&format!("metadata.name%3D{name}")))
         .count()
 }
 
@@ -297,37 +297,6 @@ fn fifty_watched_objects_use_one_thread() {
     api.wait("the watches to close", |a| a.open_watches(None) == 0);
 }
 
-/// A TLS server requiring a client certificate signed by the test CA.
-fn tls_server_config() -> Arc<rustls::ServerConfig> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = tls::parse_roots(CA_CRT.as_bytes()).expect("ca");
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .build()
-    .expect("verifier");
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(SERVER_CRT.as_bytes())
-        .collect::<Result<_, _>>()
-        .expect("server cert");
-    let key = PrivateKeyDer::from_pem_slice(SERVER_KEY.as_bytes()).expect("server key");
-    let cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)
-        .expect("server config");
-    Arc::new(cfg)
-}
-
-const CA_CRT: &str = include_str!("../../../../crates/client/testdata/ca.crt");
-const SERVER_CRT: &str = include_str!("../../../../crates/client/testdata/server.crt");
-const SERVER_KEY: &str = include_str!("../../../../crates/client/testdata/server.key");
-const CLIENT_CRT: &str = include_str!("../../../../crates/client/testdata/client.crt");
-const CLIENT_KEY: &str = include_str!("../../../../crates/client/testdata/client.key");
-
 #[test]
 fn watches_over_tls_with_client_certificate_and_token() {
     let _g = serial();
@@ -354,7 +323,7 @@ fn watches_over_tls_with_client_certificate_and_token() {
     let reqs = api.requests();
     assert!(
         reqs.iter()
-            .all(|(_, auth)| auth.as_deref() == Some("Bearer tok")),
+            .all(|r| r.header("authorization") == Some("Bearer tok")),
         "{reqs:?}"
     );
 }

@@ -1,5 +1,5 @@
-//! A tiny HTTP/1.1 server on 127.0.0.1 for the client tests: records every
-//! request and answers from a handler; optional TLS with client certificates.
+//! A tiny HTTP/1.1 server on 127.0.0.1: records every request and answers
+//! from a handler; optional TLS with client certificates.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use rkubelet_util::lock;
 
 #[derive(Debug, Clone)]
 pub struct Recorded {
@@ -50,6 +53,13 @@ pub enum Reply {
         chunks: Vec<(Duration, Vec<u8>)>,
         hold: Duration,
         truncate: bool,
+    },
+    /// A chunked response fed by a channel: each `Some` a chunk, `None` an
+    /// abrupt end (no terminating chunk); once every sender is gone, the
+    /// terminating chunk. `on_end` runs when the stream ends, however.
+    Stream {
+        chunks: Receiver<Option<Vec<u8>>>,
+        on_end: Box<dyn FnOnce() + Send>,
     },
     /// Close the connection without answering.
     Close,
@@ -141,7 +151,7 @@ impl TestServer {
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
-        self.requests.lock().expect("lock").clone()
+        lock(&self.requests).clone()
     }
 
     /// Held streams whose client went away.
@@ -194,7 +204,7 @@ impl Conn {
         let mut reader = BufReader::new(stream);
         while let Some(mut req) = read_request(&mut reader) {
             req.client_cert = client_cert;
-            self.requests.lock().expect("lock").push(req.clone());
+            lock(&self.requests).push(req.clone());
             let reply = (self.handler)(&req);
             let w = reader.get_mut();
             match reply {
@@ -215,6 +225,11 @@ impl Conn {
                     self.write_chunks(w, chunks, hold, truncate);
                     return;
                 }
+                Reply::Stream { chunks, on_end } => {
+                    self.write_stream(w, &chunks);
+                    on_end();
+                    return;
+                }
                 Reply::Close => return,
             }
         }
@@ -227,36 +242,83 @@ impl Conn {
         hold: Duration,
         truncate: bool,
     ) {
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
-        if w.write_all(head.as_bytes())
-            .and_then(|_| w.flush())
-            .is_err()
-        {
+        if write_chunked_head(w).is_err() {
             return;
         }
         for (delay, data) in chunks {
             thread::sleep(delay);
-            let mut chunk = format!("{:x}\r\n", data.len()).into_bytes();
-            chunk.extend_from_slice(&data);
-            chunk.extend_from_slice(b"\r\n");
-            if w.write_all(&chunk).and_then(|_| w.flush()).is_err() {
+            if write_chunk(w, &data).is_err() {
                 return;
             }
         }
-        // While holding, a blank-line chunk every 100 ms (watch readers skip
-        // blank lines) notices a client that has gone away.
         let until = Instant::now() + hold;
         while Instant::now() < until && !self.stop.load(Ordering::SeqCst) {
-            thread::sleep(Duration::from_millis(100));
-            if w.write_all(b"1\r\n\n\r\n").and_then(|_| w.flush()).is_err() {
-                self.closed.fetch_add(1, Ordering::SeqCst);
+            thread::sleep(KEEPALIVE);
+            if !self.keepalive(w) {
                 return;
             }
         }
         if !truncate {
-            let _ = w.write_all(b"0\r\n\r\n").and_then(|_| w.flush());
+            let _ = write_last_chunk(w);
         }
     }
+
+    fn write_stream<W: Write>(&self, w: &mut W, chunks: &Receiver<Option<Vec<u8>>>) {
+        if write_chunked_head(w).is_err() {
+            return;
+        }
+        while !self.stop.load(Ordering::SeqCst) {
+            match chunks.recv_timeout(KEEPALIVE) {
+                Ok(Some(data)) => {
+                    if write_chunk(w, &data).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(RecvTimeoutError::Timeout) => {
+                    if !self.keepalive(w) {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let _ = write_last_chunk(w);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// While a stream is held, a blank-line chunk (watch readers skip blank
+    /// lines) notices a client that has gone away: false then.
+    fn keepalive<W: Write>(&self, w: &mut W) -> bool {
+        if write_chunk(w, b"\n").is_err() {
+            self.closed.fetch_add(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+}
+
+/// How often a held stream checks that its client is still there.
+const KEEPALIVE: Duration = Duration::from_millis(100);
+
+fn write_chunked_head<W: Write>(w: &mut W) -> std::io::Result<()> {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    w.write_all(head.as_bytes())?;
+    w.flush()
+}
+
+fn write_chunk<W: Write>(w: &mut W, data: &[u8]) -> std::io::Result<()> {
+    let mut chunk = format!("{:x}\r\n", data.len()).into_bytes();
+    chunk.extend_from_slice(data);
+    chunk.extend_from_slice(b"\r\n");
+    w.write_all(&chunk)?;
+    w.flush()
+}
+
+fn write_last_chunk<W: Write>(w: &mut W) -> std::io::Result<()> {
+    w.write_all(b"0\r\n\r\n")?;
+    w.flush()
 }
 
 fn read_request<R: BufRead>(r: &mut R) -> Option<Recorded> {
