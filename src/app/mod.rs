@@ -458,8 +458,7 @@ fn check_cgroup_driver(
     config: &KubeletConfiguration,
     runtime: &RemoteRuntime,
 ) -> anyhow::Result<()> {
-    let configured =
-        crate::cm::Driver::parse(&config.cgroup_driver).map_err(|e| anyhow::anyhow!(e))?;
+    let configured = crate::cm::Driver::parse(&config.cgroup_driver)?;
     let resp = match runtime.runtime_config() {
         Ok(resp) => resp,
         Err(e) => {
@@ -471,8 +470,7 @@ fn check_cgroup_driver(
         }
     };
     match crate::cm::Driver::from_runtime_config(&resp) {
-        Some(runtime_driver) => crate::cm::check_runtime_driver(configured, runtime_driver)
-            .map_err(|e| anyhow::anyhow!(e)),
+        Some(runtime_driver) => Ok(crate::cm::check_runtime_driver(configured, runtime_driver)?),
         None => Ok(()),
     }
 }
