@@ -197,8 +197,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         sync_frequency: config.sync_frequency.0,
         max_pods: usize::try_from(config.max_pods).unwrap_or(0),
         pod_workers: POD_WORKER_THREADS,
-        security: SecurityAdmitHandlers::for_node(&config.allowed_unsafe_sysctls)
-            .map_err(anyhow::Error::msg)?,
+        security: SecurityAdmitHandlers::for_node(&config.allowed_unsafe_sysctls)?,
     };
     std::fs::create_dir_all(&settings.root_dir)
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
