@@ -359,7 +359,7 @@ fn check_kernel(r: &mut Report, cluster: bool) {
                 "enable them (kernel command line cgroup_enable=..., or cgroup.subtree_control on v2)",
             ),
         },
-        Err(e) => r.problem("cgroups", e, "mount cgroup2 at /sys/fs/cgroup (or the v1 hierarchies)"),
+        Err(e) => r.problem("cgroups", e.to_string(), "mount cgroup2 at /sys/fs/cgroup (or the v1 hierarchies)"),
     }
     let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
     if filesystems

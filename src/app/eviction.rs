@@ -11,7 +11,7 @@ use crossbeam_channel::Receiver;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::events::EventType;
-use crate::eviction::{EvictionDeps, Manager, PodsCgroupMemory};
+use crate::eviction::{DepsError, EvictionDeps, Manager, PodsCgroupMemory};
 use crate::images::gc::ImageGcManager;
 use crate::kubelet::Kubelet;
 use crate::podutil::PodExt;
@@ -27,7 +27,7 @@ struct KubeletDeps {
 }
 
 impl EvictionDeps for KubeletDeps {
-    fn summary(&self) -> anyhow::Result<Summary> {
+    fn summary(&self) -> Result<Summary, DepsError> {
         Ok(self.kubelet.stats_provider().summary(false)?)
     }
 
@@ -48,7 +48,7 @@ impl EvictionDeps for KubeletDeps {
         self.kubelet.active_pods()
     }
 
-    fn kill_pod(&self, pod: &Arc<Pod>, grace_seconds: i64, message: &str) -> anyhow::Result<()> {
+    fn kill_pod(&self, pod: &Arc<Pod>, grace_seconds: i64, message: &str) -> Result<(), DepsError> {
         self.kubelet.evict_pod(pod, grace_seconds, message);
         Ok(())
     }
@@ -66,33 +66,35 @@ impl EvictionDeps for KubeletDeps {
         self.kubelet.pod_stopped(pod)
     }
 
-    fn has_dedicated_image_fs(&self) -> anyhow::Result<bool> {
+    fn has_dedicated_image_fs(&self) -> Result<bool, DepsError> {
         let info = self
             .kubelet
             .runtime()
             .runtime()
             .image_fs_info()
-            .context("image filesystem info")?;
-        let mount = crate::cri::image_fs_mountpoint(&info)
-            .context("the runtime reported no image filesystem")?;
+            .map_err(DepsError::ImageFsInfo)?;
+        let mount = crate::cri::image_fs_mountpoint(&info).ok_or(DepsError::NoImageFs)?;
         let dev = |p: &Path| {
             std::fs::metadata(p)
                 .map(|m| m.dev())
-                .with_context(|| format!("stat {}", p.display()))
+                .map_err(|error| DepsError::Stat {
+                    path: p.to_owned(),
+                    error,
+                })
         };
         Ok(dev(Path::new(mount))? != dev(&self.kubelet.settings().root_dir)?)
     }
 
-    fn delete_unused_images(&self) -> anyhow::Result<()> {
+    fn delete_unused_images(&self) -> Result<(), DepsError> {
         self.image_gc.delete_unused_images()?;
         Ok(())
     }
 
-    fn delete_all_unused_containers(&self) -> anyhow::Result<()> {
+    fn delete_all_unused_containers(&self) -> Result<(), DepsError> {
         let k = &self.kubelet;
         k.runtime()
             .garbage_collect(&k.pod_manager().uids(), k.sources_ready())
-            .context("container garbage collection")
+            .map_err(DepsError::ContainerGc)
     }
 
     fn empty_dir_usage(&self, pod: &Pod, volume: &str) -> Option<u64> {

@@ -197,8 +197,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         sync_frequency: config.sync_frequency.0,
         max_pods: usize::try_from(config.max_pods).unwrap_or(0),
         pod_workers: POD_WORKER_THREADS,
-        security: SecurityAdmitHandlers::for_node(&config.allowed_unsafe_sysctls)
-            .map_err(anyhow::Error::msg)?,
+        security: SecurityAdmitHandlers::for_node(&config.allowed_unsafe_sysctls)?,
     };
     std::fs::create_dir_all(&settings.root_dir)
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
@@ -458,8 +457,7 @@ fn check_cgroup_driver(
     config: &KubeletConfiguration,
     runtime: &RemoteRuntime,
 ) -> anyhow::Result<()> {
-    let configured =
-        crate::cm::Driver::parse(&config.cgroup_driver).map_err(|e| anyhow::anyhow!(e))?;
+    let configured = crate::cm::Driver::parse(&config.cgroup_driver)?;
     let resp = match runtime.runtime_config() {
         Ok(resp) => resp,
         Err(e) => {
@@ -471,8 +469,7 @@ fn check_cgroup_driver(
         }
     };
     match crate::cm::Driver::from_runtime_config(&resp) {
-        Some(runtime_driver) => crate::cm::check_runtime_driver(configured, runtime_driver)
-            .map_err(|e| anyhow::anyhow!(e)),
+        Some(runtime_driver) => Ok(crate::cm::check_runtime_driver(configured, runtime_driver)?),
         None => Ok(()),
     }
 }

@@ -127,7 +127,7 @@ pub(super) fn start_healthz(
     let addr: SocketAddr = format!("{}:{}", config.healthz_bind_address, config.healthz_port)
         .parse()
         .with_context(|| format!("healthzBindAddress {:?}", config.healthz_bind_address))?;
-    healthz.serve(addr, shutdown.clone()).map(Some)
+    Ok(healthz.serve(addr, shutdown.clone()).map(Some)?)
 }
 
 /// The kubelet API server (10250, TLS) and the read-only port, when

@@ -18,13 +18,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
 use base64::Engine;
 use crossbeam_channel::Receiver;
 
 use super::csr::{self, CsrError};
 use super::store::{write_private, FileStore};
-use super::x509;
+use super::{x509, CertError};
 use crate::client::kubeconfig::{self, CurrentEntries};
 use crate::client::tls::CertSlot;
 use crate::client::Client;
@@ -52,7 +51,7 @@ pub struct Paths<'a> {
 /// LoadClientCert: a no-op when the kubeconfig is still valid, else the
 /// whole bootstrap. An error (bad bootstrap kubeconfig, CSR denied, timeout)
 /// stops the kubelet, as upstream's does.
-pub fn load_client_cert(p: &Paths, node: &str, shutdown: &Receiver<()>) -> anyhow::Result<()> {
+pub fn load_client_cert(p: &Paths, node: &str, shutdown: &Receiver<()>) -> Result<(), CertError> {
     if client_config_still_valid(p.kubeconfig, unix_now())? {
         log::info!(
             "kubeconfig {} exists and is valid, skipping the TLS bootstrap",
@@ -65,14 +64,9 @@ pub fn load_client_cert(p: &Paths, node: &str, shutdown: &Receiver<()>) -> anyho
         p.bootstrap_kubeconfig.display()
     );
     let boot = load_bootstrap(p.bootstrap_kubeconfig)?;
-    let client = Client::new(
-        kubeconfig::load(p.bootstrap_kubeconfig)?,
-        std::sync::Arc::new(crate::metrics::RestClientRequests),
-    )
-    .context("API client for the bootstrap kubeconfig")?;
+    let client = bootstrap_client(p.bootstrap_kubeconfig)?;
     let store = FileStore::new(p.cert_dir);
-    fs::create_dir_all(p.cert_dir)
-        .with_context(|| format!("create cert directory {}", p.cert_dir.display()))?;
+    create_cert_dir(p.cert_dir)?;
     let tmp_key = p.cert_dir.join(TMP_PRIVATE_KEY_FILE);
     let key = load_or_generate_key(&store, &tmp_key)?;
     let deadline = Instant::now() + BOOTSTRAP_TIMEOUT;
@@ -104,7 +98,7 @@ pub struct Background {
 /// `<cert-dir>/kubelet-client-current.pem`, as upstream does, and the
 /// certificate manager bootstraps in the background with [`Background`],
 /// so the kubelet starts without waiting for the CSR's approval.
-pub fn load_client_config(p: &Paths) -> anyhow::Result<Option<Background>> {
+pub fn load_client_config(p: &Paths) -> Result<Option<Background>, CertError> {
     if client_config_still_valid(p.kubeconfig, unix_now())? {
         log::info!(
             "kubeconfig {} exists and is valid, skipping the TLS bootstrap",
@@ -113,13 +107,8 @@ pub fn load_client_config(p: &Paths) -> anyhow::Result<Option<Background>> {
         return Ok(None);
     }
     let boot = load_bootstrap(p.bootstrap_kubeconfig)?;
-    let bootstrap = Client::new(
-        kubeconfig::load(p.bootstrap_kubeconfig)?,
-        std::sync::Arc::new(crate::metrics::RestClientRequests),
-    )
-    .context("API client for the bootstrap kubeconfig")?;
-    fs::create_dir_all(p.cert_dir)
-        .with_context(|| format!("create cert directory {}", p.cert_dir.display()))?;
+    let bootstrap = bootstrap_client(p.bootstrap_kubeconfig)?;
+    create_cert_dir(p.cert_dir)?;
     let store = FileStore::new(p.cert_dir);
     let slot = std::sync::Arc::new(CertSlot::default());
     match store.load_current_into(&slot, unix_now()) {
@@ -134,32 +123,56 @@ pub fn load_client_config(p: &Paths) -> anyhow::Result<Option<Background>> {
         ),
     }
     write_kubeconfig(p.kubeconfig, &boot, &store.current_path())?;
-    let rest = kubeconfig::anonymous_with_cert_slot(p.bootstrap_kubeconfig, slot)?;
+    let rest = kubeconfig::anonymous_with_cert_slot(p.bootstrap_kubeconfig, slot)
+        .map_err(CertError::Kubeconfig)?;
     Ok(Some(Background { bootstrap, rest }))
 }
 
 /// The bootstrap kubeconfig's cluster, with an error naming the file.
-fn load_bootstrap(path: &Path) -> anyhow::Result<CurrentEntries> {
-    kubeconfig::load_current(path).map_err(|e| anyhow!("unable to load bootstrap kubeconfig: {e}"))
+fn load_bootstrap(path: &Path) -> Result<CurrentEntries, CertError> {
+    kubeconfig::load_current(path).map_err(CertError::BootstrapKubeconfig)
+}
+
+/// The bootstrap kubeconfig's credentials as an API client.
+fn bootstrap_client(path: &Path) -> Result<Client, CertError> {
+    Client::new(
+        kubeconfig::load(path).map_err(CertError::Kubeconfig)?,
+        std::sync::Arc::new(crate::metrics::RestClientRequests),
+    )
+    .map_err(CertError::BootstrapClient)
+}
+
+fn create_cert_dir(dir: &Path) -> Result<(), CertError> {
+    fs::create_dir_all(dir).map_err(CertError::io(format!(
+        "create cert directory {}",
+        dir.display()
+    )))
 }
 
 /// isClientConfigStillValid: false when the file is absent or its client
 /// certificate cannot be read or has expired (each logged); an error only
 /// when the file exists but cannot be examined at all.
-pub fn client_config_still_valid(path: &Path, now: i64) -> anyhow::Result<bool> {
+pub fn client_config_still_valid(path: &Path, now: i64) -> Result<bool, CertError> {
     match fs::metadata(path) {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => bail!("error reading existing kubeconfig {}: {e}", path.display()),
+        Err(error) => {
+            return Err(CertError::ExistingKubeconfig {
+                path: path.to_owned(),
+                error,
+            })
+        }
     }
     let certs = kubeconfig::load(path)
         .and_then(|_| kubeconfig::load_current(path))
-        .map_err(anyhow::Error::from)
-        .and_then(|c| {
-            c.client_cert
-                .ok_or_else(|| anyhow!("no client certificate"))
-        })
-        .and_then(|pem| crate::client::tls::parse_certs(&pem).map_err(|e| anyhow!(e)));
+        .map_err(CertError::Kubeconfig)
+        .and_then(|c| c.client_cert.ok_or(CertError::NoClientCert))
+        .and_then(|pem| {
+            crate::client::tls::parse_certs(&pem).map_err(|error| CertError::Pem {
+                what: "client certificate",
+                error,
+            })
+        });
     let certs = match certs {
         Ok(c) if !c.is_empty() => c,
         Ok(_) => {
@@ -167,10 +180,7 @@ pub fn client_config_still_valid(path: &Path, now: i64) -> anyhow::Result<bool> 
             return Ok(false);
         }
         Err(e) => {
-            log::warn!(
-                "unable to read existing kubeconfig {}: {e:#}",
-                path.display()
-            );
+            log::warn!("unable to read existing kubeconfig {}: {e}", path.display());
             return Ok(false);
         }
     };
@@ -198,7 +208,7 @@ pub fn client_config_still_valid(path: &Path, now: i64) -> anyhow::Result<bool> 
 
 /// The current pair's key if it parses, else the key left by an earlier
 /// try, else a new one saved for the next try.
-fn load_or_generate_key(store: &FileStore, tmp: &Path) -> anyhow::Result<rcgen::KeyPair> {
+fn load_or_generate_key(store: &FileStore, tmp: &Path) -> Result<rcgen::KeyPair, CertError> {
     let parse = |pem: String| rcgen::KeyPair::from_pem(&pem).ok();
     if let Some(k) = store.current_key_pem(unix_now()).and_then(parse) {
         return Ok(k);
@@ -214,7 +224,7 @@ fn load_or_generate_key(store: &FileStore, tmp: &Path) -> anyhow::Result<rcgen::
 
 /// waitForServer: /healthz every 2 s for up to a minute; failing that, the
 /// CSR request goes ahead (with its own back-off).
-fn wait_for_server(client: &Client, shutdown: &Receiver<()>) -> anyhow::Result<()> {
+fn wait_for_server(client: &Client, shutdown: &Receiver<()>) -> Result<(), CertError> {
     let until = Instant::now() + SERVER_WAIT;
     while Instant::now() < until {
         match client.get_raw("/healthz") {
@@ -235,7 +245,7 @@ fn request_node_certificate(
     node: &str,
     deadline: Instant,
     shutdown: &Receiver<()>,
-) -> anyhow::Result<String> {
+) -> Result<String, CertError> {
     let pem = csr::make_csr_pem(key, node)?;
     let mut backoff = Exponential::new(BACKOFF_START, BACKOFF_MAX);
     loop {
@@ -251,12 +261,16 @@ fn request_node_certificate(
             Err(CsrError::Fatal(e)) => return Err(e),
             // Refused (invalid, unauthorized, forbidden): retrying will not help.
             Err(CsrError::Api(e)) if e.code().is_some_and(|c| c < 500 && c != 429) => {
-                return Err(anyhow!("CSR {name}: {e}"));
+                return Err(CertError::Refused { name, error: e });
             }
             Err(CsrError::Api(e)) => {
                 let wait = backoff.next_delay();
                 if Instant::now() + wait >= deadline {
-                    bail!("CSR {name}: giving up after {BOOTSTRAP_TIMEOUT:?}: {e}");
+                    return Err(CertError::GaveUp {
+                        name,
+                        after: BOOTSTRAP_TIMEOUT,
+                        error: e,
+                    });
                 }
                 log::warn!("CSR {name}: {e}; retrying in {wait:?}");
                 csr::sleep_or_shutdown(wait, shutdown)?;
@@ -268,15 +282,18 @@ fn request_node_certificate(
 /// writeKubeconfigFromBootstrapping: the bootstrap kubeconfig's server and
 /// CA (its file if it named one, else its data), the pair file as both
 /// client-certificate and client-key; written 0600 through a rename.
-fn write_kubeconfig(path: &Path, boot: &CurrentEntries, pem: &Path) -> anyhow::Result<()> {
+fn write_kubeconfig(path: &Path, boot: &CurrentEntries, pem: &Path) -> Result<(), CertError> {
     let text = kubeconfig_text(boot, pem);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        fs::create_dir_all(dir).map_err(CertError::io(format!("create {}", dir.display())))?;
     }
     let tmp = PathBuf::from(format!("{}.tmp", path.display()));
     write_private(&tmp, &text)?;
-    fs::rename(&tmp, path)
-        .with_context(|| format!("rename {} to {}", tmp.display(), path.display()))?;
+    fs::rename(&tmp, path).map_err(CertError::io(format!(
+        "rename {} to {}",
+        tmp.display(),
+        path.display()
+    )))?;
     log::info!("wrote kubeconfig {}", path.display());
     Ok(())
 }

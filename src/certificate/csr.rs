@@ -6,11 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
 use base64::Engine;
 use crossbeam_channel::{after, select, Receiver};
 use serde_json::{json, Value};
 
+use super::CertError;
 use crate::client::{paths, ApiError, Client, WatchEventType};
 
 /// certificatesv1.KubeAPIServerClientKubeletSignerName.
@@ -25,12 +25,13 @@ pub fn node_cn(node: &str) -> String {
 }
 
 /// A new ECDSA P-256 key (upstream generates ECDSA P-256 too).
-pub fn generate_key() -> anyhow::Result<rcgen::KeyPair> {
-    rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).context("generate ECDSA P-256 key")
+pub fn generate_key() -> Result<rcgen::KeyPair, CertError> {
+    rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .map_err(generate("generate ECDSA P-256 key"))
 }
 
 /// The PEM request for `O=system:nodes, CN=system:node:<node>`, no SANs.
-pub fn make_csr_pem(key: &rcgen::KeyPair, node: &str) -> anyhow::Result<String> {
+pub fn make_csr_pem(key: &rcgen::KeyPair, node: &str) -> Result<String, CertError> {
     make_csr_pem_with_sans(key, node, &[])
 }
 
@@ -40,9 +41,9 @@ pub fn make_csr_pem_with_sans(
     key: &rcgen::KeyPair,
     node: &str,
     sans: &[String],
-) -> anyhow::Result<String> {
-    let mut p =
-        rcgen::CertificateParams::new(sans.to_vec()).context("subject alternative names")?;
+) -> Result<String, CertError> {
+    let mut p = rcgen::CertificateParams::new(sans.to_vec())
+        .map_err(generate("subject alternative names"))?;
     p.distinguished_name = rcgen::DistinguishedName::new();
     p.distinguished_name
         .push(rcgen::DnType::OrganizationName, NODES_GROUP);
@@ -50,8 +51,12 @@ pub fn make_csr_pem_with_sans(
         .push(rcgen::DnType::CommonName, node_cn(node));
     let csr = p
         .serialize_request(key)
-        .context("build certificate request")?;
-    csr.pem().context("encode certificate request")
+        .map_err(generate("build certificate request"))?;
+    csr.pem().map_err(generate("encode certificate request"))
+}
+
+fn generate(what: &'static str) -> impl FnOnce(rcgen::Error) -> CertError {
+    move |error| CertError::Generate { what, error }
 }
 
 /// `node-csr-<base64url(SHA-512/256(...))>` over the public key, subject and
@@ -121,9 +126,7 @@ pub fn request_certificate(client: &Client, obj: &Value) -> Result<(String, Stri
                 .map_err(CsrError::Api)?;
             let same = |p: &[&str]| obj.pointer(&ptr(p)) == existing.pointer(&ptr(p));
             if !same(&["spec", "signerName"]) || !same(&["spec", "usages"]) {
-                return Err(CsrError::Fatal(anyhow!(
-                    "retrieved CSR {name:?} is not compatible: different signer or usages"
-                )));
+                return Err(CsrError::Fatal(CertError::Incompatible(name)));
             }
             existing
         }
@@ -145,7 +148,7 @@ fn ptr(path: &[&str]) -> String {
 #[derive(Debug)]
 pub enum CsrError {
     Api(ApiError),
-    Fatal(anyhow::Error),
+    Fatal(CertError),
 }
 
 /// What a CSR's status says.
@@ -157,10 +160,14 @@ pub enum Outcome {
 
 /// Reads a CSR object: issued (Approved and a certificate), pending, or an
 /// error for Denied, Failed, or another object under the same name.
-pub fn outcome(obj: &Value, name: &str, uid: &str) -> anyhow::Result<Outcome> {
+pub fn outcome(obj: &Value, name: &str, uid: &str) -> Result<Outcome, CertError> {
     let got = str_at(obj, &["metadata", "uid"]);
     if !uid.is_empty() && got != uid {
-        bail!("CSR {name:?} changed UIDs (was {uid}, now {got})");
+        return Err(CertError::UidChanged {
+            name: name.to_string(),
+            was: uid.to_string(),
+            now: got.to_string(),
+        });
     }
     let empty = vec![];
     let conds = obj
@@ -175,11 +182,19 @@ pub fn outcome(obj: &Value, name: &str, uid: &str) -> anyhow::Result<Outcome> {
             str_at(c, &["message"]),
         );
         match t {
-            "Denied" => bail!(
-                "certificate signing request {name} is denied, reason: {reason}, message: {msg}"
-            ),
+            "Denied" => {
+                return Err(CertError::Denied {
+                    name: name.to_string(),
+                    reason: reason.to_string(),
+                    message: msg.to_string(),
+                })
+            }
             "Failed" => {
-                bail!("certificate signing request {name} failed, reason: {reason}, message: {msg}")
+                return Err(CertError::Failed {
+                    name: name.to_string(),
+                    reason: reason.to_string(),
+                    message: msg.to_string(),
+                })
             }
             "Approved" => approved = true,
             _ => {}
@@ -191,9 +206,14 @@ pub fn outcome(obj: &Value, name: &str, uid: &str) -> anyhow::Result<Outcome> {
     }
     let pem = base64::engine::general_purpose::STANDARD
         .decode(cert)
-        .with_context(|| format!("CSR {name}: status.certificate is not base64"))?;
-    let pem =
-        String::from_utf8(pem).with_context(|| format!("CSR {name}: certificate is not PEM"))?;
+        .map_err(|error| CertError::NotBase64 {
+            name: name.to_string(),
+            error,
+        })?;
+    let pem = String::from_utf8(pem).map_err(|error| CertError::NotUtf8 {
+        name: name.to_string(),
+        error,
+    })?;
     Ok(Outcome::Issued(pem))
 }
 
@@ -239,7 +259,7 @@ pub fn wait_for_certificate(
                         rv = ev.resource_version().unwrap_or(&rv).to_string();
                     }
                     Ok(Ok(ev)) if ev.kind == WatchEventType::Deleted => {
-                        return Err(CsrError::Fatal(anyhow!("CSR {name} was deleted while waiting")));
+                        return Err(CsrError::Fatal(CertError::Deleted(name.to_string())));
                     }
                     Ok(Ok(ev)) => {
                         rv = ev.resource_version().unwrap_or(&rv).to_string();
@@ -251,9 +271,9 @@ pub fn wait_for_certificate(
                     // The server ended the watch: start another.
                     Err(_) => break,
                 },
-                recv(shutdown) -> _ => return Err(CsrError::Fatal(anyhow!("shutting down while waiting for CSR {name}"))),
+                recv(shutdown) -> _ => return Err(CsrError::Fatal(CertError::ShutdownWaiting(name.to_string()))),
                 recv(after(deadline.saturating_duration_since(Instant::now()))) -> _ => {
-                    return Err(CsrError::Fatal(anyhow!("timed out waiting for CSR {name} to be issued")));
+                    return Err(CsrError::Fatal(CertError::Timeout(name.to_string())));
                 }
             }
         }
@@ -261,9 +281,9 @@ pub fn wait_for_certificate(
 }
 
 /// Sleeps `d` unless shutdown comes first (then an error).
-pub fn sleep_or_shutdown(d: Duration, shutdown: &Receiver<()>) -> anyhow::Result<()> {
+pub fn sleep_or_shutdown(d: Duration, shutdown: &Receiver<()>) -> Result<(), CertError> {
     select! {
-        recv(shutdown) -> _ => bail!("shutting down during the TLS bootstrap"),
+        recv(shutdown) -> _ => Err(CertError::Shutdown),
         recv(after(d)) -> _ => Ok(()),
     }
 }

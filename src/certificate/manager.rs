@@ -22,12 +22,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
 use serde_json::Value;
 
 use super::csr::{self, Outcome};
 use super::store::{FileStore, PAIR_NAME, SERVER_PAIR_NAME};
-use super::x509;
+use super::{x509, CertError};
 use crate::client::tls::{parse_certs, parse_key, CertSlot, ClientIdentity};
 use crate::client::version::ServerVersion;
 use crate::client::{paths, Client};
@@ -314,7 +313,7 @@ impl Manager {
         });
         let (key_pem, pem) = match made {
             Ok(v) => v,
-            Err(e) => return self.failed(&format!("{e:#}")),
+            Err(e) => return self.failed(&e.to_string()),
         };
         // Read per request: the control plane may have been upgraded since.
         let server = self.csr_client().server_version();
@@ -336,7 +335,7 @@ impl Manager {
                 }
             }
             Err(csr::CsrError::Api(e)) => self.failed(&format!("creating the CSR: {e}")),
-            Err(csr::CsrError::Fatal(e)) => self.failed(&format!("creating the CSR: {e:#}")),
+            Err(csr::CsrError::Fatal(e)) => self.failed(&format!("creating the CSR: {e}")),
         }
     }
 
@@ -357,10 +356,10 @@ impl Manager {
         match csr::outcome(&obj, &name, &uid) {
             Ok(Outcome::Issued(pem)) => match self.install(&pem, &key_pem) {
                 Ok(due) => State::Idle { due },
-                Err(e) => self.failed(&format!("CSR {name}: {e:#}")),
+                Err(e) => self.failed(&format!("CSR {name}: {e}")),
             },
             Ok(Outcome::Pending) => self.still_waiting(name, uid, key_pem, since),
-            Err(e) => self.failed(&format!("{e:#}")),
+            Err(e) => self.failed(&e.to_string()),
         }
     }
 
@@ -389,25 +388,28 @@ impl Manager {
     }
 
     /// Checks the issued pair, writes it, swaps it in; returns the next due time.
-    fn install(&mut self, cert_pem: &str, key_pem: &str) -> anyhow::Result<Instant> {
+    fn install(&mut self, cert_pem: &str, key_pem: &str) -> Result<Instant, CertError> {
         let done = match self.bootstrapping() {
             true => "client certificate issued (TLS bootstrap done)".to_string(),
             false => format!("{} certificate rotated", self.kind.what()),
         };
-        let certs =
-            parse_certs(cert_pem.as_bytes()).map_err(|e| anyhow!("issued certificate: {e}"))?;
-        let leaf = certs
-            .first()
-            .ok_or_else(|| anyhow!("issued certificate: no certificate"))?;
+        let certs = parse_certs(cert_pem.as_bytes()).map_err(|error| CertError::Pem {
+            what: "issued certificate",
+            error,
+        })?;
+        let leaf = certs.first().ok_or(CertError::NoIssuedCert)?;
         let (nb, na) = x509::Certificate::from_der(leaf)
-            .map_err(|e| anyhow!("issued certificate: {e}"))?
+            .map_err(CertError::Issued)?
             .validity();
-        let key = parse_key(key_pem.as_bytes()).map_err(|e| anyhow!("private key: {e}"))?;
+        let key = parse_key(key_pem.as_bytes()).map_err(|error| CertError::Pem {
+            what: "private key",
+            error,
+        })?;
         let file = self.store.update(cert_pem, key_pem, unix_now())?;
         self.deps
             .slot
             .set(ClientIdentity { certs, key })
-            .context("the issued certificate does not match its key")?;
+            .map_err(CertError::KeyMismatch)?;
         (self.deps.on_rotated)();
         self.signed = true;
         self.backoff.reset();

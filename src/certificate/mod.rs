@@ -7,6 +7,9 @@
 
 pub mod bootstrap;
 mod csr;
+mod error;
 pub mod manager;
 pub mod store;
 pub mod x509;
+
+pub use error::{CertError, StoredPairError, StoredPairProblem};

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use super::{CertError, StoredPairError, StoredPairProblem};
 
 use super::x509::Certificate;
 use crate::client::tls::{parse_certs, parse_key, CertSlot, ClientIdentity};
@@ -39,22 +39,26 @@ impl FileStore {
     /// Puts the current pair in `slot` when it parses, has not expired at
     /// `now` and its key matches (upstream's certificate manager starts
     /// from store.Current()); else says why not.
-    pub fn load_current_into(&self, slot: &CertSlot, now: i64) -> Result<(), String> {
+    pub fn load_current_into(&self, slot: &CertSlot, now: i64) -> Result<(), StoredPairError> {
         let path = self.current_path();
-        let pem = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let certs = parse_certs(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
+        let fail = |problem| StoredPairError {
+            path: path.clone(),
+            problem,
+        };
+        let pem = fs::read(&path).map_err(|e| fail(StoredPairProblem::Read(e)))?;
+        let certs = parse_certs(&pem).map_err(|e| fail(StoredPairProblem::Pem(e)))?;
         let leaf = certs
             .first()
-            .ok_or_else(|| format!("{}: no certificate", path.display()))?;
+            .ok_or_else(|| fail(StoredPairProblem::NoCertificate))?;
         let not_after = Certificate::from_der(leaf)
-            .map_err(|e| format!("{}: {e}", path.display()))?
+            .map_err(|e| fail(StoredPairProblem::X509(e)))?
             .not_after();
         if not_after <= now {
-            return Err(format!("{}: expired", path.display()));
+            return Err(fail(StoredPairProblem::Expired));
         }
-        let key = parse_key(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
+        let key = parse_key(&pem).map_err(|e| fail(StoredPairProblem::Pem(e)))?;
         slot.set(ClientIdentity { certs, key })
-            .map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(|e| fail(StoredPairProblem::KeyMismatch(e)))
     }
 
     /// `<dir>/kubelet-client-current.pem`, what the kubeconfig points at.
@@ -75,9 +79,11 @@ impl FileStore {
 
     /// Writes a new pair stamped with `now` (Unix seconds, UTC) and points
     /// the current symlink at it. Returns the new file.
-    pub fn update(&self, cert_pem: &str, key_pem: &str, now: i64) -> anyhow::Result<PathBuf> {
-        fs::create_dir_all(&self.dir)
-            .with_context(|| format!("create cert directory {}", self.dir.display()))?;
+    pub fn update(&self, cert_pem: &str, key_pem: &str, now: i64) -> Result<PathBuf, CertError> {
+        fs::create_dir_all(&self.dir).map_err(CertError::io(format!(
+            "create cert directory {}",
+            self.dir.display()
+        )))?;
         let file = self
             .dir
             .join(format!("{}-{}.pem", self.pair, timestamp(now)));
@@ -85,25 +91,28 @@ impl FileStore {
         let updated = self.dir.join(format!("{}-updated.pem", self.pair));
         let _ = fs::remove_file(&updated);
         std::os::unix::fs::symlink(&file, &updated)
-            .with_context(|| format!("symlink {}", updated.display()))?;
+            .map_err(CertError::io(format!("symlink {}", updated.display())))?;
         let current = self.current_path();
-        fs::rename(&updated, &current)
-            .with_context(|| format!("rename {} to {}", updated.display(), current.display()))?;
+        fs::rename(&updated, &current).map_err(CertError::io(format!(
+            "rename {} to {}",
+            updated.display(),
+            current.display()
+        )))?;
         Ok(file)
     }
 }
 
 /// Creates or truncates `path` with mode 0600 and writes `text`.
-pub fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+pub fn write_private(path: &Path, text: &str) -> Result<(), CertError> {
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .with_context(|| format!("open {}", path.display()))?;
+        .map_err(CertError::io(format!("open {}", path.display())))?;
     f.write_all(text.as_bytes())
-        .with_context(|| format!("write {}", path.display()))
+        .map_err(CertError::io(format!("write {}", path.display())))
 }
 
 /// Go's `2006-01-02-15-04-05` in UTC, as the file store names pairs.

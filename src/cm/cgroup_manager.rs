@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::cgroup_name::CgroupName;
 use super::helpers::{cpu_shares_to_weight, ResourceConfig};
-use super::{CgroupError, Driver};
+use super::{CgroupError, CmError, Driver};
 
 /// The cgroup version of the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,20 +52,23 @@ pub struct Hierarchies {
 impl Hierarchies {
     /// The host's: v2 when /sys/fs/cgroup is cgroup2, else every cgroup
     /// and cgroup2 mount in /proc/self/mountinfo.
-    pub fn detect() -> Result<Hierarchies, String> {
+    pub fn detect() -> Result<Hierarchies, CmError> {
         let root = Path::new("/sys/fs/cgroup");
-        let st = nix::sys::statfs::statfs(root)
-            .map_err(|e| format!("statfs {}: {e}", root.display()))?;
+        let st = nix::sys::statfs::statfs(root).map_err(|error| CmError::Statfs {
+            path: root.to_owned(),
+            error,
+        })?;
         if st.filesystem_type().0 as i64 == CGROUP2_SUPER_MAGIC {
             return Ok(Hierarchies::v2(root));
         }
-        let info = std::fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("read /proc/self/mountinfo: {e}"))?;
+        let mountinfo = Path::new("/proc/self/mountinfo");
+        let info = std::fs::read_to_string(mountinfo).map_err(|error| CmError::Read {
+            path: mountinfo.to_owned(),
+            error,
+        })?;
         let mounts = parse_mountinfo(&info);
         if !mounts.iter().any(|m| !m.controllers.is_empty()) {
-            return Err(
-                "no cgroup v1 hierarchy is mounted and /sys/fs/cgroup is not cgroup2".into(),
-            );
+            return Err(CmError::NoHierarchy);
         }
         Ok(Hierarchies {
             version: Version::V1,

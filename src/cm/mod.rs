@@ -8,6 +8,7 @@
 
 mod cgroup_manager;
 mod cgroup_name;
+mod error;
 pub mod helpers;
 mod node_container_manager;
 mod pod_container_manager;
@@ -31,6 +32,7 @@ pub use cgroup_name::CgroupName;
 pub use cgroup_stats::CgroupStats;
 #[cfg(test)]
 pub use cgroup_stats::MemoryUsage;
+pub use error::CmError;
 pub use node_container_manager::Capacity;
 pub use pod_container_manager::{PodCgroupNamer, PodLimits};
 pub use qos_container_manager::ActivePods;
@@ -57,13 +59,11 @@ pub enum Driver {
 }
 
 impl Driver {
-    pub fn parse(s: &str) -> Result<Driver, String> {
+    pub fn parse(s: &str) -> Result<Driver, CmError> {
         match s {
             "cgroupfs" => Ok(Driver::Cgroupfs),
             "systemd" => Ok(Driver::Systemd),
-            other => Err(format!(
-                "unknown cgroupDriver {other:?}: supported values are \"cgroupfs\" and \"systemd\""
-            )),
+            other => Err(CmError::UnknownDriver(other.to_string())),
         }
     }
 }
@@ -92,17 +92,14 @@ impl Driver {
 /// Upstream, with KubeletCgroupDriverFromCRI, silently takes the runtime's;
 /// here a disagreement stops the kubelet at start, naming both, so the
 /// operator's configuration says what the node runs.
-pub fn check_runtime_driver(configured: Driver, runtime: Driver) -> Result<(), String> {
+pub fn check_runtime_driver(configured: Driver, runtime: Driver) -> Result<(), CmError> {
     if configured == runtime {
         return Ok(());
     }
-    Err(format!(
-        "cgroupDriver {:?} in the kubelet configuration disagrees with the container runtime's \
-         cgroup driver {:?} (CRI RuntimeConfig): set both to the same driver \
-         (containerd: SystemdCgroup in the runc options)",
-        configured.name(),
-        runtime.name()
-    ))
+    Err(CmError::DriverMismatch {
+        configured: configured.name(),
+        runtime: runtime.name(),
+    })
 }
 
 /// A cgroup operation that failed: what, where, and the errno.
@@ -159,7 +156,7 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
-    pub fn from_kubelet_config(c: &KubeletConfiguration) -> Result<NodeConfig, String> {
+    pub fn from_kubelet_config(c: &KubeletConfiguration) -> Result<NodeConfig, CmError> {
         Ok(NodeConfig {
             driver: Driver::parse(&c.cgroup_driver)?,
             cgroup_root: c.cgroup_root.clone(),
@@ -237,7 +234,7 @@ impl ContainerManager {
     /// Start): checks cgroupRoot exists, creates or updates kubepods with
     /// node allocatable, caps the reserved cgroups if asked, creates the
     /// tiers. Existing pod cgroups are left as they are.
-    pub fn start(&self) -> anyhow::Result<()> {
+    pub fn start(&self) -> Result<(), CmError> {
         let root = CgroupName::parse_cgroupfs(&self.cfg.cgroup_root);
         // The root is given in cgroupfs syntax whatever the driver, so
         // look it up with cgroupfs naming.
@@ -246,11 +243,10 @@ impl ContainerManager {
             hierarchies: self.cgroups.hierarchies.clone(),
         };
         if !as_cgroupfs.exists(&root) {
-            anyhow::bail!(
-                "invalid configuration: cgroupRoot {:?} does not exist in every cgroup hierarchy ({})",
-                self.cfg.cgroup_root,
-                as_cgroupfs.paths(&root)[0].display()
-            );
+            return Err(CmError::NoCgroupRoot {
+                root: self.cfg.cgroup_root.clone(),
+                path: as_cgroupfs.paths(&root)[0].clone(),
+            });
         }
         let kubepods = self.kubepods_config();
         let create = if self.cgroups.exists(&kubepods.name) {
@@ -258,22 +254,23 @@ impl ContainerManager {
         } else {
             self.cgroups.create(&kubepods)
         };
-        create.map_err(|e| anyhow::anyhow!("node allocatable cgroup {}: {e}", kubepods.name))?;
+        create.map_err(|error| CmError::NodeAllocatable {
+            name: kubepods.name.to_string(),
+            error,
+        })?;
         log::info!(
             "node allocatable enforced on {}: {:?}",
             self.cgroups.name(&kubepods.name),
             kubepods.resources
         );
         self.enforce_reserved()?;
-        self.qos
-            .start()
-            .map_err(|e| anyhow::anyhow!("QoS cgroups: {e}"))?;
+        self.qos.start().map_err(CmError::Qos)?;
         Ok(())
     }
 
     /// system-reserved and kube-reserved enforcement: the named cgroups
     /// must exist; they are capped at their reservation.
-    fn enforce_reserved(&self) -> anyhow::Result<()> {
+    fn enforce_reserved(&self) -> Result<(), CmError> {
         for (key, cgroup, field, reserved) in [
             (
                 ENFORCE_SYSTEM_RESERVED,
@@ -293,16 +290,25 @@ impl ContainerManager {
             }
             let name = self.cgroups.parse(cgroup);
             if !self.cgroups.exists(&name) {
-                anyhow::bail!("{field} {cgroup:?} does not exist (required by enforceNodeAllocatable {key:?})");
+                return Err(CmError::NoReservedCgroup {
+                    field,
+                    cgroup: cgroup.clone(),
+                    key,
+                });
             }
-            let list = parse_reserved(reserved).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+            let list =
+                parse_reserved(reserved).map_err(|error| CmError::Reservation { key, error })?;
             let cfg = CgroupConfig {
                 name,
                 resources: cgroup_config(&list),
             };
             self.cgroups
                 .update(&cfg)
-                .map_err(|e| anyhow::anyhow!("enforce {key} on {cgroup}: {e}"))?;
+                .map_err(|error| CmError::Enforce {
+                    key,
+                    cgroup: cgroup.clone(),
+                    error,
+                })?;
         }
         Ok(())
     }
@@ -367,7 +373,7 @@ impl ContainerManager {
 
 /// failSwapOn: swap in use with failSwapOn set stops the kubelet, as
 /// upstream (`/proc/swaps` with more than its header line).
-pub fn check_swap(fail_swap_on: bool, proc_swaps: &Path) -> anyhow::Result<()> {
+pub fn check_swap(fail_swap_on: bool, proc_swaps: &Path) -> Result<(), CmError> {
     if !fail_swap_on {
         return Ok(());
     }
@@ -375,14 +381,19 @@ pub fn check_swap(fail_swap_on: bool, proc_swaps: &Path) -> anyhow::Result<()> {
         Ok(t) => t,
         // No /proc/swaps: a kernel without swap support.
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => anyhow::bail!("read {}: {e}", proc_swaps.display()),
+        Err(error) => {
+            return Err(CmError::Read {
+                path: proc_swaps.to_owned(),
+                error,
+            })
+        }
     };
-    let lines: Vec<&str> = text.trim().lines().collect();
+    let lines: Vec<String> = text.trim().lines().map(str::to_owned).collect();
     if lines.len() > 1 {
-        anyhow::bail!(
-            "running with swap on is not supported, please disable swap or set failSwapOn (--fail-swap-on) to false; {} contained: {lines:?}",
-            proc_swaps.display()
-        );
+        return Err(CmError::SwapOn {
+            path: proc_swaps.to_owned(),
+            lines,
+        });
     }
     Ok(())
 }
@@ -428,9 +439,9 @@ pub fn unhonoured_fields(c: &KubeletConfiguration) -> Vec<&'static str> {
 pub fn start_from_config(
     c: &KubeletConfiguration,
     capacity: Capacity,
-) -> anyhow::Result<Option<Arc<ContainerManager>>> {
+) -> Result<Option<Arc<ContainerManager>>, CmError> {
     check_swap(c.fail_swap_on, Path::new("/proc/swaps"))?;
-    let cfg = NodeConfig::from_kubelet_config(c).map_err(|e| anyhow::anyhow!(e))?;
+    let cfg = NodeConfig::from_kubelet_config(c)?;
     for field in unhonoured_fields(c) {
         log::warn!("{field} is set but not honoured by rkubelet; ignoring it");
     }
@@ -440,7 +451,7 @@ pub fn start_from_config(
         );
         return Ok(None);
     }
-    let hierarchies = Hierarchies::detect().map_err(|e| anyhow::anyhow!(e))?;
+    let hierarchies = Hierarchies::detect()?;
     log::info!(
         "cgroup {:?} with the {:?} driver, cgroupRoot {:?}",
         hierarchies.version,

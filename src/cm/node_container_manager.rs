@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use super::error::ReservationError;
 use super::helpers::{milli_cpu_to_shares, ResourceConfig};
 use crate::nodestatus::machine::quantity;
 use crate::nodestatus::setters::Reservation;
@@ -106,13 +107,18 @@ pub fn cgroup_config(list: &BTreeMap<String, i128>) -> ResourceConfig {
 }
 
 /// A reservation map (`{cpu: 200m, memory: 1Gi}`) in milli-units.
-pub fn parse_reserved(map: &BTreeMap<String, String>) -> Result<BTreeMap<String, i128>, String> {
+pub fn parse_reserved(
+    map: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, i128>, ReservationError> {
     map.iter()
         .filter(|(k, _)| matches!(k.as_str(), "cpu" | "memory" | PID))
         .map(|(k, v)| {
             parse_quantity(v)
                 .map(|q| (k.clone(), q))
-                .map_err(|e| format!("{k}: {e}"))
+                .map_err(|error| ReservationError {
+                    resource: k.clone(),
+                    error,
+                })
         })
         .collect()
 }
@@ -187,6 +193,9 @@ mod tests {
         assert_eq!(p.len(), 2);
         assert_eq!(cgroup_config(&p).cpu_shares, Some(204));
         let bad: BTreeMap<String, String> = [("memory".to_string(), "lots".to_string())].into();
-        assert!(parse_reserved(&bad).unwrap_err().contains("memory"));
+        assert!(parse_reserved(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("memory"));
     }
 }

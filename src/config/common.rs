@@ -5,7 +5,6 @@
 use crate::podutil::PodExt;
 use std::collections::{BTreeMap, HashSet};
 
-use anyhow::{anyhow, bail, Context, Result};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, DownwardAPIVolumeFile, EmptyDirVolumeSource, EnvVar, HTTPGetAction,
     LifecycleHandler, Pod, PodSpec, Probe, Toleration, Volume,
@@ -13,6 +12,8 @@ use k8s_openapi::api::core::v1::{
 use md5::{Digest, Md5};
 use serde::Deserialize;
 use serde_json::Value;
+
+use super::ManifestError;
 
 use crate::types::{
     CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION, FILE_SOURCE, HTTP_SOURCE, NAMESPACE_DEFAULT,
@@ -52,7 +53,11 @@ pub fn generate_pod_name(name: &str, node_name: &str) -> String {
 }
 
 /// Parses one manifest holding a single Pod and returns it defaulted and validated.
-pub fn decode_single_pod(data: &[u8], origin: ManifestOrigin, node_name: &str) -> Result<Pod> {
+pub fn decode_single_pod(
+    data: &[u8],
+    origin: ManifestOrigin,
+    node_name: &str,
+) -> Result<Pod, ManifestError> {
     let value = parse_document(data)?;
     check_type_meta(&value, &["Pod"])?;
     finish_pod(value, origin, node_name)
@@ -60,7 +65,11 @@ pub fn decode_single_pod(data: &[u8], origin: ManifestOrigin, node_name: &str) -
 
 /// Parses a Pod, a PodList or a v1 List of Pods (the http source accepts all three).
 /// Like upstream, one invalid pod in a list rejects the whole list.
-pub fn decode_pods(data: &[u8], origin: ManifestOrigin, node_name: &str) -> Result<Vec<Pod>> {
+pub fn decode_pods(
+    data: &[u8],
+    origin: ManifestOrigin,
+    node_name: &str,
+) -> Result<Vec<Pod>, ManifestError> {
     let value = parse_document(data)?;
     match check_type_meta(&value, &["Pod", "PodList", "List"])?.as_str() {
         "Pod" => Ok(vec![finish_pod(value, origin, node_name)?]),
@@ -68,7 +77,11 @@ pub fn decode_pods(data: &[u8], origin: ManifestOrigin, node_name: &str) -> Resu
     }
 }
 
-fn decode_list_items(value: Value, origin: ManifestOrigin, node_name: &str) -> Result<Vec<Pod>> {
+fn decode_list_items(
+    value: Value,
+    origin: ManifestOrigin,
+    node_name: &str,
+) -> Result<Vec<Pod>, ManifestError> {
     let items = match value {
         Value::Object(mut obj) => obj.remove("items").unwrap_or(Value::Null),
         _ => Value::Null,
@@ -76,60 +89,58 @@ fn decode_list_items(value: Value, origin: ManifestOrigin, node_name: &str) -> R
     let items = match items {
         Value::Array(items) => items,
         Value::Null => Vec::new(),
-        _ => bail!("couldn't parse as pod list: items is not a list"),
+        _ => return Err(ManifestError::ItemsNotList),
     };
     let mut pods = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
         let pod = check_list_item(&item)
             .and_then(|()| finish_pod(item, origin, node_name))
-            .with_context(|| format!("items[{i}]"))?;
+            .map_err(|e| e.at(format!("items[{i}]")))?;
         pods.push(pod);
     }
     Ok(pods)
 }
 
 /// List items may omit their type; when they carry one it must be a v1 Pod.
-fn check_list_item(item: &Value) -> Result<()> {
+fn check_list_item(item: &Value) -> Result<(), ManifestError> {
     let kind = item.get("kind").and_then(Value::as_str);
     let api_version = item.get("apiVersion").and_then(Value::as_str);
     if kind.is_some_and(|k| k != "Pod") || api_version.is_some_and(|v| v != "v1") {
-        bail!(
-            "expected a v1 Pod, got kind {:?} apiVersion {:?}",
-            kind.unwrap_or(""),
-            api_version.unwrap_or("")
-        );
+        return Err(ManifestError::NotV1Pod {
+            kind: kind.unwrap_or("").to_string(),
+            api_version: api_version.unwrap_or("").to_string(),
+        });
     }
     Ok(())
 }
 
 /// Reads YAML or JSON into a generic document. Like upstream's yaml.ToJSON,
 /// only the first YAML document of a stream is used.
-fn parse_document(data: &[u8]) -> Result<Value> {
+fn parse_document(data: &[u8]) -> Result<Value, ManifestError> {
     if data.len() > MAX_CONFIG_LENGTH {
-        bail!("manifest is larger than {MAX_CONFIG_LENGTH} bytes");
+        return Err(ManifestError::TooLarge);
     }
     if let Ok(value) = serde_json::from_slice::<Value>(data) {
         return non_null(value);
     }
     let value = match serde_norway::Deserializer::from_slice(data).next() {
-        Some(doc) => Value::deserialize(doc)
-            .map_err(|e| anyhow!("couldn't parse as pod ({e}), please check config file"))?,
+        Some(doc) => Value::deserialize(doc).map_err(|e| ManifestError::Parse(e.to_string()))?,
         None => Value::Null,
     };
     non_null(value)
 }
 
-fn non_null(value: Value) -> Result<Value> {
+fn non_null(value: Value) -> Result<Value, ManifestError> {
     if value.is_null() {
-        bail!("couldn't parse as pod (empty document), please check config file");
+        return Err(ManifestError::Parse("empty document".into()));
     }
     Ok(value)
 }
 
 /// Checks apiVersion/kind the way the API decoder does, and returns the kind.
-fn check_type_meta(value: &Value, allowed_kinds: &[&str]) -> Result<String> {
+fn check_type_meta(value: &Value, allowed_kinds: &[&str]) -> Result<String, ManifestError> {
     if !value.is_object() {
-        bail!("couldn't parse as pod (not an object), please check config file");
+        return Err(ManifestError::Parse("not an object".into()));
     }
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
     let api_version = value
@@ -137,29 +148,34 @@ fn check_type_meta(value: &Value, allowed_kinds: &[&str]) -> Result<String> {
         .and_then(Value::as_str)
         .unwrap_or("");
     if kind.is_empty() {
-        bail!("couldn't parse as pod (Object 'Kind' is missing), please check config file");
+        return Err(ManifestError::Parse("Object 'Kind' is missing".into()));
     }
     if api_version.is_empty() {
-        bail!("couldn't parse as pod (Object 'apiVersion' is missing), please check config file");
+        return Err(ManifestError::Parse(
+            "Object 'apiVersion' is missing".into(),
+        ));
     }
     if api_version != "v1" {
-        bail!("couldn't parse as pod (no kind {kind:?} is registered for version {api_version:?})");
+        return Err(ManifestError::UnknownVersion {
+            kind: kind.to_string(),
+            api_version: api_version.to_string(),
+        });
     }
     if !allowed_kinds.contains(&kind) {
-        bail!(
-            "invalid pod: kind is {kind:?}, expected {}",
-            allowed_kinds.join(" or ")
-        );
+        return Err(ManifestError::WrongKind {
+            kind: kind.to_string(),
+            expected: allowed_kinds.join(" or "),
+        });
     }
     Ok(kind.to_string())
 }
 
 /// Typed decode, API defaulting, kubelet defaulting and validation of one pod.
-fn finish_pod(value: Value, origin: ManifestOrigin, node_name: &str) -> Result<Pod> {
-    let mut pod: Pod = serde_json::from_value(value)
-        .map_err(|e| anyhow!("couldn't parse as pod ({e}), please check config file"))?;
+fn finish_pod(value: Value, origin: ManifestOrigin, node_name: &str) -> Result<Pod, ManifestError> {
+    let mut pod: Pod =
+        serde_json::from_value(value).map_err(|e| ManifestError::Parse(e.to_string()))?;
     if pod.name().is_empty() {
-        bail!("invalid pod: name is needed for the pod");
+        return Err(ManifestError::NoName);
     }
     set_object_defaults(&mut pod);
     apply_defaults(&mut pod, origin, node_name)?;
@@ -171,7 +187,11 @@ fn finish_pod(value: Value, origin: ManifestOrigin, node_name: &str) -> Result<P
 /// The kubelet's own defaulting of a static pod (upstream applyDefaults).
 /// Runs after `set_object_defaults` so, as upstream, the UID hashes the
 /// API-defaulted pod: a manifest spelling out a default gets the same UID.
-pub fn apply_defaults(pod: &mut Pod, origin: ManifestOrigin, node_name: &str) -> Result<()> {
+pub fn apply_defaults(
+    pod: &mut Pod,
+    origin: ManifestOrigin,
+    node_name: &str,
+) -> Result<(), ManifestError> {
     if pod.metadata.uid.as_deref().unwrap_or("").is_empty() {
         pod.metadata.uid = Some(static_pod_uid(pod, origin, node_name)?);
     }
@@ -201,9 +221,13 @@ pub fn apply_defaults(pod: &mut Pod, origin: ManifestOrigin, node_name: &str) ->
 /// in upstream's order (DeepHashObject first, then "host:"/"file:" or "url:").
 /// k8s-openapi serializes fields in a fixed order and maps are BTreeMaps, so the
 /// bytes are stable across restarts.
-pub fn static_pod_uid(pod: &Pod, origin: ManifestOrigin, node_name: &str) -> Result<String> {
+pub fn static_pod_uid(
+    pod: &Pod,
+    origin: ManifestOrigin,
+    node_name: &str,
+) -> Result<String, ManifestError> {
     let mut hasher = Md5::new();
-    hasher.update(serde_json::to_vec(pod).context("serializing pod for its UID")?);
+    hasher.update(serde_json::to_vec(pod).map_err(ManifestError::Hash)?);
     match origin {
         ManifestOrigin::File(path) => {
             hasher.update(format!("host:{node_name}"));
@@ -495,7 +519,7 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
 
 /// The checks of upstream ValidatePodCreate that a kubelet needs before it
 /// can run a pod. Errors are reported together, each naming its field.
-pub fn validate_pod(pod: &Pod) -> Result<()> {
+pub fn validate_pod(pod: &Pod) -> Result<(), ManifestError> {
     let mut errs = FieldErrors::default();
     validate_metadata(pod, &mut errs);
     match &pod.spec {
@@ -505,7 +529,7 @@ pub fn validate_pod(pod: &Pod) -> Result<()> {
     if errs.0.is_empty() {
         Ok(())
     } else {
-        Err(anyhow!("invalid pod: [{}]", errs.0.join(", ")))
+        Err(ManifestError::Invalid(errs.0))
     }
 }
 
@@ -688,12 +712,12 @@ fn validate_port(port: &ContainerPort, path: &str, host_network: bool, errs: &mu
 
 /// Static pods have no API objects to lean on (upstream rejects these before
 /// the PreventStaticPodAPIReferences gate, and with it).
-fn validate_static_pod(pod: &Pod) -> Result<()> {
+fn validate_static_pod(pod: &Pod) -> Result<(), ManifestError> {
     let Some(spec) = &pod.spec else {
         return Ok(());
     };
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
-        bail!("static pods may not use ResourceClaims");
+        return Err(ManifestError::StaticPodUses("ResourceClaims"));
     }
     let uses_trust_bundle = spec.volumes.iter().flatten().any(|v| {
         v.projected
@@ -702,7 +726,9 @@ fn validate_static_pod(pod: &Pod) -> Result<()> {
             .any(|s| s.cluster_trust_bundle.is_some())
     });
     if uses_trust_bundle {
-        bail!("static pods may not use ClusterTrustBundle projected volume sources");
+        return Err(ManifestError::StaticPodUses(
+            "ClusterTrustBundle projected volume sources",
+        ));
     }
     Ok(())
 }

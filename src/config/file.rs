@@ -16,7 +16,6 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use k8s_openapi::api::core::v1::Pod;
 use log::{debug, error, info, warn};
@@ -25,6 +24,7 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent};
 
 use super::common::{decode_single_pod, ManifestOrigin, MAX_CONFIG_LENGTH};
 use super::send_update;
+use super::ManifestError;
 use crate::types::{PodUpdate, FILE_SOURCE};
 
 /// How often the thread looks at inotify and the shutdown channel.
@@ -326,11 +326,17 @@ fn is_hidden(name: &OsStr) -> bool {
 /// Reads every non-hidden regular file of `dir`, in name order. Errors for
 /// single files are returned beside the pods; only an unreadable directory
 /// is an error.
-pub fn extract_from_dir(dir: &Path, node_name: &str) -> Result<(Vec<Pod>, FileErrors)> {
+pub fn extract_from_dir(
+    dir: &Path,
+    node_name: &str,
+) -> Result<(Vec<Pod>, FileErrors), ManifestError> {
     let mut paths = Vec::new();
-    let entries = fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))?;
-    for entry in entries {
-        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+    let listing = |error| ManifestError::Listing {
+        dir: dir.display().to_string(),
+        error,
+    };
+    for entry in fs::read_dir(dir).map_err(listing)? {
+        let entry = entry.map_err(listing)?;
         if !is_hidden(&entry.file_name()) {
             paths.push(entry.path());
         }
@@ -382,33 +388,29 @@ fn extract_files(files: &[PathBuf], node_name: &str) -> (Vec<Pod>, FileErrors) {
                 }
             }
             // A file deleted mid-read is not an error worth reporting.
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => errors.push((path.clone(), format!("{e:#}"))),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => errors.push((path.clone(), e.to_string())),
         }
     }
     (pods, errors)
 }
 
-fn is_not_found(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<io::Error>()
-        .is_some_and(|e| e.kind() == io::ErrorKind::NotFound)
-}
-
 /// Reads one manifest. Errors start with the file's path.
-pub fn extract_from_file(path: &Path, node_name: &str) -> Result<Pod> {
+pub fn extract_from_file(path: &Path, node_name: &str) -> Result<Pod, ManifestError> {
     let data = read_limited(path)?;
     let origin = path.to_string_lossy();
     decode_single_pod(&data, ManifestOrigin::File(&origin), node_name)
-        .with_context(|| path.display().to_string())
+        .map_err(|e| e.at(path.display().to_string()))
 }
 
-fn read_limited(path: &Path) -> Result<Vec<u8>> {
-    let file = fs::File::open(path)?;
+fn read_limited(path: &Path) -> Result<Vec<u8>, ManifestError> {
+    let file = fs::File::open(path).map_err(ManifestError::Read)?;
     let mut data = Vec::new();
     file.take(MAX_CONFIG_LENGTH as u64 + 1)
-        .read_to_end(&mut data)?;
+        .read_to_end(&mut data)
+        .map_err(ManifestError::Read)?;
     if data.len() > MAX_CONFIG_LENGTH {
-        bail!("manifest is larger than {MAX_CONFIG_LENGTH} bytes");
+        return Err(ManifestError::TooLarge);
     }
     Ok(data)
 }

@@ -4,13 +4,13 @@ use crate::util::worker::{self, ShutdownStage, Worker};
 use std::io::{self, Read};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use k8s_openapi::api::core::v1::Pod;
 use log::{debug, info, warn};
 
 use super::common::{decode_pods, ManifestOrigin, MAX_CONFIG_LENGTH};
 use super::send_update;
+use super::ManifestError;
 use crate::types::{PodUpdate, HTTP_SOURCE};
 
 /// Per-request timeout, as upstream's http.Client; a hung server must not
@@ -103,7 +103,7 @@ impl HttpSource {
     }
 
     /// Don't log a failing URL at warn level every period; the first few say it.
-    fn log_failure(&mut self, e: &anyhow::Error) {
+    fn log_failure(&mut self, e: &ManifestError) {
         self.failures = self.failures.saturating_add(1);
         if self.failures < LOUD_FAILURES {
             warn!("Failed to read pods from URL {}: {e:#}", self.url);
@@ -117,7 +117,7 @@ impl HttpSource {
         }
     }
 
-    fn extract(&mut self) -> Result<Option<Vec<Pod>>> {
+    fn extract(&mut self) -> Result<Option<Vec<Pod>>, ManifestError> {
         let data = self.fetch()?;
         if self.last_data.as_deref() == Some(data.as_slice()) {
             return Ok(None);
@@ -127,13 +127,17 @@ impl HttpSource {
             Vec::new()
         } else {
             decode_pods(&data, ManifestOrigin::Url(&self.url), &self.node_name)
-                .map_err(|e| anyhow!("{}: {e:#}", self.url))?
+                .map_err(|e| e.at(self.url.as_str()))?
         };
         self.last_data = Some(data);
         Ok(Some(pods))
     }
 
-    fn fetch(&self) -> Result<Vec<u8>> {
+    fn fetch(&self) -> Result<Vec<u8>, ManifestError> {
+        let fail = |detail: String| ManifestError::Fetch {
+            url: self.url.clone(),
+            detail,
+        };
         let mut request = self.agent.get(&self.url);
         for (name, value) in &self.headers {
             request = request.set(name, value);
@@ -141,30 +145,28 @@ impl HttpSource {
         let response = match request.call() {
             Ok(response) => response,
             Err(ureq::Error::Status(code, response)) => {
-                bail!("{}: {} {}", self.url, code, response.status_text())
+                return Err(fail(format!("{code} {}", response.status_text())))
             }
-            Err(e) => return Err(anyhow!("{}: {e}", self.url)),
+            Err(e) => return Err(fail(e.to_string())),
         };
         // Upstream accepts only 200, not any 2xx.
         if response.status() != 200 {
-            bail!(
-                "{}: {} {}",
-                self.url,
+            return Err(fail(format!(
+                "{} {}",
                 response.status(),
                 response.status_text()
-            );
+            )));
         }
         let mut data = Vec::new();
         response
             .into_reader()
             .take(MAX_CONFIG_LENGTH as u64 + 1)
             .read_to_end(&mut data)
-            .map_err(|e| anyhow!("{}: reading body: {e}", self.url))?;
+            .map_err(|e| fail(format!("reading body: {e}")))?;
         if data.len() > MAX_CONFIG_LENGTH {
-            bail!(
-                "{}: body is larger than {MAX_CONFIG_LENGTH} bytes",
-                self.url
-            );
+            return Err(fail(format!(
+                "body is larger than {MAX_CONFIG_LENGTH} bytes"
+            )));
         }
         Ok(data)
     }

@@ -4,6 +4,7 @@
 
 pub mod apiserver;
 pub mod common;
+mod error;
 pub mod file;
 pub mod http;
 
@@ -29,6 +30,7 @@ use crate::types::{
 };
 
 pub use apiserver::start_api_source;
+pub use error::ManifestError;
 pub use file::start_file_source;
 pub use http::start_http_source;
 

@@ -5,7 +5,46 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::util::quantity::parse_quantity;
+use crate::kubeletconfig::DurationError;
+use crate::util::quantity::{parse_quantity, QuantityError};
+
+/// An evictionHard/Soft/SoftGracePeriod/MinimumReclaim entry that does
+/// not parse, named as upstream names it.
+#[derive(Debug, thiserror::Error)]
+pub enum ThresholdError {
+    #[error("unsupported eviction signal {0}")]
+    UnsupportedSignal(String),
+    #[error("invalid percentage {value:?}: {error}")]
+    Percentage {
+        value: String,
+        error: std::num::ParseFloatError,
+    },
+    #[error("invalid percentage {0:?}: must be in (0%, 100%]")]
+    PercentageRange(String),
+    #[error("{0}")]
+    Quantity(QuantityError),
+    #[error("must not be negative")]
+    Negative,
+    #[error("eviction threshold {signal}: {error}")]
+    Statement {
+        signal: Signal,
+        error: Box<ThresholdError>,
+    },
+    #[error("eviction threshold {signal} must be positive: {value}")]
+    NotPositive { signal: Signal, value: String },
+    #[error("grace period must be specified for the soft eviction threshold {0}")]
+    NoGracePeriod(Signal),
+    #[error("evictionSoftGracePeriod {signal}: {error}")]
+    GracePeriod {
+        signal: Signal,
+        error: DurationError,
+    },
+    #[error("evictionMinimumReclaim {signal}: {error}")]
+    MinimumReclaim {
+        signal: Signal,
+        error: Box<ThresholdError>,
+    },
+}
 
 /// What the eviction manager observes (upstream evictionapi.Signal). The
 /// containerfs signals are not separate here: this kubelet has no split
@@ -140,21 +179,22 @@ pub enum ThresholdValue {
 impl ThresholdValue {
     /// `"100Mi"` or `"10%"`; 0% is rejected (see [`parse_statement`] for
     /// how eviction treats 0% and 100%).
-    pub fn parse(s: &str) -> Result<ThresholdValue, String> {
+    pub fn parse(s: &str) -> Result<ThresholdValue, ThresholdError> {
         let s = s.trim();
         if let Some(p) = s.strip_suffix('%') {
-            let v: f32 = p
-                .parse()
-                .map_err(|e| format!("invalid percentage {s:?}: {e}"))?;
+            let v: f32 = p.parse().map_err(|error| ThresholdError::Percentage {
+                value: s.to_string(),
+                error,
+            })?;
             let v = v / 100.0;
             if !(0.0..=1.0).contains(&v) || v == 0.0 {
-                return Err(format!("invalid percentage {s:?}: must be in (0%, 100%]"));
+                return Err(ThresholdError::PercentageRange(s.to_string()));
             }
             return Ok(ThresholdValue::Percentage(v));
         }
         parse_quantity(s)
             .map(ThresholdValue::Quantity)
-            .map_err(|e| e.to_string())
+            .map_err(ThresholdError::Quantity)
     }
 
     /// The threshold in whole units against `capacity` whole units
@@ -226,16 +266,14 @@ pub struct ThresholdConfig<'a> {
 /// their grace periods, minimum reclaims on both, and with
 /// `enforceNodeAllocatable: [pods]` a copy of the hard memory.available
 /// threshold as allocatableMemory.available.
-pub fn parse_threshold_config(c: &ThresholdConfig<'_>) -> Result<Vec<Threshold>, String> {
+pub fn parse_threshold_config(c: &ThresholdConfig<'_>) -> Result<Vec<Threshold>, ThresholdError> {
     let mut out = parse_statements(c.hard)?;
     let mut soft = parse_statements(c.soft)?;
     for t in &mut soft {
-        let period = c.soft_grace_period.get(t.signal.as_str()).ok_or_else(|| {
-            format!(
-                "grace period must be specified for the soft eviction threshold {}",
-                t.signal
-            )
-        })?;
+        let period = c
+            .soft_grace_period
+            .get(t.signal.as_str())
+            .ok_or(ThresholdError::NoGracePeriod(t.signal))?;
         t.grace_period = parse_grace_period(t.signal, period)?;
     }
     out.extend(soft);
@@ -257,7 +295,7 @@ pub fn parse_threshold_config(c: &ThresholdConfig<'_>) -> Result<Vec<Threshold>,
     Ok(out)
 }
 
-fn parse_signal(s: &str) -> Result<Option<Signal>, String> {
+fn parse_signal(s: &str) -> Result<Option<Signal>, ThresholdError> {
     if let Some(sig) = Signal::parse(s) {
         return Ok(Some(sig));
     }
@@ -267,10 +305,10 @@ fn parse_signal(s: &str) -> Result<Option<Signal>, String> {
         log::warn!("eviction signal {s} is derived from nodefs here; ignoring its threshold");
         return Ok(None);
     }
-    Err(format!("unsupported eviction signal {s}"))
+    Err(ThresholdError::UnsupportedSignal(s.to_string()))
 }
 
-fn parse_statements(map: &BTreeMap<String, String>) -> Result<Vec<Threshold>, String> {
+fn parse_statements(map: &BTreeMap<String, String>) -> Result<Vec<Threshold>, ThresholdError> {
     let mut out = Vec::new();
     for (signal, value) in map {
         let Some(signal) = parse_signal(signal)? else {
@@ -290,34 +328,40 @@ fn parse_statements(map: &BTreeMap<String, String>) -> Result<Vec<Threshold>, St
 
 /// upstream parseThresholdStatement: `0%` and `100%` turn a threshold off;
 /// a quantity must be positive.
-pub fn parse_statement(signal: Signal, value: &str) -> Result<Option<ThresholdValue>, String> {
+pub fn parse_statement(
+    signal: Signal,
+    value: &str,
+) -> Result<Option<ThresholdValue>, ThresholdError> {
+    let in_statement = |error| ThresholdError::Statement {
+        signal,
+        error: Box::new(error),
+    };
     let value = value.trim();
     if value == "0%" || value == "100%" {
         return Ok(None);
     }
     if value.ends_with('%') {
-        return ThresholdValue::parse(value)
-            .map(Some)
-            .map_err(|e| format!("eviction threshold {signal}: {e}"));
+        return ThresholdValue::parse(value).map(Some).map_err(in_statement);
     }
-    let milli = parse_quantity(value).map_err(|e| format!("eviction threshold {signal}: {e}"))?;
+    let milli = parse_quantity(value).map_err(|e| in_statement(ThresholdError::Quantity(e)))?;
     if milli <= 0 {
-        return Err(format!(
-            "eviction threshold {signal} must be positive: {value}"
-        ));
+        return Err(ThresholdError::NotPositive {
+            signal,
+            value: value.to_string(),
+        });
     }
     Ok(Some(ThresholdValue::Quantity(milli)))
 }
 
-fn parse_grace_period(signal: Signal, s: &str) -> Result<Duration, String> {
+fn parse_grace_period(signal: Signal, s: &str) -> Result<Duration, ThresholdError> {
     crate::kubeletconfig::Duration::parse(s.trim())
         .map(|d| d.std())
-        .map_err(|e| format!("evictionSoftGracePeriod {signal}: {e}"))
+        .map_err(|error| ThresholdError::GracePeriod { signal, error })
 }
 
 fn parse_minimum_reclaims(
     map: &BTreeMap<String, String>,
-) -> Result<BTreeMap<Signal, ThresholdValue>, String> {
+) -> Result<BTreeMap<Signal, ThresholdValue>, ThresholdError> {
     let mut out = BTreeMap::new();
     for (signal, value) in map {
         let Some(signal) = parse_signal(signal)? else {
@@ -327,16 +371,19 @@ fn parse_minimum_reclaims(
             ThresholdValue::parse(value)
         } else {
             parse_quantity(value.trim())
-                .map_err(|e| e.to_string())
+                .map_err(ThresholdError::Quantity)
                 .and_then(|m| {
                     if m < 0 {
-                        Err("must not be negative".to_string())
+                        Err(ThresholdError::Negative)
                     } else {
                         Ok(ThresholdValue::Quantity(m))
                     }
                 })
         }
-        .map_err(|e| format!("evictionMinimumReclaim {signal}: {e}"))?;
+        .map_err(|e| ThresholdError::MinimumReclaim {
+            signal,
+            error: Box::new(e),
+        })?;
         out.insert(signal, v);
     }
     Ok(out)

@@ -29,7 +29,7 @@ struct FakeDeps {
 }
 
 impl EvictionDeps for FakeDeps {
-    fn summary(&self) -> anyhow::Result<Summary> {
+    fn summary(&self) -> Result<Summary, DepsError> {
         Ok(self.summary.lock().unwrap().clone())
     }
     fn pods_cgroup_memory(&self) -> Option<PodsCgroupMemory> {
@@ -38,7 +38,7 @@ impl EvictionDeps for FakeDeps {
     fn active_pods(&self) -> Vec<Arc<Pod>> {
         self.pods.lock().unwrap().clone()
     }
-    fn kill_pod(&self, pod: &Arc<Pod>, grace: i64, message: &str) -> anyhow::Result<()> {
+    fn kill_pod(&self, pod: &Arc<Pod>, grace: i64, message: &str) -> Result<(), DepsError> {
         let name = pod.metadata.name.clone().unwrap();
         self.killed
             .lock()
@@ -52,17 +52,17 @@ impl EvictionDeps for FakeDeps {
     fn pod_cleaned_up(&self, _pod: &Pod) -> bool {
         true
     }
-    fn has_dedicated_image_fs(&self) -> anyhow::Result<bool> {
+    fn has_dedicated_image_fs(&self) -> Result<bool, DepsError> {
         Ok(false)
     }
-    fn delete_unused_images(&self) -> anyhow::Result<()> {
+    fn delete_unused_images(&self) -> Result<(), DepsError> {
         self.images_deleted.fetch_add(1, Ordering::SeqCst);
         if let Some(s) = self.after_reclaim.lock().unwrap().take() {
             *self.summary.lock().unwrap() = s;
         }
         Ok(())
     }
-    fn delete_all_unused_containers(&self) -> anyhow::Result<()> {
+    fn delete_all_unused_containers(&self) -> Result<(), DepsError> {
         self.containers_deleted.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }

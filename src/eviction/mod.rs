@@ -31,7 +31,7 @@ use crossbeam_channel::{after, select, Receiver};
 use k8s_openapi::api::core::v1::Pod;
 use rkubelet_util::lock;
 
-pub use api::{NodeCondition, Signal, Threshold, ThresholdConfig, ThresholdValue};
+pub use api::{NodeCondition, Signal, Threshold, ThresholdConfig, ThresholdError, ThresholdValue};
 pub use helpers::PodsCgroupMemory;
 pub use message::REASON;
 
@@ -66,7 +66,7 @@ pub struct Config {
 impl Config {
     pub fn from_kubelet_config(
         c: &crate::kubeletconfig::KubeletConfiguration,
-    ) -> Result<Config, String> {
+    ) -> Result<Config, ThresholdError> {
         let thresholds = api::parse_threshold_config(&ThresholdConfig {
             enforce_node_allocatable: &c.enforce_node_allocatable,
             hard: &c.eviction_hard,
@@ -92,11 +92,10 @@ impl Config {
 
 /// What the manager reads and acts on (upstream's injected summary
 /// provider, podFunc, killPodFunc, podCleanedUpFunc, image and container
-/// GC, recorder). The manager only logs their errors, so they carry their
-/// cause and context rather than a type to branch on.
+/// GC, recorder). The manager only logs their errors.
 pub trait EvictionDeps: Send + Sync {
     /// The stats summary (upstream summaryProvider.Get).
-    fn summary(&self) -> anyhow::Result<Summary>;
+    fn summary(&self) -> Result<Summary, DepsError>;
     /// The kubepods cgroup's memory, when allocatable memory is watched.
     fn pods_cgroup_memory(&self) -> Option<PodsCgroupMemory>;
     /// Admitted pods not yet finished (upstream GetActivePods).
@@ -104,19 +103,39 @@ pub trait EvictionDeps: Send + Sync {
     /// Fails the pod (phase Failed, reason Evicted, `message`) and stops it
     /// with `grace_seconds`, without waiting for the stop (upstream
     /// killPodFunc with its status function).
-    fn kill_pod(&self, pod: &Arc<Pod>, grace_seconds: i64, message: &str) -> anyhow::Result<()>;
+    fn kill_pod(&self, pod: &Arc<Pod>, grace_seconds: i64, message: &str) -> Result<(), DepsError>;
     /// A Warning event `Evicted` on the pod.
     fn record_eviction(&self, pod: &Pod, message: &str);
     /// Whether the pod's containers are stopped (upstream podCleanedUpFunc).
     fn pod_cleaned_up(&self, pod: &Pod) -> bool;
     /// Whether images live on a filesystem of their own.
-    fn has_dedicated_image_fs(&self) -> anyhow::Result<bool>;
+    fn has_dedicated_image_fs(&self) -> Result<bool, DepsError>;
     /// upstream ImageGC.DeleteUnusedImages.
-    fn delete_unused_images(&self) -> anyhow::Result<()>;
+    fn delete_unused_images(&self) -> Result<(), DepsError>;
     /// upstream ContainerGC.DeleteAllUnusedContainers.
-    fn delete_all_unused_containers(&self) -> anyhow::Result<()>;
+    fn delete_all_unused_containers(&self) -> Result<(), DepsError>;
     /// Bytes used under a pod's emptyDir volume, None when unknown.
     fn empty_dir_usage(&self, pod: &Pod, volume: &str) -> Option<u64>;
+}
+
+/// Why one of [`EvictionDeps`] failed, with what it was doing.
+#[derive(Debug, thiserror::Error)]
+pub enum DepsError {
+    #[error(transparent)]
+    Runtime(#[from] crate::cri::CriError),
+    #[error("image filesystem info: {0}")]
+    ImageFsInfo(crate::cri::CriError),
+    #[error("the runtime reported no image filesystem")]
+    NoImageFs,
+    #[error("stat {}: {error}", .path.display())]
+    Stat {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error(transparent)]
+    ImageGc(#[from] crate::images::gc::ImageGcError),
+    #[error("container garbage collection: {0}")]
+    ContainerGc(crate::cri::CriError),
 }
 
 /// What a round left behind for the next one and for node status.

@@ -33,7 +33,7 @@ pub(super) fn parse(
     soft: &[(&str, &str)],
     grace: &[(&str, &str)],
     reclaim: &[(&str, &str)],
-) -> Result<Vec<Threshold>, String> {
+) -> Result<Vec<Threshold>, ThresholdError> {
     let alloc: Vec<String> = alloc.iter().map(|s| s.to_string()).collect();
     let (h, s, g, r) = (map(hard), map(soft), map(grace), map(reclaim));
     parse_threshold_config(&ThresholdConfig {
@@ -103,6 +103,7 @@ fn parse_threshold_config_cases() {
     // a negative or zero quantity, a bad grace period.
     assert!(parse(&[], &[], &[("memory.available", "1Gi")], &[], &[])
         .unwrap_err()
+        .to_string()
         .contains("grace period must be specified"));
     assert!(parse(&[], &[("mem.available", "1Gi")], &[], &[], &[]).is_err());
     assert!(parse(&[], &[("memory.available", "-1Gi")], &[], &[], &[]).is_err());

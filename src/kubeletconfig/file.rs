@@ -1,8 +1,8 @@
 //! Reading the `--config` file: YAML or JSON (JSON is YAML), strict about
 //! type metadata and unknown fields, defaulted like upstream.
 
+use super::error::{ConfigError, FileError};
 use super::types::{KubeletConfiguration, API_VERSION, KIND};
-use anyhow::{anyhow, bail, Context, Result};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -13,44 +13,46 @@ pub(crate) struct LoadedFile {
 }
 
 /// Reads, checks, decodes and defaults a KubeletConfiguration file.
-pub(crate) fn load(path: &Path) -> Result<LoadedFile> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("failed to read kubelet config file {}", path.display()))?;
-    let mut loaded = parse(&text).map_err(|e| anyhow!("{}: {e:#}", path.display()))?;
+pub(crate) fn load(path: &Path) -> Result<LoadedFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+        path: path.to_owned(),
+        error,
+    })?;
+    let mut loaded = parse(&text).map_err(|error| ConfigError::File {
+        path: path.to_owned(),
+        error,
+    })?;
     resolve_relative_paths(&mut loaded.config, path);
     Ok(loaded)
 }
 
 /// Decodes file contents; errors carry no file name (the caller adds it).
-pub(crate) fn parse(text: &str) -> Result<LoadedFile> {
+pub(crate) fn parse(text: &str) -> Result<LoadedFile, FileError> {
     if text.trim().is_empty() {
-        bail!("kubelet config file was empty");
+        return Err(FileError::Empty);
     }
     let keys = check_type_meta(text)?;
     let mut config: KubeletConfiguration =
-        serde_norway::from_str(text).map_err(|e| describe_decode_error(&e))?;
+        serde_norway::from_str(text).map_err(describe_decode_error)?;
     config.set_defaults(&keys);
     Ok(LoadedFile { config, keys })
 }
 
 /// Checks apiVersion/kind before the typed decode so a file of the wrong
 /// type is reported as such, not as a pile of unknown fields.
-fn check_type_meta(text: &str) -> Result<BTreeSet<String>> {
-    let value: serde_norway::Value =
-        serde_norway::from_str(text).map_err(|e| anyhow!("invalid YAML/JSON: {e}"))?;
-    let map = value
-        .as_mapping()
-        .ok_or_else(|| anyhow!("expected a {KIND} object (a mapping) at the top level"))?;
+fn check_type_meta(text: &str) -> Result<BTreeSet<String>, FileError> {
+    let value: serde_norway::Value = serde_norway::from_str(text).map_err(FileError::Syntax)?;
+    let map = value.as_mapping().ok_or(FileError::NotAMapping)?;
     let field = |name: &str| map.get(name).and_then(|v| v.as_str()).map(str::to_owned);
     match field("apiVersion") {
         Some(v) if v == API_VERSION => {}
-        Some(v) => bail!("unsupported apiVersion {v:?} (want {API_VERSION:?})"),
-        None => bail!("missing required field \"apiVersion\" (want {API_VERSION:?})"),
+        Some(v) => return Err(FileError::ApiVersion(v)),
+        None => return Err(FileError::NoApiVersion),
     }
     match field("kind") {
         Some(k) if k == KIND => {}
-        Some(k) => bail!("unsupported kind {k:?} (want {KIND:?})"),
-        None => bail!("missing required field \"kind\" (want {KIND:?})"),
+        Some(k) => return Err(FileError::Kind(k)),
+        None => return Err(FileError::NoKind),
     }
     Ok(map
         .keys()
@@ -60,10 +62,10 @@ fn check_type_meta(text: &str) -> Result<BTreeSet<String>> {
 
 /// Rewrites serde's unknown-field message (which lists every known field)
 /// into one naming the full path of the offending field.
-fn describe_decode_error(err: &serde_norway::Error) -> anyhow::Error {
+fn describe_decode_error(err: serde_norway::Error) -> FileError {
     let msg = err.to_string();
     let Some(start) = msg.find("unknown field `") else {
-        return anyhow!("{msg}");
+        return FileError::Decode(err);
     };
     let name_start = start + "unknown field `".len();
     let name = msg[name_start..].split('`').next().unwrap_or_default();
@@ -74,13 +76,9 @@ fn describe_decode_error(err: &serde_norway::Error) -> anyhow::Error {
     } else {
         format!("{parent}.{name}")
     };
-    match err.location() {
-        Some(loc) => anyhow!(
-            "unknown field {full:?} at line {} column {}",
-            loc.line(),
-            loc.column()
-        ),
-        None => anyhow!("unknown field {full:?}"),
+    FileError::UnknownField {
+        field: full,
+        at: err.location().map(|loc| (loc.line(), loc.column())),
     }
 }
 

@@ -13,6 +13,7 @@
 //! `--bootstrap-kubeconfig` unless set, as kubeadm's configuration has it.
 
 mod duration;
+mod error;
 mod file;
 mod flags;
 
@@ -20,7 +21,8 @@ mod types;
 mod validation;
 
 pub(crate) use duration::format_go_duration;
-pub use duration::Duration;
+pub use duration::{Duration, DurationError};
+pub use error::{ConfigError, LoadError};
 pub use flags::KubeletFlags;
 pub use types::*;
 pub use validation::{node_ips, FieldError};
@@ -28,34 +30,12 @@ pub use validation::{node_ips, FieldError};
 use clap::Parser;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::fmt;
 use std::path::Path;
 
 /// The Kubernetes release whose kubelet API this implements.
 pub const KUBERNETES_VERSION: &str = "v1.34.0";
 /// What `--version` prints after "Kubernetes " and what the node reports.
 pub const VERSION: &str = "v1.34.0-rkubelet";
-
-/// Why [`load`] did not produce a configuration.
-#[derive(Debug)]
-pub enum LoadError {
-    /// `--help`, `--version` or a usage error: call `e.exit()`, which prints
-    /// to stdout (exit 0) or stderr (exit 2) as appropriate.
-    Clap(clap::Error),
-    /// The config file or the merged settings are invalid: print and exit 1.
-    Invalid(anyhow::Error),
-}
-
-impl fmt::Display for LoadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LoadError::Clap(e) => write!(f, "{e}"),
-            LoadError::Invalid(e) => write!(f, "{e:#}"),
-        }
-    }
-}
-
-impl std::error::Error for LoadError {}
 
 /// Parses `args` (`args[0]` is the program name), loads `--config`,
 /// applies flag overrides and validates the result.
@@ -67,7 +47,7 @@ where
     let cli = flags::Cli::try_parse_from(args).map_err(LoadError::Clap)?;
     let config_path = cli.config.clone().filter(|p| !p.as_os_str().is_empty());
     let loaded = match &config_path {
-        Some(path) => Some(file::load(path).map_err(LoadError::Invalid)?),
+        Some(path) => Some(file::load(path)?),
         None => None,
     };
     resolve(&cli, config_path.as_deref(), loaded)
@@ -105,10 +85,7 @@ fn resolve(
     let mut problems = sources.describe(&validation::validate_configuration(&config));
     problems.extend(validate_flags(&kubelet_flags));
     if !problems.is_empty() {
-        return Err(LoadError::Invalid(anyhow::anyhow!(
-            "invalid kubelet configuration:\n  {}",
-            problems.join("\n  ")
-        )));
+        return Err(ConfigError::Problems(problems).into());
     }
     Ok((kubelet_flags, config))
 }
@@ -191,7 +168,7 @@ pub fn fuzz_flags(args: Vec<String>) {
 
 /// Validates a configuration on its own (no source attribution).
 #[cfg(test)]
-pub fn validate(config: &KubeletConfiguration) -> anyhow::Result<()> {
+pub fn validate(config: &KubeletConfiguration) -> Result<(), ConfigError> {
     let errs = validation::validate_configuration(config);
     if errs.is_empty() {
         return Ok(());
@@ -200,10 +177,7 @@ pub fn validate(config: &KubeletConfiguration) -> anyhow::Result<()> {
         .iter()
         .map(|e| format_field_error("config", e, None))
         .collect();
-    Err(anyhow::anyhow!(
-        "invalid kubelet configuration:\n  {}",
-        lines.join("\n  ")
-    ))
+    Err(ConfigError::Problems(lines))
 }
 
 /// Where each setting came from, to name it in error messages.

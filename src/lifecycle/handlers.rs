@@ -19,13 +19,18 @@ pub struct SecurityAdmitHandlers {
     pub apparmor: apparmor::Validator,
 }
 
+/// An `allowedUnsafeSysctls` entry the node cannot allow.
+#[derive(Debug, thiserror::Error)]
+#[error("allowedUnsafeSysctls: {0}")]
+pub struct UnsafeSysctlsError(pub sysctl::AllowlistError);
+
 impl SecurityAdmitHandlers {
     /// The node's handlers: its sysctl allowlist (safe set plus
     /// `allowedUnsafeSysctls`) and the host's AppArmor support.
-    pub fn for_node(allowed_unsafe_sysctls: &[String]) -> Result<Self, String> {
+    pub fn for_node(allowed_unsafe_sysctls: &[String]) -> Result<Self, UnsafeSysctlsError> {
         Ok(SecurityAdmitHandlers {
             sysctls: sysctl::Allowlist::for_node(allowed_unsafe_sysctls)
-                .map_err(|e| format!("allowedUnsafeSysctls: {e}"))?,
+                .map_err(UnsafeSysctlsError)?,
             apparmor: apparmor::Validator::new(),
         })
     }

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use anyhow::Context;
+use super::ServerError;
 use crossbeam_channel::Receiver;
 use rkubelet_http::{Limits, Request, ResponseWriter, Server, Service, Settings};
 
@@ -86,9 +86,9 @@ impl Healthz {
         self: &Arc<Self>,
         addr: SocketAddr,
         shutdown: Receiver<()>,
-    ) -> anyhow::Result<JoinHandle<()>> {
-        let listener =
-            TcpListener::bind(addr).with_context(|| format!("listen for healthz on {addr}"))?;
+    ) -> Result<JoinHandle<()>, ServerError> {
+        let listener = TcpListener::bind(addr)
+            .map_err(ServerError::io(format!("listen for healthz on {addr}")))?;
         log::info!("healthz server listening on http://{addr}/healthz");
         let settings = Settings {
             name: "healthz",
@@ -102,7 +102,7 @@ impl Healthz {
         };
         Server::new(settings, HealthzService(Arc::clone(self)))
             .spawn(listener, shutdown)
-            .context("spawn healthz thread")
+            .map_err(ServerError::io("spawn healthz thread"))
     }
 }
 

@@ -137,6 +137,20 @@ pub fn kernel_version() -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
+/// An `allowedUnsafeSysctls` pattern the node refuses at start.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AllowlistError {
+    #[error(
+        "sysctl {0:?} must have at most {SYSCTL_MAX_LENGTH} characters and match regex \
+         ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\*)?$"
+    )]
+    InvalidPattern(String),
+    #[error("the sysctls {0:?} are not known to be namespaced")]
+    PrefixNotNamespaced(String),
+    #[error("the sysctl {0:?} are not known to be namespaced")]
+    NotNamespaced(String),
+}
+
 /// Upstream `patternAllowlist`: exact names and `*` prefixes, each with
 /// the namespace it lives in.
 #[derive(Debug, Clone, Default)]
@@ -149,30 +163,27 @@ impl Allowlist {
     /// The node's allowlist: the safe set plus `allowedUnsafeSysctls`
     /// (upstream concatenates the two). An invalid or un-namespaced
     /// pattern is an error naming it.
-    pub fn for_node(allowed_unsafe: &[String]) -> Result<Allowlist, String> {
+    pub fn for_node(allowed_unsafe: &[String]) -> Result<Allowlist, AllowlistError> {
         let mut all = safe_sysctl_allowlist(kernel_version());
         all.extend(allowed_unsafe.iter().cloned());
         Allowlist::new(&all)
     }
 
     /// Upstream `NewAllowlist`.
-    pub fn new(patterns: &[String]) -> Result<Allowlist, String> {
+    pub fn new(patterns: &[String]) -> Result<Allowlist, AllowlistError> {
         let mut w = Allowlist::default();
         for s in patterns {
             if !is_valid_pattern(s) {
-                return Err(format!(
-                    "sysctl {s:?} must have at most {SYSCTL_MAX_LENGTH} characters and match regex \
-                     ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\*)?$"
-                ));
+                return Err(AllowlistError::InvalidPattern(s.clone()));
             }
             let s = normalize_name(s);
             if let Some(prefix) = s.strip_suffix('*') {
                 let ns = namespaced_by(prefix)
-                    .ok_or_else(|| format!("the sysctls {s:?} are not known to be namespaced"))?;
+                    .ok_or_else(|| AllowlistError::PrefixNotNamespaced(s.clone()))?;
                 w.prefixes.insert(prefix.to_string(), ns);
             } else {
-                let ns = namespaced_by(&s)
-                    .ok_or_else(|| format!("the sysctl {s:?} are not known to be namespaced"))?;
+                let ns =
+                    namespaced_by(&s).ok_or_else(|| AllowlistError::NotNamespaced(s.clone()))?;
                 w.sysctls.insert(s, ns);
             }
         }

@@ -59,7 +59,7 @@ fn write_file(dir: &TempDir, name: &str, content: &str) -> PathBuf {
     path
 }
 
-fn decode_file(path: &str, data: &str, node: &str) -> anyhow::Result<Pod> {
+fn decode_file(path: &str, data: &str, node: &str) -> Result<Pod, crate::config::ManifestError> {
     decode_single_pod(data.as_bytes(), ManifestOrigin::File(path), node)
 }
 

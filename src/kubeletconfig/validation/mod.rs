@@ -531,10 +531,12 @@ fn validate_tls(c: &KubeletConfiguration, e: &mut Errors) {
     // leaving TLS 1.2 without a suite, stops the start naming it.
     if let Ok((versions, _)) = crate::server::kubelet::tls_options::versions(&c.tls_min_version) {
         let tls12 = versions.contains(&&rustls::version::TLS12);
-        if let Err(msg) =
-            crate::server::kubelet::tls_options::cipher_suites(&c.tls_cipher_suites, tls12)
-        {
-            let reason = msg.trim_start_matches("tlsCipherSuites: ").to_string();
+        use crate::server::kubelet::tls_options::{cipher_suites, TlsOptionsError};
+        if let Err(err) = cipher_suites(&c.tls_cipher_suites, tls12) {
+            let reason = match err {
+                TlsOptionsError::CipherSuites(reason) => reason.to_string(),
+                other => other.to_string(),
+            };
             e.push("tlsCipherSuites", c.tls_cipher_suites.join(","), reason);
         }
     }

@@ -156,8 +156,8 @@ fn machine_info_error_reports_zero_capacity() {
 fn threshold_parsing() {
     use setters::Threshold;
     assert_eq!(
-        Threshold::parse("100Mi"),
-        Ok(Threshold::Quantity(104857600 * 1000))
+        Threshold::parse("100Mi").ok(),
+        Some(Threshold::Quantity(104857600 * 1000))
     );
     assert_eq!(Threshold::parse("10%").unwrap().value(1000), 100);
     assert!(Threshold::parse("abc").is_err());

@@ -24,6 +24,7 @@ use rkubelet_util::lock;
 use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
+use crate::server::ServerError;
 
 const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 const SUBJECT_ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
@@ -228,13 +229,13 @@ pub(crate) struct Auth {
 
 impl Auth {
     /// Fails, as upstream does, when a webhook is configured without an API client.
-    pub fn new(s: AuthSettings, client: Option<Client>) -> anyhow::Result<Auth> {
+    pub fn new(s: AuthSettings, client: Option<Client>) -> Result<Auth, ServerError> {
         let tokens = match s.webhook_authn {
             None => None,
             Some(ttl) => Some(TokenWebhook {
-                client: client.clone().ok_or_else(|| {
-                    anyhow::anyhow!("no client provided, cannot use webhook authentication")
-                })?,
+                client: client
+                    .clone()
+                    .ok_or(ServerError::NoClient("authentication"))?,
                 ttl,
                 cache: TtlCache::new(),
             }),
@@ -242,9 +243,7 @@ impl Auth {
         let sar = match s.authz_mode {
             AuthzMode::AlwaysAllow => None,
             AuthzMode::Webhook => Some(SarWebhook {
-                client: client.ok_or_else(|| {
-                    anyhow::anyhow!("no client provided, cannot use webhook authorization")
-                })?,
+                client: client.ok_or(ServerError::NoClient("authorization"))?,
                 authorized_ttl: s.authorized_ttl,
                 unauthorized_ttl: s.unauthorized_ttl,
                 cache: TtlCache::new(),

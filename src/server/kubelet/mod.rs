@@ -88,7 +88,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
+use crate::server::ServerError;
 use crossbeam_channel::Receiver;
 use k8s_openapi::api::core::v1::Pod;
 
@@ -205,18 +205,24 @@ impl ServerConfig {
     pub fn from_kubelet_config(
         c: &KubeletConfiguration,
         cert_dir: &Path,
-    ) -> anyhow::Result<ServerConfig> {
-        let address: IpAddr = c
-            .address
-            .parse()
-            .with_context(|| format!("address {:?}", c.address))?;
-        let port = u16::try_from(c.port).with_context(|| format!("port {}", c.port))?;
-        let read_only = u16::try_from(c.read_only_port)
-            .with_context(|| format!("readOnlyPort {}", c.read_only_port))?;
+    ) -> Result<ServerConfig, ServerError> {
+        let address: IpAddr = c.address.parse().map_err(|error| ServerError::Address {
+            value: c.address.clone(),
+            error,
+        })?;
+        let port_field = |field, value: i32| {
+            u16::try_from(value).map_err(|error| ServerError::Port {
+                field,
+                value,
+                error,
+            })
+        };
+        let port = port_field("port", c.port)?;
+        let read_only = port_field("readOnlyPort", c.read_only_port)?;
         let authz_mode = match c.authorization.mode.as_str() {
             AUTHORIZATION_MODE_ALWAYS_ALLOW => AuthzMode::AlwaysAllow,
             AUTHORIZATION_MODE_WEBHOOK => AuthzMode::Webhook,
-            other => anyhow::bail!("unsupported authorization mode {other:?}"),
+            other => return Err(ServerError::AuthorizationMode(other.to_string())),
         };
         let authn = &c.authentication;
         Ok(ServerConfig {
@@ -267,7 +273,7 @@ pub fn start(
     client: Option<Client>,
     extra_routes: Vec<(String, Arc<dyn Handler>)>,
     shutdown: Receiver<()>,
-) -> anyhow::Result<Vec<Worker>> {
+) -> Result<Vec<Worker>, ServerError> {
     spawn_servers(cfg, host, healthz, client, extra_routes, shutdown).map(|s| s.handles)
 }
 
@@ -278,7 +284,7 @@ pub(crate) fn spawn_servers(
     client: Option<Client>,
     extra_routes: Vec<(String, Arc<dyn Handler>)>,
     shutdown: Receiver<()>,
-) -> anyhow::Result<Started> {
+) -> Result<Started, ServerError> {
     let node = host.node_name();
     let src = tls::CertSource {
         cert_file: cfg.tls_cert_file.as_deref(),
@@ -318,7 +324,7 @@ pub(crate) fn spawn_servers(
         handles: vec![Worker::adopt(
             secure_server
                 .spawn(l, shutdown.clone())
-                .context("spawn kubelet-server")?,
+                .map_err(ServerError::io("spawn kubelet-server"))?,
             ShutdownStage::Servers,
         )],
         #[cfg(test)]
@@ -334,7 +340,9 @@ pub(crate) fn spawn_servers(
         let (l, addr) = bind(cfg.address, port)?;
         log::info!("kubelet read-only server listening on http://{addr}");
         let ro = server("readonly-server", None, None, router);
-        let handle = ro.spawn(l, shutdown).context("spawn readonly-server")?;
+        let handle = ro
+            .spawn(l, shutdown)
+            .map_err(ServerError::io("spawn readonly-server"))?;
         started
             .handles
             .push(Worker::adopt(handle, ShutdownStage::Servers));
@@ -347,9 +355,9 @@ pub(crate) fn spawn_servers(
     Ok(started)
 }
 
-fn bind(address: IpAddr, port: u16) -> anyhow::Result<(TcpListener, SocketAddr)> {
+fn bind(address: IpAddr, port: u16) -> Result<(TcpListener, SocketAddr), ServerError> {
     let l = TcpListener::bind((address, port))
-        .with_context(|| format!("listen on {address}:{port}"))?;
-    let addr = l.local_addr().context("local address")?;
+        .map_err(ServerError::io(format!("listen on {address}:{port}")))?;
+    let addr = l.local_addr().map_err(ServerError::io("local address"))?;
     Ok((l, addr))
 }

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConfig;
@@ -18,6 +17,7 @@ use rustls::ServerConfig;
 use super::auth::UserInfo;
 use crate::certificate::x509::{self, Certificate};
 use crate::client::tls::{parse_certs, parse_key, parse_roots, CertSlot, ClientIdentity};
+use crate::server::ServerError;
 
 const SELF_SIGNED_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 
@@ -41,18 +41,24 @@ pub(crate) struct CertSource<'a> {
 pub(crate) fn server_config(
     src: &CertSource<'_>,
     client_ca_file: Option<&Path>,
-) -> anyhow::Result<Arc<ServerConfig>> {
+) -> Result<Arc<ServerConfig>, ServerError> {
     let slot = match &src.slot {
         Some(slot) if slot.leaf().is_some() => slot.clone(),
         Some(slot) => {
             let (certs, key) = load_serving_cert(src)?;
             slot.set(ClientIdentity { certs, key })
-                .context("serving certificate and key")?;
+                .map_err(|error| ServerError::Tls {
+                    what: "serving certificate and key",
+                    error,
+                })?;
             slot.clone()
         }
         None => {
             let (certs, key) = load_serving_cert(src)?;
-            CertSlot::new(ClientIdentity { certs, key }).context("serving certificate and key")?
+            CertSlot::new(ClientIdentity { certs, key }).map_err(|error| ServerError::Tls {
+                what: "serving certificate and key",
+                error,
+            })?
         }
     };
     let super::tls_options::Settings {
@@ -60,23 +66,30 @@ pub(crate) fn server_config(
         versions,
         warnings,
     } = super::tls_options::settings(src.min_version, src.cipher_suites)
-        .map_err(anyhow::Error::msg)?;
+        .map_err(ServerError::TlsOptions)?;
     for w in warnings {
         log::warn!("{w}");
     }
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
-        .context("TLS versions")?;
+        .map_err(|error| ServerError::Tls {
+            what: "TLS versions",
+            error,
+        })?;
     let builder = match client_ca_file {
         Some(path) => {
-            let pem =
-                fs::read(path).with_context(|| format!("read clientCAFile {}", path.display()))?;
-            let roots = parse_roots(&pem)
-                .map_err(|e| anyhow::anyhow!("clientCAFile {}: {e}", path.display()))?;
+            let pem = fs::read(path).map_err(ServerError::io(format!(
+                "read clientCAFile {}",
+                path.display()
+            )))?;
+            let roots = parse_roots(&pem).map_err(|error| ServerError::Pem {
+                what: format!("clientCAFile {}", path.display()),
+                error,
+            })?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .allow_unauthenticated()
                 .build()
-                .context("client certificate verifier")?;
+                .map_err(ServerError::Verifier)?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
@@ -86,11 +99,11 @@ pub(crate) fn server_config(
 
 fn load_serving_cert(
     src: &CertSource<'_>,
-) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), ServerError> {
     let (cert, key) = match (src.cert_file, src.key_file) {
         (Some(c), Some(k)) => (c.to_path_buf(), k.to_path_buf()),
         (None, None) => ensure_self_signed(src.cert_dir, src.host)?,
-        _ => anyhow::bail!("tlsCertFile and tlsPrivateKeyFile must be set together"),
+        _ => return Err(ServerError::CertWithoutKey),
     };
     read_pair(&cert, &key)
 }
@@ -98,23 +111,30 @@ fn load_serving_cert(
 fn read_pair(
     cert: &Path,
     key: &Path,
-) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
-    let cert_pem = fs::read(cert).with_context(|| format!("read {}", cert.display()))?;
-    let key_pem = fs::read(key).with_context(|| format!("read {}", key.display()))?;
-    let chain = parse_certs(&cert_pem).map_err(|e| anyhow::anyhow!("{}: {e}", cert.display()))?;
-    let key = parse_key(&key_pem).map_err(|e| anyhow::anyhow!("{}: {e}", key.display()))?;
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), ServerError> {
+    let cert_pem = fs::read(cert).map_err(ServerError::io(format!("read {}", cert.display())))?;
+    let key_pem = fs::read(key).map_err(ServerError::io(format!("read {}", key.display())))?;
+    let pem_error = |path: &Path| {
+        let what = path.display().to_string();
+        move |error| ServerError::Pem { what, error }
+    };
+    let chain = parse_certs(&cert_pem).map_err(pem_error(cert))?;
+    let key = parse_key(&key_pem).map_err(pem_error(key))?;
     Ok((chain, key))
 }
 
 /// `<dir>/kubelet.crt` and `kubelet.key`, generated unless both already load.
-fn ensure_self_signed(dir: &Path, host: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+fn ensure_self_signed(dir: &Path, host: &str) -> Result<(PathBuf, PathBuf), ServerError> {
     let cert = dir.join("kubelet.crt");
     let key = dir.join("kubelet.key");
     if read_pair(&cert, &key).is_ok() {
         return Ok((cert, key));
     }
     let (cert_pem, key_pem) = generate_self_signed(host)?;
-    fs::create_dir_all(dir).with_context(|| format!("create cert dir {}", dir.display()))?;
+    fs::create_dir_all(dir).map_err(ServerError::io(format!(
+        "create cert dir {}",
+        dir.display()
+    )))?;
     write_file(&cert, cert_pem.as_bytes(), 0o644)?;
     write_file(&key, key_pem.as_bytes(), 0o600)?;
     log::info!(
@@ -124,23 +144,24 @@ fn ensure_self_signed(dir: &Path, host: &str) -> anyhow::Result<(PathBuf, PathBu
     Ok((cert, key))
 }
 
-fn write_file(path: &Path, data: &[u8], mode: u32) -> anyhow::Result<()> {
+fn write_file(path: &Path, data: &[u8], mode: u32) -> Result<(), ServerError> {
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(mode)
         .open(path)
-        .with_context(|| format!("create {}", path.display()))?;
+        .map_err(ServerError::io(format!("create {}", path.display())))?;
     f.write_all(data)
-        .with_context(|| format!("write {}", path.display()))
+        .map_err(ServerError::io(format!("write {}", path.display())))
 }
 
 /// As upstream certutil.GenerateSelfSignedCertKey: a CA `<host>-ca@<unix>`
 /// signing a serving certificate `<host>@<unix>` for `host` (as an IP or DNS
 /// name), valid a year; the cert file holds both. ECDSA P-256 (ring cannot
 /// generate RSA keys).
-pub(crate) fn generate_self_signed(host: &str) -> anyhow::Result<(String, String)> {
+pub(crate) fn generate_self_signed(host: &str) -> Result<(String, String), ServerError> {
+    let gen = |what| move |error| ServerError::Generate { what, error };
     use rcgen::{
         BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
         KeyUsagePurpose,
@@ -151,8 +172,8 @@ pub(crate) fn generate_self_signed(host: &str) -> anyhow::Result<(String, String
     let now = rcgen::date_time_ymd(1970, 1, 1) + since_epoch;
     let stamp = since_epoch.as_secs();
 
-    let ca_key = KeyPair::generate().context("generate CA key")?;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).context("CA params")?;
+    let ca_key = KeyPair::generate().map_err(gen("generate CA key"))?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(gen("CA params"))?;
     ca.distinguished_name
         .push(DnType::CommonName, format!("{host}-ca@{stamp}"));
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -163,10 +184,11 @@ pub(crate) fn generate_self_signed(host: &str) -> anyhow::Result<(String, String
     ];
     ca.not_before = now;
     ca.not_after = now + SELF_SIGNED_VALIDITY;
-    let ca_cert = ca.self_signed(&ca_key).context("self-sign CA")?;
+    let ca_cert = ca.self_signed(&ca_key).map_err(gen("self-sign CA"))?;
 
-    let key = KeyPair::generate().context("generate serving key")?;
-    let mut leaf = CertificateParams::new(vec![host.to_string()]).context("serving cert params")?;
+    let key = KeyPair::generate().map_err(gen("generate serving key"))?;
+    let mut leaf =
+        CertificateParams::new(vec![host.to_string()]).map_err(gen("serving cert params"))?;
     leaf.distinguished_name
         .push(DnType::CommonName, format!("{host}@{stamp}"));
     leaf.key_usages = vec![
@@ -178,7 +200,7 @@ pub(crate) fn generate_self_signed(host: &str) -> anyhow::Result<(String, String
     leaf.not_after = now + SELF_SIGNED_VALIDITY;
     let leaf_cert = leaf
         .signed_by(&key, &ca_cert, &ca_key)
-        .context("sign serving cert")?;
+        .map_err(gen("sign serving cert"))?;
     Ok((
         format!("{}{}", leaf_cert.pem(), ca_cert.pem()),
         key.serialize_pem(),

@@ -88,7 +88,7 @@ const UNAVAILABLE: &[&str] = &[
 /// 1.3), and a warning when the minimum asked for is below what rustls has.
 pub fn versions(
     min: &str,
-) -> Result<(&'static [&'static SupportedProtocolVersion], Option<String>), String> {
+) -> Result<(&'static [&'static SupportedProtocolVersion], Option<String>), TlsOptionsError> {
     static BOTH: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
     static TLS13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
     match min {
@@ -100,9 +100,7 @@ pub fn versions(
                 "tlsMinVersion {min}: TLS 1.0 and 1.1 are not implemented (rustls); the minimum is VersionTLS12"
             )),
         )),
-        other => Err(format!(
-            "tlsMinVersion {other:?}: unknown; use VersionTLS12 or VersionTLS13"
-        )),
+        other => Err(TlsOptionsError::MinVersion(other.to_string())),
     }
 }
 
@@ -111,7 +109,7 @@ pub fn versions(
 pub fn cipher_suites(
     names: &[String],
     tls12_allowed: bool,
-) -> Result<(Vec<SupportedCipherSuite>, Vec<String>), String> {
+) -> Result<(Vec<SupportedCipherSuite>, Vec<String>), TlsOptionsError> {
     if names.is_empty() {
         return Ok((ring::DEFAULT_CIPHER_SUITES.to_vec(), Vec::new()));
     }
@@ -133,17 +131,35 @@ pub fn cipher_suites(
                 "tlsCipherSuites: {name} is not implemented by rustls (no CBC, RSA key exchange, 3DES or RC4 suites); it is not offered"
             ));
         } else {
-            return Err(format!(
-                "tlsCipherSuites: unknown cipher suite {name:?}; use Go's names, e.g. TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
-            ));
+            return Err(CipherSuiteError::Unknown(name.clone()).into());
         }
     }
     if tls12 == 0 && tls12_allowed {
-        return Err(format!(
-            "tlsCipherSuites: none of {names:?} is a TLS 1.2 suite rustls implements; add one (e.g. TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) or set tlsMinVersion: VersionTLS13"
-        ));
+        return Err(CipherSuiteError::NoTls12(names.to_vec()).into());
     }
     Ok((suites, warnings))
+}
+
+/// A tlsMinVersion or tlsCipherSuites that cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsOptionsError {
+    #[error("tlsMinVersion {0:?}: unknown; use VersionTLS12 or VersionTLS13")]
+    MinVersion(String),
+    #[error("tlsCipherSuites: {0}")]
+    CipherSuites(#[from] CipherSuiteError),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CipherSuiteError {
+    #[error(
+        "unknown cipher suite {0:?}; use Go's names, e.g. TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+    )]
+    Unknown(String),
+    #[error(
+        "none of {0:?} is a TLS 1.2 suite rustls implements; add one (e.g. \
+         TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) or set tlsMinVersion: VersionTLS13"
+    )]
+    NoTls12(Vec<String>),
 }
 
 /// What 10250's rustls config is built from.
@@ -155,7 +171,7 @@ pub struct Settings {
 }
 
 /// The crypto provider and versions for 10250 from the two settings.
-pub fn settings(min: &str, names: &[String]) -> Result<Settings, String> {
+pub fn settings(min: &str, names: &[String]) -> Result<Settings, TlsOptionsError> {
     let (versions, warning) = versions(min)?;
     let tls12_allowed = versions.contains(&&rustls::version::TLS12);
     let (suites, mut warnings) = cipher_suites(names, tls12_allowed)?;
@@ -186,7 +202,10 @@ mod tests {
         let (v, warn) = versions("VersionTLS10").unwrap();
         assert_eq!(v.len(), 2);
         assert!(warn.unwrap().contains("VersionTLS12"));
-        assert!(versions("TLS1.2").unwrap_err().contains("\"TLS1.2\""));
+        assert!(versions("TLS1.2")
+            .unwrap_err()
+            .to_string()
+            .contains("\"TLS1.2\""));
     }
 
     #[test]
@@ -209,9 +228,13 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("TLS_RSA_WITH_AES_128_CBC_SHA"), "{w:?}");
 
-        let err = cipher_suites(&names(&["TLS_FOO"]), true).unwrap_err();
+        let err = cipher_suites(&names(&["TLS_FOO"]), true)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("\"TLS_FOO\""), "{err}");
-        let err = cipher_suites(&names(&["TLS_RSA_WITH_AES_128_CBC_SHA"]), true).unwrap_err();
+        let err = cipher_suites(&names(&["TLS_RSA_WITH_AES_128_CBC_SHA"]), true)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("VersionTLS13"), "{err}");
         assert!(cipher_suites(&names(&["TLS_RSA_WITH_AES_128_CBC_SHA"]), false).is_ok());
     }
