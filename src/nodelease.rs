@@ -290,7 +290,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::nodestatus::testserver::{status, FakeServer};
+    use crate::client::testing::{client, Reply, TestServer};
 
     const PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-a";
     const COLLECTION: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
@@ -301,26 +301,26 @@ mod tests {
     fn lease_server(
         initial: Option<Value>,
         conflicts: usize,
-    ) -> (FakeServer, Arc<Mutex<Option<Value>>>) {
+    ) -> (TestServer, Arc<Mutex<Option<Value>>>) {
         let store = Arc::new(Mutex::new(initial));
         let left = Arc::new(AtomicUsize::new(conflicts));
         let s = store.clone();
-        let server = FakeServer::start(Box::new(move |r| {
+        let server = TestServer::start(move |r| {
             let mut cur = s.lock().unwrap();
-            match (r.method.as_str(), r.path.as_str()) {
+            match (r.method.as_str(), r.path_only()) {
                 ("GET", PATH) => match cur.as_ref() {
-                    Some(l) => (200, l.clone()),
-                    None => (404, status(404, "NotFound", "leases \"node-a\" not found")),
+                    Some(l) => Reply::json(200, l),
+                    None => Reply::status(404, "NotFound", "leases \"node-a\" not found"),
                 },
                 ("POST", COLLECTION) => {
                     let mut l = r.json();
                     l["metadata"]["resourceVersion"] = json!("1");
                     *cur = Some(l.clone());
-                    (201, l)
+                    Reply::json(201, &l)
                 }
                 ("PUT", PATH) => {
                     let Some(stored) = cur.as_mut() else {
-                        return (404, status(404, "NotFound", "gone"));
+                        return Reply::status(404, "NotFound", "gone");
                     };
                     let rv: u64 = stored["metadata"]["resourceVersion"]
                         .as_str()
@@ -330,26 +330,26 @@ mod tests {
                     if left.load(Ordering::SeqCst) > 0 {
                         left.fetch_sub(1, Ordering::SeqCst);
                         stored["metadata"]["resourceVersion"] = json!((rv + 4).to_string());
-                        return (409, status(409, "Conflict", "the object has been modified"));
+                        return Reply::status(409, "Conflict", "the object has been modified");
                     }
                     let body = r.json();
                     if body["metadata"]["resourceVersion"] != json!(rv.to_string()) {
-                        return (409, status(409, "Conflict", "the object has been modified"));
+                        return Reply::status(409, "Conflict", "the object has been modified");
                     }
                     let mut l = body;
                     l["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
                     *stored = l.clone();
-                    (200, l)
+                    Reply::json(200, &l)
                 }
-                _ => (404, status(404, "NotFound", "no")),
+                _ => Reply::status(404, "NotFound", "no"),
             }
-        }));
+        });
         (server, store)
     }
 
-    fn controller(server: &FakeServer, uid: Arc<Mutex<Option<String>>>) -> Arc<LeaseController> {
+    fn controller(server: &TestServer, uid: Arc<Mutex<Option<String>>>) -> Arc<LeaseController> {
         LeaseController::new(
-            server.client(),
+            client(&server.url),
             "node-a".into(),
             40,
             Box::new(move || uid.lock().unwrap().clone()),
@@ -399,7 +399,7 @@ mod tests {
         let reqs = server.requests();
         assert_eq!(reqs.len(), 3);
         assert_eq!(
-            format!("{} {}", reqs[2].method, reqs[2].path),
+            format!("{} {}", reqs[2].method, reqs[2].path_only()),
             format!("PUT {PATH}")
         );
         assert_eq!(reqs[2].json()["metadata"]["resourceVersion"], "1");
@@ -537,7 +537,7 @@ mod tests {
         let (server, _) = lease_server(None, 0);
         let uid = known_uid();
         let ctl = LeaseController::new(
-            server.client(),
+            client(&server.url),
             "node-a".into(),
             1,
             Box::new(move || uid.lock().unwrap().clone()),
@@ -556,7 +556,7 @@ mod tests {
 
     #[test]
     fn shutdown_interrupts_the_ensure_backoff() {
-        let server = FakeServer::start(Box::new(|_| (500, status(500, "InternalError", "down"))));
+        let server = TestServer::start(|_| Reply::status(500, "InternalError", "down"));
         let ctl = controller(&server, known_uid());
         let (tx, rx) = crossbeam_channel::bounded::<()>(0);
         let handle = ctl.start(rx).unwrap();

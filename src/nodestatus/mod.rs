@@ -18,8 +18,6 @@ use rkubelet_util::lock;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-pub(crate) mod testserver;
 
 use crate::events::EventRecorder;
 use crate::util::backoff::Exponential;

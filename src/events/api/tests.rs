@@ -2,14 +2,13 @@
 //! API server over HTTP.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::thread;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde_json::json;
 
 use super::*;
+use crate::client::testing::{Reply, TestServer};
 use crate::client::RestConfig;
 
 const NODE: &str = "node-1";
@@ -583,111 +582,40 @@ fn shutdown_interrupts_the_retry_sleep() {
 
 // --- over HTTP, through the real client ---
 
-#[derive(Debug, Clone)]
-struct Request {
-    method: String,
-    path: String,
-    content_type: String,
-    body: serde_json::Value,
-}
-
-/// A one-request-per-connection HTTP server on 127.0.0.1: records each
-/// request and answers `(status, body)` from `handler`.
-fn serve(
-    handler: impl Fn(&Request) -> (u16, serde_json::Value) + Send + 'static,
-) -> (String, Arc<Mutex<Vec<Request>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let seen = log.clone();
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let mut reader = BufReader::new(stream);
-            let mut line = String::new();
-            if reader.read_line(&mut line).is_err() {
-                continue;
-            }
-            let mut parts = line.split_whitespace();
-            let method = parts.next().unwrap_or("").to_string();
-            let path = parts.next().unwrap_or("").to_string();
-            let (mut len, mut content_type) = (0usize, String::new());
-            loop {
-                let mut h = String::new();
-                if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = h.split_once(':') {
-                    match k.trim().to_ascii_lowercase().as_str() {
-                        "content-length" => len = v.trim().parse().unwrap_or(0),
-                        "content-type" => content_type = v.trim().to_string(),
-                        _ => {}
-                    }
-                }
-            }
-            let mut body = vec![0; len];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let req = Request {
-                method,
-                path,
-                content_type,
-                body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
-            };
-            let (status, reply) = handler(&req);
-            seen.lock().expect("lock").push(req);
-            let reply = reply.to_string();
-            let mut stream = reader.into_inner();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
-        }
-    });
-    (url, log)
-}
-
-fn status_body(code: u16, reason: &str) -> serde_json::Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-           "reason": reason, "message": reason, "code": code})
-}
-
 /// An apiserver keeping events by name; PATCH merges the three fields
 /// the recorder sends. `expire` makes every PATCH a 404.
-fn fake_apiserver(expire: bool) -> (String, Arc<Mutex<Vec<Request>>>) {
+fn fake_apiserver(expire: bool) -> TestServer {
     let events = Mutex::new(HashMap::<String, serde_json::Value>::new());
     let rv = AtomicU64::new(0);
-    serve(move |req| {
+    TestServer::start(move |req| {
         let mut events = events.lock().expect("lock");
         let rv = (rv.fetch_add(1, Ordering::Relaxed) + 1).to_string();
         match req.method.as_str() {
             "POST" if req.path == "/api/v1/namespaces/ns/events" => {
-                let mut e = req.body.clone();
+                let mut e = req.json();
                 let name = e["metadata"]["name"].as_str().unwrap_or("").to_string();
                 if events.contains_key(&name) {
-                    return (409, status_body(409, "AlreadyExists"));
+                    return Reply::status(409, "AlreadyExists", "AlreadyExists");
                 }
                 e["metadata"]["resourceVersion"] = rv.into();
                 events.insert(name, e.clone());
-                (201, e)
+                Reply::json(201, &e)
             }
             "PATCH" => {
+                let body = req.json();
                 let name = req.path.rsplit('/').next().unwrap_or("").to_string();
                 match events.get_mut(&name) {
                     Some(e) if !expire => {
                         for k in ["count", "lastTimestamp", "message"] {
-                            e[k] = req.body[k].clone();
+                            e[k] = body[k].clone();
                         }
                         e["metadata"]["resourceVersion"] = rv.into();
-                        (200, e.clone())
+                        Reply::json(200, e)
                     }
-                    _ => (404, status_body(404, "NotFound")),
+                    _ => Reply::status(404, "NotFound", "NotFound"),
                 }
             }
-            _ => (405, status_body(405, "MethodNotAllowed")),
+            _ => Reply::status(405, "MethodNotAllowed", "MethodNotAllowed"),
         }
     })
 }
@@ -702,8 +630,8 @@ fn http_recorder(url: &str) -> (Arc<ApiRecorder>, Sender<()>, crate::util::worke
 
 #[test]
 fn http_post_then_strategic_merge_patches() {
-    let (url, log) = fake_apiserver(false);
-    let (r, stop, h) = http_recorder(&url);
+    let server = fake_apiserver(false);
+    let (r, stop, h) = http_recorder(&server.url);
     for _ in 0..3 {
         r.pod_event(
             &pod(),
@@ -712,49 +640,52 @@ fn http_post_then_strategic_merge_patches() {
             "Back-off pulling image",
         );
     }
-    wait_until("three requests", || log.lock().expect("lock").len() == 3);
-    let reqs = log.lock().expect("lock").clone();
+    wait_until("three requests", || server.requests().len() == 3);
+    let reqs = server.requests();
     assert_eq!(reqs[0].method, "POST");
     assert_eq!(reqs[0].path, "/api/v1/namespaces/ns/events");
-    assert_eq!(reqs[0].content_type, "application/json");
-    assert_eq!(reqs[0].body["count"], 1);
-    assert_eq!(reqs[0].body["involvedObject"]["name"], "web-0");
-    let name = reqs[0].body["metadata"]["name"]
+    assert_eq!(reqs[0].header("Content-Type"), Some("application/json"));
+    assert_eq!(reqs[0].json()["count"], 1);
+    assert_eq!(reqs[0].json()["involvedObject"]["name"], "web-0");
+    let name = reqs[0].json()["metadata"]["name"]
         .as_str()
         .expect("name")
         .to_string();
     for (i, req) in reqs[1..].iter().enumerate() {
         assert_eq!(req.method, "PATCH");
         assert_eq!(req.path, format!("/api/v1/namespaces/ns/events/{name}"));
-        assert_eq!(req.content_type, "application/strategic-merge-patch+json");
-        assert_eq!(req.body["count"], i + 2);
-        assert_eq!(req.body["message"], "Back-off pulling image");
+        assert_eq!(
+            req.header("Content-Type"),
+            Some("application/strategic-merge-patch+json")
+        );
+        assert_eq!(req.json()["count"], i + 2);
+        assert_eq!(req.json()["message"], "Back-off pulling image");
     }
 
     // A node event goes to the default namespace.
     r.node_event(EventType::Normal, "Starting", "Starting kubelet.");
-    wait_until("node event", || log.lock().expect("lock").len() == 4);
-    let req = log.lock().expect("lock")[3].clone();
+    wait_until("node event", || server.requests().len() == 4);
+    let req = &server.requests()[3];
     assert_eq!(req.path, "/api/v1/namespaces/default/events");
-    assert_eq!(req.body["involvedObject"]["kind"], "Node");
+    assert_eq!(req.json()["involvedObject"]["kind"], "Node");
     drop(stop);
     h.join().expect("join");
 }
 
 #[test]
 fn http_expired_event_is_created_again() {
-    let (url, log) = fake_apiserver(true);
-    let (r, stop, h) = http_recorder(&url);
+    let server = fake_apiserver(true);
+    let (r, stop, h) = http_recorder(&server.url);
     r.pod_event(&pod(), EventType::Normal, "Pulling", "Pulling image");
     r.pod_event(&pod(), EventType::Normal, "Pulling", "Pulling image");
-    wait_until("three requests", || log.lock().expect("lock").len() == 3);
+    wait_until("three requests", || server.requests().len() == 3);
     thread::sleep(Duration::from_millis(50));
-    let reqs = log.lock().expect("lock").clone();
+    let reqs = server.requests();
     let methods: Vec<_> = reqs.iter().map(|r| r.method.as_str()).collect();
     // The re-POST reuses the name, which the fake still holds: 409, given up.
     assert_eq!(methods, ["POST", "PATCH", "POST"]);
-    assert_eq!(reqs[2].body["count"], 2);
-    assert!(reqs[2].body["metadata"].get("resourceVersion").is_none());
+    assert_eq!(reqs[2].json()["count"], 2);
+    assert!(reqs[2].json()["metadata"].get("resourceVersion").is_none());
     drop(stop);
     h.join().expect("join");
 }

@@ -32,13 +32,12 @@ fn stored_node(name: &str, labels: Value) -> Value {
 fn registration_reconciles_an_existing_node() {
     let node = Arc::new(Mutex::new(stored_node("node-a", json!({"custom": "x"}))));
     let n = node.clone();
-    let server = FakeServer::start(Box::new(move |r| {
-        match (r.method.as_str(), r.path.as_str()) {
-            ("POST", "/api/v1/nodes") => (
-                409,
-                status(409, "AlreadyExists", "nodes \"node-a\" already exists"),
-            ),
-            ("GET", "/api/v1/nodes/node-a") => (200, n.lock().unwrap().clone()),
+    let server = TestServer::start(move |r| {
+        match (r.method.as_str(), r.path_only()) {
+            ("POST", "/api/v1/nodes") => {
+                Reply::status(409, "AlreadyExists", "nodes \"node-a\" already exists")
+            }
+            ("GET", "/api/v1/nodes/node-a") => Reply::json(200, &n.lock().unwrap()),
             ("PATCH", "/api/v1/nodes/node-a/status") => {
                 let mut cur = n.lock().unwrap();
                 // Enough of a merge for the test: labels, annotations, status.
@@ -51,14 +50,14 @@ fn registration_reconciles_an_existing_node() {
                 if let Some(a) = patch["metadata"]["annotations"].as_object() {
                     cur["metadata"]["annotations"] = Value::Object(a.clone());
                 }
-                (200, cur.clone())
+                Reply::json(200, &cur)
             }
-            _ => (404, status(404, "NotFound", "no")),
+            _ => Reply::status(404, "NotFound", "no"),
         }
-    }));
+    });
     let mgr = NodeStatusManager::new(
         test_config("node-a"),
-        server.client(),
+        client(&server.url),
         healthy(),
         NodeStatusLinks::default(),
     );
@@ -95,8 +94,8 @@ fn registration_reconciles_an_existing_node() {
     assert_eq!(created["status"]["conditions"][3]["type"], "Ready");
     assert_eq!(created["status"]["addresses"][0]["address"], "10.0.0.9");
     assert_eq!(
-        reqs[2].content_type,
-        "application/strategic-merge-patch+json"
+        reqs[2].header("Content-Type"),
+        Some("application/strategic-merge-patch+json")
     );
     let patch = reqs[2].json();
     assert_eq!(
@@ -117,10 +116,10 @@ fn registration_reconciles_an_existing_node() {
 
 #[test]
 fn registration_fails_on_other_errors() {
-    let server = FakeServer::start(Box::new(|_| (403, status(403, "Forbidden", "nope"))));
+    let server = TestServer::start(|_| Reply::status(403, "Forbidden", "nope"));
     let mgr = NodeStatusManager::new(
         test_config("node-a"),
-        server.client(),
+        client(&server.url),
         healthy(),
         NodeStatusLinks::default(),
     );
@@ -130,11 +129,11 @@ fn registration_fails_on_other_errors() {
 }
 
 /// A server that stores the node on create and merges status patches.
-fn node_server(name: &'static str) -> (FakeServer, Arc<Mutex<Option<Value>>>) {
+fn node_server(name: &'static str) -> (TestServer, Arc<Mutex<Option<Value>>>) {
     let store: Arc<Mutex<Option<Value>>> = Arc::new(Mutex::new(None));
     let s = store.clone();
-    let server = FakeServer::start(Box::new(move |r| {
-        let path = r.path.as_str();
+    let server = TestServer::start(move |r| {
+        let path = r.path_only();
         let mut cur = s.lock().unwrap();
         match r.method.as_str() {
             "POST" if path == "/api/v1/nodes" => {
@@ -142,15 +141,15 @@ fn node_server(name: &'static str) -> (FakeServer, Arc<Mutex<Option<Value>>>) {
                 n["metadata"]["uid"] = json!("uid-9");
                 n["metadata"]["resourceVersion"] = json!("1");
                 *cur = Some(n.clone());
-                (201, n)
+                Reply::json(201, &n)
             }
             "GET" if path == format!("/api/v1/nodes/{name}") => match cur.as_ref() {
-                Some(n) => (200, n.clone()),
-                None => (404, status(404, "NotFound", "not found")),
+                Some(n) => Reply::json(200, n),
+                None => Reply::status(404, "NotFound", "not found"),
             },
             "PATCH" if path == format!("/api/v1/nodes/{name}/status") => {
                 let Some(n) = cur.as_mut() else {
-                    return (404, status(404, "NotFound", "not found"));
+                    return Reply::status(404, "NotFound", "not found");
                 };
                 // Conditions merge by type (enough for the loop's patches).
                 let patch = r.json();
@@ -164,11 +163,11 @@ fn node_server(name: &'static str) -> (FakeServer, Arc<Mutex<Option<Value>>>) {
                         }
                     }
                 }
-                (200, n.clone())
+                Reply::json(200, n)
             }
-            _ => (404, status(404, "NotFound", "no")),
+            _ => Reply::status(404, "NotFound", "no"),
         }
-    }));
+    });
     (server, store)
 }
 
@@ -193,7 +192,7 @@ fn status_loop_registers_then_patches_and_stops() {
         recorder: Some(Arc::new(SeenEvents(s))),
         ..Default::default()
     };
-    let mgr = NodeStatusManager::new(test_config("node-b"), server.client(), health, links);
+    let mgr = NodeStatusManager::new(test_config("node-b"), client(&server.url), health, links);
     let (tx, rx) = crossbeam_channel::bounded::<()>(0);
     let handle = mgr.start(rx).unwrap();
     assert_eq!(handle.thread().name(), Some("node-status"));
@@ -209,9 +208,11 @@ fn status_loop_registers_then_patches_and_stops() {
 
     // Runtime up: the fast update patches Ready at once.
     up.store(true, std::sync::atomic::Ordering::SeqCst);
-    assert!(server.wait_for(Duration::from_secs(5), |reqs| reqs
-        .iter()
-        .any(|r| { r.method == "PATCH" && r.body.contains("\"KubeletReady\"") })));
+    assert!(
+        server.wait_for(Duration::from_secs(5), |reqs| reqs.iter().any(|r| {
+            r.method == "PATCH" && String::from_utf8_lossy(&r.body).contains("\"KubeletReady\"")
+        }))
+    );
     let stored = store.lock().unwrap().clone().unwrap();
     let ready = stored["status"]["conditions"]
         .as_array()
@@ -248,7 +249,12 @@ fn unchanged_status_is_not_patched_until_report_is_due() {
     let (server, _store) = node_server("node-c");
     let mut cfg = test_config("node-c");
     cfg.node_status_report_frequency = Duration::from_secs(3600);
-    let mgr = NodeStatusManager::new(cfg, server.client(), healthy(), NodeStatusLinks::default());
+    let mgr = NodeStatusManager::new(
+        cfg,
+        client(&server.url),
+        healthy(),
+        NodeStatusLinks::default(),
+    );
     let initial = {
         let mut st = mgr.state.lock().unwrap();
         mgr.initial_node(&mut st, &mut Vec::new())
@@ -275,7 +281,7 @@ fn unchanged_status_is_not_patched_until_report_is_due() {
     assert_eq!(calls.last().unwrap(), "GET /api/v1/nodes/node-c");
     // From the server's cache, as upstream's first try reads it.
     let get = server.requests().pop().unwrap();
-    assert_eq!(get.query, "resourceVersion=0");
+    assert_eq!(get.path, "/api/v1/nodes/node-c?resourceVersion=0");
     // Report due: patched even though unchanged, with fresh heartbeats.
     mgr.state.lock().unwrap().last_status_report =
         Some(std::time::Instant::now() - Duration::from_secs(7200));
@@ -296,10 +302,10 @@ fn unchanged_status_is_not_patched_until_report_is_due() {
 
 #[test]
 fn shutdown_interrupts_registration() {
-    let server = FakeServer::start(Box::new(|_| (500, status(500, "InternalError", "down"))));
+    let server = TestServer::start(|_| Reply::status(500, "InternalError", "down"));
     let mgr = NodeStatusManager::new(
         test_config("node-d"),
-        server.client(),
+        client(&server.url),
         healthy(),
         NodeStatusLinks::default(),
     );
@@ -338,7 +344,7 @@ impl crate::events::EventRecorder for SeenEvents {
 /// kubelet's health; node status no longer computes them itself.
 #[test]
 fn pressure_conditions_come_from_the_eviction_manager() {
-    let server = FakeServer::start(Box::new(|_| (404, status(404, "NotFound", "no"))));
+    let server = TestServer::start(|_| Reply::status(404, "NotFound", "no"));
     let health: HealthFn = Box::new(|| KubeletHealth {
         runtime_version: Some(("containerd".into(), "1.7.24".into())),
         memory_pressure: true,
@@ -348,7 +354,7 @@ fn pressure_conditions_come_from_the_eviction_manager() {
     let mut cfg = test_config("node-p");
     // A threshold the host could never meet: ignored by node status now.
     cfg.eviction_hard = BTreeMap::from([("nodefs.available".into(), "100%".into())]);
-    let mgr = NodeStatusManager::new(cfg, server.client(), health, NodeStatusLinks::default());
+    let mgr = NodeStatusManager::new(cfg, client(&server.url), health, NodeStatusLinks::default());
     let mut events = Vec::new();
     let node = {
         let mut st = mgr.state.lock().unwrap();

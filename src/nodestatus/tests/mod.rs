@@ -21,8 +21,8 @@ use super::address::{self, InterfaceAddr};
 use super::machine::{self, quantity, HugePages, MachineInfo};
 use super::patch::{node_status_has_changed, node_status_patch};
 use super::setters::{self, NodeEvent, Pressure, Reservation};
-use super::testserver::{status, FakeServer};
 use super::*;
+use crate::client::testing::{client, Reply, TestServer};
 use crate::stats::FsInfo;
 
 mod addresses;

@@ -1,7 +1,7 @@
 //! Handlers against local servers on 127.0.0.1.
 
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
+use crate::client::testing::{Reply, TestServer};
 use crate::cri::health::health_check_response::ServingStatus;
 use crate::cri::health::{HealthCheckRequest, HealthCheckResponse};
 use crate::cri::CriError;
@@ -23,42 +24,35 @@ const TIMEOUT: Duration = Duration::from_secs(1);
 /// An HTTP server: `/ok` 200 echoing Host and User-Agent, `/fail` 500,
 /// `/to-ok` a relative redirect to `/ok`, `/away` a redirect to another
 /// host, `/loop` a redirect to itself.
-fn http_server() -> u16 {
-    let server = tiny_http::Server::http("127.0.0.1:0").expect("bind");
-    let port = server.server_addr().to_ip().expect("an IP listener").port();
-    thread::spawn(move || {
-        for req in server.incoming_requests() {
-            let header = |name: &'static str| {
-                req.headers()
-                    .iter()
-                    .find(|h| h.field.equiv(name))
-                    .map(|h| h.value.as_str().to_string())
-                    .unwrap_or_default()
-            };
-            let (code, body, location) = match req.url() {
-                "/ok" => (
-                    200,
-                    format!("host={};ua={}", header("Host"), header("User-Agent")),
-                    None,
-                ),
-                "/fail" => (500, "secret body".to_string(), None),
-                "/to-ok" => (302, String::new(), Some("/ok".to_string())),
-                "/away" => (
-                    302,
-                    "moved".to_string(),
-                    Some(format!("http://127.0.0.2:{port}/ok")),
-                ),
-                _ => (302, String::new(), Some("/loop".to_string())),
-            };
-            let mut resp = tiny_http::Response::from_string(body).with_status_code(code);
-            if let Some(loc) = location {
-                let h = tiny_http::Header::from_bytes(&b"Location"[..], loc.as_bytes());
-                resp = resp.with_header(h.expect("valid header"));
+fn http_server() -> TestServer {
+    let port = Arc::new(OnceLock::new());
+    let own_port = port.clone();
+    let server = TestServer::start(move |req| {
+        let header = |name| req.header(name).unwrap_or_default();
+        let (status, body, location) = match req.path.as_str() {
+            "/ok" => (
+                200,
+                format!("host={};ua={}", header("Host"), header("User-Agent")),
+                None,
+            ),
+            "/fail" => (500, "secret body".to_string(), None),
+            "/to-ok" => (302, String::new(), Some("/ok".to_string())),
+            "/away" => {
+                let port = own_port.get().copied().unwrap_or_default();
+                let loc = format!("http://127.0.0.2:{port}/ok");
+                (302, "moved".to_string(), Some(loc))
             }
-            let _ = req.respond(resp);
+            _ => (302, String::new(), Some("/loop".to_string())),
+        };
+        let headers = location.map(|l| ("Location".to_string(), l));
+        Reply::Full {
+            status,
+            headers: headers.into_iter().collect(),
+            body: body.into_bytes(),
         }
     });
-    port
+    let _ = port.set(server.port());
+    server
 }
 
 fn target(port: u16, path: &str) -> HttpTarget {
@@ -73,7 +67,8 @@ fn target(port: u16, path: &str) -> HttpTarget {
 
 #[test]
 fn http_success_sends_user_agent_and_host_override() {
-    let port = http_server();
+    let server = http_server();
+    let port = server.port();
     let (result, body) = run_http_get(&target(port, "/ok"), TIMEOUT);
     assert_eq!(result, ProbeResult::Success);
     assert_eq!(body, format!("host=127.0.0.1:{port};ua={USER_AGENT}"));
@@ -87,7 +82,8 @@ fn http_success_sends_user_agent_and_host_override() {
 
 #[test]
 fn http_error_status_fails_without_body() {
-    let port = http_server();
+    let server = http_server();
+    let port = server.port();
     let (result, msg) = run_http_get(&target(port, "/fail"), TIMEOUT);
     assert_eq!(result, ProbeResult::Failure);
     assert_eq!(msg, "HTTP probe failed with statuscode: 500");
@@ -95,7 +91,8 @@ fn http_error_status_fails_without_body() {
 
 #[test]
 fn http_redirects() {
-    let port = http_server();
+    let server = http_server();
+    let port = server.port();
     let same = http_get(&target(port, "/to-ok"), TIMEOUT);
     assert_eq!((same.result, same.warning), (ProbeResult::Success, false));
 

@@ -6,10 +6,13 @@ mod fakeapi;
 mod server;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
+
+use crate::{Client, RestConfig};
 
 pub use fakeapi::FakeApi;
 pub use server::{Recorded, Reply, TestServer};
@@ -19,6 +22,14 @@ pub const SERVER_CRT: &str = include_str!("../../testdata/server.crt");
 pub const SERVER_KEY: &str = include_str!("../../testdata/server.key");
 pub const CLIENT_CRT: &str = include_str!("../../testdata/client.crt");
 pub const CLIENT_KEY: &str = include_str!("../../testdata/client.key");
+
+/// A client for a plain-http test server: fast timeouts, no rate limit.
+pub fn client(url: &str) -> Client {
+    let mut cfg = RestConfig::new(url);
+    cfg.qps = -1.0;
+    cfg.timeout = Duration::from_secs(5);
+    Client::new(cfg, Arc::new(())).expect("client")
+}
 
 /// A TLS server config that requires a client certificate signed by the
 /// test CA. Panics on bad test data, which is this crate's own.

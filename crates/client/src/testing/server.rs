@@ -30,6 +30,18 @@ impl Recorded {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The path without its query.
+    pub fn path_only(&self) -> &str {
+        self.path
+            .split_once('?')
+            .map_or(self.path.as_str(), |(p, _)| p)
+    }
+
+    /// The body as JSON; panics on another body, a test's own mistake.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).expect("request body is JSON")
+    }
+
     /// The value of one query parameter (raw, not decoded).
     pub fn query(&self, key: &str) -> Option<&str> {
         let q = self.path.split_once('?')?.1;
@@ -152,6 +164,30 @@ impl TestServer {
 
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.requests).clone()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `"METHOD path"` of every request so far, without queries.
+    pub fn calls(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path_only()))
+            .collect()
+    }
+
+    /// Waits until `pred` holds for the requests so far; whether it did.
+    pub fn wait_for(&self, timeout: Duration, pred: impl Fn(&[Recorded]) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if pred(&self.requests()) {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        pred(&self.requests())
     }
 
     /// Held streams whose client went away.

@@ -168,10 +168,10 @@ fn webhook_authn_and_authz_with_caching() {
     assert_eq!(subs, ["pods", "proxy", "stats", "log", "metrics"]);
 
     // Cached: no new reviews of either kind.
-    let before = api.calls.lock().unwrap().len();
+    let before = api.server.requests().len();
     assert_eq!(get(&f, "/pods", alice()).status, 200);
     assert_eq!(get(&f, "/metrics", alice()).status, 403);
-    assert_eq!(api.calls.lock().unwrap().len(), before);
+    assert_eq!(api.server.requests().len(), before);
 
     // POST maps to create; a bad token is 401 even with anonymous on;
     // no token at all is system:anonymous (denied by the policy).

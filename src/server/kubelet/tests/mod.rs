@@ -1,5 +1,5 @@
 //! End-to-end tests of the kubelet API server over real sockets: TLS with
-//! rcgen-made certificates, a fake API server (tiny_http) for TokenReview
+//! rcgen-made certificates, a fake API server for TokenReview
 //! and SubjectAccessReview, and a fake host.
 //!
 //! This file holds the fixtures (PKI, the fakes, a started server and a
@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 
 use super::*;
-use crate::client::RestConfig;
+use crate::client::testing::{client, Reply, TestServer};
 use crate::server::healthz::NamedCheck;
 
 mod auth;
@@ -142,51 +142,37 @@ impl KubeletHost for FakeHost {
 
 type Policy = fn(&Value) -> bool;
 
+/// Answers TokenReviews and SubjectAccessReviews (by `policy`).
 struct FakeApi {
-    url: String,
-    calls: Arc<Mutex<Vec<(String, Value)>>>,
+    server: TestServer,
 }
 
 impl FakeApi {
     fn start(policy: Policy) -> FakeApi {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
-        let calls = Arc::new(Mutex::new(Vec::new()));
-        let rec = calls.clone();
-        std::thread::spawn(move || {
-            for mut req in server.incoming_requests() {
-                let mut body = String::new();
-                let _ = req.as_reader().read_to_string(&mut body);
-                let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                let path = req.url().to_string();
-                rec.lock().unwrap().push((path.clone(), v.clone()));
-                let out = if path.ends_with("tokenreviews") {
-                    token_review(&v)
-                } else {
-                    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                           "spec": v["spec"], "status": {"allowed": policy(&v["spec"])}})
-                };
-                let h = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
-                let _ =
-                    req.respond(tiny_http::Response::from_string(out.to_string()).with_header(h));
-            }
+        let server = TestServer::start(move |r| {
+            let v: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+            let out = if r.path.ends_with("tokenreviews") {
+                token_review(&v)
+            } else {
+                json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                       "spec": v["spec"], "status": {"allowed": policy(&v["spec"])}})
+            };
+            Reply::json(200, &out)
         });
-        FakeApi { url, calls }
+        FakeApi { server }
     }
 
     fn client(&self) -> Client {
-        let mut cfg = RestConfig::new(&self.url);
-        cfg.qps = -1.0;
-        cfg.timeout = Duration::from_secs(5);
-        Client::new(cfg, std::sync::Arc::new(())).unwrap()
+        client(&self.server.url)
     }
 
+    /// The bodies of the requests whose path ends with `kind`.
     fn calls(&self, kind: &str) -> Vec<Value> {
-        let calls = self.calls.lock().unwrap();
-        calls
+        self.server
+            .requests()
             .iter()
-            .filter(|(p, _)| p.ends_with(kind))
-            .map(|(_, v)| v.clone())
+            .filter(|r| r.path.ends_with(kind))
+            .map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null))
             .collect()
     }
 }

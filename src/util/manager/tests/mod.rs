@@ -10,21 +10,13 @@ use k8s_openapi::api::core::v1::Pod;
 use rkubelet_util::lock;
 use serde_json::json;
 
-use crate::client::{Client, RestConfig};
+pub use crate::client::testing::client;
 
 /// Tests that start `object-watches` threads run one at a time, so thread
 /// counts are exact.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     lock(&LOCK)
-}
-
-/// A client without rate limit and with short timeouts.
-pub fn client(url: &str) -> Client {
-    let mut cfg = RestConfig::new(url);
-    cfg.qps = -1.0;
-    cfg.timeout = Duration::from_secs(5);
-    Client::new(cfg, std::sync::Arc::new(())).expect("client")
 }
 
 /// A pod in `ns` whose secret volumes name `secrets`.
