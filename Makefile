@@ -28,6 +28,7 @@ build: ## cargo build --release (target/release/rkubelet)
 check: ## fmt, clippy and the unit tests of every crate: needs neither root nor containerd
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets --features rkubelet/fault-injection -- $(CLIPPY_FLAGS)
+	$(CARGO) clippy --release --workspace --lib --features rkubelet/fuzzing,rkubelet-dbus/fuzzing -- $(CLIPPY_FLAGS)
 	$(CARGO) test --release --workspace --lib --bins --features rkubelet/fault-injection $(CARGO_TEST_ARGS)
 
 test: deps ## THE test command: install missing system packages, then cargo test --release

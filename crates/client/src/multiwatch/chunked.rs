@@ -132,7 +132,7 @@ impl LineSplitter {
     }
 
     /// Bytes of an unterminated last line (a cut-off stream when non-empty at EOF).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn pending(&self) -> &[u8] {
         &self.buf
     }
