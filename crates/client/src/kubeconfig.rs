@@ -261,8 +261,8 @@ fn server_url(ci: usize, c: &Cluster) -> Result<String, FieldError> {
 /// IDNA mapping (Cargo.toml, idna_adapter), so such a name would fail at
 /// the first request with a vaguer error.
 fn non_ascii_host(url: &str) -> Option<&str> {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let authority = crate::rest::url_authority(url);
+    let authority = authority.split(['?', '#']).next().unwrap_or(authority);
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     (!host.is_ascii()).then_some(host)
 }

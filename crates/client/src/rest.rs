@@ -245,9 +245,7 @@ impl Client {
 
     /// `host[:port]` of the server, client-go's `host` metric label.
     fn host(&self) -> &str {
-        let base = &self.inner.base;
-        let rest = base.split_once("://").map_or(base.as_str(), |(_, r)| r);
-        rest.split('/').next().unwrap_or(rest)
+        url_authority(&self.inner.base)
     }
 
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
@@ -585,6 +583,13 @@ fn transport_failure(t: &ureq::Transport, request: &str) -> Failure {
 }
 
 /// `timeoutSeconds` from the query plus slack; the default when absent.
+/// What stands between a URL's `scheme://` and its path: `host[:port]`,
+/// with any userinfo.
+pub(crate) fn url_authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest)
+}
+
 fn watch_idle_timeout(path_and_query: &str) -> Duration {
     let query = path_and_query.split_once('?').map_or("", |(_, q)| q);
     let secs = query
