@@ -1,10 +1,14 @@
-//! Code generation for the CRI v1 API, from the workspace's protos/.
+//! Code generation for the gRPC APIs rkubelet speaks, from the workspace's
+//! protos/: the CRI v1 (and gRPC health) at its top level, and one module
+//! per API directory below it (`deviceplugin/v1beta1`,
+//! `pluginregistration/v1`, ...), whose files may share a name.
 //!
 //! Messages come from protobuf-codegen 3 with its pure-Rust parser, so the
 //! build host needs no `protoc`. grpcio-compiler only targets protobuf 2, so
-//! the grpcio client stubs are generated here from the same parsed
-//! descriptors: one `grpcio::Method` constant, one blocking call and one
-//! async call per RPC.
+//! the grpcio stubs are generated here from the same parsed descriptors: a
+//! public `grpcio::Method` constant per RPC (servers register handlers on
+//! it), and a client with one blocking and one async call per unary RPC and
+//! a stream call per server-streaming RPC.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,28 +19,42 @@ use protobuf::descriptor::{FileDescriptorProto, ServiceDescriptorProto};
 /// where they come from.
 const PROTO_DIR: &str = "../../protos";
 
+/// The API directories below protos/ and the output module each becomes.
+const APIS: &[(&str, &str)] = &[
+    ("deviceplugin/v1beta1", "deviceplugin_v1beta1"),
+    ("pluginregistration/v1", "pluginregistration_v1"),
+];
+
 fn main() {
     let dir = proto_dir();
     println!("cargo:rerun-if-changed={}", dir.display());
     println!("cargo:rerun-if-changed=build.rs");
-    let protos = proto_files(&dir);
+    generate(&dir, &dir, "cri");
+    for (sub, module) in APIS {
+        generate(&dir, &dir.join(sub), module);
+    }
+}
 
+/// Messages and stubs for every `.proto` directly in `api_dir`, into
+/// `$OUT_DIR/<module>/`.
+fn generate(include: &Path, api_dir: &Path, module: &str) {
+    let protos = proto_files(api_dir);
     protobuf_codegen::Codegen::new()
         .pure()
-        .include(&dir)
+        .include(include)
         .inputs(&protos)
-        .cargo_out_dir("cri")
+        .cargo_out_dir(module)
         .run_from_script();
 
     let parsed = protobuf_parse::Parser::new()
         .pure()
-        .include(&dir)
+        .include(include)
         .inputs(&protos)
         .parse_and_typecheck()
         .expect("parse the protos");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR is set by cargo"));
     for file in &parsed.file_descriptors {
-        write_grpc_stubs(file, &out_dir.join("cri"));
+        write_grpc_stubs(file, &out_dir.join(module));
     }
 }
 
@@ -49,11 +67,10 @@ fn proto_dir() -> PathBuf {
         .expect("the workspace's protos/ exists")
 }
 
-/// Every `.proto` in protos/, sorted so the output is stable: the CRI API
-/// and the gRPC health service probes use.
+/// Every `.proto` directly in `dir`, sorted so the output is stable.
 fn proto_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read protos/")
+        .expect("read a protos/ directory")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "proto"))
         .collect();
@@ -88,10 +105,11 @@ fn render_service(out: &mut String, package: &str, stem: &str, service: &Service
     let mut calls = String::new();
     for method in &service.method {
         assert!(
-            !method.client_streaming() && !method.server_streaming(),
-            "{svc}.{}: only unary RPCs are generated",
+            !method.client_streaming(),
+            "{svc}.{}: client-streaming RPCs are not generated",
             method.name()
         );
+        let streaming = method.server_streaming();
         let req = message_type(stem, method.input_type());
         let resp = message_type(stem, method.output_type());
         let konst = format!(
@@ -99,28 +117,42 @@ fn render_service(out: &mut String, package: &str, stem: &str, service: &Service
             snake(svc).to_uppercase(),
             snake(method.name()).to_uppercase()
         );
+        let ty = if streaming {
+            "ServerStreaming"
+        } else {
+            "Unary"
+        };
         let _ = writeln!(
             out,
-            "const {konst}: ::grpcio::Method<{req}, {resp}> = ::grpcio::Method {{\n    \
-             ty: ::grpcio::MethodType::Unary,\n    \
+            "pub const {konst}: ::grpcio::Method<{req}, {resp}> = ::grpcio::Method {{\n    \
+             ty: ::grpcio::MethodType::{ty},\n    \
              name: \"/{package}.{svc}/{name}\",\n    \
              req_mar: ::grpcio::Marshaller {{ ser: ::grpcio::pb_ser, de: ::grpcio::pb_de }},\n    \
              resp_mar: ::grpcio::Marshaller {{ ser: ::grpcio::pb_ser, de: ::grpcio::pb_de }},\n}};\n",
             name = method.name()
         );
+        let fname = snake(method.name());
+        if streaming {
+            // The stream is read on gRPC's completion-queue thread (see
+            // `spawn`), never by blocking a thread of ours on it.
+            let _ = writeln!(
+                calls,
+                "    pub fn {fname}(&self, req: &{req}, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientSStreamReceiver<{resp}>> {{\n        \
+                 self.client.server_streaming(&{konst}, req, opt)\n    }}\n"
+            );
+            continue;
+        }
         let _ = writeln!(
             calls,
             "    pub fn {fname}(&self, req: &{req}, opt: ::grpcio::CallOption) -> ::grpcio::Result<{resp}> {{\n        \
-             self.client.unary_call(&{konst}, req, opt)\n    }}\n",
-            fname = snake(method.name())
+             self.client.unary_call(&{konst}, req, opt)\n    }}\n"
         );
         // The async form completes on gRPC's own completion-queue thread
         // (see `spawn`); used where a call must not hold the caller.
         let _ = writeln!(
             calls,
             "    pub fn {fname}_async(&self, req: &{req}, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<{resp}>> {{\n        \
-             self.client.unary_call_async(&{konst}, req, opt)\n    }}\n",
-            fname = snake(method.name())
+             self.client.unary_call_async(&{konst}, req, opt)\n    }}\n"
         );
     }
     let _ = writeln!(

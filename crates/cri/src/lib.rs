@@ -1,6 +1,9 @@
-//! The CRI v1 API (generated from the workspace's `protos/api.proto`) and
-//! the remote client the kubelet talks to the container runtime through
-//! (upstream cri-api and `pkg/kubelet/cri/remote`).
+//! The gRPC APIs rkubelet speaks, generated from the workspace's
+//! `protos/`, and the remote client the kubelet talks to the container
+//! runtime through (upstream cri-api and `pkg/kubelet/cri/remote`).
+//!
+//! Besides the CRI v1: the kubelet's plugin APIs of upstream
+//! `k8s.io/kubelet/pkg/apis`, under the same paths.
 
 #[allow(clippy::all, unused_qualifications, missing_docs)]
 mod generated {
@@ -11,6 +14,33 @@ mod generated {
 pub use generated::{api, api_grpc};
 /// The gRPC health service (`protos/health.proto`) gRPC probes call.
 pub use generated::{health, health_grpc};
+
+#[allow(clippy::all, unused_qualifications, missing_docs)]
+mod generated_deviceplugin_v1beta1 {
+    include!(concat!(env!("OUT_DIR"), "/deviceplugin_v1beta1/mod.rs"));
+}
+#[allow(clippy::all, unused_qualifications, missing_docs)]
+mod generated_pluginregistration_v1 {
+    include!(concat!(env!("OUT_DIR"), "/pluginregistration_v1/mod.rs"));
+}
+
+/// The device plugin API (upstream `pkg/apis/deviceplugin`).
+pub mod deviceplugin {
+    /// v1beta1: served by the device manager on `kubelet.sock`, and by
+    /// each device plugin on its endpoint.
+    pub mod v1beta1 {
+        pub use crate::generated_deviceplugin_v1beta1::{api, api_grpc};
+    }
+}
+
+/// The plugin registration API the plugin manager dials (upstream
+/// `pkg/apis/pluginregistration`).
+pub mod pluginregistration {
+    /// v1, whose proto package is `pluginregistration`.
+    pub mod v1 {
+        pub use crate::generated_pluginregistration_v1::{api, api_grpc};
+    }
+}
 pub mod core_plugins;
 pub mod remote;
 pub mod services;
