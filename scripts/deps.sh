@@ -23,7 +23,9 @@
 # do not need it).
 set -euo pipefail
 
-pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file binutils curl make bc dbus)
+pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file binutils curl make bc dbus
+      # the device plugin test peer (tests/plugins): gRPC, protobuf and protoc for Python
+      python3-grpcio python3-protobuf protobuf-compiler)
 
 say() { echo "deps.sh: $*" >&2; }
 die() { say "$*"; exit 1; }

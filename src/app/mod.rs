@@ -230,6 +230,25 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         requeue(&work_queue),
     )?;
     let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
+    // The runtime state and the device manager ask node status for an
+    // update over this channel: node status is made after the kubelet,
+    // whose health it reads.
+    let (node_status_kick, node_status_kicks) = crossbeam_channel::bounded(1);
+    let device_manager = {
+        let workers = Arc::clone(&pod_workers);
+        let kick = node_status_kick.clone();
+        crate::cm::devicemanager::DeviceManager::new(
+            &settings.root_dir,
+            crate::cm::devicemanager::DeviceManagerDeps {
+                recorder: Arc::clone(&recorder),
+                on_allocated: Arc::new(move |uid| workers.wake_pod(uid)),
+                // Never blocks; kicks coalesce.
+                on_capacity_changed: Box::new(move || {
+                    let _ = kick.try_send(());
+                }),
+            },
+        )
+    };
     let runtime_deps = RuntimeDeps {
         recorder: Arc::clone(&recorder),
         env_source: volume_deps.objects.as_ref().map(|o| {
@@ -257,6 +276,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             let workers = Arc::clone(&pod_workers);
             Arc::new(move |uid| workers.wake_pod(uid))
         },
+        devices: Some(device_manager.clone()),
     };
     let manager = Arc::new(KubeRuntimeManager::new(
         Arc::clone(&runtime),
@@ -284,9 +304,6 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         Arc::clone(&cache),
     );
     let pc = Arc::clone(&pod_config);
-    // The runtime state asks node status for an update over this channel:
-    // node status is made after the kubelet, whose health it reads.
-    let (node_status_kick, node_status_kicks) = crossbeam_channel::bounded(1);
     let cluster = client.as_ref().map(|c| ClusterDeps {
         mirror_client: Arc::new(MirrorClient::new(
             c.clone(),
@@ -337,7 +354,13 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             stats_provider,
             node_shutdown: crate::nodeshutdown::Manager::from_config(config),
             registrars: volume_deps.registrars.clone(),
+            device_manager: device_manager.clone(),
         },
+    );
+    owned.push(
+        device_manager
+            .start(shutdown.clone())
+            .context("start the device manager")?,
     );
     let cluster_threads = match (&client, &volume_deps.objects) {
         (Some(c), Some(objects)) => start_cluster_modules(

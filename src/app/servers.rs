@@ -38,6 +38,7 @@ pub(super) fn kubelet_health(
             disk_pressure: k.eviction().is_under_disk_pressure(),
             pid_pressure: k.eviction().is_under_pid_pressure(),
             shutdown_error: k.node_shutdown().shutdown_status(),
+            devices: k.device_manager().capacity(),
         }
     })
 }

@@ -8,6 +8,7 @@
 
 mod cgroup_manager;
 mod cgroup_name;
+pub mod devicemanager;
 mod error;
 pub mod helpers;
 mod node_container_manager;

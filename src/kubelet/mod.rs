@@ -132,6 +132,8 @@ pub struct Kubelet {
     stats_provider: Arc<SummaryProvider>,
     /// Graceful node shutdown: its admission rule and Ready error.
     node_shutdown: Arc<crate::nodeshutdown::Manager>,
+    /// Device plugins: their admission rule and node capacity.
+    device_manager: crate::cm::devicemanager::DeviceManager,
     /// Housekeeping's own: the executable's idle code out of the RSS.
     code_trimmer: crate::util::memory::IdleCodeTrimmer,
 }
@@ -152,6 +154,7 @@ pub struct Managers {
     /// Told of every pod by the pod manager: the secret and configMap
     /// managers.
     pub registrars: Vec<Arc<dyn crate::pod::PodRegistrar>>,
+    pub device_manager: crate::cm::devicemanager::DeviceManager,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -215,6 +218,7 @@ impl Kubelet {
             stats_provider,
             node_shutdown,
             registrars,
+            device_manager,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::new(registrars));
@@ -259,6 +263,7 @@ impl Kubelet {
             eviction,
             stats_provider,
             node_shutdown,
+            device_manager,
             code_trimmer: crate::util::memory::IdleCodeTrimmer::new(IDLE_CODE_TRIM_PERIOD),
         })
     }
@@ -323,6 +328,30 @@ impl Kubelet {
 
     pub fn container_deletor(&self) -> &pod_container_deletor::PodContainerDeletor {
         &self.container_deletor
+    }
+
+    pub fn device_manager(&self) -> &crate::cm::devicemanager::DeviceManager {
+        &self.device_manager
+    }
+
+    /// Pods that keep their devices: wanted and not finished, or with
+    /// containers still running (a pod being deleted holds its devices
+    /// until they stop). None until every source has delivered, so that
+    /// after a restart no pod loses the devices its checkpoint holds
+    /// before its source is heard (upstream updateAllocatedDevices).
+    fn device_holders(&self) -> Option<HashSet<String>> {
+        if !self.sources_ready() {
+            return None;
+        }
+        let unfinished = unfinished_pods(&self.pod_manager, &self.status_manager);
+        let running = self.pleg.running_pods();
+        Some(
+            unfinished
+                .iter()
+                .map(|p| p.uid().to_string())
+                .chain(running.iter().map(|rp| rp.uid.clone()))
+                .collect(),
+        )
     }
 
     pub fn eviction(&self) -> &Arc<crate::eviction::Manager> {
@@ -572,18 +601,26 @@ impl Kubelet {
                 let active = self.active_pods();
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
                 let max_pods = self.settings.max_pods as i64;
-                // In upstream's order: eviction, sysctls, the predicates, node
-                // shutdown, AppArmor.
+                // In upstream's order: eviction, sysctls, devices, the
+                // predicates, node shutdown, AppArmor.
                 let security = &self.settings.security;
                 let admitted = self
                     .eviction
                     .admit(&pod)
                     .and_then(|()| security.sysctls.admit(&pod))
-                    .and_then(|()| admission::admit(&pod, &active, node.as_ref(), max_pods))
-                    .and_then(|()| self.node_shutdown.admit())
                     .and_then(|()| {
-                        crate::lifecycle::handlers::admit_apparmor(&security.apparmor, &pod)
+                        self.device_manager
+                            .admit(&pod, self.device_holders().as_ref())
                     });
+                let admitted = admitted.and_then(|()| {
+                    admission::admit(&pod, &active, node.as_ref(), max_pods)
+                        .and_then(|()| self.node_shutdown.admit())
+                        .and_then(|()| {
+                            crate::lifecycle::handlers::admit_apparmor(&security.apparmor, &pod)
+                        })
+                        // Devices reserved for a pod refused later go back.
+                        .inspect_err(|_| self.device_manager.release(pod.uid()))
+                });
                 if let Err(r) = admitted {
                     self.reject_pod(&pod, &r.reason, &r.message);
                     continue;

@@ -169,6 +169,41 @@ pub fn generate_container_config(
     })
 }
 
+/// Adds what the container's device plugins give it (upstream
+/// GenerateRunContainerOptions): their environment before the
+/// container's own, so the container's wins; their mounts and devices;
+/// their annotations where the kubelet set none.
+pub fn with_devices(
+    mut config: api::ContainerConfig,
+    devices: crate::cm::devicemanager::RunOptions,
+) -> api::ContainerConfig {
+    let mut envs: Vec<api::KeyValue> = devices
+        .envs
+        .into_iter()
+        .map(|(key, value)| api::KeyValue {
+            key,
+            value,
+            ..Default::default()
+        })
+        .collect();
+    envs.append(&mut config.envs);
+    config.envs = envs;
+    for m in devices.mounts {
+        if !config
+            .mounts
+            .iter()
+            .any(|x| x.container_path == m.container_path)
+        {
+            config.mounts.push(m);
+        }
+    }
+    config.devices.extend(devices.devices);
+    for (k, v) in devices.annotations {
+        config.annotations.entry(k).or_insert(v);
+    }
+    config
+}
+
 fn linux_config(ctx: &ContainerContext<'_>) -> Result<api::LinuxContainerConfig, ConfigError> {
     let seccomp_root = ctx.cfg.root_dir.join("seccomp");
     let opts = security_context::SecurityOptions {

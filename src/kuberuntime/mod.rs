@@ -198,6 +198,8 @@ pub struct RuntimeDeps {
     /// Who is told (by pod UID) when a container stop or a postStart hook
     /// finishes.
     pub on_container_stopped: killer::OnStopped,
+    /// What device plugins give each container; None in tests.
+    pub devices: Option<crate::cm::devicemanager::DeviceManager>,
 }
 
 /// The set-up volumes of a pod, by volume name.
@@ -234,6 +236,7 @@ pub struct KubeRuntimeManager {
     hook_runner: Arc<HandlerRunner>,
     /// RuntimeClass -> handler, with an API server; None in standalone mode.
     runtime_classes: Option<Arc<crate::runtimeclass::Manager>>,
+    devices: Option<crate::cm::devicemanager::DeviceManager>,
 }
 
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
@@ -258,6 +261,7 @@ impl KubeRuntimeManager {
             runtime_classes,
             on_image_pulled,
             on_container_stopped,
+            devices,
         } = deps;
         let images = ImageManager::new(
             Arc::clone(&runtime) as Arc<dyn crate::images::puller::ImageService>,
@@ -287,6 +291,7 @@ impl KubeRuntimeManager {
             post_start: post_start::PostStartHooks::default(),
             hook_runner: Arc::default(),
             runtime_classes,
+            devices,
         }
     }
 

@@ -21,6 +21,10 @@ use crate::lifecycle::handler_runner::HookDone;
 use crate::podutil::PodExt;
 use crate::prober::ContainerExec;
 
+/// How soon a container waiting for its devices is looked at again when
+/// no answer woke its pod first.
+const DEVICE_WAIT_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where a container starts: its pod, sandbox and the status it started from.
 pub(super) struct StartTarget<'a> {
     pub pod: &'a Pod,
@@ -93,12 +97,14 @@ impl KubeRuntimeManager {
             cfg: &self.cfg,
             env_source,
         };
+        let devices = self.device_options(t.pod, c)?;
         let config = container::generate_container_config(&ctx)
             .and_then(|mut config| {
                 ephemeral::set_pid_target(t.pod, &c.name, t.status, &mut config)?;
                 Ok(config)
             })
             .map_err(|e| self.config_error(t.pod, c, e.to_string()))?;
+        let config = container::with_devices(config, devices);
         let kind = container_metric_label(t.pod, c);
         crate::metrics::started_container(kind);
         let id = self
@@ -164,6 +170,30 @@ impl KubeRuntimeManager {
             );
         }
         SyncError::from_image(&c.name, e)
+    }
+
+    /// What the container's device plugins give it (upstream
+    /// GetResources): while their answer is not in, the container waits
+    /// as `ContainerCreating` and the pod is woken when it is; a plugin's
+    /// refusal is a `CreateContainerConfigError`.
+    fn device_options(
+        &self,
+        pod: &Pod,
+        c: &Container,
+    ) -> Result<crate::cm::devicemanager::RunOptions, SyncError> {
+        use crate::cm::devicemanager::DeviceWait;
+        let Some(devices) = &self.devices else {
+            return Ok(Default::default());
+        };
+        devices.run_options(pod, c).map_err(|w| match w {
+            DeviceWait::Pending => {
+                let mut e = SyncError::new(Some(&c.name), PullError::IN_PROGRESS_REASON, "");
+                // The answer wakes the pod; this is the fallback.
+                e.retry_after = Some(DEVICE_WAIT_RETRY);
+                e
+            }
+            DeviceWait::Failed(why) => self.config_error(pod, c, why),
+        })
     }
 
     /// Upstream's ErrCreateContainerConfig: the container waits with the

@@ -150,6 +150,9 @@ pub struct KubeletHealth {
     /// The node shutdown manager's "node is shutting down" (upstream
     /// ShutdownStatus, last of the Ready errors).
     pub shutdown_error: Option<String>,
+    /// The device plugins' resources (upstream
+    /// devicePluginResourceCapacityFunc).
+    pub devices: crate::cm::devicemanager::DeviceCapacity,
 }
 
 pub type HealthFn = Box<dyn Fn() -> KubeletHealth + Send + Sync>;
@@ -379,6 +382,7 @@ impl NodeStatusManager {
             &self.cfg.reservation(),
             events,
         );
+        setters::set_device_plugin_resources(node, &inputs.health.devices);
         if let Some((name, _)) = &inputs.health.runtime_version {
             state.runtime_name = Some(name.clone());
         }

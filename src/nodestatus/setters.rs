@@ -3,6 +3,7 @@
 //! kubelet runs them, and reports the node events upstream records on the
 //! way (condition transitions, reboots, schedulability).
 
+use crate::cm::devicemanager::DeviceCapacity;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
@@ -201,6 +202,29 @@ pub fn set_machine_info(
         }
     }
     set_allocatable(status_mut(node), reservation);
+}
+
+/// The device plugins' part of MachineInfo: each resource's devices in
+/// capacity and its healthy ones in allocatable; a resource whose plugin
+/// is gone for good stays at zero, so the scheduler stops placing pods
+/// that ask for it.
+pub fn set_device_plugin_resources(node: &mut Node, devices: &DeviceCapacity) {
+    let status = status_mut(node);
+    let count = |n: i64| Quantity(n.to_string());
+    let cap = status.capacity.get_or_insert_with(Default::default);
+    for (name, n) in &devices.capacity {
+        cap.insert(name.clone(), count(*n));
+    }
+    for name in &devices.removed {
+        cap.insert(name.clone(), count(0));
+    }
+    let alloc = status.allocatable.get_or_insert_with(Default::default);
+    for (name, n) in &devices.allocatable {
+        alloc.insert(name.clone(), count(*n));
+    }
+    for name in &devices.removed {
+        alloc.insert(name.clone(), count(0));
+    }
 }
 
 /// Allocatable = capacity − reservation, never negative, less huge pages

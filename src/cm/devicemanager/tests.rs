@@ -1,0 +1,240 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::checkpoint::{self, Data, Entry};
+use super::pod_devices::{self, Request};
+use super::spew;
+use crate::cri::deviceplugin::v1beta1::api as pluginapi;
+
+fn set(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+/// Checkpoints upstream kubelets wrote (from public write-ups): our
+/// checksum must be theirs, or an upstream kubelet would throw ours away
+/// and we theirs.
+#[test]
+fn checksum_matches_upstream_kubelets_checkpoints() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/devicemanager");
+    for (file, sum) in [
+        ("checkpoint-numa-unknown.json", 3660592824u64),
+        ("checkpoint-numa-1.json", 2530956716),
+        ("checkpoint-no-pods.json", 3952659280),
+    ] {
+        let bytes = std::fs::read(format!("{dir}/{file}")).unwrap();
+        let data = checkpoint::decode(&bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(u64::from(checkpoint::checksum(&data)), sum, "{file}");
+    }
+}
+
+#[test]
+fn a_checkpoint_whose_data_changed_is_refused() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/devicemanager");
+    let text = std::fs::read_to_string(format!("{dir}/checkpoint-numa-unknown.json")).unwrap();
+    let tampered = text.replace("\"check\"", "\"other\"");
+    let err = checkpoint::decode(tampered.as_bytes()).unwrap_err();
+    assert!(err.contains("checkpoint is corrupted"), "{err}");
+}
+
+/// The dump upstream hashes, byte for byte, for the first write (no pods)
+/// and for one allocation.
+#[test]
+fn dump_is_go_spews() {
+    let empty = Data {
+        entries: None,
+        registered: Some(BTreeMap::new()),
+    };
+    assert_eq!(
+        spew::dump(&empty),
+        "(checkpoint.checkpointData){PodDeviceEntries:([]checkpoint.PodDevicesEntry)<nil> RegisteredDevices:(map[string][]string)map[]}"
+    );
+    assert_eq!(spew::checksum(&empty), 3467439661);
+    let one = Data {
+        entries: Some(vec![Entry {
+            pod_uid: "uid1".into(),
+            container_name: "c".into(),
+            resource_name: "example.com/widget".into(),
+            device_ids: Some(BTreeMap::from([(0, Some(vec!["widget-0".to_string()]))])),
+            alloc_resp: Some(vec![0x0a, 0x01]),
+        }]),
+        registered: Some(BTreeMap::from([(
+            "example.com/widget".to_string(),
+            Some(vec!["widget-0".to_string(), "widget-1".to_string()]),
+        )])),
+    };
+    assert_eq!(
+        spew::dump(&one),
+        "(checkpoint.checkpointData){PodDeviceEntries:([]checkpoint.PodDevicesEntry)[{PodUID:(string)uid1 ContainerName:(string)c ResourceName:(string)example.com/widget DeviceIDs:(checkpoint.DevicesPerNUMA)map[0:[widget-0]] AllocResp:([]uint8)[10 1]}] RegisteredDevices:(map[string][]string)map[example.com/widget:[widget-0 widget-1]]}"
+    );
+    assert_eq!(spew::checksum(&one), 1418418530);
+}
+
+#[test]
+fn checkpoint_round_trips_allocations_and_answers() {
+    let mut resp = pluginapi::ContainerAllocateResponse::new();
+    resp.envs.insert("WIDGET".into(), "widget-1".into());
+    let data = Data {
+        entries: Some(vec![Entry {
+            pod_uid: "u".into(),
+            container_name: "c".into(),
+            resource_name: "example.com/widget".into(),
+            device_ids: Some(BTreeMap::from([(-1, Some(vec!["widget-1".to_string()]))])),
+            alloc_resp: Some(protobuf::Message::write_to_bytes(&resp).unwrap()),
+        }]),
+        registered: Some(BTreeMap::from([(
+            "example.com/widget".to_string(),
+            Some(vec!["widget-0".to_string()]),
+        )])),
+    };
+    let bytes = checkpoint::encode(data).unwrap();
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(
+        text.contains("\"DeviceIDs\":{\"-1\":[\"widget-1\"]}"),
+        "{text}"
+    );
+    let state = checkpoint::into_state(
+        checkpoint::decode(&bytes).unwrap(),
+        std::time::Instant::now(),
+    );
+    let d = state.pods.get("u", "c", "example.com/widget").unwrap();
+    assert_eq!(d.ids, set(&["widget-1"]));
+    assert_eq!(d.allocation, pod_devices::Allocation::Allocated(resp));
+    // A registered resource waits, stopped, for its plugin.
+    let r = &state.resources["example.com/widget"];
+    assert!(r.endpoint.is_none() && r.stopped.is_some() && r.devices.is_empty());
+    // Written back, it is what it was.
+    assert_eq!(checkpoint::from_state(&state).entries.unwrap().len(), 1);
+}
+
+#[test]
+fn choose_takes_free_healthy_devices_lowest_first() {
+    let healthy = set(&["d0", "d1", "d2", "d3"]);
+    let req = Request {
+        resource: "example.com/widget",
+        needed: 2,
+        healthy: &healthy,
+        in_use: &set(&["d0"]),
+        reusable: &set(&[]),
+    };
+    assert_eq!(pod_devices::choose(&req).unwrap(), set(&["d1", "d2"]));
+}
+
+#[test]
+fn choose_reuses_an_init_containers_devices_first() {
+    let healthy = set(&["d0", "d1", "d2"]);
+    let req = Request {
+        resource: "example.com/widget",
+        needed: 2,
+        healthy: &healthy,
+        in_use: &set(&["d2", "d0"]),
+        reusable: &set(&["d2"]),
+    };
+    assert_eq!(pod_devices::choose(&req).unwrap(), set(&["d1", "d2"]));
+}
+
+#[test]
+fn choose_refuses_with_upstreams_message() {
+    let healthy = set(&["d0", "d1"]);
+    let req = Request {
+        resource: "example.com/widget",
+        needed: 3,
+        healthy: &healthy,
+        in_use: &set(&["d1"]),
+        reusable: &set(&[]),
+    };
+    assert_eq!(
+        pod_devices::choose(&req).unwrap_err(),
+        "requested number of devices unavailable for example.com/widget. Requested: 3, Available: 1"
+    );
+}
+
+fn register(version: &str, resource: &str, endpoint: &str) -> pluginapi::RegisterRequest {
+    pluginapi::RegisterRequest {
+        version: version.into(),
+        resource_name: resource.into(),
+        endpoint: endpoint.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn registration_is_validated_as_upstream_does() {
+    assert!(super::server::validate(&register("v1beta1", "example.com/widget", "w.sock")).is_ok());
+    let e =
+        super::server::validate(&register("v1alpha", "example.com/widget", "w.sock")).unwrap_err();
+    assert!(
+        e.contains("requested API version \"v1alpha\" is not supported by kubelet"),
+        "{e}"
+    );
+    for bad in ["widget", "kubernetes.io/widget", "cpu"] {
+        let e = super::server::validate(&register("v1beta1", bad, "w.sock")).unwrap_err();
+        assert_eq!(e, format!("the ResourceName {bad:?} is invalid"));
+    }
+    for bad in ["", "../kubelet.sock", "/tmp/w.sock", "a/b.sock"] {
+        assert!(
+            super::server::validate(&register("v1beta1", "example.com/widget", bad)).is_err(),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn responses_merge_in_order_without_duplicate_paths() {
+    let mut a = pluginapi::ContainerAllocateResponse::new();
+    a.envs.insert("B".into(), "2".into());
+    a.envs.insert("A".into(), "1".into());
+    a.mounts.push(pluginapi::Mount {
+        container_path: "/data".into(),
+        host_path: "/srv/a".into(),
+        read_only: true,
+        ..Default::default()
+    });
+    a.annotations.insert("k".into(), "a".into());
+    let mut b = pluginapi::ContainerAllocateResponse::new();
+    b.mounts.push(pluginapi::Mount {
+        container_path: "/data".into(),
+        host_path: "/srv/b".into(),
+        ..Default::default()
+    });
+    b.devices.push(pluginapi::DeviceSpec {
+        container_path: "/dev/w0".into(),
+        host_path: "/dev/null".into(),
+        permissions: "rw".into(),
+        ..Default::default()
+    });
+    b.annotations.insert("k".into(), "b".into());
+    let opts = super::merge_responses([&a, &b].into_iter());
+    assert_eq!(
+        opts.envs,
+        vec![
+            ("A".to_string(), "1".to_string()),
+            ("B".to_string(), "2".to_string())
+        ]
+    );
+    assert_eq!(opts.mounts.len(), 1);
+    assert_eq!(opts.mounts[0].host_path, "/srv/a");
+    assert!(opts.mounts[0].readonly);
+    assert_eq!(opts.devices.len(), 1);
+    assert_eq!(opts.devices[0].permissions, "rw");
+    assert_eq!(opts.annotations["k"], "a");
+}
+
+#[test]
+fn devices_of_keeps_the_first_of_a_repeated_id_and_drops_empty_ids() {
+    let dev = |id: &str, health: &str| pluginapi::Device {
+        ID: id.into(),
+        health: health.into(),
+        ..Default::default()
+    };
+    let got = super::devices_of(
+        "example.com/widget",
+        vec![
+            dev("a", "Healthy"),
+            dev("", "Healthy"),
+            dev("a", "Unhealthy"),
+            dev("b", "Unhealthy"),
+        ],
+    );
+    assert_eq!(got.len(), 2);
+    assert!(got["a"].healthy);
+    assert!(!got["b"].healthy);
+}
