@@ -3,7 +3,6 @@
 //! kubelet runs them, and reports the node events upstream records on the
 //! way (condition transitions, reboots, schedulability).
 
-use crate::cm::devicemanager::DeviceCapacity;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
@@ -15,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::machine::{quantity, MachineInfo};
 use super::ImageInfo;
+use crate::cm::devicemanager::DeviceCapacity;
 use crate::stats::FsInfo;
 use crate::util::quantity::parse_quantity;
 
@@ -212,15 +212,15 @@ pub fn set_device_plugin_resources(node: &mut Node, devices: &DeviceCapacity) {
     let status = status_mut(node);
     let count = |n: i64| Quantity(n.to_string());
     let cap = status.capacity.get_or_insert_with(Default::default);
-    for (name, n) in &devices.capacity {
+    for (name, n, _) in &devices.resources {
         cap.insert(name.clone(), count(*n));
     }
     for name in &devices.removed {
         cap.insert(name.clone(), count(0));
     }
     let alloc = status.allocatable.get_or_insert_with(Default::default);
-    for (name, n) in &devices.allocatable {
-        alloc.insert(name.clone(), count(*n));
+    for (name, _, healthy) in &devices.resources {
+        alloc.insert(name.clone(), count(*healthy));
     }
     for name in &devices.removed {
         alloc.insert(name.clone(), count(0));

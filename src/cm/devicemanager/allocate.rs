@@ -4,7 +4,6 @@
 //! pod's worker is woken when the answer is in, so no thread waits on a
 //! plugin and a slow plugin holds only the pods that use it.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,83 +17,81 @@ use crate::cri::deviceplugin::v1beta1::api as pluginapi;
 use crate::events::EventType;
 use crate::podutil::PodExt;
 
-/// Upstream's event reason when a pod's devices cannot be had.
+/// The event reason when a pod's devices cannot be had.
 const FAILED_ALLOCATE: &str = "FailedAllocateDevices";
 
 /// One container's reserved devices of one resource, to ask its plugin for.
 struct Job {
     container: String,
     resource: String,
-    ids: BTreeSet<String>,
+    ids: Vec<String>,
     endpoint: Option<Arc<Endpoint>>,
+}
+
+fn not_registered(resource: &str) -> String {
+    format!("device plugin {resource} is not registered")
 }
 
 impl Inner {
     /// Asks the plugins for every reservation of `pod` that has no answer
     /// yet, one container after another in one future.
     pub(super) fn spawn_allocation(self: &Arc<Self>, pod: &Pod) {
-        let uid = pod.uid().to_string();
-        let jobs = {
+        let uid = pod.uid();
+        let jobs: Vec<Job> = {
             let mut s = lock(&self.state);
-            if !s.allocating.insert(uid.clone()) {
+            if s.allocating.iter().any(|u| u == uid) {
                 return;
             }
             let jobs: Vec<Job> = s
                 .pods
                 .iter()
-                .filter(|(u, _, _, d)| *u == uid && d.allocation == Allocation::Reserved)
-                .map(|(_, c, r, d)| Job {
-                    container: c.to_string(),
-                    resource: r.to_string(),
-                    ids: d.ids.clone(),
-                    endpoint: s.resources.get(r).and_then(|r| r.endpoint.clone()),
+                .filter(|h| h.uid == uid && h.allocation == Allocation::Reserved)
+                .map(|h| Job {
+                    container: h.container.clone(),
+                    resource: h.resource.clone(),
+                    ids: h.ids.clone(),
+                    endpoint: s.endpoint(&h.resource),
                 })
                 .collect();
-            if jobs.is_empty() {
-                s.allocating.remove(&uid);
+            if !jobs.is_empty() {
+                s.allocating.push(uid.to_string());
             }
             jobs
         };
         let Some(runner) = jobs.iter().find_map(|j| j.endpoint.clone()) else {
             // No plugin to ask: fail them now, the pod sees why.
-            for job in jobs {
-                let why = format!("device plugin {} is not registered", job.resource);
-                self.finish(pod, &job, Err(why));
+            for job in &jobs {
+                self.finish(pod, job, Err(not_registered(&job.resource)));
             }
-            lock(&self.state).allocating.remove(&uid);
-            (self.on_allocated)(&uid);
+            self.allocation_done(uid);
             return;
         };
         let this = Arc::clone(self);
         let pod = pod.clone();
         runner.spawn(async move {
-            for job in jobs {
+            for job in &jobs {
                 let result = match &job.endpoint {
-                    Some(e) => this.allocate_one(pod.uid(), &job, e).await,
-                    None => Err(format!("device plugin {} is not registered", job.resource)),
+                    Some(e) => this.allocate_one(pod.uid(), job, e).await,
+                    None => Err(not_registered(&job.resource)),
                 };
-                this.finish(&pod, &job, result);
+                this.finish(&pod, job, result);
             }
-            lock(&this.state).allocating.remove(pod.uid());
-            (this.on_allocated)(pod.uid());
+            this.allocation_done(pod.uid());
         });
+    }
+
+    fn allocation_done(&self, uid: &str) {
+        lock(&self.state).allocating.retain(|u| u != uid);
+        (self.on_allocated)(uid);
     }
 
     /// Sets the pod's failed reservations back to reserved and asks again.
     pub(super) fn retry_allocation(self: &Arc<Self>, pod: &Pod) {
         {
             let mut s = lock(&self.state);
-            let failed: Vec<(String, String)> = s
-                .pods
-                .iter()
-                .filter(|(u, _, _, d)| {
-                    *u == pod.uid() && matches!(d.allocation, Allocation::Failed { .. })
-                })
-                .map(|(_, c, r, _)| (c.to_string(), r.to_string()))
-                .collect();
-            for (c, r) in failed {
-                if let Some(d) = s.pods.get_mut(pod.uid(), &c, &r) {
-                    d.allocation = Allocation::Reserved;
+            for h in s.pods.iter_mut() {
+                if h.uid == pod.uid() && matches!(h.allocation, Allocation::Failed { .. }) {
+                    h.allocation = Allocation::Reserved;
                 }
             }
         }
@@ -108,13 +105,14 @@ impl Inner {
         job: &Job,
         e: &Endpoint,
     ) -> Result<pluginapi::ContainerAllocateResponse, String> {
-        let mut ids = job.ids.clone();
-        if e.options().get_preferred_allocation_available {
-            ids = self.preferred(uid, job, e).await;
-        }
+        let ids = if e.options().get_preferred_allocation_available {
+            self.preferred(uid, job, e).await
+        } else {
+            job.ids.clone()
+        };
         let req = pluginapi::AllocateRequest {
             container_requests: vec![pluginapi::ContainerAllocateRequest {
-                devices_ids: ids.into_iter().collect(),
+                devices_ids: ids,
                 ..Default::default()
             }],
             ..Default::default()
@@ -128,36 +126,24 @@ impl Inner {
     }
 
     /// Asks the plugin which devices it would pick and takes them when
-    /// they are still free; otherwise keeps the reservation (the answer
-    /// is only advice, as upstream treats it).
-    async fn preferred(&self, uid: &str, job: &Job, e: &Endpoint) -> BTreeSet<String> {
-        let available: Vec<String> = {
-            let s = lock(&self.state);
-            let in_use = s.pods.in_use(&job.resource);
-            let healthy = s
-                .resources
-                .get(&job.resource)
-                .map(|r| r.healthy())
-                .unwrap_or_default();
-            healthy
-                .into_iter()
-                .filter(|id| !in_use.contains(id) || job.ids.contains(id))
-                .collect()
-        };
+    /// they are still free; otherwise keeps the reservation (the answer is
+    /// advice, as upstream treats it).
+    async fn preferred(&self, uid: &str, job: &Job, e: &Endpoint) -> Vec<String> {
+        let available = self.available_to(job);
         let req = pluginapi::PreferredAllocationRequest {
             container_requests: vec![pluginapi::ContainerPreferredAllocationRequest {
-                available_deviceIDs: available.clone(),
+                available_deviceIDs: available,
                 allocation_size: job.ids.len() as i32,
                 ..Default::default()
             }],
             ..Default::default()
         };
-        let picked: BTreeSet<String> = match e.preferred(req).await {
+        let mut picked: Vec<String> = match e.preferred(req).await {
             Ok(r) => r
                 .container_responses
                 .into_iter()
                 .next()
-                .map(|c| c.deviceIDs.into_iter().collect())
+                .map(|c| c.deviceIDs)
                 .unwrap_or_default(),
             Err(why) => {
                 log::warn!(
@@ -167,23 +153,39 @@ impl Inner {
                 return job.ids.clone();
             }
         };
+        picked.sort();
+        picked.dedup();
+        // Checked again under the lock: another pod may have taken some.
+        let available = self.available_to(job);
         let mut s = lock(&self.state);
-        let in_use = s.pods.in_use(&job.resource);
-        let free =
-            |id: &String| available.contains(id) && (!in_use.contains(id) || job.ids.contains(id));
-        if picked.len() != job.ids.len() || !picked.iter().all(free) {
+        if picked.len() != job.ids.len() || !picked.iter().all(|id| available.contains(id)) {
             log::info!(
-                "device plugin {}: preferred allocation {picked:?} does not fit {} free devices; keeping {:?}",
+                "device plugin {}: preferred allocation {picked:?} is not {} free devices; keeping {:?}",
                 job.resource,
                 job.ids.len(),
                 job.ids
             );
             return job.ids.clone();
         }
-        if let Some(d) = s.pods.get_mut(uid, &job.container, &job.resource) {
-            d.ids = picked.clone();
+        if let Some(h) = s.pods.get_mut(uid, &job.container, &job.resource) {
+            h.ids = picked.clone();
         }
         picked
+    }
+
+    /// Healthy devices of the job's resource that no one else holds.
+    fn available_to(&self, job: &Job) -> Vec<String> {
+        let s = lock(&self.state);
+        let in_use = s.pods.in_use(&job.resource);
+        let healthy = s
+            .resource(&job.resource)
+            .map(|r| r.healthy())
+            .unwrap_or_default();
+        healthy
+            .into_iter()
+            .filter(|id| !in_use.contains(id) || job.ids.iter().any(|j| j == id))
+            .map(String::from)
+            .collect()
     }
 
     fn finish(
@@ -192,37 +194,34 @@ impl Inner {
         job: &Job,
         result: Result<pluginapi::ContainerAllocateResponse, String>,
     ) {
-        let mut s = lock(&self.state);
-        let Some(d) = s.pods.get_mut(pod.uid(), &job.container, &job.resource) else {
-            // The pod went while the plugin answered.
-            return;
-        };
-        let failed = result.as_ref().err().cloned();
-        d.allocation = match result {
-            Ok(resp) => Allocation::Allocated(resp),
-            Err(why) => Allocation::Failed {
-                why: format!("device plugin {}: {why}", job.resource),
-                at: Instant::now(),
-            },
-        };
-        self.write_checkpoint(&s);
-        drop(s);
+        let failed = result
+            .as_ref()
+            .err()
+            .map(|why| format!("device plugin {}: {why}", job.resource));
+        {
+            let mut s = lock(&self.state);
+            let Some(h) = s.pods.get_mut(pod.uid(), &job.container, &job.resource) else {
+                // The pod went while the plugin answered.
+                return;
+            };
+            h.allocation = match (result, &failed) {
+                (Ok(resp), _) => Allocation::Allocated(resp),
+                (Err(_), why) => Allocation::Failed {
+                    why: why.clone().unwrap_or_default(),
+                    at: Instant::now(),
+                },
+            };
+            self.write_checkpoint(&s);
+        }
         if let Some(why) = failed {
             log::warn!(
-                "pod {}: container {}: device plugin {}: {why}",
+                "pod {}: container {}: {why}",
                 pod.full_name(),
-                job.container,
-                job.resource
+                job.container
             );
-            self.recorder.pod_event(
-                pod,
-                EventType::Warning,
-                FAILED_ALLOCATE,
-                &format!(
-                    "container {}: device plugin {}: {why}",
-                    job.container, job.resource
-                ),
-            );
+            let msg = format!("container {}: {why}", job.container);
+            self.recorder
+                .pod_event(pod, EventType::Warning, FAILED_ALLOCATE, &msg);
         }
     }
 
@@ -231,25 +230,22 @@ impl Inner {
     pub(super) fn spawn_pre_start(
         self: &Arc<Self>,
         pod: &Pod,
-        key: (String, String),
-        resources: Vec<(String, BTreeSet<String>)>,
+        container: &str,
+        resources: Vec<(String, Vec<String>)>,
     ) {
         let calls: Vec<(Arc<Endpoint>, Vec<String>)> = {
             let s = lock(&self.state);
             resources
                 .into_iter()
-                .filter_map(|(r, ids)| {
-                    let e = s.resources.get(&r)?.endpoint.clone()?;
-                    Some((e, ids.into_iter().collect()))
-                })
+                .filter_map(|(r, ids)| Some((s.endpoint(&r)?, ids)))
                 .collect()
         };
         let Some(runner) = calls.first().map(|(e, _)| Arc::clone(e)) else {
-            self.pre_start_done(&key, Ok(()));
+            self.pre_start_done(pod.uid(), container, Ok(()));
             return;
         };
         let this = Arc::clone(self);
-        let pod = pod.clone();
+        let (pod, container) = (pod.clone(), container.to_string());
         runner.spawn(async move {
             let mut result = Ok(());
             for (e, ids) in calls {
@@ -259,23 +255,25 @@ impl Inner {
                 }
             }
             if let Err(why) = &result {
-                this.recorder.pod_event(
-                    &pod,
-                    EventType::Warning,
-                    FAILED_ALLOCATE,
-                    &format!("container {}: {why}", key.1),
-                );
+                let msg = format!("container {container}: {why}");
+                this.recorder
+                    .pod_event(&pod, EventType::Warning, FAILED_ALLOCATE, &msg);
             }
-            this.pre_start_done(&key, result);
+            this.pre_start_done(pod.uid(), &container, result);
         });
     }
 
-    fn pre_start_done(&self, key: &(String, String), result: Result<(), String>) {
+    fn pre_start_done(&self, uid: &str, container: &str, result: Result<(), String>) {
         {
             let mut s = lock(&self.state);
-            s.pre_start_pending.remove(key);
-            s.pre_start.insert(key.clone(), result);
+            let p = s
+                .pre_start
+                .iter_mut()
+                .find(|p| p.uid == uid && p.container == container);
+            if let Some(p) = p {
+                p.result = Some(result);
+            }
         }
-        (self.on_allocated)(&key.0);
+        (self.on_allocated)(uid);
     }
 }

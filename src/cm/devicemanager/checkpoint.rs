@@ -2,126 +2,104 @@
 //! device-plugins directory, in upstream's JSON (checkpoint/checkpoint.go),
 //! so assignments survive a restart, and an upstream kubelet started on the
 //! same node reads ours (and we its).
+//!
+//! Read and written through `serde_json::Value`, whose code the binary
+//! has anyway, rather than derived decoders of its own.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use base64::Engine as _;
 use protobuf::Message as _;
-use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
 
-use super::pod_devices::{Allocation, ContainerDevices, NODE_WITHOUT_TOPOLOGY};
+use super::pod_devices::{Allocation, Held, NODE_WITHOUT_TOPOLOGY};
 use super::{Inner, Resource, State};
 use crate::cri::deviceplugin::v1beta1::api as pluginapi;
 
 /// The file name (upstream kubeletDeviceManagerCheckpoint).
 pub(super) const CHECKPOINT: &str = "kubelet_internal_checkpoint";
 
-#[derive(Serialize, Deserialize, Debug, Default, PartialEq)]
-pub(super) struct File {
-    #[serde(rename = "Data")]
-    pub data: Data,
-    #[serde(rename = "Checksum")]
-    pub checksum: u64,
-}
-
-#[derive(Serialize, Deserialize, Debug, Default, PartialEq)]
+/// upstream checkpointData. Go writes a nil slice or map as null, which
+/// the checksum tells from an empty one: each Option keeps the difference.
+#[derive(Debug, Default, PartialEq)]
 pub(super) struct Data {
-    // Go writes a nil slice or map as null, which the checksum tells
-    // from an empty one: every Option here keeps that difference.
-    #[serde(rename = "PodDeviceEntries")]
     pub entries: Option<Vec<Entry>>,
-    #[serde(rename = "RegisteredDevices")]
-    pub registered: Option<BTreeMap<String, Option<Vec<String>>>>,
+    /// Resource -> healthy device IDs, sorted by resource.
+    pub registered: Option<Vec<(String, Option<Vec<String>>)>>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Default, PartialEq)]
+/// upstream PodDevicesEntry.
+#[derive(Debug, Default, PartialEq)]
 pub(super) struct Entry {
-    #[serde(rename = "PodUID")]
     pub pod_uid: String,
-    #[serde(rename = "ContainerName")]
     pub container_name: String,
-    #[serde(rename = "ResourceName")]
     pub resource_name: String,
-    /// NUMA node -> device IDs (upstream DevicesPerNUMA).
-    #[serde(rename = "DeviceIDs")]
-    pub device_ids: Option<BTreeMap<i64, Option<Vec<String>>>>,
-    /// The plugin's ContainerAllocateResponse, serialized, base64 in JSON.
-    #[serde(rename = "AllocResp", with = "base64_bytes")]
+    /// NUMA node -> device IDs (upstream DevicesPerNUMA), sorted by node.
+    pub device_ids: Option<Vec<(i64, Option<Vec<String>>)>>,
+    /// The plugin's ContainerAllocateResponse, serialized.
     pub alloc_resp: Option<Vec<u8>>,
 }
 
-mod base64_bytes {
-    use base64::Engine as _;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(b: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
-        match b {
-            Some(b) => s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b)),
-            None => s.serialize_none(),
-        }
-    }
-
-    /// Go writes a nil []byte as null.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
-        let Some(s) = Option::<String>::deserialize(d)? else {
-            return Ok(None);
-        };
-        base64::engine::general_purpose::STANDARD
-            .decode(s)
-            .map(Some)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
 /// The checkpoint's content for `state`: allocated devices only (a
-/// reservation whose answer is not in is asked for again after a
-/// restart, by admission), and the healthy devices of each resource.
+/// reservation whose answer is not in is asked for again by admission
+/// after a restart), and each resource's healthy devices.
 pub(super) fn from_state(s: &State) -> Data {
     let mut entries = Vec::new();
-    for (uid, container, resource, d) in s.pods.iter() {
-        let Allocation::Allocated(resp) = &d.allocation else {
+    for h in s.pods.iter() {
+        let Allocation::Allocated(resp) = &h.allocation else {
             continue;
         };
-        let numa = s.resources.get(resource).map(|r| &r.devices);
-        let mut device_ids: BTreeMap<i64, Option<Vec<String>>> = BTreeMap::new();
-        for id in &d.ids {
-            let nodes = numa
-                .and_then(|m| m.get(id))
-                .map(|i| i.numa.clone())
-                .unwrap_or_default();
-            if nodes.is_empty() {
-                let ids = device_ids.entry(NODE_WITHOUT_TOPOLOGY).or_default();
-                ids.get_or_insert_with(Vec::new).push(id.clone());
-            }
+        let devices = s
+            .resource(&h.resource)
+            .map(|r| r.devices.as_slice())
+            .unwrap_or(&[]);
+        let mut by_node: Vec<(i64, Option<Vec<String>>)> = Vec::new();
+        for id in &h.ids {
+            let numa = devices
+                .iter()
+                .find(|d| d.id == *id)
+                .map(|d| d.numa.as_slice())
+                .unwrap_or(&[]);
+            let nodes = if numa.is_empty() {
+                &[NODE_WITHOUT_TOPOLOGY][..]
+            } else {
+                numa
+            };
             for n in nodes {
-                device_ids
-                    .entry(n)
-                    .or_default()
-                    .get_or_insert_with(Vec::new)
-                    .push(id.clone());
+                match by_node.iter_mut().find(|(k, _)| k == n) {
+                    Some((_, ids)) => ids.get_or_insert_with(Vec::new).push(id.clone()),
+                    None => by_node.push((*n, Some(vec![id.clone()]))),
+                }
             }
         }
+        by_node.sort_by_key(|(n, _)| *n);
         entries.push(Entry {
-            pod_uid: uid.to_string(),
-            container_name: container.to_string(),
-            resource_name: resource.to_string(),
-            device_ids: Some(device_ids),
+            pod_uid: h.uid.clone(),
+            container_name: h.container.clone(),
+            resource_name: h.resource.clone(),
+            device_ids: Some(by_node),
             alloc_resp: Some(resp.write_to_bytes().unwrap_or_default()),
         });
     }
-    let registered = s
+    let mut registered: Vec<(String, Option<Vec<String>>)> = s
         .resources
         .iter()
-        .map(|(name, r)| (name.clone(), Some(r.healthy().into_iter().collect())))
+        .map(|r| {
+            (
+                r.name.clone(),
+                Some(r.healthy().into_iter().map(String::from).collect()),
+            )
+        })
         .collect();
+    registered.sort();
     Data {
         entries: (!entries.is_empty()).then_some(entries),
         registered: Some(registered),
     }
 }
 
-/// Restores the allocations and registered resources of `data`; entries
-/// whose answer does not parse are dropped with a warning.
+/// Restores the allocations and registered resources of `data`; an entry
+/// whose answer does not parse is dropped with a warning.
 pub(super) fn into_state(data: Data, now: std::time::Instant) -> State {
     let mut s = State::default();
     for e in data.entries.into_iter().flatten() {
@@ -138,26 +116,169 @@ pub(super) fn into_state(data: Data, now: std::time::Instant) -> State {
                 continue;
             }
         };
-        let ids: BTreeSet<String> = e
+        let mut ids: Vec<String> = e
             .device_ids
             .into_iter()
-            .flat_map(BTreeMap::into_values)
             .flatten()
-            .flatten()
+            .flat_map(|(_, ids)| ids.unwrap_or_default())
             .collect();
-        let d = ContainerDevices {
+        ids.sort();
+        ids.dedup();
+        s.pods.insert(Held {
+            uid: e.pod_uid,
+            container: e.container_name,
+            resource: e.resource_name,
             ids,
             allocation: Allocation::Allocated(resp),
-        };
-        s.pods
-            .insert(&e.pod_uid, &e.container_name, &e.resource_name, d);
+        });
     }
     // upstream: each registered resource starts as a stopped endpoint
     // with no devices, in its grace period until the plugin registers.
-    for name in data.registered.into_iter().flatten().map(|(k, _)| k) {
-        s.resources.insert(name, Resource::stopped_since(now));
+    for (name, _) in data.registered.into_iter().flatten() {
+        s.resources.push(Resource::stopped_since(name, now));
     }
     s
+}
+
+/// Upstream's checksum of the data: FNV-32a over go-spew's dump.
+pub(super) fn checksum(data: &Data) -> u32 {
+    super::spew::checksum(data)
+}
+
+fn strings_json(ids: &Option<Vec<String>>) -> Value {
+    ids.as_ref().map_or(Value::Null, |ids| json!(ids))
+}
+
+/// The file's JSON for `data`, with its checksum.
+pub(super) fn encode(data: &Data) -> serde_json::Result<Vec<u8>> {
+    let entries = data.entries.as_ref().map_or(Value::Null, |entries| {
+        let list = entries.iter().map(|e| {
+            let ids = e.device_ids.as_ref().map_or(Value::Null, |m| {
+                let m: Map<String, Value> = m
+                    .iter()
+                    .map(|(n, ids)| (n.to_string(), strings_json(ids)))
+                    .collect();
+                Value::Object(m)
+            });
+            let resp = e.alloc_resp.as_ref().map_or(Value::Null, |b| {
+                Value::String(base64::engine::general_purpose::STANDARD.encode(b))
+            });
+            json!({
+                "PodUID": e.pod_uid,
+                "ContainerName": e.container_name,
+                "ResourceName": e.resource_name,
+                "DeviceIDs": ids,
+                "AllocResp": resp,
+            })
+        });
+        Value::Array(list.collect())
+    });
+    let registered = data.registered.as_ref().map_or(Value::Null, |m| {
+        Value::Object(
+            m.iter()
+                .map(|(k, ids)| (k.clone(), strings_json(ids)))
+                .collect(),
+        )
+    });
+    let file = json!({
+        "Data": {"PodDeviceEntries": entries, "RegisteredDevices": registered},
+        "Checksum": checksum(data),
+    });
+    serde_json::to_vec(&file)
+}
+
+/// Parses a checkpoint file and checks its checksum.
+pub(super) fn decode(bytes: &[u8]) -> Result<Data, String> {
+    let file: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let d = &file["Data"];
+    let entries = match &d["PodDeviceEntries"] {
+        Value::Null => None,
+        Value::Array(list) => Some(list.iter().map(entry).collect::<Result<Vec<_>, _>>()?),
+        _ => return Err("PodDeviceEntries is not a list".into()),
+    };
+    let registered = match &d["RegisteredDevices"] {
+        Value::Null => None,
+        Value::Object(m) => {
+            let mut list = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                list.push((k.clone(), strings(v, "RegisteredDevices")?));
+            }
+            list.sort_by(|a, b| a.0.cmp(&b.0));
+            Some(list)
+        }
+        _ => return Err("RegisteredDevices is not a map".into()),
+    };
+    let data = Data {
+        entries,
+        registered,
+    };
+    let got = file["Checksum"]
+        .as_u64()
+        .ok_or("Checksum is not a number")?;
+    let want = u64::from(checksum(&data));
+    if got != want {
+        return Err(format!(
+            "checkpoint is corrupted: checksum {got} does not match the data's {want}"
+        ));
+    }
+    Ok(data)
+}
+
+fn strings(v: &Value, field: &str) -> Result<Option<Vec<String>>, String> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Array(list) => list
+            .iter()
+            .map(|s| {
+                s.as_str()
+                    .map(String::from)
+                    .ok_or_else(|| format!("{field}: not a string: {s}"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        _ => Err(format!("{field} is not a list")),
+    }
+}
+
+fn text(e: &Value, field: &str) -> Result<String, String> {
+    e[field]
+        .as_str()
+        .map(String::from)
+        .ok_or_else(|| format!("{field} is not a string"))
+}
+
+fn entry(e: &Value) -> Result<Entry, String> {
+    let device_ids = match &e["DeviceIDs"] {
+        Value::Null => None,
+        Value::Object(m) => {
+            let mut list = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                let node: i64 = k
+                    .parse()
+                    .map_err(|_| format!("DeviceIDs: NUMA node {k:?} is not a number"))?;
+                list.push((node, strings(v, "DeviceIDs")?));
+            }
+            list.sort_by_key(|(n, _)| *n);
+            Some(list)
+        }
+        _ => return Err("DeviceIDs is not a map".into()),
+    };
+    let alloc_resp = match &e["AllocResp"] {
+        Value::Null => None,
+        Value::String(s) => Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(s)
+                .map_err(|err| format!("AllocResp: {err}"))?,
+        ),
+        _ => return Err("AllocResp is not a string".into()),
+    };
+    Ok(Entry {
+        pod_uid: text(e, "PodUID")?,
+        container_name: text(e, "ContainerName")?,
+        resource_name: text(e, "ResourceName")?,
+        device_ids,
+        alloc_resp,
+    })
 }
 
 /// Empties `dir` but for the checkpoint (upstream removeContents): stale
@@ -185,7 +306,7 @@ pub(super) fn remove_contents(dir: &Path) -> std::io::Result<()> {
 impl Inner {
     pub(super) fn write_checkpoint(&self, s: &State) {
         let path = self.dir.join(CHECKPOINT);
-        let written = encode(from_state(s))
+        let written = encode(&from_state(s))
             .map_err(std::io::Error::other)
             .and_then(|b| write_atomic(&path, &b));
         if let Err(e) = written {
@@ -202,7 +323,7 @@ impl Inner {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
             Err(e) => {
                 log::warn!(
-                    "device checkpoint {}: {e}; device allocations start empty",
+                    "device checkpoint {}: {e}; continuing, device allocations start empty",
                     path.display()
                 );
                 return;
@@ -218,33 +339,6 @@ impl Inner {
             ),
         }
     }
-}
-
-/// Upstream's checksum of the data: FNV-32a over go-spew's dump.
-pub(super) fn checksum(data: &Data) -> u32 {
-    super::spew::checksum(data)
-}
-
-/// The file's JSON for `data`, with its checksum.
-pub(super) fn encode(data: Data) -> serde_json::Result<Vec<u8>> {
-    let file = File {
-        checksum: u64::from(checksum(&data)),
-        data,
-    };
-    serde_json::to_vec(&file)
-}
-
-/// Parses a checkpoint file and checks its checksum.
-pub(super) fn decode(bytes: &[u8]) -> Result<Data, String> {
-    let file: File = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    let want = u64::from(checksum(&file.data));
-    if want != file.checksum {
-        return Err(format!(
-            "checkpoint is corrupted: checksum {} does not match the data's {want}",
-            file.checksum
-        ));
-    }
-    Ok(file.data)
 }
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it and renames

@@ -28,7 +28,7 @@ mod spew;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,7 +44,7 @@ use crate::lifecycle::admission::Rejection;
 use crate::podutil::PodExt;
 use crate::util::worker::{self, ShutdownStage, Worker};
 use endpoint::Endpoint;
-use pod_devices::{Allocation, ContainerDevices, PodDevices};
+use pod_devices::{Allocation, Held, PodDevices};
 
 /// The directory under the root dir (upstream DevicePluginPath).
 pub const DEVICE_PLUGINS_DIR: &str = "device-plugins";
@@ -89,8 +89,8 @@ pub type OnAllocated = Arc<dyn Fn(&str) + Send + Sync>;
 /// ones; `removed` resources are reported at zero capacity.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceCapacity {
-    pub capacity: BTreeMap<String, i64>,
-    pub allocatable: BTreeMap<String, i64>,
+    /// (resource, devices, healthy devices), by resource name.
+    pub resources: Vec<(String, i64, i64)>,
     pub removed: Vec<String>,
 }
 
@@ -101,7 +101,7 @@ pub struct RunOptions {
     pub envs: Vec<(String, String)>,
     pub mounts: Vec<api::Mount>,
     pub devices: Vec<api::Device>,
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: Vec<(String, String)>,
 }
 
 /// Why a container cannot start yet.
@@ -116,47 +116,73 @@ pub enum DeviceWait {
 
 /// One registered resource.
 struct Resource {
+    name: String,
     /// None once the plugin went away, from `stopped`.
     endpoint: Option<Arc<Endpoint>>,
     stopped: Option<Instant>,
-    /// Device ID -> healthy, and its NUMA nodes.
-    devices: BTreeMap<String, DeviceInfo>,
+    /// As the last `ListAndWatch` message listed them.
+    devices: Vec<Device>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct DeviceInfo {
+struct Device {
+    id: String,
     healthy: bool,
     numa: Vec<i64>,
 }
 
 impl Resource {
-    fn stopped_since(at: Instant) -> Resource {
+    fn stopped_since(name: String, at: Instant) -> Resource {
         Resource {
+            name,
             endpoint: None,
             stopped: Some(at),
-            devices: BTreeMap::new(),
+            devices: Vec::new(),
         }
     }
 
-    fn healthy(&self) -> BTreeSet<String> {
-        self.devices
+    /// The healthy devices' IDs, sorted.
+    fn healthy(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self
+            .devices
             .iter()
-            .filter(|(_, d)| d.healthy)
-            .map(|(id, _)| id.clone())
-            .collect()
+            .filter(|d| d.healthy)
+            .map(|d| d.id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids
     }
+}
+
+/// `PreStartContainer` for one start of one container: None while the
+/// call runs.
+struct PreStart {
+    uid: String,
+    container: String,
+    result: Option<Result<(), String>>,
 }
 
 #[derive(Default)]
 struct State {
-    resources: BTreeMap<String, Resource>,
+    resources: Vec<Resource>,
     pods: PodDevices,
-    /// Containers whose `PreStartContainer` answered for the start under
-    /// way: (uid, container) -> result.
-    pre_start: BTreeMap<(String, String), Result<(), String>>,
-    pre_start_pending: HashSet<(String, String)>,
+    pre_start: Vec<PreStart>,
     /// Pods whose allocation future is under way.
-    allocating: HashSet<String>,
+    allocating: Vec<String>,
+}
+
+impl State {
+    fn resource(&self, name: &str) -> Option<&Resource> {
+        self.resources.iter().find(|r| r.name == name)
+    }
+
+    fn resource_mut(&mut self, name: &str) -> Option<&mut Resource> {
+        self.resources.iter_mut().find(|r| r.name == name)
+    }
+
+    fn endpoint(&self, name: &str) -> Option<Arc<Endpoint>> {
+        self.resource(name)?.endpoint.clone()
+    }
 }
 
 /// Shared by the manager thread, the gRPC callbacks, admission (the sync
@@ -259,13 +285,12 @@ impl DeviceManager {
     /// Undoes [`DeviceManager::admit`] for a pod a later admission check
     /// refused.
     pub fn release(&self, uid: &str) {
-        let mut s = lock(&self.inner.state);
-        s.pods.remove_pod(uid);
+        lock(&self.inner.state).pods.remove_pod(uid);
     }
 
     /// Frees the devices of pods that are gone (housekeeping).
-    pub fn release_inactive(&self, active: &HashSet<String>) {
-        self.inner.release_inactive(active);
+    pub fn release_inactive(&self, holders: &HashSet<String>) {
+        self.inner.release_inactive(holders);
     }
 
     /// What `container` of `pod` gets from its plugins, once they have
@@ -278,13 +303,13 @@ impl DeviceManager {
 
 /// A container's requests of extended resources: the limits, as upstream
 /// reads them (devices are integers; requests equal limits).
-fn device_limits(c: &Container) -> BTreeMap<String, usize> {
+fn device_limits(c: &Container) -> Vec<(&str, usize)> {
     let limits = c.resources.as_ref().and_then(|r| r.limits.as_ref());
     limits
         .into_iter()
         .flatten()
         .filter(|(name, _)| crate::nodestatus::setters::is_extended_resource_name(name))
-        .filter_map(|(name, q)| q.0.trim().parse::<usize>().ok().map(|n| (name.clone(), n)))
+        .filter_map(|(name, q)| q.0.trim().parse::<usize>().ok().map(|n| (name.as_str(), n)))
         .filter(|(_, n)| *n > 0)
         .collect()
 }
@@ -322,23 +347,23 @@ impl Inner {
         let endpoint = match Endpoint::dial(&self.env, &r.resource_name, &socket, options) {
             Ok(e) => Arc::new(e),
             Err(e) => {
-                log::error!("device plugin {}: {e}", r.resource_name);
-                self.node_event(
-                    EventType::Warning,
-                    "FailedRegistration",
-                    &format!("device plugin {}: {e}", r.resource_name),
-                );
+                let msg = format!("device plugin {}: {e}", r.resource_name);
+                log::error!("{msg}");
+                self.recorder
+                    .node_event(EventType::Warning, "FailedRegistration", &msg);
                 return;
             }
         };
         {
             let mut s = lock(&self.state);
-            let res = s
-                .resources
-                .entry(r.resource_name.clone())
-                .or_insert_with(|| Resource::stopped_since(Instant::now()));
-            res.endpoint = Some(Arc::clone(&endpoint));
-            res.stopped = None;
+            if s.resource(&r.resource_name).is_none() {
+                let res = Resource::stopped_since(r.resource_name.clone(), Instant::now());
+                s.resources.push(res);
+            }
+            if let Some(res) = s.resource_mut(&r.resource_name) {
+                res.endpoint = Some(Arc::clone(&endpoint));
+                res.stopped = None;
+            }
         }
         log::info!(
             "device plugin {} registered on {}",
@@ -356,73 +381,70 @@ impl Inner {
     /// callback and runEndpoint's aftermath).
     fn on_update(&self, e: &Arc<Endpoint>, update: Result<Vec<pluginapi::Device>, String>) {
         let mut s = lock(&self.state);
-        let Some(res) = s.resources.get_mut(e.resource()) else {
+        let Some(res) = s.resource_mut(e.resource()) else {
             return;
         };
         // A plugin that registered again replaced this endpoint.
         if !res.endpoint.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, e)) {
             return;
         }
-        match update {
-            Ok(devices) => res.devices = devices_of(e.resource(), devices),
+        let ended = match update {
+            Ok(devices) => {
+                res.devices = devices_of(e.resource(), devices);
+                None
+            }
             Err(why) => {
-                log::warn!("device plugin {}: ListAndWatch ended: {why}", e.resource());
                 // upstream markResourceUnhealthy, then the grace period.
                 res.endpoint = None;
                 res.stopped = Some(Instant::now());
-                for d in res.devices.values_mut() {
+                for d in &mut res.devices {
                     d.healthy = false;
                 }
-                drop(s);
-                self.node_event(
-                    EventType::Warning,
-                    "DevicePluginUnhealthy",
-                    &format!(
-                        "device plugin {} stopped: {why}; its devices are unhealthy until it registers again",
-                        e.resource()
-                    ),
-                );
-                (self.on_capacity_changed)();
-                return;
+                Some(why)
             }
-        }
+        };
         drop(s);
+        if let Some(why) = ended {
+            log::warn!("device plugin {}: {why}", e.resource());
+            self.recorder.node_event(
+                EventType::Warning,
+                "DevicePluginUnhealthy",
+                &format!(
+                    "device plugin {} stopped: {why}; its devices are unhealthy until it registers again",
+                    e.resource()
+                ),
+            );
+        }
         (self.on_capacity_changed)();
     }
 
     fn capacity(&self, now: Instant) -> DeviceCapacity {
         let mut s = lock(&self.state);
         let mut out = DeviceCapacity::default();
-        let mut checkpoint = false;
-        let expired: Vec<String> = s
-            .resources
-            .iter()
-            .filter(|(_, r)| {
-                r.stopped
-                    .is_some_and(|t| now.duration_since(t) > ENDPOINT_STOP_GRACE)
-            })
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in expired {
-            s.resources.remove(&name);
-            out.removed.push(name);
-            checkpoint = true;
+        let expired = |r: &Resource| {
+            r.stopped
+                .is_some_and(|t| now.duration_since(t) > ENDPOINT_STOP_GRACE)
+        };
+        for r in s.resources.iter().filter(|r| expired(r)) {
+            out.removed.push(r.name.clone());
         }
-        for (name, r) in &s.resources {
-            out.capacity.insert(name.clone(), r.devices.len() as i64);
-            let healthy = r.devices.values().filter(|d| d.healthy).count();
-            out.allocatable.insert(name.clone(), healthy as i64);
+        s.resources.retain(|r| !expired(r));
+        for r in &s.resources {
+            let healthy = r.devices.iter().filter(|d| d.healthy).count();
+            out.resources
+                .push((r.name.clone(), r.devices.len() as i64, healthy as i64));
         }
-        if checkpoint {
+        out.resources.sort();
+        if !out.removed.is_empty() {
             self.write_checkpoint(&s);
         }
         out
     }
 
-    fn release_inactive(&self, active: &HashSet<String>) {
+    fn release_inactive(&self, holders: &HashSet<String>) {
         let mut s = lock(&self.state);
-        if s.pods.retain_pods(active) {
-            s.pre_start.retain(|(uid, _), _| active.contains(uid));
+        if s.pods.retain_pods(|uid| holders.contains(uid)) {
+            s.pre_start.retain(|p| holders.contains(&p.uid));
             self.write_checkpoint(&s);
         }
     }
@@ -432,8 +454,9 @@ impl Inner {
     fn reserve(&self, pod: &Pod) -> Result<bool, String> {
         let uid = pod.uid();
         let mut s = lock(&self.state);
-        let mut chosen = PodDevices::default();
-        let mut reusable: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut chosen: Vec<Held> = Vec::new();
+        // (resource, ids) an init container leaves to the next container.
+        let mut reusable: Vec<(String, Vec<String>)> = Vec::new();
         let containers = pod
             .init_containers()
             .iter()
@@ -441,52 +464,53 @@ impl Inner {
             .chain(pod.containers().iter().map(|c| (c, false)));
         for (c, init) in containers {
             for (resource, needed) in device_limits(c) {
-                if let Some(have) = s.pods.get(uid, &c.name, &resource) {
+                let reuse = reusable.iter().position(|(r, _)| r == resource);
+                if let Some(have) = s.pods.get(uid, &c.name, resource) {
                     // Already held (a restart read them from the checkpoint).
                     if init {
-                        reusable
-                            .entry(resource)
-                            .or_default()
-                            .extend(have.ids.iter().cloned());
+                        reusable.push((resource.to_string(), have.ids.clone()));
                     }
                     continue;
                 }
-                let Some(res) = s.resources.get(&resource) else {
-                    if s.pods.in_use(&resource).is_empty() {
-                        // Not a device plugin's: fit checks it.
+                let Some(res) = s.resource(resource) else {
+                    if s.pods.in_use(resource).is_empty() {
+                        // Not a device plugin's: the fit check counts it.
                         continue;
                     }
                     return Err(format!("can't allocate unregistered device {resource}"));
                 };
                 let healthy = res.healthy();
-                let mut in_use = s.pods.in_use(&resource);
-                in_use.extend(chosen.in_use(&resource));
-                let reuse = reusable.get(&resource).cloned().unwrap_or_default();
+                let mut in_use = s.pods.in_use(resource);
+                in_use.extend(
+                    chosen
+                        .iter()
+                        .filter(|h| h.resource == resource)
+                        .flat_map(|h| h.ids.iter().map(String::as_str)),
+                );
                 let ids = pod_devices::choose(&pod_devices::Request {
-                    resource: &resource,
+                    resource,
                     needed,
                     healthy: &healthy,
                     in_use: &in_use,
-                    reusable: &reuse,
+                    reusable: reuse.map(|i| reusable[i].1.as_slice()).unwrap_or(&[]),
                 })?;
-                if init {
-                    reusable
-                        .entry(resource.clone())
-                        .or_default()
-                        .extend(ids.iter().cloned());
-                } else if let Some(r) = reusable.get_mut(&resource) {
-                    r.retain(|id| !ids.contains(id));
+                match (init, reuse) {
+                    (true, _) => reusable.push((resource.to_string(), ids.clone())),
+                    (false, Some(i)) => reusable[i].1.retain(|id| !ids.contains(id)),
+                    (false, None) => {}
                 }
-                let d = ContainerDevices {
+                chosen.push(Held {
+                    uid: uid.to_string(),
+                    container: c.name.clone(),
+                    resource: resource.to_string(),
                     ids,
                     allocation: Allocation::Reserved,
-                };
-                chosen.insert(uid, &c.name, &resource, d);
+                });
             }
         }
-        let any = chosen.has_pod(uid);
-        for (u, c, r, d) in chosen.iter() {
-            s.pods.insert(u, c, r, d.clone());
+        let any = !chosen.is_empty();
+        for h in chosen {
+            s.pods.insert(h);
         }
         Ok(any)
     }
@@ -494,65 +518,70 @@ impl Inner {
     fn run_options(self: &Arc<Self>, pod: &Pod, container: &str) -> Result<RunOptions, DeviceWait> {
         let uid = pod.uid();
         let mut s = lock(&self.state);
-        let Some(held) = s.pods.container(uid, container) else {
-            return Ok(RunOptions::default());
-        };
-        let mut responses = Vec::new();
-        for (resource, d) in held {
-            match &d.allocation {
-                Allocation::Allocated(resp) => {
-                    responses.push((resource.clone(), d.ids.clone(), resp.clone()));
-                }
+        let mut answers = Vec::new();
+        let mut pre_start = Vec::new();
+        let mut failed = None;
+        for h in s.pods.container(uid, container) {
+            match &h.allocation {
+                Allocation::Allocated(resp) => answers.push(resp.clone()),
                 Allocation::Reserved => return Err(DeviceWait::Pending),
                 Allocation::Failed { why, at } => {
-                    let (why, at) = (why.clone(), *at);
-                    if at.elapsed() >= ALLOCATE_RETRY {
-                        drop(s);
-                        self.retry_allocation(pod);
-                    }
-                    return Err(DeviceWait::Failed(why));
+                    failed = Some((why.clone(), *at));
+                    break;
                 }
             }
+            let wants = s
+                .endpoint(&h.resource)
+                .is_some_and(|e| e.options().pre_start_required);
+            if wants {
+                pre_start.push((h.resource.clone(), h.ids.clone()));
+            }
         }
-        let key = (uid.to_string(), container.to_string());
-        let needs_pre_start: Vec<(String, BTreeSet<String>)> = responses
-            .iter()
-            .filter(|(r, _, _)| {
-                s.resources
-                    .get(r)
-                    .and_then(|r| r.endpoint.as_ref())
-                    .is_some_and(|e| e.options().pre_start_required)
-            })
-            .map(|(r, ids, _)| (r.clone(), ids.clone()))
-            .collect();
-        if !needs_pre_start.is_empty() {
-            match s.pre_start.remove(&key) {
-                Some(Ok(())) => {}
-                Some(Err(why)) => return Err(DeviceWait::Failed(why)),
+        if let Some((why, at)) = failed {
+            drop(s);
+            if at.elapsed() >= ALLOCATE_RETRY {
+                self.retry_allocation(pod);
+            }
+            return Err(DeviceWait::Failed(why));
+        }
+        if !pre_start.is_empty() {
+            let at = s
+                .pre_start
+                .iter()
+                .position(|p| p.uid == uid && p.container == container);
+            match at.map(|i| (i, s.pre_start[i].result.clone())) {
+                // This start's call answered: used once.
+                Some((i, Some(result))) => {
+                    s.pre_start.swap_remove(i);
+                    result.map_err(DeviceWait::Failed)?;
+                }
+                Some((_, None)) => return Err(DeviceWait::Pending),
                 None => {
-                    if s.pre_start_pending.insert(key.clone()) {
-                        drop(s);
-                        self.spawn_pre_start(pod, key, needs_pre_start);
-                    }
+                    s.pre_start.push(PreStart {
+                        uid: uid.to_string(),
+                        container: container.to_string(),
+                        result: None,
+                    });
+                    drop(s);
+                    self.spawn_pre_start(pod, container, pre_start);
                     return Err(DeviceWait::Pending);
                 }
             }
         }
-        Ok(merge_responses(responses.iter().map(|(_, _, r)| r)))
-    }
-
-    fn node_event(&self, kind: EventType, reason: &str, message: &str) {
-        self.recorder.node_event(kind, reason, message);
+        Ok(merge_responses(answers.iter()))
     }
 }
 
-/// The devices a `ListAndWatch` message lists, by ID; a second device
-/// with an ID already listed is ignored, as upstream's map keeps one.
-fn devices_of(resource: &str, devices: Vec<pluginapi::Device>) -> BTreeMap<String, DeviceInfo> {
-    let mut out = BTreeMap::new();
+/// The devices a `ListAndWatch` message lists; a second device with an ID
+/// already listed is ignored, as upstream's map keeps one.
+fn devices_of(resource: &str, devices: Vec<pluginapi::Device>) -> Vec<Device> {
+    let mut out: Vec<Device> = Vec::with_capacity(devices.len());
     for d in devices {
         if d.ID.is_empty() {
             log::warn!("device plugin {resource}: a device without an ID is ignored");
+            continue;
+        }
+        if out.iter().any(|x| x.id == d.ID) {
             continue;
         }
         let numa = d
@@ -560,8 +589,9 @@ fn devices_of(resource: &str, devices: Vec<pluginapi::Device>) -> BTreeMap<Strin
             .as_ref()
             .map(|t| t.nodes.iter().map(|n| n.ID).collect())
             .unwrap_or_default();
-        out.entry(d.ID).or_insert(DeviceInfo {
+        out.push(Device {
             healthy: d.health == HEALTHY,
+            id: d.ID,
             numa,
         });
     }
@@ -569,51 +599,58 @@ fn devices_of(resource: &str, devices: Vec<pluginapi::Device>) -> BTreeMap<Strin
 }
 
 /// The container's options from every resource's answer, in resource
-/// order; a mount or device path already taken is not added twice.
+/// order; a mount or device path already taken is not added twice, nor an
+/// annotation key.
 fn merge_responses<'a>(
-    responses: impl Iterator<Item = &'a pluginapi::ContainerAllocateResponse>,
+    answers: impl Iterator<Item = &'a pluginapi::ContainerAllocateResponse>,
 ) -> RunOptions {
     let mut out = RunOptions::default();
-    for resp in responses {
-        let mut envs: Vec<_> = resp.envs.iter().collect();
+    for resp in answers {
+        let mut envs: Vec<(String, String)> = resp
+            .envs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         envs.sort();
-        for (k, v) in envs {
-            out.envs.push((k.clone(), v.clone()));
-        }
+        out.envs.extend(envs);
         for m in &resp.mounts {
-            if out
+            if !out
                 .mounts
                 .iter()
                 .any(|x| x.container_path == m.container_path)
             {
-                continue;
+                out.mounts.push(api::Mount {
+                    container_path: m.container_path.clone(),
+                    host_path: m.host_path.clone(),
+                    readonly: m.read_only,
+                    ..Default::default()
+                });
             }
-            out.mounts.push(api::Mount {
-                container_path: m.container_path.clone(),
-                host_path: m.host_path.clone(),
-                readonly: m.read_only,
-                ..Default::default()
-            });
         }
         for d in &resp.devices {
-            if out
+            if !out
                 .devices
                 .iter()
                 .any(|x| x.container_path == d.container_path)
             {
-                continue;
+                out.devices.push(api::Device {
+                    container_path: d.container_path.clone(),
+                    host_path: d.host_path.clone(),
+                    permissions: d.permissions.clone(),
+                    ..Default::default()
+                });
             }
-            out.devices.push(api::Device {
-                container_path: d.container_path.clone(),
-                host_path: d.host_path.clone(),
-                permissions: d.permissions.clone(),
-                ..Default::default()
-            });
         }
-        for (k, v) in &resp.annotations {
-            out.annotations
-                .entry(k.clone())
-                .or_insert_with(|| v.clone());
+        let mut annotations: Vec<(String, String)> = resp
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        annotations.sort();
+        for (k, v) in annotations {
+            if !out.annotations.iter().any(|(x, _)| *x == k) {
+                out.annotations.push((k, v));
+            }
         }
     }
     out

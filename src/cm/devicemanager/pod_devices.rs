@@ -1,8 +1,12 @@
 //! Which devices each container holds, and what its plugin said to inject
 //! (upstream `devicemanager/pod_devices.go`), with the pure choice of
 //! devices at admission (`devicesToAllocate`).
+//!
+//! Flat lists rather than nested maps: a node holds tens of these, and
+//! every map type would be one more copy of the B-tree's code in the
+//! static binary.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::time::Instant;
 
 use crate::cri::deviceplugin::v1beta1::api::ContainerAllocateResponse;
 
@@ -18,98 +22,100 @@ pub(super) enum Allocation {
     /// The plugin's answer: what the container gets.
     Allocated(ContainerAllocateResponse),
     /// `Allocate` failed: why, and when.
-    Failed { why: String, at: std::time::Instant },
+    Failed { why: String, at: Instant },
 }
 
-/// One container's devices of one resource.
+/// One container's devices of one resource; `ids` sorted.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct ContainerDevices {
-    pub ids: BTreeSet<String>,
+pub(super) struct Held {
+    pub uid: String,
+    pub container: String,
+    pub resource: String,
+    pub ids: Vec<String>,
     pub allocation: Allocation,
 }
 
-/// pod UID -> container name -> resource name -> devices.
+impl Held {
+    fn is(&self, uid: &str, container: &str, resource: &str) -> bool {
+        self.uid == uid && self.container == container && self.resource == resource
+    }
+}
+
 #[derive(Debug, Default, Clone, PartialEq)]
-pub(super) struct PodDevices(
-    BTreeMap<String, BTreeMap<String, BTreeMap<String, ContainerDevices>>>,
-);
+pub(super) struct PodDevices(Vec<Held>);
 
 impl PodDevices {
-    pub fn insert(&mut self, uid: &str, container: &str, resource: &str, d: ContainerDevices) {
+    /// Adds or replaces the container's devices of `h.resource`.
+    pub fn insert(&mut self, h: Held) {
+        match self
+            .0
+            .iter_mut()
+            .find(|x| x.is(&h.uid, &h.container, &h.resource))
+        {
+            Some(x) => *x = h,
+            None => self.0.push(h),
+        }
+    }
+
+    pub fn get(&self, uid: &str, container: &str, resource: &str) -> Option<&Held> {
+        self.0.iter().find(|x| x.is(uid, container, resource))
+    }
+
+    pub fn get_mut(&mut self, uid: &str, container: &str, resource: &str) -> Option<&mut Held> {
+        self.0.iter_mut().find(|x| x.is(uid, container, resource))
+    }
+
+    /// The container's devices, by resource.
+    pub fn container<'a>(
+        &'a self,
+        uid: &'a str,
+        container: &'a str,
+    ) -> impl Iterator<Item = &'a Held> {
         self.0
-            .entry(uid.to_string())
-            .or_default()
-            .entry(container.to_string())
-            .or_default()
-            .insert(resource.to_string(), d);
+            .iter()
+            .filter(move |x| x.uid == uid && x.container == container)
     }
 
-    pub fn get(&self, uid: &str, container: &str, resource: &str) -> Option<&ContainerDevices> {
-        self.0.get(uid)?.get(container)?.get(resource)
+    pub fn iter(&self) -> impl Iterator<Item = &Held> {
+        self.0.iter()
     }
 
-    pub fn get_mut(
-        &mut self,
-        uid: &str,
-        container: &str,
-        resource: &str,
-    ) -> Option<&mut ContainerDevices> {
-        self.0.get_mut(uid)?.get_mut(container)?.get_mut(resource)
-    }
-
-    /// The container's devices by resource.
-    pub fn container(
-        &self,
-        uid: &str,
-        container: &str,
-    ) -> Option<&BTreeMap<String, ContainerDevices>> {
-        self.0.get(uid)?.get(container)
-    }
-
-    pub fn has_pod(&self, uid: &str) -> bool {
-        self.0.contains_key(uid)
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Held> {
+        self.0.iter_mut()
     }
 
     pub fn remove_pod(&mut self, uid: &str) {
-        self.0.remove(uid);
-    }
-
-    /// Every (uid, container, resource, devices).
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &str, &ContainerDevices)> {
-        self.0.iter().flat_map(|(uid, cs)| {
-            cs.iter().flat_map(move |(c, rs)| {
-                rs.iter()
-                    .map(move |(r, d)| (uid.as_str(), c.as_str(), r.as_str(), d))
-            })
-        })
+        self.0.retain(|x| x.uid != uid);
     }
 
     /// The devices of `resource` held by any container (upstream
     /// devices()).
-    pub fn in_use(&self, resource: &str) -> BTreeSet<String> {
-        self.iter()
-            .filter(|(_, _, r, _)| *r == resource)
-            .flat_map(|(_, _, _, d)| d.ids.iter().cloned())
+    pub fn in_use(&self, resource: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|x| x.resource == resource)
+            .flat_map(|x| x.ids.iter().map(String::as_str))
             .collect()
     }
 
-    /// Frees the devices of pods that are no longer active (upstream
+    /// Frees the devices of pods `keep` says no to (upstream
     /// updateAllocatedDevices); true when any went.
-    pub fn retain_pods(&mut self, active: &HashSet<String>) -> bool {
+    pub fn retain_pods(&mut self, keep: impl Fn(&str) -> bool) -> bool {
         let before = self.0.len();
-        self.0.retain(|uid, _| active.contains(uid));
+        self.0.retain(|x| keep(&x.uid));
         self.0.len() != before
     }
 }
 
-/// What one container asks of one resource, with what it already holds
-/// and what the pod's earlier init containers left to reuse.
+/// What one container asks of one resource, with what is held and what
+/// the pod's earlier init containers left to reuse.
 pub(super) struct Request<'a> {
     pub resource: &'a str,
     pub needed: usize,
-    pub healthy: &'a BTreeSet<String>,
-    pub in_use: &'a BTreeSet<String>,
-    pub reusable: &'a BTreeSet<String>,
+    /// Healthy devices, sorted.
+    pub healthy: &'a [&'a str],
+    pub in_use: &'a [&'a str],
+    pub reusable: &'a [String],
 }
 
 /// Upstream devicesToAllocate's refusal, word for word.
@@ -122,26 +128,28 @@ pub(super) fn unavailable(resource: &str, needed: usize, available: usize) -> St
 /// Picks `needed` devices: first those an init container of the pod left
 /// (init containers run one at a time, so theirs pass on), then healthy
 /// devices no one holds, lowest IDs first so the choice is repeatable.
-pub(super) fn choose(req: &Request<'_>) -> Result<BTreeSet<String>, String> {
-    let mut chosen: BTreeSet<String> = req
+/// The result is sorted.
+pub(super) fn choose(req: &Request<'_>) -> Result<Vec<String>, String> {
+    let mut chosen: Vec<String> = req
         .reusable
         .iter()
-        .filter(|id| req.healthy.contains(*id))
+        .filter(|id| req.healthy.contains(&id.as_str()))
         .take(req.needed)
         .cloned()
         .collect();
-    if chosen.len() == req.needed {
-        return Ok(chosen);
+    if chosen.len() < req.needed {
+        let available: Vec<&str> = req
+            .healthy
+            .iter()
+            .copied()
+            .filter(|id| !req.in_use.contains(id) && !chosen.iter().any(|c| c == id))
+            .collect();
+        let short = req.needed - chosen.len();
+        if available.len() < short {
+            return Err(unavailable(req.resource, short, available.len()));
+        }
+        chosen.extend(available.into_iter().take(short).map(String::from));
     }
-    let available: Vec<&String> = req
-        .healthy
-        .iter()
-        .filter(|id| !req.in_use.contains(*id) && !chosen.contains(*id))
-        .collect();
-    let short = req.needed - chosen.len();
-    if available.len() < short {
-        return Err(unavailable(req.resource, short, available.len()));
-    }
-    chosen.extend(available.into_iter().take(short).cloned());
+    chosen.sort();
     Ok(chosen)
 }

@@ -39,6 +39,7 @@ pub(super) fn dump(data: &Data) -> String {
         None => out.push_str("<nil>"),
         Some(m) => {
             out.push_str("map[");
+            // Sorted by key, bytewise, as spew sorts string keys.
             for (i, (k, ids)) in m.iter().enumerate() {
                 if i > 0 {
                     out.push(' ');
@@ -64,7 +65,7 @@ fn entry(out: &mut String, e: &Entry) {
         None => out.push_str("<nil>"),
         Some(m) => {
             out.push_str("map[");
-            // BTreeMap<i64, _>: numeric order, as spew sorts int keys.
+            // Sorted numerically, as spew sorts int keys.
             for (i, (node, ids)) in m.iter().enumerate() {
                 if i > 0 {
                     out.push(' ');

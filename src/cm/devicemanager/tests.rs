@@ -1,11 +1,9 @@
-use std::collections::{BTreeMap, BTreeSet};
-
 use super::checkpoint::{self, Data, Entry};
 use super::pod_devices::{self, Request};
 use super::spew;
 use crate::cri::deviceplugin::v1beta1::api as pluginapi;
 
-fn set(ids: &[&str]) -> BTreeSet<String> {
+fn strings(ids: &[&str]) -> Vec<String> {
     ids.iter().map(|s| s.to_string()).collect()
 }
 
@@ -41,7 +39,7 @@ fn a_checkpoint_whose_data_changed_is_refused() {
 fn dump_is_go_spews() {
     let empty = Data {
         entries: None,
-        registered: Some(BTreeMap::new()),
+        registered: Some(Vec::new()),
     };
     assert_eq!(
         spew::dump(&empty),
@@ -53,13 +51,13 @@ fn dump_is_go_spews() {
             pod_uid: "uid1".into(),
             container_name: "c".into(),
             resource_name: "example.com/widget".into(),
-            device_ids: Some(BTreeMap::from([(0, Some(vec!["widget-0".to_string()]))])),
+            device_ids: Some(vec![(0, Some(strings(&["widget-0"])))]),
             alloc_resp: Some(vec![0x0a, 0x01]),
         }]),
-        registered: Some(BTreeMap::from([(
+        registered: Some(vec![(
             "example.com/widget".to_string(),
-            Some(vec!["widget-0".to_string(), "widget-1".to_string()]),
-        )])),
+            Some(strings(&["widget-0", "widget-1"])),
+        )]),
     };
     assert_eq!(
         spew::dump(&one),
@@ -77,15 +75,15 @@ fn checkpoint_round_trips_allocations_and_answers() {
             pod_uid: "u".into(),
             container_name: "c".into(),
             resource_name: "example.com/widget".into(),
-            device_ids: Some(BTreeMap::from([(-1, Some(vec!["widget-1".to_string()]))])),
+            device_ids: Some(vec![(-1, Some(strings(&["widget-1"])))]),
             alloc_resp: Some(protobuf::Message::write_to_bytes(&resp).unwrap()),
         }]),
-        registered: Some(BTreeMap::from([(
+        registered: Some(vec![(
             "example.com/widget".to_string(),
-            Some(vec!["widget-0".to_string()]),
-        )])),
+            Some(strings(&["widget-0"])),
+        )]),
     };
-    let bytes = checkpoint::encode(data).unwrap();
+    let bytes = checkpoint::encode(&data).unwrap();
     let text = String::from_utf8(bytes.clone()).unwrap();
     assert!(
         text.contains("\"DeviceIDs\":{\"-1\":[\"widget-1\"]}"),
@@ -96,10 +94,10 @@ fn checkpoint_round_trips_allocations_and_answers() {
         std::time::Instant::now(),
     );
     let d = state.pods.get("u", "c", "example.com/widget").unwrap();
-    assert_eq!(d.ids, set(&["widget-1"]));
+    assert_eq!(d.ids, strings(&["widget-1"]));
     assert_eq!(d.allocation, pod_devices::Allocation::Allocated(resp));
     // A registered resource waits, stopped, for its plugin.
-    let r = &state.resources["example.com/widget"];
+    let r = state.resource("example.com/widget").unwrap();
     assert!(r.endpoint.is_none() && r.stopped.is_some() && r.devices.is_empty());
     // Written back, it is what it was.
     assert_eq!(checkpoint::from_state(&state).entries.unwrap().len(), 1);
@@ -107,39 +105,37 @@ fn checkpoint_round_trips_allocations_and_answers() {
 
 #[test]
 fn choose_takes_free_healthy_devices_lowest_first() {
-    let healthy = set(&["d0", "d1", "d2", "d3"]);
     let req = Request {
         resource: "example.com/widget",
         needed: 2,
-        healthy: &healthy,
-        in_use: &set(&["d0"]),
-        reusable: &set(&[]),
+        healthy: &["d0", "d1", "d2", "d3"],
+        in_use: &["d0"],
+        reusable: &[],
     };
-    assert_eq!(pod_devices::choose(&req).unwrap(), set(&["d1", "d2"]));
+    assert_eq!(pod_devices::choose(&req).unwrap(), strings(&["d1", "d2"]));
 }
 
 #[test]
 fn choose_reuses_an_init_containers_devices_first() {
-    let healthy = set(&["d0", "d1", "d2"]);
+    let reusable = strings(&["d2"]);
     let req = Request {
         resource: "example.com/widget",
         needed: 2,
-        healthy: &healthy,
-        in_use: &set(&["d2", "d0"]),
-        reusable: &set(&["d2"]),
+        healthy: &["d0", "d1", "d2"],
+        in_use: &["d2", "d0"],
+        reusable: &reusable,
     };
-    assert_eq!(pod_devices::choose(&req).unwrap(), set(&["d1", "d2"]));
+    assert_eq!(pod_devices::choose(&req).unwrap(), strings(&["d1", "d2"]));
 }
 
 #[test]
 fn choose_refuses_with_upstreams_message() {
-    let healthy = set(&["d0", "d1"]);
     let req = Request {
         resource: "example.com/widget",
         needed: 3,
-        healthy: &healthy,
-        in_use: &set(&["d1"]),
-        reusable: &set(&[]),
+        healthy: &["d0", "d1"],
+        in_use: &["d1"],
+        reusable: &[],
     };
     assert_eq!(
         pod_devices::choose(&req).unwrap_err(),
@@ -215,7 +211,7 @@ fn responses_merge_in_order_without_duplicate_paths() {
     assert!(opts.mounts[0].readonly);
     assert_eq!(opts.devices.len(), 1);
     assert_eq!(opts.devices[0].permissions, "rw");
-    assert_eq!(opts.annotations["k"], "a");
+    assert_eq!(opts.annotations, vec![("k".to_string(), "a".to_string())]);
 }
 
 #[test]
@@ -235,6 +231,6 @@ fn devices_of_keeps_the_first_of_a_repeated_id_and_drops_empty_ids() {
         ],
     );
     assert_eq!(got.len(), 2);
-    assert!(got["a"].healthy);
-    assert!(!got["b"].healthy);
+    assert!(got[0].id == "a" && got[0].healthy);
+    assert!(got[1].id == "b" && !got[1].healthy);
 }
