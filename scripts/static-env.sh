@@ -66,11 +66,14 @@ fi
 # - no unwind tables and no C++ exceptions in the C core: nothing unwinds
 #   through it (a Rust panic never crosses the FFI boundary, and gRPC core is
 #   written without exceptions; abseil follows -fno-exceptions and aborts
-#   where it would throw).
+#   where it would throw);
+# - no RTTI in the C++: gRPC core uses neither typeid nor dynamic_cast, and
+#   abseil builds without RTTI (75 KB: the type_info of every polymorphic
+#   class; a use would fail the compile, not the run).
 # Changing any of these rebuilds the C core (~15 min).
 c_size="-DGRPC_ARES=0 -DGRPC_NO_RLS -fno-asynchronous-unwind-tables -fno-unwind-tables"
 export CFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE $c_size"
-export CXXFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE -Wno-missing-template-arg-list-after-template-kw $c_size -fno-exceptions"
+export CXXFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE -Wno-missing-template-arg-list-after-template-kw $c_size -fno-exceptions -fno-rtti"
 
 # The link: zig as cargo-zigbuild sets it up, then lld once more with the
 # functions that run in steady state placed together (scripts/static-link.sh,

@@ -10,7 +10,17 @@
 # functions a minute of standalone kubelet work runs lay in 79 of the
 # binary's windows; placed together they fill 19 (docs/static-build.md).
 #
-# zig cc refuses lld options it does not know, this one among them, so the
+# The same link folds identical functions (lld's --icf=all): Rust's
+# generics leave many copies of the same machine code (drop glue, Vec and
+# map methods of same-layout types), and so do C++ templates; 137 KB. "all"
+# rather than "safe" also folds functions whose address is taken, which
+# breaks only code that tells functions apart by address: Rust makes no
+# such promise; the vtables that are compared (Rust's, and the C core's
+# endpoint and promise vtable structs) are compiled position-independent
+# into .data.rel.ro, which ICF never folds; Chromium ships abseil with
+# --icf=all. `make test-static` runs the end-to-end suites on this binary.
+#
+# zig cc refuses lld options it does not know, these among them, so the
 # second link runs `zig ld.lld` with the command line zig printed for the
 # first (ZIG_VERBOSE_LINK). If anything in that goes wrong, the first link's
 # output stays: the binary is the same, only laid out in the link's order.
@@ -61,7 +71,7 @@ read -r -a zig <<<"$RKUBELET_ZIG"
 relinked=$out.ordered
 ordered=("${args[@]}")
 ordered[out_at]=$relinked
-if "${zig[@]}" ld.lld "${ordered[@]}" --symbol-ordering-file="$order" --no-warn-symbol-ordering >&2; then
+if "${zig[@]}" ld.lld "${ordered[@]}" --icf=all --symbol-ordering-file="$order" --no-warn-symbol-ordering >&2; then
     if mv -f "$relinked" "$out"; then
         status "ordered by $order"
     else
