@@ -4,6 +4,7 @@
 //! to the crate. With the `fuzzing` feature, [`fuzzing`] exposes the
 //! parsers of outside input to the fuzz targets in fuzz/.
 
+mod apis;
 mod app;
 mod apparmor;
 mod certificate;

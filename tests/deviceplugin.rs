@@ -141,6 +141,20 @@ fn checkpoint(cl: &Cluster) -> Value {
     serde_json::from_str(&fs::read_to_string(&p).unwrap_or_default()).unwrap_or(Value::Null)
 }
 
+/// One call of the pod resources API through tests/plugins/podresources.py,
+/// a client written to the v1 api.proto text, as a monitoring agent is.
+fn pod_resources(cl: &Cluster, args: &[&str]) -> Value {
+    let socket = cl.env.root.join("pod-resources/kubelet.sock");
+    let out = Command::new("/usr/bin/python3")
+        .arg(repo_dir().join("tests/plugins/podresources.py"))
+        .arg(&socket)
+        .args(args)
+        .output()
+        .expect("run tests/plugins/podresources.py");
+    assert!(out.status.success(), "podresources.py {args:?}: {out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
 fn restarts(pod: &Value) -> i64 {
     pod["status"]["containerStatuses"][0]["restartCount"]
         .as_i64()
@@ -198,6 +212,40 @@ fn device_plugin_lifecycle() {
     let pre = plugin.calls("PreStartContainer");
     assert_eq!(pre.len(), 1, "{pre:?}");
     assert_eq!(pre[0]["request"]["devices_ids"], json!(["widget-1"]));
+
+    // The pod resources API tells a monitoring agent the same.
+    let list = pod_resources(&cl, &["list"]);
+    assert_eq!(list["ok"], true, "{list}");
+    let pods = list["response"]["pod_resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let entry = pods
+        .iter()
+        .find(|p| p["name"] == "gets-one")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(entry["namespace"], "default");
+    assert_eq!(
+        entry["containers"],
+        json!([{"name": "c", "devices": [{"resource_name": WIDGET, "device_ids": ["widget-1"]}]}])
+    );
+    let got = pod_resources(&cl, &["get", "default", "gets-one"]);
+    assert_eq!(got["response"]["pod_resources"], *entry, "{got}");
+    let missing = pod_resources(&cl, &["get", "default", "no-such-pod"]);
+    assert_eq!(missing["ok"], false, "{missing}");
+    assert_eq!(
+        missing["details"],
+        "pod no-such-pod in namespace default not found"
+    );
+    let alloc = pod_resources(&cl, &["allocatable"]);
+    assert_eq!(
+        alloc["response"]["devices"],
+        json!([
+            {"resource_name": WIDGET, "device_ids": ["widget-0"]},
+            {"resource_name": WIDGET, "device_ids": ["widget-1"]},
+        ]),
+        "{alloc}"
+    );
 
     // Two more than the one left: refused at admission, as upstream words it.
     cl.api.create_pod(&device_pod("wants-two", WIDGET, 2));

@@ -23,6 +23,7 @@ const PROTO_DIR: &str = "../../protos";
 const APIS: &[(&str, &str)] = &[
     ("deviceplugin/v1beta1", "deviceplugin_v1beta1"),
     ("pluginregistration/v1", "pluginregistration_v1"),
+    ("podresources/v1", "podresources_v1"),
 ];
 
 fn main() {

@@ -362,6 +362,20 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .start(shutdown.clone())
             .context("start the device manager")?,
     );
+    // Served until the kubelet exits; monitoring agents read it, pods do
+    // not need it, so failing to serve it is reported, not fatal.
+    let _pod_resources = {
+        let root_dir = kubelet.settings().root_dir.clone();
+        let k = Arc::clone(&kubelet);
+        crate::apis::podresources::serve(
+            device_manager.grpc_env(),
+            &root_dir,
+            Arc::new(move || k.active_pods()),
+            device_manager.clone(),
+        )
+        .inspect_err(|e| log::error!("{e}; continuing without the pod resources API"))
+        .ok()
+    };
     let cluster_threads = match (&client, &volume_deps.objects) {
         (Some(c), Some(objects)) => start_cluster_modules(
             flags,

@@ -24,6 +24,20 @@ mod generated_pluginregistration_v1 {
     include!(concat!(env!("OUT_DIR"), "/pluginregistration_v1/mod.rs"));
 }
 
+#[allow(clippy::all, unused_qualifications, missing_docs)]
+mod generated_podresources_v1 {
+    include!(concat!(env!("OUT_DIR"), "/podresources_v1/mod.rs"));
+}
+
+/// The pod resources API monitoring agents read (upstream
+/// `pkg/apis/podresources`).
+pub mod podresources {
+    /// v1: served by the kubelet on `pod-resources/kubelet.sock`.
+    pub mod v1 {
+        pub use crate::generated_podresources_v1::{api, api_grpc};
+    }
+}
+
 /// The device plugin API (upstream `pkg/apis/deviceplugin`).
 pub mod deviceplugin {
     /// v1beta1: served by the device manager on `kubelet.sock`, and by

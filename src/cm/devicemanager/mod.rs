@@ -104,6 +104,23 @@ pub struct RunOptions {
     pub annotations: Vec<(String, String)>,
 }
 
+/// A container's devices of one resource on one NUMA node (none: devices
+/// without topology), for the pod resources API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Devices {
+    pub resource: String,
+    pub ids: Vec<String>,
+    pub numa: Vec<i64>,
+}
+
+/// One device the node has, healthy or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocatableDevice {
+    pub resource: String,
+    pub id: String,
+    pub numa: Vec<i64>,
+}
+
 /// Why a container cannot start yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceWait {
@@ -291,6 +308,71 @@ impl DeviceManager {
     /// Frees the devices of pods that are gone (housekeeping).
     pub fn release_inactive(&self, holders: &HashSet<String>) {
         self.inner.release_inactive(holders);
+    }
+
+    /// The devices `container` of pod `uid` was allocated, grouped by
+    /// resource and NUMA node as upstream's getContainerDevices groups
+    /// them; reservations whose answer is not in are not reported.
+    pub fn container_devices(&self, uid: &str, container: &str) -> Vec<Devices> {
+        let s = lock(&self.inner.state);
+        let mut out: Vec<Devices> = Vec::new();
+        let held = s.pods.container(uid, container);
+        for h in held.filter(|h| matches!(h.allocation, Allocation::Allocated(_))) {
+            let devices = s
+                .resource(&h.resource)
+                .map(|r| r.devices.as_slice())
+                .unwrap_or(&[]);
+            for id in &h.ids {
+                let numa = devices
+                    .iter()
+                    .find(|d| d.id == *id)
+                    .map(|d| d.numa.as_slice())
+                    .unwrap_or(&[]);
+                let nodes: Vec<Vec<i64>> = match numa {
+                    [] => vec![Vec::new()],
+                    ns => ns.iter().map(|n| vec![*n]).collect(),
+                };
+                for numa in nodes {
+                    let group = out
+                        .iter_mut()
+                        .find(|d| d.resource == h.resource && d.numa == numa);
+                    match group {
+                        Some(d) => d.ids.push(id.clone()),
+                        None => out.push(Devices {
+                            resource: h.resource.clone(),
+                            ids: vec![id.clone()],
+                            numa,
+                        }),
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every device of every registered plugin (upstream
+    /// GetAllocatableDevices), by resource then ID.
+    pub fn allocatable_devices(&self) -> Vec<AllocatableDevice> {
+        let s = lock(&self.inner.state);
+        let mut out: Vec<AllocatableDevice> = s
+            .resources
+            .iter()
+            .flat_map(|r| {
+                r.devices.iter().map(|d| AllocatableDevice {
+                    resource: r.name.clone(),
+                    id: d.id.clone(),
+                    numa: d.numa.clone(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.resource, &a.id).cmp(&(&b.resource, &b.id)));
+        out
+    }
+
+    /// The plugins' gRPC environment, for the other servers the kubelet
+    /// runs on its completion-queue thread (the pod resources API).
+    pub fn grpc_env(&self) -> &Arc<grpcio::Environment> {
+        &self.inner.env
     }
 
     /// What `container` of `pod` gets from its plugins, once they have

@@ -1,0 +1,3 @@
+//! The kubelet's own gRPC APIs (upstream `pkg/kubelet/apis`).
+
+pub mod podresources;
