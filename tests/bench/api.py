@@ -41,18 +41,26 @@ def main():
     if cmd == "node-ready":
         code, n = call("GET", "/api/v1/nodes/" + sys.argv[2])
         sys.exit(0 if code == 200 and ready(n) else 1)
+    elif cmd == "node-allocatable":
+        # exit 0 when the node's allocatable NAME is VALUE
+        code, n = call("GET", "/api/v1/nodes/" + sys.argv[2])
+        got = n.get("status", {}).get("allocatable", {}).get(sys.argv[3]) if code == 200 else None
+        sys.exit(0 if got == sys.argv[4] else 1)
     elif cmd == "start-pods":
         # plain: no volumes at all (automountServiceAccountToken false), the
         # figure comparable with earlier runs; volumes: the admission's projected
-        # token volume plus a configMap and a secret volume each.
+        # token volume plus a configMap and a secret volume each; devices: plain,
+        # each asking for one example.com/widget of tests/plugins/deviceplugin.py.
         node, n, limit, kind = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
         def pod(i):
             spec = {"nodeName": node, "terminationGracePeriodSeconds": 1,
                     "containers": [{"name": "sleep", "image": "docker.io/library/busybox:1.36",
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": ["sleep", "100000"]}]}
-            if kind == "plain":
+            if kind in ("plain", "devices"):
                 spec["automountServiceAccountToken"] = False
+                if kind == "devices":
+                    spec["containers"][0]["resources"] = {"limits": {"example.com/widget": "1"}}
             else:
                 spec["volumes"] = [{"name": "cfg", "configMap": {"name": "bench-config"}},
                                    {"name": "sec", "secret": {"secretName": "bench-secret"}}]
@@ -62,7 +70,7 @@ def main():
                     "metadata": {"name": f"bench-{kind}-{i}", "namespace": "default",
                                  "labels": {"bench": kind}},
                     "spec": spec}
-        if kind != "plain":
+        if kind not in ("plain", "devices"):
             call("POST", "/api/v1/namespaces/default/configmaps",
                  {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bench-config"},
                   "data": {"a": "1"}})

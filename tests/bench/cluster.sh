@@ -14,6 +14,8 @@
 #   earlier runs, the 30 plain pods with grace 2 s and the first 30 volume
 #   pods with grace 10 s (containers ignore SIGTERM): seconds until gone from
 #   the API, and the most threads seen meanwhile
+#   then a device plugin (tests/plugins/deviceplugin.py, 30 devices) and 30
+#   pods asking for one device each: time to Ready, RSS per pod, threads
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,11 +34,13 @@ export RKUBELET_CNI_BRIDGE=${RKUBELET_CNI_BRIDGE:-rkbench1}
 export RKUBELET_CNI_SUBNET=${RKUBELET_CNI_SUBNET:-10.88.241.0/24}
 kpid=""
 dpid=""
+ppid_plugin=""
 
 cleanup() {
     # (waited for, so that bash does not report them as Killed)
     [ -n "$kpid" ] && { kill -9 "$kpid" && wait "$kpid"; } 2>/dev/null || true
     [ -n "$dpid" ] && { kill -9 "$dpid" && wait "$dpid"; } 2>/dev/null || true
+    [ -n "$ppid_plugin" ] && { kill -9 "$ppid_plugin" && wait "$ppid_plugin"; } 2>/dev/null || true
     bash "$harness" stop "$work/ctrd" >/dev/null 2>&1 || true
     cgroup_root_remove /rk-bench-cluster
     unmount_under "$work"
@@ -145,3 +149,25 @@ echo "cluster_delete_${n}_pods_grace_10s_gone_from_api_seconds $took (gone from 
 touch "$work/stop-sampling"; wait "$sampler" || true
 echo "cluster_delete_threads_max $(cat "$work/threads-max") (after: $(threads))"
 kill -0 "$kpid" 2>/dev/null || fail "rkubelet died during the bench"
+
+# Device plugins: 30 pods with one device each, from a plugin written to
+# the v1beta1 text. Their cost over the same number of plain pods is the
+# device manager's (Allocate on the completion queue, the checkpoint).
+sleep 10
+rss_before=$(rss_kb)
+anon_before=$(anon_kb)
+/usr/bin/python3 "$root/tests/plugins/deviceplugin.py" --dir "$work/root/device-plugins" \
+    --devices "$pods" --mount-dir "$work/widget-data" >"$work/plugin.log" 2>&1 &
+ppid_plugin=$!
+wait_for 30 api node-allocatable "$node" example.com/widget "$pods" || fail "the device plugin's $pods devices are not in the node's allocatable"
+echo "cluster_device_plugin_threads $(threads)"
+read -r took created < <(api start-pods "$node" "$pods" 120 devices) || fail "device pods did not become Ready"
+echo "cluster_${pods}_device_pods_ready_seconds $took (one example.com/widget each; creating them took ${created} s)"
+sleep 10
+rss_dev=$(rss_kb)
+anon_dev=$(anon_kb)
+echo "cluster_${pods}_device_pods_rss_kb $rss_dev ($(rss_split)); per device pod $(( (rss_dev - rss_before) / pods )) KB (anon $(( (anon_dev - anon_before) / pods )))"
+echo "cluster_${pods}_device_pods_threads $(threads)"
+read -r took n < <(api delete-pods devices 2 60) || fail "device pods were not deleted"
+echo "cluster_delete_${n}_device_pods_grace_2s_gone_from_api_seconds $took"
+kill -0 "$kpid" 2>/dev/null || fail "rkubelet died during the device bench"
