@@ -4,3 +4,22 @@
 //! plugins), taking it back when its socket goes.
 
 mod cache;
+mod watcher;
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PluginManagerError {
+    #[error("creating plugin directory {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("plugin directory {0} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("watching {path} with inotify: {source}")]
+    Watch {
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+}
