@@ -7,6 +7,7 @@
 //! so the transport stays out of the watcher and the reconciler.
 
 mod cache;
+mod grpc;
 mod reconciler;
 mod watcher;
 
@@ -21,6 +22,7 @@ use log::{error, info};
 
 use crate::util::worker::{self, ShutdownStage, Worker};
 use cache::{ActualStateOfWorld, DesiredStateOfWorld};
+pub(crate) use grpc::GrpcDialer;
 pub(crate) use reconciler::Reconciler;
 use watcher::Watcher;
 

@@ -3,9 +3,11 @@
 //! world to the desired one, on the plugin manager's thread.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use rkubelet_util::Exponential;
 
 use log::{info, warn};
 
@@ -16,11 +18,24 @@ use super::{PluginClient, PluginDialer, PluginHandler, PluginInfo, PluginManager
 const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 const GET_INFO_TIMEOUT: Duration = Duration::from_secs(10);
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+/// A socket whose registration failed is tried again after this, doubling
+/// to [`RETRY_MAX`] (upstream's operation executor: 500 ms to 2 min 2 s),
+/// so one socket that is not a plugin does not hold the thread every round.
+const RETRY_INITIAL: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(122);
+
+/// Told why a plugin's registration failed (the kubelet records a node
+/// event).
+pub(crate) type OnFailure = Box<dyn Fn(&str) + Send>;
 
 /// Registers and deregisters plugins through the handler of their type.
 pub(crate) struct Reconciler {
     handlers: HashMap<String, Arc<dyn PluginHandler>>,
     dialer: Box<dyn PluginDialer>,
+    /// Sockets whose registration failed: the socket's timestamp then, and
+    /// when it may be tried again.
+    retry: HashMap<PathBuf, (u64, Instant, Exponential)>,
+    on_failure: Option<OnFailure>,
 }
 
 impl Reconciler {
@@ -28,7 +43,14 @@ impl Reconciler {
         Reconciler {
             handlers: HashMap::new(),
             dialer,
+            retry: HashMap::new(),
+            on_failure: None,
         }
+    }
+
+    /// Where failures are reported, besides the log.
+    pub fn on_failure(&mut self, f: OnFailure) {
+        self.on_failure = Some(f);
     }
 
     /// Routes plugins of `plugin_type` ("CSIPlugin", "DevicePlugin") to
@@ -39,19 +61,44 @@ impl Reconciler {
 
     /// Deregisters what left or was replaced, then registers what is new,
     /// so a replaced socket's plugin is taken back before it is given again.
-    pub fn reconcile(&self, desired: &DesiredStateOfWorld, actual: &mut ActualStateOfWorld) {
+    pub fn reconcile(&mut self, desired: &DesiredStateOfWorld, actual: &mut ActualStateOfWorld) {
         for plugin in actual.plugins() {
             if !desired.is_current(&plugin.socket_path, plugin.timestamp) {
                 self.deregister(&plugin, actual);
             }
         }
+        // A socket that went or changed starts afresh.
+        self.retry.retain(|path, _| desired.contains(path));
+        let now = Instant::now();
         for plugin in desired.plugins() {
-            if !actual.is_current(&plugin.socket_path, plugin.timestamp) {
-                if let Err(e) = self.register(&plugin, actual) {
-                    warn!("Plugin at {}: {e}", plugin.socket_path.display());
+            if actual.is_current(&plugin.socket_path, plugin.timestamp) {
+                continue;
+            }
+            let waiting = self.retry.get(&plugin.socket_path);
+            if waiting.is_some_and(|(ts, at, _)| *ts == plugin.timestamp && now < *at) {
+                continue;
+            }
+            match self.register(&plugin, actual) {
+                Ok(()) => {
+                    self.retry.remove(&plugin.socket_path);
                 }
+                Err(e) => self.failed(&plugin.socket_path, plugin.timestamp, &e),
             }
         }
+    }
+
+    fn failed(&mut self, socket: &Path, timestamp: u64, e: &PluginManagerError) {
+        let msg = format!("plugin at {}: {e}", socket.display());
+        warn!("{msg}");
+        if let Some(f) = &self.on_failure {
+            f(&msg);
+        }
+        let fresh = || (timestamp, Instant::now(), Exponential::new(RETRY_INITIAL, RETRY_MAX));
+        let entry = self.retry.entry(socket.to_path_buf()).or_insert_with(fresh);
+        if entry.0 != timestamp {
+            *entry = fresh();
+        }
+        entry.1 = Instant::now() + entry.2.next_delay();
     }
 
     fn deregister(&self, plugin: &RegisteredPlugin, actual: &mut ActualStateOfWorld) {

@@ -20,7 +20,7 @@ type Log = Arc<Mutex<Vec<String>>>;
 /// Answers GetInfo from the socket's name: `csi-*` is a CSI driver,
 /// `dp-*` a device plugin, anything else a type nobody handles. A name
 /// with `flaky` cannot be dialled the first time, and fails GetInfo the
-/// second.
+/// second; one with `dead` can never be dialled.
 struct FakeDialer(Log);
 
 struct FakeClient {
@@ -39,7 +39,7 @@ impl PluginDialer for FakeDialer {
         let mut log = self.0.lock().unwrap();
         log.push(format!("dial {name}"));
         let attempt = log.iter().filter(|l| **l == format!("dial {name}")).count();
-        if name.contains("flaky") && attempt == 1 {
+        if name.contains("dead") || (name.contains("flaky") && attempt == 1) {
             return Err(PluginManagerError::Dial {
                 socket: socket.to_path_buf(),
                 message: "connection refused".into(),
@@ -146,6 +146,10 @@ impl Running {
 fn run_in(root: TempDir) -> Running {
     let log = Log::default();
     let mut reconciler = Reconciler::new(Box::new(FakeDialer(log.clone())));
+    let failures = log.clone();
+    reconciler.on_failure(Box::new(move |msg| {
+        failures.lock().unwrap().push(format!("failure {msg}"));
+    }));
     reconciler.add_handler(CSI_PLUGIN, Arc::new(FakeHandler(log.clone())));
     reconciler.add_handler(DEVICE_PLUGIN, Arc::new(FakeHandler(log.clone())));
     let (stop, shutdown) = crossbeam_channel::bounded(0);
@@ -287,6 +291,25 @@ fn a_plugin_that_cannot_be_reached_is_tried_again() {
     });
     assert_eq!(m.lines("dial").len(), 3);
     assert!(m.lines("notify").iter().all(|l| l.contains("true")));
+    m.stop();
+}
+
+/// A socket that never answers is tried less and less often (500 ms
+/// doubling), each failure reported, and it holds no other plugin back.
+#[test]
+fn a_socket_that_never_answers_is_backed_off() {
+    let m = run();
+    eventually("the registry dir", || m.registry().is_dir());
+    bind(&m.registry().join("csi-dead.sock"));
+    std::thread::sleep(Duration::from_millis(3500));
+    let dials = m.lines("dial csi-dead").len();
+    // Tries at about 0, 1 and 2 s (the 1 s rounds), then not before 4 s:
+    // every round would have been 4.
+    assert!((2..=3).contains(&dials), "{dials} dials in 3.5 s: {:?}", m.lines("dial"));
+    assert_eq!(m.lines("failure").len(), dials);
+    assert!(m.lines("failure")[0].contains("csi-dead.sock"), "{:?}", m.lines("failure"));
+    bind(&m.registry().join("csi-good.sock"));
+    eventually("another plugin registered meanwhile", || m.has("register csi-good"));
     m.stop();
 }
 
