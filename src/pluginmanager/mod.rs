@@ -1,0 +1,171 @@
+//! The plugin manager (upstream pkg/kubelet/pluginmanager): one thread
+//! that watches `<root-dir>/plugins_registry` for plugin sockets and
+//! hands each plugin to the handler of its type (CSI drivers, device
+//! plugins), taking it back when its socket goes.
+//!
+//! The registration RPCs are behind [`PluginDialer`] and [`PluginClient`]
+//! so the transport stays out of the watcher and the reconciler.
+
+mod cache;
+mod grpc;
+mod reconciler;
+mod watcher;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, TryRecvError};
+use log::{error, info};
+
+use crate::util::worker::{self, ShutdownStage, Worker};
+use cache::{ActualStateOfWorld, DesiredStateOfWorld};
+pub(crate) use grpc::GrpcDialer;
+pub(crate) use reconciler::Reconciler;
+use watcher::Watcher;
+
+/// The registry directory under the kubelet's root dir.
+pub(crate) const PLUGINS_REGISTRY_DIR: &str = "plugins_registry";
+/// The plugin types upstream's registration API names.
+pub(crate) const CSI_PLUGIN: &str = "CSIPlugin";
+pub(crate) const DEVICE_PLUGIN: &str = "DevicePlugin";
+
+/// How long one wait for inotify lasts: the bound on noticing shutdown.
+const TICK: Duration = Duration::from_millis(100);
+/// How often plugins whose registration failed are tried again, as
+/// upstream's reconciler period.
+const RECONCILE_PERIOD: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PluginManagerError {
+    #[error("creating plugin directory {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("plugin directory {0} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("watching {path} with inotify: {source}")]
+    Watch {
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+    #[error("dialing plugin socket {socket}: {message}")]
+    Dial { socket: PathBuf, message: String },
+    #[error("{call} on plugin socket {socket}: {message}")]
+    Rpc {
+        call: &'static str,
+        socket: PathBuf,
+        message: String,
+    },
+    #[error("{0}")]
+    Handler(String),
+}
+
+/// What a plugin says about itself (pluginregistration v1 `PluginInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct PluginInfo {
+    pub plugin_type: String,
+    pub name: String,
+    /// Where the plugin serves its own API; empty means the registration
+    /// socket itself.
+    pub endpoint: String,
+    pub supported_versions: Vec<String>,
+}
+
+/// One plugin's registration service (pluginregistration v1
+/// `Registration`). Each call must give up after `timeout`.
+pub(crate) trait PluginClient {
+    fn get_info(&self, timeout: Duration) -> Result<PluginInfo, PluginManagerError>;
+    fn notify_registration_status(
+        &self,
+        registered: bool,
+        error: &str,
+        timeout: Duration,
+    ) -> Result<(), PluginManagerError>;
+}
+
+/// Connects to a plugin's registration socket.
+pub(crate) trait PluginDialer: Send {
+    fn dial(
+        &self,
+        socket: &Path,
+        timeout: Duration,
+    ) -> Result<Box<dyn PluginClient>, PluginManagerError>;
+}
+
+/// What a plugin type's owner does with its plugins (upstream's
+/// cache.PluginHandler).
+pub(crate) trait PluginHandler: Send + Sync {
+    fn validate_plugin(
+        &self,
+        name: &str,
+        endpoint: &str,
+        versions: &[String],
+    ) -> Result<(), PluginManagerError>;
+    fn register_plugin(
+        &self,
+        name: &str,
+        endpoint: &str,
+        versions: &[String],
+    ) -> Result<(), PluginManagerError>;
+    fn deregister_plugin(&self, name: &str, endpoint: &str);
+}
+
+/// The watcher, both caches and the reconciler, run by one thread.
+pub(crate) struct PluginManager {
+    watcher: Watcher,
+    desired: DesiredStateOfWorld,
+    actual: ActualStateOfWorld,
+    reconciler: Reconciler,
+}
+
+impl PluginManager {
+    /// A manager for `<root_dir>/plugins_registry`.
+    pub fn new(root_dir: &Path, reconciler: Reconciler) -> Self {
+        PluginManager {
+            watcher: Watcher::new(root_dir.join(PLUGINS_REGISTRY_DIR)),
+            desired: DesiredStateOfWorld::default(),
+            actual: ActualStateOfWorld::default(),
+            reconciler,
+        }
+    }
+
+    /// Watches and reconciles until `shutdown` closes or gets a message:
+    /// at once after a change, else every [`RECONCILE_PERIOD`].
+    pub fn run(&mut self, shutdown: &Receiver<()>) {
+        if let Err(e) = self.watcher.start(&mut self.desired) {
+            error!("Plugin watcher failed to start, trying again: {e}");
+        }
+        let mut last = None::<Instant>;
+        loop {
+            let changed = self.watcher.wait(TICK, &mut self.desired);
+            if !matches!(shutdown.try_recv(), Err(TryRecvError::Empty)) {
+                break;
+            }
+            if changed || last.is_none_or(|at| at.elapsed() >= RECONCILE_PERIOD) {
+                self.reconciler.reconcile(&self.desired, &mut self.actual);
+                last = Some(Instant::now());
+            }
+        }
+        info!("Plugin manager stopped");
+    }
+}
+
+/// Starts the "plugin-manager" thread: one, whatever the number of
+/// plugins.
+pub(crate) fn start(
+    root_dir: &Path,
+    reconciler: Reconciler,
+    shutdown: Receiver<()>,
+) -> std::io::Result<Worker> {
+    let mut manager = PluginManager::new(root_dir, reconciler);
+    worker::spawn_supervised(
+        "plugin-manager",
+        ShutdownStage::Workers,
+        shutdown,
+        move |shutdown| manager.run(shutdown),
+    )
+}

@@ -1,0 +1,173 @@
+//! The reconciler (upstream pluginmanager/reconciler and the register and
+//! unregister steps of its operationexecutor): brings the actual state of
+//! world to the desired one, on the plugin manager's thread.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rkubelet_util::Exponential;
+
+use log::{info, warn};
+
+use super::cache::{ActualStateOfWorld, DesiredPlugin, DesiredStateOfWorld, RegisteredPlugin};
+use super::{PluginClient, PluginDialer, PluginHandler, PluginInfo, PluginManagerError};
+
+/// Upstream's bounds on the registration calls.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+const GET_INFO_TIMEOUT: Duration = Duration::from_secs(10);
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+/// A socket whose registration failed is tried again after this, doubling
+/// to [`RETRY_MAX`] (upstream's operation executor: 500 ms to 2 min 2 s),
+/// so one socket that is not a plugin does not hold the thread every round.
+const RETRY_INITIAL: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(122);
+
+/// Told why a plugin's registration failed (the kubelet records a node
+/// event).
+pub(crate) type OnFailure = Box<dyn Fn(&str) + Send>;
+
+/// Registers and deregisters plugins through the handler of their type.
+pub(crate) struct Reconciler {
+    handlers: HashMap<String, Arc<dyn PluginHandler>>,
+    dialer: Box<dyn PluginDialer>,
+    /// Sockets whose registration failed: the socket's timestamp then, and
+    /// when it may be tried again.
+    retry: HashMap<PathBuf, (u64, Instant, Exponential)>,
+    on_failure: Option<OnFailure>,
+}
+
+impl Reconciler {
+    pub fn new(dialer: Box<dyn PluginDialer>) -> Self {
+        Reconciler {
+            handlers: HashMap::new(),
+            dialer,
+            retry: HashMap::new(),
+            on_failure: None,
+        }
+    }
+
+    /// Where failures are reported, besides the log.
+    pub fn on_failure(&mut self, f: OnFailure) {
+        self.on_failure = Some(f);
+    }
+
+    /// Routes plugins of `plugin_type` ("CSIPlugin", "DevicePlugin") to
+    /// `handler`.
+    pub fn add_handler(&mut self, plugin_type: &str, handler: Arc<dyn PluginHandler>) {
+        self.handlers.insert(plugin_type.to_string(), handler);
+    }
+
+    /// Deregisters what left or was replaced, then registers what is new,
+    /// so a replaced socket's plugin is taken back before it is given again.
+    pub fn reconcile(&mut self, desired: &DesiredStateOfWorld, actual: &mut ActualStateOfWorld) {
+        for plugin in actual.plugins() {
+            if !desired.is_current(&plugin.socket_path, plugin.timestamp) {
+                self.deregister(&plugin, actual);
+            }
+        }
+        // A socket that went or changed starts afresh.
+        self.retry.retain(|path, _| desired.contains(path));
+        let now = Instant::now();
+        for plugin in desired.plugins() {
+            if actual.is_current(&plugin.socket_path, plugin.timestamp) {
+                continue;
+            }
+            let waiting = self.retry.get(&plugin.socket_path);
+            if waiting.is_some_and(|(ts, at, _)| *ts == plugin.timestamp && now < *at) {
+                continue;
+            }
+            match self.register(&plugin, actual) {
+                Ok(()) => {
+                    self.retry.remove(&plugin.socket_path);
+                }
+                Err(e) => self.failed(&plugin.socket_path, plugin.timestamp, &e),
+            }
+        }
+    }
+
+    fn failed(&mut self, socket: &Path, timestamp: u64, e: &PluginManagerError) {
+        let msg = format!("plugin at {}: {e}", socket.display());
+        warn!("{msg}");
+        if let Some(f) = &self.on_failure {
+            f(&msg);
+        }
+        let fresh = || (timestamp, Instant::now(), Exponential::new(RETRY_INITIAL, RETRY_MAX));
+        let entry = self.retry.entry(socket.to_path_buf()).or_insert_with(fresh);
+        if entry.0 != timestamp {
+            *entry = fresh();
+        }
+        entry.1 = Instant::now() + entry.2.next_delay();
+    }
+
+    fn deregister(&self, plugin: &RegisteredPlugin, actual: &mut ActualStateOfWorld) {
+        info!(
+            "Deregistering {} plugin {} ({})",
+            plugin.plugin_type,
+            plugin.name,
+            plugin.socket_path.display()
+        );
+        if let Some(handler) = self.handlers.get(&plugin.plugin_type) {
+            handler.deregister_plugin(&plugin.name, &plugin.endpoint);
+        }
+        actual.remove(&plugin.socket_path);
+    }
+
+    /// Upstream's registration: GetInfo, find the handler, validate, record,
+    /// register, and tell the plugin how it went. A plugin that cannot be
+    /// reached is tried again next round; one that was refused is not,
+    /// until its socket changes, as upstream.
+    fn register(
+        &self,
+        plugin: &DesiredPlugin,
+        actual: &mut ActualStateOfWorld,
+    ) -> Result<(), PluginManagerError> {
+        let socket = &plugin.socket_path;
+        let client = self.dialer.dial(socket, DIAL_TIMEOUT)?;
+        let info = client.get_info(GET_INFO_TIMEOUT)?;
+        let Some(handler) = self.handlers.get(&info.plugin_type) else {
+            let msg = format!(
+                "no handler registered for plugin type: {} at socket {}",
+                info.plugin_type,
+                socket.display()
+            );
+            return refuse(client.as_ref(), socket, msg);
+        };
+        let endpoint = endpoint_of(&info, socket);
+        let versions = &info.supported_versions;
+        if let Err(e) = handler.validate_plugin(&info.name, &endpoint, versions) {
+            let msg = format!("plugin validation failed with err: {e}");
+            return refuse(client.as_ref(), socket, msg);
+        }
+        actual.add(RegisteredPlugin {
+            socket_path: socket.clone(),
+            timestamp: plugin.timestamp,
+            plugin_type: info.plugin_type.clone(),
+            name: info.name.clone(),
+            endpoint: endpoint.clone(),
+        });
+        if let Err(e) = handler.register_plugin(&info.name, &endpoint, versions) {
+            let msg = format!("plugin registration failed with err: {e}");
+            return refuse(client.as_ref(), socket, msg);
+        }
+        info!("Registered {} plugin {}", info.plugin_type, info.name);
+        client.notify_registration_status(true, "", NOTIFY_TIMEOUT)
+    }
+}
+
+/// Tells the plugin it was refused, and why; the refusal is the error.
+fn refuse(client: &dyn PluginClient, socket: &Path, msg: String) -> Result<(), PluginManagerError> {
+    if let Err(e) = client.notify_registration_status(false, &msg, NOTIFY_TIMEOUT) {
+        warn!("Plugin at {}: {e}", socket.display());
+    }
+    Err(PluginManagerError::Handler(msg))
+}
+
+fn endpoint_of(info: &PluginInfo, socket: &Path) -> String {
+    if info.endpoint.is_empty() {
+        socket.to_string_lossy().into_owned()
+    } else {
+        info.endpoint.clone()
+    }
+}

@@ -1,0 +1,364 @@
+//! The plugin watcher (upstream pluginmanager/pluginwatcher): inotify on
+//! the registry directory and every subdirectory in it, turning unix
+//! sockets that appear and go into the desired state of world.
+//!
+//! As upstream, names starting with '.' and anything that is not a socket
+//! are ignored; subdirectories are followed. Entries are looked at without
+//! following symlinks, so a link cannot make the walk loop.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, DirBuilder};
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use log::{debug, info, warn};
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
+
+use super::cache::DesiredStateOfWorld;
+use super::PluginManagerError;
+
+/// The registry directory's mode when it has to be created: plugins are
+/// root's, and others have no business listing their sockets.
+const DIR_MODE: u32 = 0o750;
+
+/// Watches one registry directory tree.
+pub(crate) struct Watcher {
+    root: PathBuf,
+    inotify: Option<Inotify>,
+    /// The directory each watch descriptor stands for.
+    dirs: HashMap<WatchDescriptor, PathBuf>,
+    /// Set when events were lost (queue overflow): the tree is walked again.
+    rewalk: bool,
+}
+
+impl Watcher {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Watcher {
+            root: root.into(),
+            inotify: None,
+            dirs: HashMap::new(),
+            rewalk: false,
+        }
+    }
+
+    /// Creates the directory if missing, watches it and records the
+    /// sockets already in it (upstream's Start and traversePluginDir).
+    pub fn start(&mut self, dsw: &mut DesiredStateOfWorld) -> Result<(), PluginManagerError> {
+        self.inotify = None;
+        self.dirs.clear();
+        create_dir(&self.root)?;
+        let flags = InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC;
+        let inotify = Inotify::init(flags).map_err(|source| PluginManagerError::Watch {
+            path: self.root.clone(),
+            source,
+        })?;
+        let root_wd = inotify
+            .add_watch(&self.root, watch_mask())
+            .map_err(|source| PluginManagerError::Watch {
+                path: self.root.clone(),
+                source,
+            })?;
+        self.dirs.insert(root_wd, self.root.clone());
+        self.inotify = Some(inotify);
+        info!("Watching plugin registry {}", self.root.display());
+        self.resync(dsw);
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for inotify events and applies them; true if
+    /// the desired state may have changed. A watcher that could not start
+    /// (or lost its directory) tries again here.
+    pub fn wait(&mut self, timeout: Duration, dsw: &mut DesiredStateOfWorld) -> bool {
+        if self.inotify.is_none() {
+            if let Err(e) = self.start(dsw) {
+                warn!("Plugin watcher: {e}; trying again");
+                std::thread::sleep(timeout);
+                return false;
+            }
+            return true;
+        }
+        let events = self.read(timeout);
+        let mut changed = false;
+        for event in &events {
+            changed |= self.apply(event, dsw);
+        }
+        if self.rewalk {
+            self.rewalk = false;
+            info!(
+                "Plugin watcher: events were lost; walking {} again",
+                self.root.display()
+            );
+            changed |= self.resync(dsw);
+        }
+        changed
+    }
+
+    /// Polls the inotify descriptor (bounded, so the caller sees shutdown)
+    /// and reads everything pending.
+    fn read(&mut self, timeout: Duration) -> Vec<InotifyEvent> {
+        let Some(inotify) = &self.inotify else {
+            return Vec::new();
+        };
+        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) | Err(Errno::EINTR) => return Vec::new(),
+            Ok(_) => {}
+            Err(e) => {
+                warn!("Plugin watcher: poll: {e}");
+                std::thread::sleep(timeout);
+                return Vec::new();
+            }
+        }
+        let mut all = Vec::new();
+        loop {
+            match inotify.read_events() {
+                Ok(events) if events.is_empty() => break,
+                Ok(events) => all.extend(events),
+                Err(Errno::EAGAIN) | Err(Errno::EINTR) => break,
+                Err(e) => {
+                    warn!("Plugin watcher: reading events: {e}; walking again");
+                    self.rewalk = true;
+                    break;
+                }
+            }
+        }
+        all
+    }
+
+    /// One event; true if the desired state changed.
+    fn apply(&mut self, event: &InotifyEvent, dsw: &mut DesiredStateOfWorld) -> bool {
+        if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+            self.rewalk = true;
+            return false;
+        }
+        let Some(dir) = self.dirs.get(&event.wd).cloned() else {
+            return false;
+        };
+        let self_gone =
+            AddWatchFlags::IN_IGNORED | AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF;
+        if event.mask.intersects(self_gone) {
+            return self.lost_dir(event.wd, &dir, dsw);
+        }
+        let Some(name) = &event.name else {
+            return false;
+        };
+        let path = dir.join(name);
+        if event
+            .mask
+            .intersects(AddWatchFlags::IN_DELETE | AddWatchFlags::IN_MOVED_FROM)
+        {
+            return self.removed(&path, dsw);
+        }
+        if event
+            .mask
+            .intersects(AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+        {
+            return self.created(&path, dsw);
+        }
+        false
+    }
+
+    /// A watched directory went away. Losing the root means starting over
+    /// (the directory is made again at the next wait).
+    fn lost_dir(&mut self, wd: WatchDescriptor, dir: &Path, dsw: &mut DesiredStateOfWorld) -> bool {
+        self.dirs.remove(&wd);
+        if dir != self.root {
+            return dsw.remove_under(dir) > 0;
+        }
+        warn!(
+            "Plugin registry {} went away; making it again",
+            self.root.display()
+        );
+        self.inotify = None;
+        self.dirs.clear();
+        dsw.remove_under(&self.root) > 0
+    }
+
+    /// A name appeared (created or moved in): a socket is a plugin, a
+    /// directory is watched and walked.
+    fn created(&mut self, path: &Path, dsw: &mut DesiredStateOfWorld) -> bool {
+        if is_hidden(path) {
+            debug!("Plugin watcher: ignoring hidden {}", path.display());
+            return false;
+        }
+        let meta = match fs::symlink_metadata(path) {
+            Ok(meta) => meta,
+            // Gone again before we looked: its removal event follows.
+            Err(_) => return false,
+        };
+        if meta.is_dir() {
+            let mut found = Vec::new();
+            self.walk(path, &mut found);
+            for socket in &found {
+                dsw.add_or_update(socket);
+            }
+            return !found.is_empty();
+        }
+        if !meta.file_type().is_socket() {
+            debug!("Plugin watcher: ignoring non-socket {}", path.display());
+            return false;
+        }
+        info!("Plugin socket {} appeared", path.display());
+        dsw.add_or_update(path);
+        true
+    }
+
+    /// A name went (deleted or moved away): the socket, or every socket
+    /// under a directory, leaves the desired state. A moved directory
+    /// keeps its watches, which would now see a tree elsewhere.
+    fn removed(&mut self, path: &Path, dsw: &mut DesiredStateOfWorld) -> bool {
+        let moved: Vec<WatchDescriptor> = self
+            .dirs
+            .iter()
+            .filter(|(_, d)| d.starts_with(path))
+            .map(|(wd, _)| *wd)
+            .collect();
+        for wd in moved {
+            self.dirs.remove(&wd);
+            if let Some(inotify) = &self.inotify {
+                // Already gone with a deleted directory: nothing to undo.
+                let _ = inotify.rm_watch(wd);
+            }
+        }
+        if dsw.remove(path) {
+            info!("Plugin socket {} went away", path.display());
+            return true;
+        }
+        dsw.remove_under(path) > 0
+    }
+
+    /// Walks the whole tree again: sockets missing from the desired state
+    /// are added, those no longer on disk removed. Used at start and after
+    /// lost events; a socket replaced while events were lost keeps its
+    /// old timestamp.
+    fn resync(&mut self, dsw: &mut DesiredStateOfWorld) -> bool {
+        let mut found = Vec::new();
+        let root = self.root.clone();
+        self.walk(&root, &mut found);
+        let found: HashSet<PathBuf> = found.into_iter().collect();
+        let gone: Vec<PathBuf> = dsw
+            .paths()
+            .filter(|p| p.starts_with(&self.root) && !found.contains(*p))
+            .map(Path::to_path_buf)
+            .collect();
+        let mut changed = !gone.is_empty();
+        for path in gone {
+            dsw.remove(&path);
+        }
+        for path in found {
+            if !dsw.contains(&path) {
+                dsw.add_or_update(&path);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Watches `dir` and collects the sockets under it, following
+    /// subdirectories. A directory that cannot be read or watched is
+    /// logged and skipped; the rest of the tree still counts.
+    fn walk(&mut self, dir: &Path, found: &mut Vec<PathBuf>) {
+        self.add_watch(dir);
+        let entries = match fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                warn!("Plugin watcher: reading {}: {e}", dir.display());
+                return;
+            }
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if is_hidden(&path) {
+                continue;
+            }
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => self.walk(&path, found),
+                Ok(t) if t.is_socket() => found.push(path),
+                _ => debug!("Plugin watcher: ignoring {}", path.display()),
+            }
+        }
+    }
+
+    fn add_watch(&mut self, dir: &Path) {
+        let Some(inotify) = &self.inotify else {
+            return;
+        };
+        match inotify.add_watch(dir, watch_mask()) {
+            Ok(wd) => {
+                self.dirs.insert(wd, dir.to_path_buf());
+            }
+            Err(e) => warn!("Plugin watcher: watching {}: {e}", dir.display()),
+        }
+    }
+}
+
+/// What a watched directory reports: names coming and going, and its own
+/// end. IN_ONLYDIR and IN_DONT_FOLLOW keep a watch from landing on
+/// whatever replaced the directory, or on a link's target.
+fn watch_mask() -> AddWatchFlags {
+    AddWatchFlags::IN_CREATE
+        | AddWatchFlags::IN_DELETE
+        | AddWatchFlags::IN_MOVED_FROM
+        | AddWatchFlags::IN_MOVED_TO
+        | AddWatchFlags::IN_DELETE_SELF
+        | AddWatchFlags::IN_MOVE_SELF
+        | AddWatchFlags::IN_ONLYDIR
+        | AddWatchFlags::IN_DONT_FOLLOW
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+}
+
+/// Creates the registry directory (and its parents) if missing; something
+/// else at that path is an error.
+fn create_dir(dir: &Path) -> Result<(), PluginManagerError> {
+    let err = |source: io::Error| PluginManagerError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .map_err(err)?;
+    if fs::metadata(dir).map_err(err)?.is_dir() {
+        Ok(())
+    } else {
+        Err(PluginManagerError::NotADirectory(dir.to_path_buf()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// What a queue overflow triggers: the walk finds what the lost events
+    /// would have said.
+    #[test]
+    fn a_rewalk_catches_up_with_lost_events() {
+        let dir = tempfile::TempDir::with_prefix("rkubelet-watcher-").unwrap();
+        let root = dir.path().join("registry");
+        let mut dsw = DesiredStateOfWorld::default();
+        let mut w = Watcher::new(&root);
+        w.start(&mut dsw).unwrap();
+        UnixListener::bind(root.join("old.sock")).unwrap();
+        assert!(w.wait(Duration::from_secs(1), &mut dsw));
+        fs::remove_file(root.join("old.sock")).unwrap();
+        UnixListener::bind(root.join("new.sock")).unwrap();
+        // Drop the pending events, as an overflow would.
+        w.start(&mut DesiredStateOfWorld::default()).unwrap();
+        w.rewalk = true;
+        assert!(w.wait(Duration::ZERO, &mut dsw));
+        let paths: Vec<_> = dsw.paths().collect();
+        assert_eq!(paths, [root.join("new.sock")]);
+    }
+}
