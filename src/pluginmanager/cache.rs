@@ -2,8 +2,9 @@
 //! pluginmanager/cache): the desired state is every plugin socket the
 //! watcher sees, the actual state every plugin a handler has taken. Both
 //! are owned by the plugin manager's one thread, so they carry no locks.
+//! Lists, not hash maps: a node has a handful of plugins, and each map
+//! type would be one more copy of the hash table's code in the binary.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// A socket the watcher found, and when (as a generation, not a clock
@@ -15,10 +16,10 @@ pub(crate) struct DesiredPlugin {
     pub timestamp: u64,
 }
 
-/// Plugin sockets seen on disk, by path.
+/// Plugin sockets seen on disk, in the order first seen.
 #[derive(Debug, Default)]
 pub(crate) struct DesiredStateOfWorld {
-    plugins: HashMap<PathBuf, u64>,
+    plugins: Vec<DesiredPlugin>,
     clock: u64,
 }
 
@@ -27,43 +28,52 @@ impl DesiredStateOfWorld {
     /// timestamp, which tells the reconciler to (re-)register it.
     pub fn add_or_update(&mut self, socket_path: &Path) {
         self.clock += 1;
-        self.plugins.insert(socket_path.to_path_buf(), self.clock);
+        let timestamp = self.clock;
+        match self
+            .plugins
+            .iter_mut()
+            .find(|p| p.socket_path == socket_path)
+        {
+            Some(p) => p.timestamp = timestamp,
+            None => self.plugins.push(DesiredPlugin {
+                socket_path: socket_path.to_path_buf(),
+                timestamp,
+            }),
+        }
     }
 
     pub fn remove(&mut self, socket_path: &Path) -> bool {
-        self.plugins.remove(socket_path).is_some()
+        let before = self.plugins.len();
+        self.plugins.retain(|p| p.socket_path != socket_path);
+        self.plugins.len() != before
     }
 
     /// Forgets every socket under `dir` (a directory removed or moved
     /// away takes its sockets with it without one event per socket).
     pub fn remove_under(&mut self, dir: &Path) -> usize {
         let before = self.plugins.len();
-        self.plugins.retain(|p, _| !p.starts_with(dir));
+        self.plugins.retain(|p| !p.socket_path.starts_with(dir));
         before - self.plugins.len()
     }
 
     pub fn contains(&self, socket_path: &Path) -> bool {
-        self.plugins.contains_key(socket_path)
+        self.plugins.iter().any(|p| p.socket_path == socket_path)
     }
 
     /// Whether `socket_path` is still wanted as it was at `timestamp`.
     pub fn is_current(&self, socket_path: &Path, timestamp: u64) -> bool {
-        self.plugins.get(socket_path) == Some(&timestamp)
+        self.plugins
+            .iter()
+            .any(|p| p.socket_path == socket_path && p.timestamp == timestamp)
     }
 
     pub fn paths(&self) -> impl Iterator<Item = &Path> {
-        self.plugins.keys().map(PathBuf::as_path)
+        self.plugins.iter().map(|p| p.socket_path.as_path())
     }
 
+    /// Oldest change first.
     pub fn plugins(&self) -> Vec<DesiredPlugin> {
-        let mut all: Vec<_> = self
-            .plugins
-            .iter()
-            .map(|(p, t)| DesiredPlugin {
-                socket_path: p.clone(),
-                timestamp: *t,
-            })
-            .collect();
+        let mut all = self.plugins.clone();
         all.sort_by_key(|p| p.timestamp);
         all
     }
@@ -79,31 +89,36 @@ pub(crate) struct RegisteredPlugin {
     pub endpoint: String,
 }
 
-/// Plugins given to a handler, by socket path.
+/// Plugins given to a handler, one per socket path.
 #[derive(Debug, Default)]
 pub(crate) struct ActualStateOfWorld {
-    plugins: HashMap<PathBuf, RegisteredPlugin>,
+    plugins: Vec<RegisteredPlugin>,
 }
 
 impl ActualStateOfWorld {
     pub fn add(&mut self, plugin: RegisteredPlugin) {
-        self.plugins.insert(plugin.socket_path.clone(), plugin);
+        self.remove(&plugin.socket_path);
+        self.plugins.push(plugin);
     }
 
     pub fn remove(&mut self, socket_path: &Path) -> Option<RegisteredPlugin> {
-        self.plugins.remove(socket_path)
+        let at = self
+            .plugins
+            .iter()
+            .position(|p| p.socket_path == socket_path)?;
+        Some(self.plugins.swap_remove(at))
     }
 
     /// Whether the plugin at `socket_path` was registered from the socket
     /// seen at `timestamp` (not from one it has since replaced).
     pub fn is_current(&self, socket_path: &Path, timestamp: u64) -> bool {
         self.plugins
-            .get(socket_path)
-            .is_some_and(|p| p.timestamp == timestamp)
+            .iter()
+            .any(|p| p.socket_path == socket_path && p.timestamp == timestamp)
     }
 
     pub fn plugins(&self) -> Vec<RegisteredPlugin> {
-        self.plugins.values().cloned().collect()
+        self.plugins.clone()
     }
 }
 

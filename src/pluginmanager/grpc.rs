@@ -32,7 +32,11 @@ impl PluginDialer for GrpcDialer {
     /// Connecting happens with the first call, whose deadline bounds it: a
     /// socket nobody answers on, or that does not speak gRPC, fails GetInfo
     /// at its deadline.
-    fn dial(&self, socket: &Path, _: Duration) -> Result<Box<dyn PluginClient>, PluginManagerError> {
+    fn dial(
+        &self,
+        socket: &Path,
+        _: Duration,
+    ) -> Result<Box<dyn PluginClient>, PluginManagerError> {
         let path = socket.to_str().ok_or_else(|| PluginManagerError::Dial {
             socket: socket.to_path_buf(),
             message: "the path is not UTF-8".into(),

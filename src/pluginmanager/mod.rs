@@ -29,7 +29,6 @@ use watcher::Watcher;
 /// The registry directory under the kubelet's root dir.
 pub(crate) const PLUGINS_REGISTRY_DIR: &str = "plugins_registry";
 /// The plugin types upstream's registration API names.
-pub(crate) const CSI_PLUGIN: &str = "CSIPlugin";
 pub(crate) const DEVICE_PLUGIN: &str = "DevicePlugin";
 
 /// How long one wait for inotify lasts: the bound on noticing shutdown.

@@ -2,7 +2,6 @@
 //! unregister steps of its operationexecutor): brings the actual state of
 //! world to the desired one, on the plugin manager's thread.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,22 +27,31 @@ const RETRY_MAX: Duration = Duration::from_secs(122);
 /// event).
 pub(crate) type OnFailure = Box<dyn Fn(&str) + Send>;
 
+/// A socket whose registration failed.
+struct Retry {
+    socket: PathBuf,
+    timestamp: u64,
+    at: Instant,
+    backoff: Exponential,
+}
+
 /// Registers and deregisters plugins through the handler of their type.
 pub(crate) struct Reconciler {
-    handlers: HashMap<String, Arc<dyn PluginHandler>>,
+    /// By plugin type; two at most.
+    handlers: Vec<(String, Arc<dyn PluginHandler>)>,
     dialer: Box<dyn PluginDialer>,
     /// Sockets whose registration failed: the socket's timestamp then, and
     /// when it may be tried again.
-    retry: HashMap<PathBuf, (u64, Instant, Exponential)>,
+    retry: Vec<Retry>,
     on_failure: Option<OnFailure>,
 }
 
 impl Reconciler {
     pub fn new(dialer: Box<dyn PluginDialer>) -> Self {
         Reconciler {
-            handlers: HashMap::new(),
+            handlers: Vec::new(),
             dialer,
-            retry: HashMap::new(),
+            retry: Vec::new(),
             on_failure: None,
         }
     }
@@ -56,7 +64,8 @@ impl Reconciler {
     /// Routes plugins of `plugin_type` ("CSIPlugin", "DevicePlugin") to
     /// `handler`.
     pub fn add_handler(&mut self, plugin_type: &str, handler: Arc<dyn PluginHandler>) {
-        self.handlers.insert(plugin_type.to_string(), handler);
+        self.handlers.retain(|(t, _)| t != plugin_type);
+        self.handlers.push((plugin_type.to_string(), handler));
     }
 
     /// Deregisters what left or was replaced, then registers what is new,
@@ -68,20 +77,18 @@ impl Reconciler {
             }
         }
         // A socket that went or changed starts afresh.
-        self.retry.retain(|path, _| desired.contains(path));
+        self.retry.retain(|r| desired.contains(&r.socket));
         let now = Instant::now();
         for plugin in desired.plugins() {
             if actual.is_current(&plugin.socket_path, plugin.timestamp) {
                 continue;
             }
-            let waiting = self.retry.get(&plugin.socket_path);
-            if waiting.is_some_and(|(ts, at, _)| *ts == plugin.timestamp && now < *at) {
+            let waiting = self.retry.iter().find(|r| r.socket == plugin.socket_path);
+            if waiting.is_some_and(|r| r.timestamp == plugin.timestamp && now < r.at) {
                 continue;
             }
             match self.register(&plugin, actual) {
-                Ok(()) => {
-                    self.retry.remove(&plugin.socket_path);
-                }
+                Ok(()) => self.retry.retain(|r| r.socket != plugin.socket_path),
                 Err(e) => self.failed(&plugin.socket_path, plugin.timestamp, &e),
             }
         }
@@ -93,12 +100,30 @@ impl Reconciler {
         if let Some(f) = &self.on_failure {
             f(&msg);
         }
-        let fresh = || (timestamp, Instant::now(), Exponential::new(RETRY_INITIAL, RETRY_MAX));
-        let entry = self.retry.entry(socket.to_path_buf()).or_insert_with(fresh);
-        if entry.0 != timestamp {
-            *entry = fresh();
-        }
-        entry.1 = Instant::now() + entry.2.next_delay();
+        let at = self
+            .retry
+            .iter()
+            .position(|r| r.socket == socket && r.timestamp == timestamp);
+        let i = at.unwrap_or_else(|| {
+            // New, or a socket replaced since: the back-off starts over.
+            self.retry.retain(|r| r.socket != socket);
+            self.retry.push(Retry {
+                socket: socket.to_path_buf(),
+                timestamp,
+                at: Instant::now(),
+                backoff: Exponential::new(RETRY_INITIAL, RETRY_MAX),
+            });
+            self.retry.len() - 1
+        });
+        let r = &mut self.retry[i];
+        r.at = Instant::now() + r.backoff.next_delay();
+    }
+
+    fn handler(&self, plugin_type: &str) -> Option<&Arc<dyn PluginHandler>> {
+        self.handlers
+            .iter()
+            .find(|(t, _)| t == plugin_type)
+            .map(|(_, h)| h)
     }
 
     fn deregister(&self, plugin: &RegisteredPlugin, actual: &mut ActualStateOfWorld) {
@@ -108,7 +133,7 @@ impl Reconciler {
             plugin.name,
             plugin.socket_path.display()
         );
-        if let Some(handler) = self.handlers.get(&plugin.plugin_type) {
+        if let Some(handler) = self.handler(&plugin.plugin_type) {
             handler.deregister_plugin(&plugin.name, &plugin.endpoint);
         }
         actual.remove(&plugin.socket_path);
@@ -126,7 +151,7 @@ impl Reconciler {
         let socket = &plugin.socket_path;
         let client = self.dialer.dial(socket, DIAL_TIMEOUT)?;
         let info = client.get_info(GET_INFO_TIMEOUT)?;
-        let Some(handler) = self.handlers.get(&info.plugin_type) else {
+        let Some(handler) = self.handler(&info.plugin_type) else {
             let msg = format!(
                 "no handler registered for plugin type: {} at socket {}",
                 info.plugin_type,

@@ -13,6 +13,9 @@ use crossbeam_channel::Sender;
 use tempfile::TempDir;
 
 use super::*;
+
+/// The CSI drivers' type (no handler for it in the kubelet yet).
+const CSI_PLUGIN: &str = "CSIPlugin";
 use crate::util::worker::join_all;
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -305,11 +308,21 @@ fn a_socket_that_never_answers_is_backed_off() {
     let dials = m.lines("dial csi-dead").len();
     // Tries at about 0, 1 and 2 s (the 1 s rounds), then not before 4 s:
     // every round would have been 4.
-    assert!((2..=3).contains(&dials), "{dials} dials in 3.5 s: {:?}", m.lines("dial"));
+    assert!(
+        (2..=3).contains(&dials),
+        "{dials} dials in 3.5 s: {:?}",
+        m.lines("dial")
+    );
     assert_eq!(m.lines("failure").len(), dials);
-    assert!(m.lines("failure")[0].contains("csi-dead.sock"), "{:?}", m.lines("failure"));
+    assert!(
+        m.lines("failure")[0].contains("csi-dead.sock"),
+        "{:?}",
+        m.lines("failure")
+    );
     bind(&m.registry().join("csi-good.sock"));
-    eventually("another plugin registered meanwhile", || m.has("register csi-good"));
+    eventually("another plugin registered meanwhile", || {
+        m.has("register csi-good")
+    });
     m.stop();
 }
 

@@ -6,7 +6,6 @@
 //! are ignored; subdirectories are followed. Entries are looked at without
 //! following symlinks, so a link cannot make the walk loop.
 
-use std::collections::{HashMap, HashSet};
 use std::fs::{self, DirBuilder};
 use std::io;
 use std::os::fd::AsFd;
@@ -30,8 +29,9 @@ const DIR_MODE: u32 = 0o750;
 pub(crate) struct Watcher {
     root: PathBuf,
     inotify: Option<Inotify>,
-    /// The directory each watch descriptor stands for.
-    dirs: HashMap<WatchDescriptor, PathBuf>,
+    /// The directory each watch descriptor stands for (a short list: one
+    /// entry per directory in the registry).
+    dirs: Vec<(WatchDescriptor, PathBuf)>,
     /// Set when events were lost (queue overflow): the tree is walked again.
     rewalk: bool,
 }
@@ -41,7 +41,7 @@ impl Watcher {
         Watcher {
             root: root.into(),
             inotify: None,
-            dirs: HashMap::new(),
+            dirs: Vec::new(),
             rewalk: false,
         }
     }
@@ -63,7 +63,7 @@ impl Watcher {
                 path: self.root.clone(),
                 source,
             })?;
-        self.dirs.insert(root_wd, self.root.clone());
+        self.dirs.push((root_wd, self.root.clone()));
         self.inotify = Some(inotify);
         info!("Watching plugin registry {}", self.root.display());
         self.resync(dsw);
@@ -137,7 +137,7 @@ impl Watcher {
             self.rewalk = true;
             return false;
         }
-        let Some(dir) = self.dirs.get(&event.wd).cloned() else {
+        let Some(dir) = self.dir_of(event.wd) else {
             return false;
         };
         let self_gone =
@@ -167,7 +167,7 @@ impl Watcher {
     /// A watched directory went away. Losing the root means starting over
     /// (the directory is made again at the next wait).
     fn lost_dir(&mut self, wd: WatchDescriptor, dir: &Path, dsw: &mut DesiredStateOfWorld) -> bool {
-        self.dirs.remove(&wd);
+        self.dirs.retain(|(w, _)| *w != wd);
         if dir != self.root {
             return dsw.remove_under(dir) > 0;
         }
@@ -220,7 +220,7 @@ impl Watcher {
             .map(|(wd, _)| *wd)
             .collect();
         for wd in moved {
-            self.dirs.remove(&wd);
+            self.dirs.retain(|(w, _)| *w != wd);
             if let Some(inotify) = &self.inotify {
                 // Already gone with a deleted directory: nothing to undo.
                 let _ = inotify.rm_watch(wd);
@@ -241,10 +241,13 @@ impl Watcher {
         let mut found = Vec::new();
         let root = self.root.clone();
         self.walk(&root, &mut found);
-        let found: HashSet<PathBuf> = found.into_iter().collect();
+        found.sort();
+        found.dedup();
         let gone: Vec<PathBuf> = dsw
             .paths()
-            .filter(|p| p.starts_with(&self.root) && !found.contains(*p))
+            .filter(|p| {
+                p.starts_with(&self.root) && found.binary_search_by(|f| f.as_path().cmp(p)).is_err()
+            })
             .map(Path::to_path_buf)
             .collect();
         let mut changed = !gone.is_empty();
@@ -263,6 +266,13 @@ impl Watcher {
     /// Watches `dir` and collects the sockets under it, following
     /// subdirectories. A directory that cannot be read or watched is
     /// logged and skipped; the rest of the tree still counts.
+    fn dir_of(&self, wd: WatchDescriptor) -> Option<PathBuf> {
+        self.dirs
+            .iter()
+            .find(|(w, _)| *w == wd)
+            .map(|(_, d)| d.clone())
+    }
+
     fn walk(&mut self, dir: &Path, found: &mut Vec<PathBuf>) {
         self.add_watch(dir);
         let entries = match fs::read_dir(dir) {
@@ -291,7 +301,8 @@ impl Watcher {
         };
         match inotify.add_watch(dir, watch_mask()) {
             Ok(wd) => {
-                self.dirs.insert(wd, dir.to_path_buf());
+                self.dirs.retain(|(w, _)| *w != wd);
+                self.dirs.push((wd, dir.to_path_buf()));
             }
             Err(e) => warn!("Plugin watcher: watching {}: {e}", dir.display()),
         }
