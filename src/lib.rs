@@ -33,7 +33,6 @@ mod nodeshutdown;
 mod nodestatus;
 mod oom;
 mod pleg;
-#[cfg_attr(not(test), allow(dead_code))] // No module starts it until the gRPC client exists.
 mod pluginmanager;
 mod pod;
 mod podutil;

@@ -2,7 +2,7 @@
 //! API server double, a private containerd) and the device plugin peer in
 //! tests/plugins/deviceplugin.py, written to the v1beta1 api.proto text.
 //!
-//! Tests 46-47 (bridge, subnet and ports as in tests/cluster.rs).
+//! Tests 46-48 (bridge, subnet and ports as in tests/cluster.rs).
 
 mod common;
 
@@ -389,4 +389,92 @@ fn device_plugin_failures_hold_only_their_pods() {
     );
     let plain = cl.wait_pod_ready("plain", secs(5));
     assert_eq!(restarts(&plain), 0);
+}
+
+// 48 ---------------------------------------------------------------------------------
+
+/// Device plugins that register through the plugin watcher
+/// (`plugins_registry/`): one is registered and told so, then deregistered
+/// when its socket goes; one that lies about its type and a socket that is
+/// not a plugin at all are refused with a node event each, and hold the
+/// good one back by no more than one registration deadline.
+#[test]
+fn plugin_watcher_registers_device_plugins() {
+    let mut cl = Cluster::new("plugin_watcher_registers_device_plugins", 48);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    let registry = cl.env.root.join("plugins_registry");
+    cl.eventually(secs(10), "the plugin registry", |_| {
+        registry.is_dir().then_some(())
+    });
+    // Accepts connections and never answers: GetInfo runs into its deadline.
+    let _silent =
+        std::os::unix::net::UnixListener::bind(registry.join("not-a-plugin.sock")).unwrap();
+    let reg = registry.display().to_string();
+    let liar = Plugin::start(
+        &cl,
+        "liar",
+        &[
+            "--resource",
+            "example.com/liar",
+            "--registry",
+            &reg,
+            "--lie-type",
+            "Bogus",
+        ],
+    );
+    let mut good = Plugin::start(
+        &cl,
+        "watched",
+        &[
+            "--resource",
+            "example.com/watched",
+            "--devices",
+            "3",
+            "--registry",
+            &reg,
+        ],
+    );
+    wait_node_resource(&mut cl, "example.com/watched", "3", "3");
+    let told = good.calls("NotifyRegistrationStatus");
+    assert!(
+        told.iter().any(|c| c["plugin_registered"] == true),
+        "{told:?}"
+    );
+
+    let told = cl.eventually(secs(20), "the liar told it was refused", |_| {
+        let t = liar.calls("NotifyRegistrationStatus");
+        (!t.is_empty()).then_some(t)
+    });
+    assert_eq!(told[0]["plugin_registered"], false, "{told:?}");
+    assert!(
+        told[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no handler registered for plugin type: Bogus")),
+        "{told:?}"
+    );
+    let events = cl.eventually(secs(30), "events for both bad sockets", |api| {
+        let events = api.events_for("default", NODE);
+        let failed: Vec<String> = events
+            .iter()
+            .filter(|e| e["reason"] == "FailedPluginRegistration")
+            .filter_map(|e| e["message"].as_str().map(String::from))
+            .collect();
+        let named = |s: &str| failed.iter().any(|m| m.contains(s));
+        (named("liar-reg.sock") && named("not-a-plugin.sock")).then_some(failed)
+    });
+    assert!(
+        events
+            .iter()
+            .any(|m| m.contains("not-a-plugin.sock") && m.contains("GetInfo")),
+        "{events:?}"
+    );
+
+    // The plugin goes (SIGTERM: it removes its sockets): deregistered, its
+    // devices unhealthy.
+    let _ = Command::new("kill")
+        .arg(good.child.id().to_string())
+        .status();
+    let _ = good.child.wait();
+    wait_node_resource(&mut cl, "example.com/watched", "3", "0");
 }

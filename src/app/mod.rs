@@ -362,6 +362,12 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .start(shutdown.clone())
             .context("start the device manager")?,
     );
+    owned.push(start_plugin_manager(
+        &kubelet,
+        &device_manager,
+        &recorder,
+        &shutdown,
+    )?);
     // Served until the kubelet exits; monitoring agents read it, pods do
     // not need it, so failing to serve it is reported, not fatal.
     let _pod_resources = {
@@ -485,6 +491,31 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     stop_modules(owned);
     log::info!("exiting");
     Ok(0)
+}
+
+/// The plugin manager on `<root-dir>/plugins_registry`, its registration
+/// calls on the plugins' gRPC environment: device plugins that register
+/// there go to the device manager; a failed registration is a node event.
+fn start_plugin_manager(
+    kubelet: &Arc<Kubelet>,
+    device_manager: &crate::cm::devicemanager::DeviceManager,
+    recorder: &Arc<dyn crate::events::EventRecorder>,
+    shutdown: &Receiver<()>,
+) -> anyhow::Result<Worker> {
+    use crate::pluginmanager::{GrpcDialer, Reconciler, DEVICE_PLUGIN};
+    let dialer = GrpcDialer::new(Arc::clone(device_manager.grpc_env()));
+    let mut reconciler = Reconciler::new(Box::new(dialer));
+    reconciler.add_handler(DEVICE_PLUGIN, Arc::new(device_manager.watcher_handler()));
+    let recorder = Arc::clone(recorder);
+    reconciler.on_failure(Box::new(move |msg| {
+        recorder.node_event(
+            crate::events::EventType::Warning,
+            "FailedPluginRegistration",
+            msg,
+        );
+    }));
+    crate::pluginmanager::start(&kubelet.settings().root_dir, reconciler, shutdown.clone())
+        .context("start the plugin manager")
 }
 
 /// Exits when the runtime names a cgroup driver other than cgroupDriver.

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use base64::Engine as _;
 use protobuf::Message as _;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::pod_devices::{Allocation, Held, NODE_WITHOUT_TOPOLOGY};
 use super::{Inner, Resource, State};
@@ -146,32 +146,46 @@ pub(super) fn checksum(data: &Data) -> u32 {
 }
 
 fn strings_json(ids: &Option<Vec<String>>) -> Value {
-    ids.as_ref().map_or(Value::Null, |ids| json!(ids))
+    ids.as_ref().map_or(Value::Null, |ids| {
+        Value::Array(ids.iter().cloned().map(Value::String).collect())
+    })
+}
+
+/// An object of `fields`, built directly rather than through `json!`,
+/// which would instantiate `to_value` for each field's type.
+fn object(fields: Vec<(&str, Value)>) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+fn entry_json(e: &Entry) -> Value {
+    let ids = e.device_ids.as_ref().map_or(Value::Null, |m| {
+        let m: Map<String, Value> = m
+            .iter()
+            .map(|(n, ids)| (n.to_string(), strings_json(ids)))
+            .collect();
+        Value::Object(m)
+    });
+    let resp = e.alloc_resp.as_ref().map_or(Value::Null, |b| {
+        Value::String(base64::engine::general_purpose::STANDARD.encode(b))
+    });
+    object(vec![
+        ("PodUID", Value::String(e.pod_uid.clone())),
+        ("ContainerName", Value::String(e.container_name.clone())),
+        ("ResourceName", Value::String(e.resource_name.clone())),
+        ("DeviceIDs", ids),
+        ("AllocResp", resp),
+    ])
 }
 
 /// The file's JSON for `data`, with its checksum.
 pub(super) fn encode(data: &Data) -> serde_json::Result<Vec<u8>> {
     let entries = data.entries.as_ref().map_or(Value::Null, |entries| {
-        let list = entries.iter().map(|e| {
-            let ids = e.device_ids.as_ref().map_or(Value::Null, |m| {
-                let m: Map<String, Value> = m
-                    .iter()
-                    .map(|(n, ids)| (n.to_string(), strings_json(ids)))
-                    .collect();
-                Value::Object(m)
-            });
-            let resp = e.alloc_resp.as_ref().map_or(Value::Null, |b| {
-                Value::String(base64::engine::general_purpose::STANDARD.encode(b))
-            });
-            json!({
-                "PodUID": e.pod_uid,
-                "ContainerName": e.container_name,
-                "ResourceName": e.resource_name,
-                "DeviceIDs": ids,
-                "AllocResp": resp,
-            })
-        });
-        Value::Array(list.collect())
+        Value::Array(entries.iter().map(entry_json).collect())
     });
     let registered = data.registered.as_ref().map_or(Value::Null, |m| {
         Value::Object(
@@ -180,10 +194,16 @@ pub(super) fn encode(data: &Data) -> serde_json::Result<Vec<u8>> {
                 .collect(),
         )
     });
-    let file = json!({
-        "Data": {"PodDeviceEntries": entries, "RegisteredDevices": registered},
-        "Checksum": checksum(data),
-    });
+    let file = object(vec![
+        (
+            "Data",
+            object(vec![
+                ("PodDeviceEntries", entries),
+                ("RegisteredDevices", registered),
+            ]),
+        ),
+        ("Checksum", Value::from(checksum(data))),
+    ]);
     serde_json::to_vec(&file)
 }
 

@@ -25,6 +25,7 @@ const MAX_MSG_SIZE: i32 = 16 * 1024 * 1024;
 
 pub(super) struct Endpoint {
     resource: String,
+    socket: std::path::PathBuf,
     client: DevicePluginClient,
     options: pluginapi::DevicePluginOptions,
 }
@@ -48,6 +49,7 @@ impl Endpoint {
             .connect(&format!("unix:{path}"));
         Ok(Endpoint {
             resource: resource.to_string(),
+            socket: socket.to_path_buf(),
             client: DevicePluginClient::new(channel),
             options,
         })
@@ -59,6 +61,21 @@ impl Endpoint {
 
     pub fn options(&self) -> &pluginapi::DevicePluginOptions {
         &self.options
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The plugin's options, asked with a deadline (a plugin that came
+    /// through the plugin watcher did not send them).
+    pub fn ask_options(&mut self, timeout: Duration) -> Result<(), String> {
+        let opt = CallOption::default().timeout(timeout);
+        self.options = self
+            .client
+            .get_device_plugin_options(&pluginapi::Empty::new(), opt)
+            .map_err(|e| format!("GetDevicePluginOptions: {e}"))?;
+        Ok(())
     }
 
     /// Follows `ListAndWatch`: `on_update` gets each device list, then

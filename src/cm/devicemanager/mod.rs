@@ -27,6 +27,7 @@ mod server;
 mod spew;
 #[cfg(test)]
 mod tests;
+mod watcher;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -407,7 +408,7 @@ impl Inner {
         loop {
             crossbeam_channel::select! {
                 recv(registrations) -> r => match r {
-                    Ok(r) => self.add_endpoint(r),
+                    Ok(r) => self.add_registered(r),
                     Err(_) => return,
                 },
                 recv(ticker) -> _ => {},
@@ -421,36 +422,39 @@ impl Inner {
         }
     }
 
-    /// Dials a registered plugin back and starts following its devices
-    /// (upstream addEndpoint); a plugin that registered before is replaced.
-    fn add_endpoint(self: &Arc<Self>, r: pluginapi::RegisterRequest) {
+    /// A plugin that called `Register` on kubelet.sock.
+    fn add_registered(self: &Arc<Self>, r: pluginapi::RegisterRequest) {
         let socket = self.dir.join(&r.endpoint);
         let options = r.options.clone().into_option().unwrap_or_default();
-        let endpoint = match Endpoint::dial(&self.env, &r.resource_name, &socket, options) {
-            Ok(e) => Arc::new(e),
+        match Endpoint::dial(&self.env, &r.resource_name, &socket, options) {
+            Ok(e) => self.add_endpoint(Arc::new(e)),
             Err(e) => {
                 let msg = format!("device plugin {}: {e}", r.resource_name);
                 log::error!("{msg}");
                 self.recorder
                     .node_event(EventType::Warning, "FailedRegistration", &msg);
-                return;
             }
-        };
+        }
+    }
+
+    /// Starts following a plugin's devices (upstream addEndpoint and
+    /// registerEndpoint); a plugin that registered before is replaced.
+    fn add_endpoint(self: &Arc<Self>, endpoint: Arc<Endpoint>) {
+        let name = endpoint.resource().to_string();
         {
             let mut s = lock(&self.state);
-            if s.resource(&r.resource_name).is_none() {
-                let res = Resource::stopped_since(r.resource_name.clone(), Instant::now());
-                s.resources.push(res);
+            if s.resource(&name).is_none() {
+                s.resources
+                    .push(Resource::stopped_since(name.clone(), Instant::now()));
             }
-            if let Some(res) = s.resource_mut(&r.resource_name) {
+            if let Some(res) = s.resource_mut(&name) {
                 res.endpoint = Some(Arc::clone(&endpoint));
                 res.stopped = None;
             }
         }
         log::info!(
-            "device plugin {} registered on {}",
-            r.resource_name,
-            socket.display()
+            "device plugin {name} registered on {}",
+            endpoint.socket().display()
         );
         let this = Arc::clone(self);
         let ep = Arc::clone(&endpoint);
