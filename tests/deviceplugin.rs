@@ -7,7 +7,7 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{json, Value};
@@ -112,25 +112,6 @@ fn device_pod(name: &str, resource: &str, n: u32) -> Value {
     let mut p = api_pod(name, script);
     p["spec"]["containers"][0]["resources"] = json!({ "limits": { resource: n.to_string() } });
     p
-}
-
-/// The container log of `pod`'s container `c`.
-fn container_log(pod_logs: &Path, pod: &str, c: &str) -> String {
-    let mut out = String::new();
-    for dir in fs::read_dir(pod_logs).into_iter().flatten().flatten() {
-        let name = dir.file_name().to_string_lossy().into_owned();
-        if !name.starts_with(&format!("default_{pod}_")) {
-            continue;
-        }
-        for f in fs::read_dir(dir.path().join(c))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            out.push_str(&fs::read_to_string(f.path()).unwrap_or_default());
-        }
-    }
-    out
 }
 
 fn checkpoint(cl: &Cluster) -> Value {

@@ -13,7 +13,7 @@ mod common;
 
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -113,22 +113,6 @@ fn closed(read_end: &OwnedFd) -> bool {
         && fds[0]
             .revents()
             .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLHUP))
-}
-
-/// The container log lines of `pod`'s container `c`.
-fn container_log(pod_logs: &Path, pod: &str, c: &str) -> String {
-    let mut out = String::new();
-    for dir in fs::read_dir(pod_logs).into_iter().flatten().flatten() {
-        let name = dir.file_name().to_string_lossy().into_owned();
-        if !name.starts_with(&format!("default_{pod}_")) {
-            continue;
-        }
-        let cdir: PathBuf = dir.path().join(c);
-        for f in fs::read_dir(cdir).into_iter().flatten().flatten() {
-            out.push_str(&fs::read_to_string(f.path()).unwrap_or_default());
-        }
-    }
-    out
 }
 
 /// A pod whose container logs SIGTERM and ignores it (so it is killed at

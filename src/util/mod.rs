@@ -5,6 +5,7 @@
 pub use rkubelet_util::backoff;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
+pub mod grpc;
 pub mod logging;
 pub mod manager;
 pub mod memory;

@@ -800,3 +800,20 @@ pub fn log_text(path: &std::path::Path) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The log lines of container `c` of pod `pod` (namespace default), from
+/// the pod logs directory, every instance.
+pub fn container_log(pod_logs: &Path, pod: &str, c: &str) -> String {
+    let mut out = String::new();
+    for dir in fs::read_dir(pod_logs).into_iter().flatten().flatten() {
+        let name = dir.file_name().to_string_lossy().into_owned();
+        if !name.starts_with(&format!("default_{pod}_")) {
+            continue;
+        }
+        let cdir: PathBuf = dir.path().join(c);
+        for f in fs::read_dir(cdir).into_iter().flatten().flatten() {
+            out.push_str(&fs::read_to_string(f.path()).unwrap_or_default());
+        }
+    }
+    out
+}

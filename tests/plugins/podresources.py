@@ -17,14 +17,13 @@ import subprocess
 import sys
 import tempfile
 
-try:
-    import grpc
-    from google.protobuf import json_format
-except ImportError:
-    # `python3` may be a pyenv/venv interpreter without Debian's python3-grpcio.
-    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from system_python import reexec_if_missing_grpc  # noqa: E402
+
+reexec_if_missing_grpc()
+import grpc  # noqa: E402
+from google.protobuf import json_format  # noqa: E402
 
 PROTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "protos")
 PROTO = "podresources/v1/api.proto"

@@ -10,10 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use grpcio::{
-    Environment, RpcContext, RpcStatus, RpcStatusCode, Server, ServerBuilder, ServerCredentials,
-    ServiceBuilder, UnarySink,
-};
+use grpcio::{Environment, RpcStatus, RpcStatusCode, Server, ServiceBuilder};
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::cm::devicemanager::{DeviceManager, Devices};
@@ -23,13 +20,12 @@ use crate::cri::podresources::v1::api_grpc::{
     METHOD_POD_RESOURCES_LISTER_LIST,
 };
 use crate::podutil::PodExt;
+use crate::util::grpc::{reply, serve_unix};
 
 /// The directory under the root dir (upstream podResourcesDirName).
 pub const POD_RESOURCES_DIR: &str = "pod-resources";
 /// The socket in it.
 pub const SOCKET: &str = "kubelet.sock";
-/// Calls the server takes at once.
-const REQUEST_SLOTS: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PodResourcesError {
@@ -71,9 +67,6 @@ pub fn serve(
         path: socket.clone(),
         message,
     };
-    let path = socket
-        .to_str()
-        .ok_or_else(|| fail("the path is not UTF-8".into()))?;
     match std::fs::remove_file(&socket) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(fail(e.to_string())),
         _ => {}
@@ -92,29 +85,9 @@ pub fn serve(
             reply(ctx, sink, get(&p3, &req));
         })
         .build();
-    let mut server = ServerBuilder::new(Arc::clone(env))
-        .register_service(service)
-        .requests_slot_per_cq(REQUEST_SLOTS)
-        .build()
-        .map_err(|e| fail(e.to_string()))?;
-    server
-        .add_listening_port(format!("unix:{path}"), ServerCredentials::insecure())
-        .map_err(|e| fail(e.to_string()))?;
-    server.start();
-    log::info!("pod resources API served on {path}");
+    let server = serve_unix(env, &socket, service).map_err(fail)?;
+    log::info!("pod resources API served on {}", socket.display());
     Ok(server)
-}
-
-fn reply<T: Send + 'static>(ctx: RpcContext<'_>, sink: UnarySink<T>, result: Result<T, RpcStatus>) {
-    ctx.spawn(async move {
-        let sent = match result {
-            Ok(resp) => sink.success(resp).await,
-            Err(status) => sink.fail(status).await,
-        };
-        if let Err(e) = sent {
-            log::debug!("pod resources: answering: {e}");
-        }
-    });
 }
 
 fn list(p: &Providers) -> api::ListPodResourcesResponse {

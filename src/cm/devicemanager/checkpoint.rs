@@ -49,17 +49,9 @@ pub(super) fn from_state(s: &State) -> Data {
         let Allocation::Allocated(resp) = &h.allocation else {
             continue;
         };
-        let devices = s
-            .resource(&h.resource)
-            .map(|r| r.devices.as_slice())
-            .unwrap_or(&[]);
         let mut by_node: Vec<(i64, Option<Vec<String>>)> = Vec::new();
         for id in &h.ids {
-            let numa = devices
-                .iter()
-                .find(|d| d.id == *id)
-                .map(|d| d.numa.as_slice())
-                .unwrap_or(&[]);
+            let numa = s.numa(&h.resource, id);
             let nodes = if numa.is_empty() {
                 &[NODE_WITHOUT_TOPOLOGY][..]
             } else {

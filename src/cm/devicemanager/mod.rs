@@ -201,6 +201,20 @@ impl State {
     fn endpoint(&self, name: &str) -> Option<Arc<Endpoint>> {
         self.resource(name)?.endpoint.clone()
     }
+
+    /// The NUMA nodes device `id` of `resource` reported; none when it
+    /// reported no topology or is not listed (any more).
+    fn numa(&self, resource: &str, id: &str) -> &[i64] {
+        let devices = self
+            .resource(resource)
+            .map(|r| r.devices.as_slice())
+            .unwrap_or(&[]);
+        devices
+            .iter()
+            .find(|d| d.id == id)
+            .map(|d| d.numa.as_slice())
+            .unwrap_or(&[])
+    }
 }
 
 /// Shared by the manager thread, the gRPC callbacks, admission (the sync
@@ -319,16 +333,8 @@ impl DeviceManager {
         let mut out: Vec<Devices> = Vec::new();
         let held = s.pods.container(uid, container);
         for h in held.filter(|h| matches!(h.allocation, Allocation::Allocated(_))) {
-            let devices = s
-                .resource(&h.resource)
-                .map(|r| r.devices.as_slice())
-                .unwrap_or(&[]);
             for id in &h.ids {
-                let numa = devices
-                    .iter()
-                    .find(|d| d.id == *id)
-                    .map(|d| d.numa.as_slice())
-                    .unwrap_or(&[]);
+                let numa = s.numa(&h.resource, id);
                 let nodes: Vec<Vec<i64>> = match numa {
                     [] => vec![Vec::new()],
                     ns => ns.iter().map(|n| vec![*n]).collect(),

@@ -6,17 +6,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use grpcio::{
-    Environment, RpcStatus, RpcStatusCode, Server, ServerBuilder, ServerCredentials, ServiceBuilder,
-};
+use grpcio::{Environment, RpcStatus, RpcStatusCode, Server, ServiceBuilder};
 
 use super::{DeviceManagerError, Registrations, SUPPORTED_VERSIONS};
 use crate::cri::deviceplugin::v1beta1::api as pluginapi;
 use crate::cri::deviceplugin::v1beta1::api_grpc::METHOD_REGISTRATION_REGISTER;
 use crate::nodestatus::setters::is_extended_resource_name;
-
-/// Calls the server takes at once: registrations are rare and small.
-const REQUEST_SLOTS: usize = 8;
+use crate::util::grpc::{reply, serve_unix};
 
 /// Serves `Registration` on `socket` until the returned server is dropped.
 pub(super) fn serve(
@@ -28,33 +24,14 @@ pub(super) fn serve(
         path: socket.to_path_buf(),
         message,
     };
-    let path = socket
-        .to_str()
-        .ok_or_else(|| fail("the path is not UTF-8".into()))?;
     let service = ServiceBuilder::new()
         .add_unary_handler(&METHOD_REGISTRATION_REGISTER, move |ctx, req, sink| {
-            let reply = register(&registrations, req);
-            ctx.spawn(async move {
-                let sent = match reply {
-                    Ok(()) => sink.success(pluginapi::Empty::new()).await,
-                    Err(status) => sink.fail(status).await,
-                };
-                if let Err(e) = sent {
-                    log::debug!("device plugin registration: answering: {e}");
-                }
-            });
+            let answer = register(&registrations, req).map(|()| pluginapi::Empty::new());
+            reply(ctx, sink, answer);
         })
         .build();
-    let mut server = ServerBuilder::new(Arc::clone(env))
-        .register_service(service)
-        .requests_slot_per_cq(REQUEST_SLOTS)
-        .build()
-        .map_err(|e| fail(e.to_string()))?;
-    server
-        .add_listening_port(format!("unix:{path}"), ServerCredentials::insecure())
-        .map_err(|e| fail(e.to_string()))?;
-    server.start();
-    log::info!("device plugin registration served on {path}");
+    let server = serve_unix(env, socket, service).map_err(fail)?;
+    log::info!("device plugin registration served on {}", socket.display());
     Ok(server)
 }
 

@@ -1,0 +1,54 @@
+//! The kubelet's own gRPC servers (device plugin registration, pod
+//! resources): one way to serve a service on a unix socket, and to answer
+//! a unary call from its handler, which runs on the completion-queue
+//! thread and must not block.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use grpcio::{
+    Environment, RpcContext, RpcStatus, Server, ServerBuilder, ServerCredentials, Service,
+    UnarySink,
+};
+
+/// Calls a server takes at once: its callers are few and its answers
+/// small.
+const REQUEST_SLOTS: usize = 8;
+
+/// Serves `service` on the unix socket `socket` until the returned server
+/// is dropped; the error is why not, for the caller to name the socket.
+pub fn serve_unix(
+    env: &Arc<Environment>,
+    socket: &Path,
+    service: Service,
+) -> Result<Server, String> {
+    let path = socket.to_str().ok_or("the path is not UTF-8")?;
+    let mut server = ServerBuilder::new(Arc::clone(env))
+        .register_service(service)
+        .requests_slot_per_cq(REQUEST_SLOTS)
+        .build()
+        .map_err(|e| e.to_string())?;
+    server
+        .add_listening_port(format!("unix:{path}"), ServerCredentials::insecure())
+        .map_err(|e| e.to_string())?;
+    server.start();
+    Ok(server)
+}
+
+/// Answers a unary call with `result`; the answer is sent on the
+/// completion queue, so the handler returns at once.
+pub fn reply<T: Send + 'static>(
+    ctx: RpcContext<'_>,
+    sink: UnarySink<T>,
+    result: Result<T, RpcStatus>,
+) {
+    ctx.spawn(async move {
+        let sent = match result {
+            Ok(resp) => sink.success(resp).await,
+            Err(status) => sink.fail(status).await,
+        };
+        if let Err(e) = sent {
+            log::debug!("gRPC server: answering: {e}");
+        }
+    });
+}
