@@ -11,9 +11,10 @@ use grpcio::{
     UnarySink,
 };
 
-/// Calls a server takes at once: its callers are few and its answers
-/// small.
-const REQUEST_SLOTS: usize = 8;
+/// Calls a server has waiting for requests at once (each holds its call
+/// structures in memory): its callers are few and its answers quick, and
+/// another slot is posted as each call is taken.
+const REQUEST_SLOTS: usize = 2;
 
 /// Serves `service` on the unix socket `socket` until the returned server
 /// is dropped; the error is why not, for the caller to name the socket.
