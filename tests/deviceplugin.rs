@@ -114,11 +114,9 @@ fn device_pod(name: &str, resource: &str, n: u32) -> Value {
     p
 }
 
-fn checkpoint(cl: &Cluster) -> Value {
-    let p = cl
-        .env
-        .root
-        .join("device-plugins/kubelet_internal_checkpoint");
+/// The device manager's checkpoint under the kubelet's root dir.
+fn checkpoint(root: &std::path::Path) -> Value {
+    let p = root.join("device-plugins/kubelet_internal_checkpoint");
     serde_json::from_str(&fs::read_to_string(&p).unwrap_or_default()).unwrap_or(Value::Null)
 }
 
@@ -237,8 +235,13 @@ fn device_plugin_lifecycle() {
         "Pod was rejected: Allocate failed due to requested number of devices unavailable for example.com/widget. Requested: 2, Available: 1, which is unexpected"
     );
 
-    // The checkpoint holds the assignment, in upstream's shape.
-    let cp = checkpoint(&cl);
+    let cl_root = cl.env.root.clone();
+    // The checkpoint holds the assignment, in upstream's shape (the
+    // device-manager thread writes it just after the answer).
+    let cp = cl.eventually(secs(5), "the checkpoint with the assignment", |_| {
+        let cp = checkpoint(&cl_root);
+        cp["Data"]["PodDeviceEntries"].is_array().then_some(cp)
+    });
     let entries = cp["Data"]["PodDeviceEntries"]
         .as_array()
         .cloned()

@@ -360,7 +360,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     owned.push(
         device_manager
             .start(shutdown.clone())
-            .context("start the device manager")?,
+            .context("start the device-manager thread")?,
     );
     owned.push(start_plugin_manager(
         &kubelet,

@@ -15,6 +15,8 @@ use grpcio::{
 /// structures in memory): its callers are few and its answers quick, and
 /// another slot is posted as each call is taken.
 const REQUEST_SLOTS: usize = 2;
+/// The longest path a unix socket can be bound at (sun_path, less its NUL).
+const MAX_SOCKET_PATH: usize = 107;
 
 /// Serves `service` on the unix socket `socket` until the returned server
 /// is dropped; the error is why not, for the caller to name the socket.
@@ -24,6 +26,13 @@ pub fn serve_unix(
     service: Service,
 ) -> Result<Server, String> {
     let path = socket.to_str().ok_or("the path is not UTF-8")?;
+    // sun_path holds 108 bytes with its NUL; gRPC would only say BindFail.
+    if path.len() > MAX_SOCKET_PATH {
+        return Err(format!(
+            "the path is {} bytes long and a unix socket's may be at most {MAX_SOCKET_PATH}: use a shorter --root-dir",
+            path.len()
+        ));
+    }
     let mut server = ServerBuilder::new(Arc::clone(env))
         .register_service(service)
         .requests_slot_per_cq(REQUEST_SLOTS)
@@ -52,4 +61,21 @@ pub fn reply<T: Send + 'static>(
             log::debug!("gRPC server: answering: {e}");
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A root dir too long for a unix socket is said in those words, not
+    /// as gRPC's bare BindFail.
+    #[test]
+    fn a_socket_path_too_long_is_named() {
+        let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
+        let long = Path::new("/tmp").join("d".repeat(120)).join("kubelet.sock");
+        let err = serve_unix(&env, &long, grpcio::ServiceBuilder::new().build())
+            .err()
+            .expect("refused");
+        assert!(err.contains("bytes long") && err.contains("at most 107"), "{err}");
+    }
 }

@@ -211,7 +211,7 @@ impl Inner {
                     at: Instant::now(),
                 },
             };
-            self.write_checkpoint(&s);
+            self.checkpoint_changed();
         }
         if let Some(why) = failed {
             log::warn!(

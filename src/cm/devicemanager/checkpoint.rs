@@ -316,9 +316,18 @@ pub(super) fn remove_contents(dir: &Path) -> std::io::Result<()> {
 }
 
 impl Inner {
-    pub(super) fn write_checkpoint(&self, s: &State) {
+    /// The state changed: the manager thread writes the checkpoint (at
+    /// once, coalescing changes that come while it writes).
+    pub(super) fn checkpoint_changed(&self) {
+        let _ = self.checkpoint_due.0.try_send(());
+    }
+
+    /// Writes the checkpoint of the state as it is now (the manager
+    /// thread).
+    pub(super) fn flush_checkpoint(&self) {
         let path = self.dir.join(CHECKPOINT);
-        let written = encode(&from_state(s))
+        let data = from_state(&rkubelet_util::lock(&self.state));
+        let written = encode(&data)
             .map_err(std::io::Error::other)
             .and_then(|b| write_atomic(&path, &b));
         if let Err(e) = written {

@@ -227,6 +227,9 @@ pub(crate) struct Inner {
     /// Asks node status for an update now (capacity changed).
     on_capacity_changed: Box<dyn Fn() + Send + Sync>,
     env: Arc<grpcio::Environment>,
+    /// The checkpoint is behind the state: the manager thread writes it,
+    /// so its fsync never holds the sync loop or the completion queue.
+    checkpoint_due: (Sender<()>, Receiver<()>),
 }
 
 /// The device manager; cheap to share.
@@ -259,6 +262,7 @@ impl DeviceManager {
             on_allocated: deps.on_allocated,
             on_capacity_changed: deps.on_capacity_changed,
             env,
+            checkpoint_due: crossbeam_channel::bounded(1),
         });
         inner.restore_checkpoint();
         DeviceManager { inner }
@@ -266,8 +270,30 @@ impl DeviceManager {
 
     /// Empties the socket directory (but for the checkpoint) so that every
     /// plugin registers again, serves `Registration` on `kubelet.sock`,
-    /// and starts the `device-manager` thread.
+    /// and starts the `device-manager` thread. A socket that cannot be
+    /// served is reported (log and node event) and the thread runs
+    /// without it: pods without devices, and plugins that register through
+    /// the plugin watcher, are not held back by it.
     pub fn start(&self, shutdown: Receiver<()>) -> Result<Worker, DeviceManagerError> {
+        let (tx, rx) = crossbeam_channel::bounded(REGISTRATION_QUEUE);
+        let server = self.serve(tx).inspect_err(|e| {
+            log::error!("{e}; device plugins cannot register on kubelet.sock");
+            self.inner.recorder.node_event(
+                EventType::Warning,
+                "FailedDevicePluginServer",
+                &format!("{e}; device plugins cannot register on kubelet.sock"),
+            );
+        });
+        let server = server.ok();
+        let inner = Arc::clone(&self.inner);
+        worker::spawn("device-manager", ShutdownStage::Workers, move || {
+            inner.run(rx, &shutdown);
+            drop(server);
+        })
+        .map_err(DeviceManagerError::Thread)
+    }
+
+    fn serve(&self, registrations: Registrations) -> Result<grpcio::Server, DeviceManagerError> {
         let dir = &self.inner.dir;
         let io = |source| DeviceManagerError::Dir {
             path: dir.clone(),
@@ -275,15 +301,8 @@ impl DeviceManager {
         };
         std::fs::create_dir_all(dir).map_err(io)?;
         checkpoint::remove_contents(dir).map_err(io)?;
-        let (tx, rx) = crossbeam_channel::bounded(REGISTRATION_QUEUE);
         let socket = dir.join(KUBELET_SOCKET);
-        let server = server::serve(&self.inner.env, &socket, tx)?;
-        let inner = Arc::clone(&self.inner);
-        worker::spawn("device-manager", ShutdownStage::Workers, move || {
-            inner.run(&rx, &shutdown);
-            drop(server);
-        })
-        .map_err(DeviceManagerError::Thread)
+        server::serve(&self.inner.env, &socket, registrations)
     }
 
     /// Node status's view (upstream GetCapacity); drops resources whose
@@ -406,25 +425,32 @@ fn device_limits(c: &Container) -> Vec<(&str, usize)> {
 impl Inner {
     fn run(
         self: &Arc<Self>,
-        registrations: &Receiver<pluginapi::RegisterRequest>,
+        mut registrations: Receiver<pluginapi::RegisterRequest>,
         shutdown: &Receiver<()>,
     ) {
         let ticker = crossbeam_channel::tick(TICK);
         let mut last = self.capacity(Instant::now());
+        let due = self.checkpoint_due.1.clone();
         loop {
             crossbeam_channel::select! {
                 recv(registrations) -> r => match r {
                     Ok(r) => self.add_registered(r),
-                    Err(_) => return,
+                    // No server (it could not be bound): the rest goes on.
+                    Err(_) => registrations = crossbeam_channel::never(),
                 },
+                recv(due) -> _ => self.flush_checkpoint(),
                 recv(ticker) -> _ => {},
-                recv(shutdown) -> _ => return,
+                recv(shutdown) -> _ => break,
             }
             let now = self.capacity(Instant::now());
             if now != last {
                 (self.on_capacity_changed)();
                 last = now;
             }
+        }
+        // What changed last is on disk before the kubelet exits.
+        if due.try_recv().is_ok() {
+            self.flush_checkpoint();
         }
     }
 
@@ -528,7 +554,7 @@ impl Inner {
         }
         out.resources.sort();
         if !out.removed.is_empty() {
-            self.write_checkpoint(&s);
+            self.checkpoint_changed();
         }
         out
     }
@@ -537,7 +563,7 @@ impl Inner {
         let mut s = lock(&self.state);
         if s.pods.retain_pods(|uid| holders.contains(uid)) {
             s.pre_start.retain(|p| holders.contains(&p.uid));
-            self.write_checkpoint(&s);
+            self.checkpoint_changed();
         }
     }
 
