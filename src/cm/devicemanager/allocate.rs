@@ -129,7 +129,7 @@ impl Inner {
     /// they are still free; otherwise keeps the reservation (the answer is
     /// advice, as upstream treats it).
     async fn preferred(&self, uid: &str, job: &Job, e: &Endpoint) -> Vec<String> {
-        let available = self.available_to(job);
+        let available = available_to(&lock(&self.state), job);
         let req = pluginapi::PreferredAllocationRequest {
             container_requests: vec![pluginapi::ContainerPreferredAllocationRequest {
                 available_deviceIDs: available,
@@ -155,9 +155,10 @@ impl Inner {
         };
         picked.sort();
         picked.dedup();
-        // Checked again under the lock: another pod may have taken some.
-        let available = self.available_to(job);
+        // Checked again, under the lock that takes them: another pod may
+        // have taken some while the plugin answered.
         let mut s = lock(&self.state);
+        let available = available_to(&s, job);
         if picked.len() != job.ids.len() || !picked.iter().all(|id| available.contains(id)) {
             log::info!(
                 "device plugin {}: preferred allocation {picked:?} is not {} free devices; keeping {:?}",
@@ -171,21 +172,6 @@ impl Inner {
             h.ids = picked.clone();
         }
         picked
-    }
-
-    /// Healthy devices of the job's resource that no one else holds.
-    fn available_to(&self, job: &Job) -> Vec<String> {
-        let s = lock(&self.state);
-        let in_use = s.pods.in_use(&job.resource);
-        let healthy = s
-            .resource(&job.resource)
-            .map(|r| r.healthy())
-            .unwrap_or_default();
-        healthy
-            .into_iter()
-            .filter(|id| !in_use.contains(id) || job.ids.iter().any(|j| j == id))
-            .map(String::from)
-            .collect()
     }
 
     fn finish(
@@ -276,4 +262,19 @@ impl Inner {
         }
         (self.on_allocated)(uid);
     }
+}
+
+/// Healthy devices of the job's resource that no one else holds (its own
+/// reservation counts as free to it).
+fn available_to(s: &super::State, job: &Job) -> Vec<String> {
+    let in_use = s.pods.in_use(&job.resource);
+    let healthy = s
+        .resource(&job.resource)
+        .map(|r| r.healthy())
+        .unwrap_or_default();
+    healthy
+        .into_iter()
+        .filter(|id| !in_use.contains(id) || job.ids.iter().any(|j| j == id))
+        .map(String::from)
+        .collect()
 }
