@@ -58,9 +58,8 @@ impl Kubelet {
             .chain(running.iter().map(|rp| rp.uid.clone()))
             .collect();
         self.volume_manager.cleanup_orphaned_pod_dirs(&active);
-        if let Some(holders) = self.device_holders() {
-            self.device_manager.release_inactive(&holders);
-        }
+        self.device_manager
+            .release_inactive(|| self.device_holders());
         if let Some(cm) = &self.container_manager {
             // Only cgroups of pods neither known nor running go, and not
             // while their volumes are still set up.

@@ -608,10 +608,7 @@ impl Kubelet {
                     .eviction
                     .admit(&pod)
                     .and_then(|()| security.sysctls.admit(&pod))
-                    .and_then(|()| {
-                        self.device_manager
-                            .admit(&pod, self.device_holders().as_ref())
-                    });
+                    .and_then(|()| self.device_manager.admit(&pod, || self.device_holders()));
                 let admitted = admitted.and_then(|()| {
                     admission::admit(&pod, &active, node.as_ref(), max_pods)
                         .and_then(|()| self.node_shutdown.admit())

@@ -12,7 +12,7 @@ use base64::Engine as _;
 use protobuf::Message as _;
 use serde_json::{Map, Value};
 
-use super::pod_devices::{Allocation, Held, NODE_WITHOUT_TOPOLOGY};
+use super::pod_devices::{Allocation, Held};
 use super::{Inner, Resource, State};
 use crate::cri::deviceplugin::v1beta1::api as pluginapi;
 
@@ -49,22 +49,11 @@ pub(super) fn from_state(s: &State) -> Data {
         let Allocation::Allocated(resp) = &h.allocation else {
             continue;
         };
-        let mut by_node: Vec<(i64, Option<Vec<String>>)> = Vec::new();
-        for id in &h.ids {
-            let numa = s.numa(&h.resource, id);
-            let nodes = if numa.is_empty() {
-                &[NODE_WITHOUT_TOPOLOGY][..]
-            } else {
-                numa
-            };
-            for n in nodes {
-                match by_node.iter_mut().find(|(k, _)| k == n) {
-                    Some((_, ids)) => ids.get_or_insert_with(Vec::new).push(id.clone()),
-                    None => by_node.push((*n, Some(vec![id.clone()]))),
-                }
-            }
-        }
-        by_node.sort_by_key(|(n, _)| *n);
+        let by_node = s
+            .ids_by_node(h)
+            .into_iter()
+            .map(|(node, ids)| (node, Some(ids)))
+            .collect();
         entries.push(Entry {
             pod_uid: h.uid.clone(),
             container_name: h.container.clone(),

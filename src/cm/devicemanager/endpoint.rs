@@ -112,12 +112,8 @@ impl Endpoint {
         req: pluginapi::PreferredAllocationRequest,
     ) -> Result<pluginapi::PreferredAllocationResponse, String> {
         let opt = CallOption::default().timeout(ALLOCATE_TIMEOUT);
-        let call = self
-            .client
-            .get_preferred_allocation_async(&req, opt)
-            .map_err(|e| format!("GetPreferredAllocation: {e}"))?;
-        call.await
-            .map_err(|e| format!("GetPreferredAllocation: {e}"))
+        let call = self.client.get_preferred_allocation_async(&req, opt);
+        unary("GetPreferredAllocation", call).await
     }
 
     pub async fn allocate(
@@ -125,11 +121,7 @@ impl Endpoint {
         req: pluginapi::AllocateRequest,
     ) -> Result<pluginapi::AllocateResponse, String> {
         let opt = CallOption::default().timeout(ALLOCATE_TIMEOUT);
-        let call = self
-            .client
-            .allocate_async(&req, opt)
-            .map_err(|e| format!("Allocate: {e}"))?;
-        call.await.map_err(|e| format!("Allocate: {e}"))
+        unary("Allocate", self.client.allocate_async(&req, opt)).await
     }
 
     pub async fn pre_start(&self, ids: Vec<String>) -> Result<(), String> {
@@ -138,12 +130,17 @@ impl Endpoint {
             ..Default::default()
         };
         let opt = CallOption::default().timeout(PRE_START_TIMEOUT);
-        let call = self
-            .client
-            .pre_start_container_async(&req, opt)
-            .map_err(|e| format!("PreStartContainer: {e}"))?;
-        call.await
-            .map(|_| ())
-            .map_err(|e| format!("PreStartContainer: {e}"))
+        let call = self.client.pre_start_container_async(&req, opt);
+        unary("PreStartContainer", call).await.map(|_| ())
     }
+}
+
+/// The answer of a unary call started with `started`, either failure
+/// named by the call.
+async fn unary<T: Unpin>(
+    call: &'static str,
+    started: grpcio::Result<grpcio::ClientUnaryReceiver<T>>,
+) -> Result<T, String> {
+    let receiver = started.map_err(|e| format!("{call}: {e}"))?;
+    receiver.await.map_err(|e| format!("{call}: {e}"))
 }

@@ -4,11 +4,11 @@
 //! endpoint and follows its `ListAndWatch`, puts the resources in node
 //! capacity and allocatable, and gives containers their devices.
 //!
-//! Threads: `device-manager` (registrations, the endpoint grace period)
-//! and `grpc-plugins-0`, the completion-queue thread of the plugins' gRPC
-//! environment: the Registration server's handler, every plugin's
-//! `ListAndWatch` stream and every `Allocate` complete there. Neither
-//! count grows with plugins, devices or pods.
+//! Threads: `device-manager` (registrations, the endpoint grace period,
+//! the checkpoint's writes) and `grpc-plugins-0`, the completion-queue
+//! thread of the plugins' gRPC environment: the Registration server's
+//! handler, every plugin's `ListAndWatch` stream and every `Allocate`
+//! complete there. Neither count grows with plugins, devices or pods.
 //!
 //! Deviation: upstream calls `GetPreferredAllocation` and `Allocate` in its
 //! admission handler, on the sync loop, and a slow plugin holds every pod.
@@ -17,7 +17,8 @@
 //! on the completion queue, and the pod's containers wait as
 //! `ContainerCreating` until the answer is in. A plugin that fails
 //! `Allocate` leaves them in `CreateContainerConfigError` with its message,
-//! and the call is tried again at the next sync.
+//! and the call is made again (at most every 10 s) when the pod's worker
+//! next asks.
 
 mod allocate;
 mod checkpoint;
@@ -159,6 +160,17 @@ impl Resource {
         }
     }
 
+    /// Its plugin went (stream ended, socket gone): the devices turn
+    /// unhealthy and the grace period starts (upstream
+    /// markResourceUnhealthy and the endpoint's stop time).
+    fn stop(&mut self, at: Instant) {
+        self.endpoint = None;
+        self.stopped = Some(at);
+        for d in &mut self.devices {
+            d.healthy = false;
+        }
+    }
+
     /// The healthy devices' IDs, sorted.
     fn healthy(&self) -> Vec<&str> {
         let mut ids: Vec<&str> = self
@@ -202,18 +214,36 @@ impl State {
         self.resource(name)?.endpoint.clone()
     }
 
-    /// The NUMA nodes device `id` of `resource` reported; none when it
-    /// reported no topology or is not listed (any more).
-    fn numa(&self, resource: &str, id: &str) -> &[i64] {
+    /// A container's devices of one resource by the NUMA node they
+    /// reported, sorted by node; those with no topology under upstream's
+    /// `nodeWithoutTopology` (the checkpoint's DevicesPerNUMA, the pod
+    /// resources API's grouping).
+    fn ids_by_node(&self, h: &Held) -> Vec<(i64, Vec<String>)> {
         let devices = self
-            .resource(resource)
+            .resource(&h.resource)
             .map(|r| r.devices.as_slice())
             .unwrap_or(&[]);
-        devices
-            .iter()
-            .find(|d| d.id == id)
-            .map(|d| d.numa.as_slice())
-            .unwrap_or(&[])
+        let mut by_node: Vec<(i64, Vec<String>)> = Vec::new();
+        for id in &h.ids {
+            let numa = devices
+                .iter()
+                .find(|d| d.id == *id)
+                .map(|d| d.numa.as_slice())
+                .unwrap_or(&[]);
+            let nodes = if numa.is_empty() {
+                &[pod_devices::NODE_WITHOUT_TOPOLOGY][..]
+            } else {
+                numa
+            };
+            for n in nodes {
+                match by_node.iter_mut().find(|(k, _)| k == n) {
+                    Some((_, ids)) => ids.push(id.clone()),
+                    None => by_node.push((*n, vec![id.clone()])),
+                }
+            }
+        }
+        by_node.sort_by_key(|(n, _)| *n);
+        by_node
     }
 }
 
@@ -314,12 +344,20 @@ impl DeviceManager {
     /// Admission (upstream's resource allocator admit handler): reserves
     /// devices for every container of `pod` that asks for a plugin's
     /// resource, or refuses with upstream's reason and message. Devices of
-    /// pods not in `holders` are freed first (upstream
-    /// updateAllocatedDevices). The RPCs run afterwards, off the sync loop.
-    pub fn admit(&self, pod: &Pod, holders: Option<&HashSet<String>>) -> Result<(), Rejection> {
-        if let Some(holders) = holders {
-            self.inner.release_inactive(holders);
+    /// pods not among `holders` are freed first (upstream
+    /// updateAllocatedDevices); `holders` is asked only for a pod that
+    /// wants devices, so other admissions cost nothing here. The RPCs run
+    /// afterwards, off the sync loop.
+    pub fn admit(
+        &self,
+        pod: &Pod,
+        holders: impl FnOnce() -> Option<HashSet<String>>,
+    ) -> Result<(), Rejection> {
+        let containers = pod.init_containers().iter().chain(pod.containers());
+        if containers.map(device_limits).all(|l| l.is_empty()) {
+            return Ok(());
         }
+        self.release_inactive(holders);
         match self.inner.reserve(pod) {
             Ok(true) => {
                 self.inner.spawn_allocation(pod);
@@ -339,9 +377,16 @@ impl DeviceManager {
         lock(&self.inner.state).pods.remove_pod(uid);
     }
 
-    /// Frees the devices of pods that are gone (housekeeping).
-    pub fn release_inactive(&self, holders: &HashSet<String>) {
-        self.inner.release_inactive(holders);
+    /// Frees the devices of pods not among `holders` (housekeeping);
+    /// `holders` is asked only when some pod holds devices, and gives None
+    /// while it cannot tell yet.
+    pub fn release_inactive(&self, holders: impl FnOnce() -> Option<HashSet<String>>) {
+        if lock(&self.inner.state).pods.is_empty() {
+            return;
+        }
+        if let Some(holders) = holders() {
+            self.inner.release_inactive(&holders);
+        }
     }
 
     /// The devices `container` of pod `uid` was allocated, grouped by
@@ -349,31 +394,20 @@ impl DeviceManager {
     /// them; reservations whose answer is not in are not reported.
     pub fn container_devices(&self, uid: &str, container: &str) -> Vec<Devices> {
         let s = lock(&self.inner.state);
-        let mut out: Vec<Devices> = Vec::new();
         let held = s.pods.container(uid, container);
-        for h in held.filter(|h| matches!(h.allocation, Allocation::Allocated(_))) {
-            for id in &h.ids {
-                let numa = s.numa(&h.resource, id);
-                let nodes: Vec<Vec<i64>> = match numa {
-                    [] => vec![Vec::new()],
-                    ns => ns.iter().map(|n| vec![*n]).collect(),
-                };
-                for numa in nodes {
-                    let group = out
-                        .iter_mut()
-                        .find(|d| d.resource == h.resource && d.numa == numa);
-                    match group {
-                        Some(d) => d.ids.push(id.clone()),
-                        None => out.push(Devices {
-                            resource: h.resource.clone(),
-                            ids: vec![id.clone()],
-                            numa,
-                        }),
-                    }
-                }
-            }
-        }
-        out
+        held.filter(|h| matches!(h.allocation, Allocation::Allocated(_)))
+            .flat_map(|h| {
+                s.ids_by_node(h).into_iter().map(|(node, ids)| Devices {
+                    resource: h.resource.clone(),
+                    ids,
+                    numa: if node == pod_devices::NODE_WITHOUT_TOPOLOGY {
+                        Vec::new()
+                    } else {
+                        vec![node]
+                    },
+                })
+            })
+            .collect()
     }
 
     /// Every device of every registered plugin (upstream
@@ -512,12 +546,7 @@ impl Inner {
                 None
             }
             Err(why) => {
-                // upstream markResourceUnhealthy, then the grace period.
-                res.endpoint = None;
-                res.stopped = Some(Instant::now());
-                for d in &mut res.devices {
-                    d.healthy = false;
-                }
+                res.stop(Instant::now());
                 Some(why)
             }
         };

@@ -84,6 +84,10 @@ impl PodDevices {
         self.0.iter_mut()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn remove_pod(&mut self, uid: &str) {
         self.0.retain(|x| x.uid != uid);
     }

@@ -59,6 +59,15 @@ fn register(queue: &Registrations, r: pluginapi::RegisterRequest) -> Result<(), 
     })
 }
 
+/// A plugin's resource must be an extended resource (upstream
+/// errInvalidResourceName), however it registers.
+pub(super) fn check_resource_name(name: &str) -> Result<(), String> {
+    if is_extended_resource_name(name) {
+        return Ok(());
+    }
+    Err(format!("the ResourceName {name:?} is invalid"))
+}
+
 pub(super) fn validate(r: &pluginapi::RegisterRequest) -> Result<(), String> {
     if !SUPPORTED_VERSIONS.contains(&r.version.as_str()) {
         return Err(format!(
@@ -66,9 +75,7 @@ pub(super) fn validate(r: &pluginapi::RegisterRequest) -> Result<(), String> {
             r.version, SUPPORTED_VERSIONS
         ));
     }
-    if !is_extended_resource_name(&r.resource_name) {
-        return Err(format!("the ResourceName {:?} is invalid", r.resource_name));
-    }
+    check_resource_name(&r.resource_name)?;
     let endpoint = Path::new(&r.endpoint);
     if r.endpoint.is_empty() || endpoint.is_absolute() || endpoint.components().count() != 1 {
         return Err(format!(

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use rkubelet_util::lock;
 
 use super::endpoint::Endpoint;
+use super::server::check_resource_name;
 use super::{DeviceManager, Inner, SUPPORTED_VERSIONS};
-use crate::nodestatus::setters::is_extended_resource_name;
 use crate::pluginmanager::{PluginHandler, PluginManagerError};
 
 /// Deadline of GetDevicePluginOptions at registration.
@@ -52,12 +52,8 @@ impl PluginHandler for WatcherHandler {
                 SUPPORTED_VERSIONS[0]
             )));
         }
-        if !is_extended_resource_name(name) {
-            return Err(refused(format!(
-                "invalid name of device plugin socket: the ResourceName {name:?} is invalid"
-            )));
-        }
-        Ok(())
+        check_resource_name(name)
+            .map_err(|e| refused(format!("invalid name of device plugin socket: {e}")))
     }
 
     fn register_plugin(
@@ -83,11 +79,7 @@ impl PluginHandler for WatcherHandler {
     fn deregister_plugin(&self, name: &str, _: &str) {
         let mut s = lock(&self.inner.state);
         if let Some(res) = s.resource_mut(name) {
-            res.endpoint = None;
-            res.stopped = Some(Instant::now());
-            for d in &mut res.devices {
-                d.healthy = false;
-            }
+            res.stop(Instant::now());
         }
         drop(s);
         log::info!("device plugin {name} deregistered: its socket went");
