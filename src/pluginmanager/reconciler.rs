@@ -140,9 +140,8 @@ impl Reconciler {
     }
 
     /// Upstream's registration: GetInfo, find the handler, validate, record,
-    /// register, and tell the plugin how it went. A plugin that cannot be
-    /// reached is tried again next round; one that was refused is not,
-    /// until its socket changes, as upstream.
+    /// register, and tell the plugin how it went. A failure of any kind is
+    /// the caller's to retry, with back-off (`failed`).
     fn register(
         &self,
         plugin: &DesiredPlugin,

@@ -582,7 +582,6 @@ fn transport_failure(t: &ureq::Transport, request: &str) -> Failure {
     }
 }
 
-/// `timeoutSeconds` from the query plus slack; the default when absent.
 /// What stands between a URL's `scheme://` and its path: `host[:port]`,
 /// with any userinfo.
 pub(crate) fn url_authority(url: &str) -> &str {
@@ -590,6 +589,7 @@ pub(crate) fn url_authority(url: &str) -> &str {
     rest.split('/').next().unwrap_or(rest)
 }
 
+/// `timeoutSeconds` from the query plus slack; the default when absent.
 fn watch_idle_timeout(path_and_query: &str) -> Duration {
     let query = path_and_query.split_once('?').map_or("", |(_, q)| q);
     let secs = query
