@@ -43,6 +43,7 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             set_default(obj_field_mut(obj, "status"), "phase", json!("Active"));
         }
         ("", "services") => default_service(obj),
+        (crate::storagekinds::GROUP, _) => crate::storagekinds::apply_defaults(def, obj),
         _ => crate::volumekinds::apply_defaults(def, obj),
     }
     crate::zerovalues::as_encoded(def.kind, obj);
@@ -135,13 +136,14 @@ pub fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
         ("", "services") => obj["status"] = json!({"loadBalancer": {}}),
         ("", "namespaces") => obj["status"] = json!({"phase": "Active"}),
         // Nodes keep the status the kubelet registers with.
+        (crate::storagekinds::GROUP, _) => crate::storagekinds::status_on_create(def, obj),
         _ => crate::volumekinds::status_on_create(def, obj),
     }
 }
 
 // ---------------------------------------------------------------- validation
 
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+pub const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 pub const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 pub fn is_dns_label(s: &str) -> bool {
@@ -153,8 +155,18 @@ pub fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+/// IsDNS1123Subdomain: at most 253 characters of dot-separated labels;
+/// unlike a DNS label, a part has no 63-character limit (a
+/// VolumeAttachment's `csi-<sha256 hex>` name is one 68-character part).
 pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+    s.len() <= 253
+        && s.split('.').all(|p| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !p.starts_with('-')
+                && !p.ends_with('-')
+        })
 }
 
 fn invalid(errs: &mut FieldErrs, field: &str, val: &str, detail: &str) {
@@ -281,6 +293,7 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> FieldErr
         ("", "configmaps") | ("", "secrets") => {
             crate::volumekinds::validate(def, obj, old, &mut errs)
         }
+        (crate::storagekinds::GROUP, _) => crate::storagekinds::validate(def, obj, old, &mut errs),
         (crate::runtimeclass::GROUP, crate::runtimeclass::PLURAL) => {
             crate::runtimeclass::validate(obj, old, &mut errs)
         }

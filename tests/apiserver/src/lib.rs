@@ -2,6 +2,7 @@
 //! double for rkubelet's cluster-mode tests. See README.md.
 
 pub mod admission;
+pub mod attachcontroller;
 pub mod authn;
 pub mod bootstraptoken;
 pub mod certs;
@@ -14,6 +15,7 @@ pub mod http;
 pub mod kinds;
 pub mod nodeauthz;
 pub mod nodeproxy;
+pub mod noderestriction;
 pub mod patch;
 pub mod priority;
 pub mod pvcontroller;
@@ -26,6 +28,7 @@ pub mod selectors;
 pub mod server;
 pub mod smp;
 pub mod status;
+pub mod storagekinds;
 pub mod store;
 pub mod tls;
 pub mod tokens;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 const USAGE: &str = "usage: apiserver-double --dir DIR [--port N] [--bind ADDR] [--node-name NAME ...]
     [--bookmark-interval SECONDS] [--min-request-timeout SECONDS] [--watch-history N]
-    [--anonymous-auth] [--node-restriction] [--node-authorizer] [--ephemeral] [--max-connections N] [--idle-timeout SECONDS]
+    [--anonymous-auth] [--node-restriction] [--node-authorizer] [--attach-controller] [--ephemeral] [--max-connections N] [--idle-timeout SECONDS]
     [--kubelet-client-certificate FILE --kubelet-client-key FILE] [--kubelet-certificate-authority FILE]
     [--emulate-version 1.22..1.34 (default 1.34)]";
 
@@ -66,6 +66,7 @@ fn main() {
             }
             "--node-restriction" => cfg.node_restriction = true,
             "--node-authorizer" => cfg.node_authorizer = true,
+            "--attach-controller" => cfg.attach_controller = true,
             "--kubelet-client-certificate" => {
                 cfg.kubelet_client.client_certificate =
                     Some(val("--kubelet-client-certificate").into())

@@ -236,6 +236,17 @@ pub static RESOURCES: &[ResourceDef] = &[
         "csidrivers.storage.k8s.io"
     ),
     res!(
+        "storage.k8s.io",
+        "v1",
+        "volumeattachments",
+        "VolumeAttachment",
+        false,
+        true,
+        &[],
+        &[],
+        "volumeattachments.storage.k8s.io"
+    ),
+    res!(
         "node.k8s.io",
         "v1",
         "runtimeclasses",

@@ -37,6 +37,9 @@ pub struct Config {
     /// --node-authorizer: the Node authorizer's rules (kubeadm's
     /// --authorization-mode=Node,RBAC) for volume-related objects.
     pub node_authorizer: bool,
+    /// --attach-controller: the attach/detach controller stand-in runs
+    /// from the start (attachcontroller.rs; `/__double/attach` toggles it).
+    pub attach_controller: bool,
     pub persist: bool,
     pub max_conns: usize,
     pub idle_timeout: Duration,
@@ -63,6 +66,7 @@ impl Config {
             anonymous_auth: false,
             node_restriction: false,
             node_authorizer: false,
+            attach_controller: false,
             persist: true,
             max_conns: 256,
             idle_timeout: Duration::from_secs(90),
@@ -126,7 +130,9 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         node_restriction: cfg.node_restriction,
         node_authorizer: cfg.node_authorizer,
         token_log: Default::default(),
+        attach: Default::default(),
     };
+    api.attach.set_enabled(cfg.attach_controller);
     handlers::bootstrap(&api);
     crate::bootstraptoken::ensure(&api, &cfg.dir, &url, &pki.ca_pem)?;
     let server = Arc::new(Server {
@@ -155,6 +161,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
             std::thread::sleep(Duration::from_millis(500));
             handlers::namespace_controller_tick(&s.api);
             crate::pvcontroller::tick(&s.api);
+            crate::attachcontroller::tick(&s.api);
             crate::admission::namespace_defaults_tick(&s.api);
             crate::csr::controller_tick(&s.api, &s.pki, &s.csr);
         })
@@ -723,6 +730,19 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
                 Ok(t) => (200, json!({"token": t, "user": user, "groups": groups})),
                 Err(m) => (500, ApiError::internal(&m).to_status()),
             }
+        }
+        ("GET", "/__double/attach") => (200, srv.api.attach.to_json()),
+        ("POST", "/__double/attach") => {
+            let v = match body() {
+                Ok(v) => v,
+                Err(e) => return e,
+            };
+            match v.get("enabled") {
+                Some(Value::Bool(on)) => srv.api.attach.set_enabled(*on),
+                None => {}
+                Some(_) => return bad("enabled must be true or false".into()),
+            }
+            (200, srv.api.attach.to_json())
         }
         ("GET", "/__double/tokenrequests") => (200, srv.api.token_log.to_json()),
         ("DELETE", "/__double/tokenrequests") => {

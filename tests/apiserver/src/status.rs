@@ -95,16 +95,19 @@ impl ApiError {
         name: &str,
         errs: &[(String, &'static str, String)],
     ) -> Self {
-        let msgs: Vec<String> = errs
-            .iter()
-            .map(|(f, _, m)| {
-                if f.is_empty() {
-                    m.clone()
-                } else {
-                    format!("{}: {}", f, m)
-                }
-            })
-            .collect();
+        // field.ErrorList.ToAggregate drops repeated messages from the
+        // text; the causes keep every error.
+        let mut msgs: Vec<String> = vec![];
+        for (f, _, m) in errs {
+            let msg = if f.is_empty() {
+                m.clone()
+            } else {
+                format!("{}: {}", f, m)
+            };
+            if !msgs.contains(&msg) {
+                msgs.push(msg);
+            }
+        }
         let joined = if msgs.len() == 1 {
             msgs[0].clone()
         } else {

@@ -12,7 +12,8 @@
 //!   `lastTransitionTime` once a patch deleted it), `"0"` for an unset
 //!   Quantity (a `resourceFieldRef`'s `divisor`), `{}`, `""`, `0`, `false`.
 //!
-//! Only the kinds a kubelet reads back are shaped: Pods, Nodes, CSINodes.
+//! Only the kinds a kubelet reads back are shaped: Pods, Nodes, and the
+//! storage.k8s.io kinds of CSI (CSINode, CSIDriver, VolumeAttachment).
 
 use crate::defaults::{child, items, set_default, CONTAINER_LISTS};
 use crate::util::obj_field_mut;
@@ -22,7 +23,10 @@ type Obj = Map<String, Value>;
 
 /// What the decoder leaves of a request: no nulls, no empty lists or maps.
 pub fn after_decode(kind: &str, obj: &mut Value) {
-    if matches!(kind, "Pod" | "Node") {
+    if matches!(
+        kind,
+        "Pod" | "Node" | "CSINode" | "CSIDriver" | "VolumeAttachment"
+    ) {
         drop_nulls_and_empty_lists(obj);
         drop_empty_maps(obj);
     }
@@ -34,16 +38,45 @@ pub fn as_encoded(kind: &str, obj: &mut Value) {
     match kind {
         "Pod" => pod(obj),
         "Node" => node(obj),
-        "CSINode" => {
-            let spec = obj_field_mut(obj, "spec");
-            let empty = spec
-                .get("drivers")
-                .is_none_or(|d| d.as_array().is_some_and(Vec::is_empty));
-            if empty {
-                spec.insert("drivers".into(), Value::Null);
-            }
+        "CSINode" => csi_node(obj),
+        "CSIDriver" => {
+            obj_field_mut(obj, "spec");
         }
+        "VolumeAttachment" => volume_attachment(obj),
         _ => {}
+    }
+}
+
+/// CSINodeSpec.Drivers and CSINodeDriver.TopologyKeys have no omitempty:
+/// empty, they come back `null`; name and nodeID are plain strings.
+fn csi_node(obj: &mut Value) {
+    let spec = obj_field_mut(obj, "spec");
+    let empty = spec
+        .get("drivers")
+        .is_none_or(|d| d.as_array().is_some_and(Vec::is_empty));
+    if empty {
+        spec.insert("drivers".into(), Value::Null);
+    }
+    for d in items(spec, "drivers") {
+        zero(d, "name", json!(""));
+        zero(d, "nodeID", json!(""));
+        zero(d, "topologyKeys", Value::Null);
+    }
+}
+
+/// VolumeAttachmentSpec's attacher, source and nodeName and the status's
+/// `attached` have no omitempty; a VolumeError's `time` is a metav1.Time.
+fn volume_attachment(obj: &mut Value) {
+    let spec = obj_field_mut(obj, "spec");
+    zero(spec, "attacher", json!(""));
+    zero(spec, "source", json!({}));
+    zero(spec, "nodeName", json!(""));
+    let status = obj_field_mut(obj, "status");
+    zero(status, "attached", json!(false));
+    for e in ["attachError", "detachError"] {
+        if let Some(e) = child(status, e) {
+            zero(e, "time", Value::Null);
+        }
     }
 }
 
@@ -74,8 +107,8 @@ fn drop_if_empty_map(m: &mut Obj, key: &str) {
     }
 }
 
-/// The Go maps among the fields of Pods and Nodes (an empty `{}` elsewhere
-/// is a struct, which stays).
+/// The Go maps among the fields of Pods, Nodes and VolumeAttachments (an
+/// empty `{}` elsewhere is a struct, which stays).
 fn drop_empty_maps(obj: &mut Value) {
     if let Some(md) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         drop_if_empty_map(md, "labels");
@@ -96,6 +129,7 @@ fn drop_empty_maps(obj: &mut Value) {
     if let Some(st) = obj.get_mut("status").and_then(Value::as_object_mut) {
         drop_if_empty_map(st, "capacity");
         drop_if_empty_map(st, "allocatable");
+        drop_if_empty_map(st, "attachmentMetadata");
     }
 }
 
@@ -295,5 +329,39 @@ mod tests {
         let mut c = json!({"spec": {"drivers": []}});
         apply("CSINode", &mut c);
         assert_eq!(c["spec"]["drivers"], Value::Null);
+    }
+
+    #[test]
+    fn csi_shapes() {
+        // As the kubelet sends it (the fidelity capture): drivers null stays null.
+        let mut c = json!({"metadata": {"name": "n", "creationTimestamp": null, "annotations": {}},
+            "spec": {"drivers": null}});
+        apply("CSINode", &mut c);
+        assert_eq!(
+            c,
+            json!({"metadata": {"name": "n"}, "spec": {"drivers": null}})
+        );
+        let mut c = json!({"spec": {"drivers": [{"name": "d", "nodeID": "x", "topologyKeys": [],
+            "allocatable": {"count": null}}]}});
+        apply("CSINode", &mut c);
+        assert_eq!(
+            c["spec"]["drivers"][0],
+            json!({"name": "d", "nodeID": "x", "topologyKeys": null, "allocatable": {}})
+        );
+        let mut c = json!({});
+        apply("CSINode", &mut c);
+        assert_eq!(c["spec"], json!({"drivers": null}));
+
+        let mut va = json!({"spec": {"attacher": "d", "source": {"persistentVolumeName": "pv"}},
+            "status": {"attachmentMetadata": {}, "attachError": {"message": "boom"}}});
+        apply("VolumeAttachment", &mut va);
+        assert_eq!(
+            va["spec"],
+            json!({"attacher": "d", "source": {"persistentVolumeName": "pv"}, "nodeName": ""})
+        );
+        assert_eq!(
+            va["status"],
+            json!({"attached": false, "attachError": {"message": "boom", "time": null}})
+        );
     }
 }

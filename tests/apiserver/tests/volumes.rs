@@ -700,6 +700,10 @@ fn node_authorizer_graph() {
         let (code, v) = node.get(&format!("{}/{}", ns, path));
         assert_eq!(code, 200, "{}: {}", path, v);
     }
+    // A PV is related through its claimRef, which the binder sets.
+    wait_for(&admin, "/api/v1/persistentvolumes/pv-used", |v| {
+        v["spec"]["claimRef"]["name"] == "data"
+    });
     assert_eq!(node.get("/api/v1/persistentvolumes/pv-used").0, 200);
     let (code, l) = node.get(&format!(
         "{}/secrets?fieldSelector=metadata.name%3Dused",

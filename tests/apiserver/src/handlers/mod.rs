@@ -50,6 +50,9 @@ pub struct Api {
     pub node_authorizer: bool,
     /// Every TokenRequest answered (`/__double/tokenrequests`).
     pub token_log: crate::tokens::TokenLog,
+    /// The attach/detach controller stand-in (`--attach-controller`,
+    /// `/__double/attach`; attachcontroller.rs).
+    pub attach: crate::attachcontroller::Settings,
 }
 
 pub enum Reply {
@@ -298,8 +301,8 @@ pub fn handle(
                 {
                     match req.method.as_str() {
                         "GET" => get_obj(api, &route),
-                        "PUT" => update(api, &route, req, dry_run),
-                        _ => patch_obj(api, &route, req, dry_run),
+                        "PUT" => update(api, &route, req, dry_run, user),
+                        _ => patch_obj(api, &route, req, dry_run, user),
                     }
                 }
                 ("GET", false, None) => list(api, &route, req),
@@ -315,12 +318,12 @@ pub fn handle(
                 }
                 ("PUT", true, None)
                 | ("PUT", true, Some("status"))
-                | ("PUT", true, Some("finalize")) => update(api, &route, req, dry_run),
+                | ("PUT", true, Some("finalize")) => update(api, &route, req, dry_run, user),
                 ("PUT", true, Some("approval")) if route.def.is(csr::GROUP, csr::PLURAL) => {
-                    update(api, &route, req, dry_run)
+                    update(api, &route, req, dry_run, user)
                 }
                 ("PATCH", true, None) | ("PATCH", true, Some("status")) => {
-                    patch_obj(api, &route, req, dry_run)
+                    patch_obj(api, &route, req, dry_run, user)
                 }
                 ("DELETE", true, None) => delete(api, &route, req),
                 ("DELETE", false, None) => delete_collection(api, &route, req),
@@ -338,9 +341,10 @@ pub fn handle(
 
 /// Authorization. Every authenticated user is allowed everything (like a
 /// cluster where RBAC grants it), except that a `system:node:<n>` user gets
-/// the Node authorizer's graph rules with --node-authorizer (nodeauthz.rs)
-/// and the NodeRestriction admission limits on the objects a kubelet writes
-/// with --node-restriction.
+/// the Node authorizer's rules with --node-authorizer (nodeauthz.rs) and
+/// the NodeRestriction admission limits that need only the URL (nodes,
+/// leases and CSINodes of another name) with --node-restriction; the
+/// limits that need the object are in noderestriction.rs.
 fn authorize(
     api: &Api,
     user: &User,
@@ -385,6 +389,15 @@ fn authorize(
             &route.def.qualified(),
             name,
             "can only access node lease with the same name as the requesting node",
+        ));
+    }
+    // admitCSINode for update, patch and delete (a create is checked on
+    // the object, noderestriction.rs).
+    if route.def.is("storage.k8s.io", "csinodes") && !name.is_empty() && name != node {
+        return Err(ApiError::forbidden(
+            &route.def.qualified(),
+            name,
+            "can only access CSINode with the same name as the requesting node",
         ));
     }
     Ok(())

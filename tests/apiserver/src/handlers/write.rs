@@ -64,9 +64,17 @@ pub(super) fn create(
         crate::runtimeclass::admit_pod_create(&g, &admission_name, &mut obj)?;
         crate::seccomp::version_skew(api.version, &mut obj);
     }
+    if let Some(node) = restricted_node(api, user) {
+        crate::noderestriction::admit_create(node, def, &obj)?;
+    }
     kinds::reset_status_on_create(def, &mut obj);
     let name = name_of(&obj).to_string();
     invalid(def, &name, kinds::validate(def, &obj, None))?;
+    invalid(
+        def,
+        &name,
+        crate::storagekinds::validate_release(api.version, def, &obj, None),
+    )?;
     if def.is(csr::GROUP, csr::PLURAL) {
         invalid(def, &name, csr::prepare_create(&mut obj, user))?;
     }
@@ -291,11 +299,17 @@ pub(super) fn check_name_matches(obj: &Value, route: &Route) -> Result<(), ApiEr
     Ok(())
 }
 
+/// The node a request's user is, when NodeRestriction applies to it.
+fn restricted_node<'a>(api: &Api, user: &'a User) -> Option<&'a str> {
+    user.node_name().filter(|_| api.node_restriction)
+}
+
 pub(super) fn update(
     api: &Api,
     route: &Route,
     req: &Request,
     dry_run: bool,
+    user: &User,
 ) -> Result<Reply, ApiError> {
     let def = route.def;
     let mut obj = decode_body(req, def)?;
@@ -337,7 +351,15 @@ pub(super) fn update(
         }
     }
     crate::version::fields::drop_unserved(api.version, def, route.sub.as_deref(), &mut obj);
+    if let Some(node) = restricted_node(api, user) {
+        crate::noderestriction::admit_update(node, def, &old, &obj)?;
+    }
     let new = prepare_update(def, route.sub.as_deref(), &old, obj)?;
+    invalid(
+        def,
+        name_in(route),
+        crate::storagekinds::validate_release(api.version, def, &new, Some(&old)),
+    )?;
     Ok(Reply::Json(
         200,
         commit_update(&mut g, def, &old, new, dry_run),
@@ -349,6 +371,7 @@ pub(super) fn patch_obj(
     route: &Route,
     req: &Request,
     dry_run: bool,
+    user: &User,
 ) -> Result<Reply, ApiError> {
     let def = route.def;
     let ct = req
@@ -365,7 +388,16 @@ pub(super) fn patch_obj(
     let old = g
         .get(def.key, ns_of(route), name_in(route))
         .ok_or_else(|| ApiError::not_found(&def.qualified(), name_in(route)))?;
-    let mut new = patched_object(route, &old, &ct, &patch)?;
+    let patched = apply_patch(route, &old, &ct, &patch)?;
+    if let Some(node) = restricted_node(api, user) {
+        crate::noderestriction::admit_update(node, def, &old, &patched)?;
+    }
+    let mut new = prepare_update(def, route.sub.as_deref(), &old, patched)?;
+    invalid(
+        def,
+        name_in(route),
+        crate::storagekinds::validate_release(api.version, def, &new, Some(&old)),
+    )?;
     // The emulated release's pruning, after validation here (which looks
     // at none of the pruned fields), so patched_object stays release-free.
     crate::version::fields::drop_unserved(api.version, def, route.sub.as_deref(), &mut new);
@@ -385,6 +417,14 @@ pub fn patched_object(
     ct: &str,
     patch: &Value,
 ) -> Result<Value, ApiError> {
+    let patched = apply_patch(route, old, ct, patch)?;
+    prepare_update(route.def, route.sub.as_deref(), old, patched)
+}
+
+/// The object a client proposes with a PATCH: the patch applied to `old`,
+/// with the preconditions and the name/namespace checks (what admission
+/// sees, before the strategy).
+fn apply_patch(route: &Route, old: &Value, ct: &str, patch: &Value) -> Result<Value, ApiError> {
     let def = route.def;
     let patched = match ct {
         "application/merge-patch+json" => {
@@ -420,5 +460,5 @@ pub fn patched_object(
     let mut patched = patched;
     fix_namespace(&mut patched, def, ns_of(route))?;
     check_name_matches(&patched, route)?;
-    prepare_update(def, route.sub.as_deref(), old, patched)
+    Ok(patched)
 }

@@ -62,6 +62,7 @@ fn api_with(objs: &[(&'static str, Value)]) -> Api {
         node_restriction: false,
         node_authorizer: false,
         token_log: Default::default(),
+        attach: Default::default(),
     };
     for (k, o) in objs {
         api.store.lock().put(k, o.clone());

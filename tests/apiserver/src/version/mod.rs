@@ -183,6 +183,22 @@ impl Version {
         self.at_least(33)
     }
 
+    // ------------------------------------------------------------ CSI
+
+    /// The longest `spec.drivers[].nodeID` a CSINode write may carry
+    /// (pkg/apis/storage/validation csiNodeIDMaxLength /
+    /// csiNodeIDLongerMaxLength and the csinode strategy's
+    /// AllowLongNodeID). 1.22 (kubernetes#101256) allows 192, or 256 on an
+    /// update of a CSINode that already holds a longer ID; from 1.23
+    /// (kubernetes#104563) the strategy always allows 256.
+    pub fn csi_node_id_max_length(self, stored_has_longer: bool) -> usize {
+        if self.at_least(23) || stored_has_longer {
+            256
+        } else {
+            192
+        }
+    }
+
     // ------------------------------------------------------------ CSRs
 
     /// kube-controller-manager's csrapproving (sarapprove.go
