@@ -424,7 +424,7 @@ fn missing_objects_wait_and_persistent_volumes() {
     ));
     let ev = cl.eventually(
         secs(20),
-        "a FailedMount event naming the CSI source",
+        "a FailedMount event naming the unregistered CSI driver",
         |api| {
             api.events_for("default", "csi")
                 .into_iter()
@@ -432,7 +432,10 @@ fn missing_objects_wait_and_persistent_volumes() {
         },
     );
     let msg = ev["message"].as_str().unwrap_or("");
-    assert!(msg.contains("unsupported volume source csi"), "{msg}");
+    assert!(
+        msg.contains("driver name x.csi.example not found in the list of registered CSI drivers"),
+        "{msg}"
+    );
 
     generic_ephemeral_volume(&mut cl);
 }

@@ -21,6 +21,7 @@ const PROTO_DIR: &str = "../../protos";
 
 /// The API directories below protos/ and the output module each becomes.
 const APIS: &[(&str, &str)] = &[
+    ("csi/v1", "csi_v1"),
     ("deviceplugin/v1beta1", "deviceplugin_v1beta1"),
     ("pluginregistration/v1", "pluginregistration_v1"),
     ("podresources/v1", "podresources_v1"),

@@ -221,15 +221,6 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     let work_queue = Arc::new(WorkQueue::new());
     let pod_workers = PodWorkers::new(Arc::clone(&work_queue), settings.sync_frequency);
     let cache = Arc::new(Cache::with_on_update(pod_workers.cache_listener()));
-    let volume_deps = volumes::volume_managers(
-        flags,
-        config,
-        client.as_ref(),
-        allocatable,
-        &recorder,
-        requeue(&work_queue),
-    )?;
-    let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
     // The runtime state and the device manager ask node status for an
     // update over this channel: node status is made after the kubelet,
     // whose health it reads.
@@ -249,6 +240,26 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             },
         )
     };
+    // CSI drivers are dialled on the device plugins' gRPC environment: no
+    // thread of their own.
+    let csi = client.as_ref().map(|c| {
+        crate::volume::csi::CsiPlugin::new(
+            settings.root_dir.clone(),
+            node.clone(),
+            Arc::clone(device_manager.grpc_env()),
+            c.clone(),
+        )
+    });
+    let volume_deps = volumes::volume_managers(
+        flags,
+        config,
+        client.as_ref(),
+        allocatable,
+        &recorder,
+        requeue(&work_queue),
+        csi.clone(),
+    )?;
+    let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
     let runtime_deps = RuntimeDeps {
         recorder: Arc::clone(&recorder),
         env_source: volume_deps.objects.as_ref().map(|o| {
@@ -363,6 +374,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .context("start the device-manager thread")?,
     );
     owned.push(start_plugin_manager(
+        csi.as_ref(),
         &kubelet,
         &device_manager,
         &recorder,
@@ -497,15 +509,28 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
 /// calls on the plugins' gRPC environment: device plugins that register
 /// there go to the device manager; a failed registration is a node event.
 fn start_plugin_manager(
+    csi: Option<&Arc<crate::volume::csi::CsiPlugin>>,
     kubelet: &Arc<Kubelet>,
     device_manager: &crate::cm::devicemanager::DeviceManager,
     recorder: &Arc<dyn crate::events::EventRecorder>,
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Worker> {
-    use crate::pluginmanager::{GrpcDialer, Reconciler, DEVICE_PLUGIN};
+    use crate::pluginmanager::{GrpcDialer, Reconciler, CSI_PLUGIN, DEVICE_PLUGIN};
     let dialer = GrpcDialer::new(Arc::clone(device_manager.grpc_env()));
     let mut reconciler = Reconciler::new(Box::new(dialer));
     reconciler.add_handler(DEVICE_PLUGIN, Arc::new(device_manager.watcher_handler()));
+    if let Some(csi) = csi {
+        reconciler.add_handler(
+            CSI_PLUGIN,
+            Arc::new(crate::volume::csi::registration::RegistrationHandler::new(
+                Arc::clone(csi),
+            )),
+        );
+        reconciler.on_start(Box::new({
+            let csi = Arc::clone(csi);
+            move |shutdown| csi.initialize_csinode(shutdown)
+        }));
+    }
     let recorder = Arc::clone(recorder);
     reconciler.on_failure(Box::new(move |msg| {
         recorder.node_event(

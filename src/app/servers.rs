@@ -39,6 +39,7 @@ pub(super) fn kubelet_health(
             pid_pressure: k.eviction().is_under_pid_pressure(),
             shutdown_error: k.node_shutdown().shutdown_status(),
             devices: k.device_manager().capacity(),
+            volumes_in_use: k.volume_manager().volumes_in_use(),
         }
     })
 }

@@ -88,6 +88,7 @@ pub fn volume_managers(
     allocatable: NodeAllocatable,
     recorder: &Arc<dyn EventRecorder>,
     on_pod_ready: PodReadyFn,
+    csi: Option<Arc<crate::volume::csi::CsiPlugin>>,
 ) -> anyhow::Result<VolumeDeps> {
     let node = NodeFacts {
         allocatable,
@@ -147,6 +148,7 @@ pub fn volume_managers(
         config_maps: Arc::clone(&objects.config_maps),
         secrets: Arc::clone(&objects.secrets),
         node,
+        csi,
     };
     let volume_manager = VolumeManager::new(
         Arc::new(host),

@@ -46,7 +46,7 @@ use crate::token::TokenManager;
 use crate::types::{is_mirror_pod, is_static_pod, PodOperation, PodUpdate};
 use crate::util::backoff::Exponential;
 use crate::util::workqueue::WorkQueue;
-use crate::volumemanager::{self, VolumeManager, FAILED_MOUNT};
+use crate::volumemanager::{VolumeManager, FAILED_MOUNT};
 use k8s_openapi::api::core::v1::Node;
 
 pub const SYNC_PERIOD: Duration = Duration::from_secs(1);

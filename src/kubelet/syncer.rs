@@ -449,7 +449,7 @@ impl PodSyncer for Syncer {
         // it, else housekeeping's orphan cleanup retries.
         let pod_dir = self.settings.root_dir.join("pods").join(uid);
         if self.volume_manager.remove_pod(uid, VOLUME_WAIT) {
-            if let Err(e) = volumemanager::remove_pod_dir(&pod_dir) {
+            if let Err(e) = self.volume_manager.remove_pod_dir(&pod_dir) {
                 log::warn!("remove {}: {e}", pod_dir.display());
             }
             // After the volumes, as upstream: a memory-backed volume's

@@ -153,6 +153,9 @@ pub struct KubeletHealth {
     /// The device plugins' resources (upstream
     /// devicePluginResourceCapacityFunc).
     pub devices: crate::cm::devicemanager::DeviceCapacity,
+    /// The attachable volumes mounted or being mounted (upstream
+    /// volumeManager.GetVolumesInUse), sorted.
+    pub volumes_in_use: Vec<String>,
 }
 
 pub type HealthFn = Box<dyn Fn() -> KubeletHealth + Send + Sync>;
@@ -383,6 +386,7 @@ impl NodeStatusManager {
             events,
         );
         setters::set_device_plugin_resources(node, &inputs.health.devices);
+        setters::set_volumes_in_use(node, &inputs.health.volumes_in_use);
         if let Some((name, _)) = &inputs.health.runtime_version {
             state.runtime_name = Some(name.clone());
         }

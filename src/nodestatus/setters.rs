@@ -227,6 +227,12 @@ pub fn set_device_plugin_resources(node: &mut Node, devices: &DeviceCapacity) {
     }
 }
 
+/// upstream VolumesInUse: the attach-detach controller detaches no volume
+/// listed here. Empty is left out, as upstream's omitempty.
+pub fn set_volumes_in_use(node: &mut Node, in_use: &[String]) {
+    status_mut(node).volumes_in_use = (!in_use.is_empty()).then(|| in_use.to_vec());
+}
+
 /// Allocatable = capacity − reservation, never negative, less huge pages
 /// from memory.
 fn set_allocatable(status: &mut NodeStatus, reservation: &Reservation) {

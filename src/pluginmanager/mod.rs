@@ -30,6 +30,8 @@ use watcher::Watcher;
 pub(crate) const PLUGINS_REGISTRY_DIR: &str = "plugins_registry";
 /// The plugin types upstream's registration API names.
 pub(crate) const DEVICE_PLUGIN: &str = "DevicePlugin";
+/// The plugin type of CSI drivers, handled by the CSI volume plugin.
+pub(crate) const CSI_PLUGIN: &str = "CSIPlugin";
 
 /// How long one wait for inotify lasts: the bound on noticing shutdown.
 const TICK: Duration = Duration::from_millis(100);
@@ -135,6 +137,7 @@ impl PluginManager {
     /// Watches and reconciles until `shutdown` closes or gets a message:
     /// at once after a change, else every [`RECONCILE_PERIOD`].
     pub fn run(&mut self, shutdown: &Receiver<()>) {
+        self.reconciler.start(shutdown);
         if let Err(e) = self.watcher.start(&mut self.desired) {
             error!("Plugin watcher failed to start, trying again: {e}");
         }

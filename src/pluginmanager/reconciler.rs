@@ -27,6 +27,10 @@ const RETRY_MAX: Duration = Duration::from_secs(122);
 /// event).
 pub(crate) type OnFailure = Box<dyn Fn(&str) + Send>;
 
+/// Run once on the manager's thread before it watches (the CSI plugin
+/// makes sure of the node's CSINode), given the shutdown channel.
+pub(crate) type OnStart = Box<dyn FnOnce(&crossbeam_channel::Receiver<()>) + Send>;
+
 /// A socket whose registration failed.
 struct Retry {
     socket: PathBuf,
@@ -44,6 +48,7 @@ pub(crate) struct Reconciler {
     /// when it may be tried again.
     retry: Vec<Retry>,
     on_failure: Option<OnFailure>,
+    on_start: Option<OnStart>,
 }
 
 impl Reconciler {
@@ -53,6 +58,18 @@ impl Reconciler {
             dialer,
             retry: Vec::new(),
             on_failure: None,
+            on_start: None,
+        }
+    }
+
+    pub fn on_start(&mut self, f: OnStart) {
+        self.on_start = Some(f);
+    }
+
+    /// Runs the start hook, once.
+    pub fn start(&mut self, shutdown: &crossbeam_channel::Receiver<()>) {
+        if let Some(f) = self.on_start.take() {
+            f(shutdown);
         }
     }
 

@@ -14,8 +14,7 @@ use tempfile::TempDir;
 
 use super::*;
 
-/// The CSI drivers' type (no handler for it in the kubelet yet).
-const CSI_PLUGIN: &str = "CSIPlugin";
+use super::CSI_PLUGIN;
 use crate::util::worker::join_all;
 
 type Log = Arc<Mutex<Vec<String>>>;

@@ -9,12 +9,14 @@
 //! | downwardAPI | `.../kubernetes.io~downward-api/<name>` | disk |
 //! | projected | `.../kubernetes.io~projected/<name>` | tmpfs |
 //! | hostPath, PVC of a hostPath/local PV | the host path itself | - |
+//! | csi (inline), PVC of a CSI PV | `.../kubernetes.io~csi/<name>/mount` | the driver's ([`csi`]) |
 //!
 //! Content volumes (configMap, secret, downwardAPI, projected) are written
 //! with the [`util::atomic_writer`] and rewritten when their source changes.
 
 pub mod configmap;
 mod content;
+pub mod csi;
 pub mod downwardapi;
 pub mod emptydir;
 pub mod hostpath;
@@ -42,12 +44,16 @@ pub enum VolumeError {
     NotFound(String),
     /// The API server, the token service or the filesystem failed.
     Failed(String),
+    /// A driver is at it (a CSI operation runs); the volume manager is
+    /// woken when it ends. Neither an error to report nor a back-off.
+    Pending,
 }
 
 impl VolumeError {
     pub fn message(&self) -> &str {
         match self {
             VolumeError::Invalid(m) | VolumeError::NotFound(m) | VolumeError::Failed(m) => m,
+            VolumeError::Pending => "waiting for the CSI driver",
         }
     }
 }
@@ -108,6 +114,10 @@ pub trait VolumeHost: Send + Sync {
     ) -> Result<Option<pvc::PersistentVolumeSource>, HostError>;
     fn node_allocatable(&self) -> NodeAllocatable;
     fn host_ips(&self) -> Vec<String>;
+    /// The CSI plugin; none without an API server.
+    fn csi(&self) -> Option<&Arc<csi::CsiPlugin>> {
+        None
+    }
 }
 
 /// The plugin a volume spec selects, with the directory it lives in.
@@ -120,6 +130,8 @@ pub enum PluginKind {
     DownwardApi,
     Projected,
     PersistentVolumeClaim,
+    /// An inline `csi` volume, or the PV of a claim whose source is CSI.
+    Csi,
 }
 
 impl PluginKind {
@@ -136,13 +148,15 @@ impl PluginKind {
             PluginKind::DownwardApi
         } else if vol.projected.is_some() {
             PluginKind::Projected
+        } else if vol.csi.is_some() {
+            PluginKind::Csi
         } else if vol.persistent_volume_claim.is_some() || vol.ephemeral.is_some() {
             // A generic ephemeral volume is the claim its controller made.
             PluginKind::PersistentVolumeClaim
         } else {
             return Err(VolumeError::Invalid(format!(
                 "volume {:?}: unsupported volume type {} (supported: emptyDir, hostPath, \
-                 configMap, secret, downwardAPI, projected, persistentVolumeClaim, ephemeral)",
+                 configMap, secret, downwardAPI, projected, persistentVolumeClaim, ephemeral, csi)",
                 vol.name,
                 unsupported_type(vol)
             )));
@@ -159,6 +173,7 @@ impl PluginKind {
             PluginKind::DownwardApi => "kubernetes.io~downward-api",
             PluginKind::Projected => "kubernetes.io~projected",
             PluginKind::PersistentVolumeClaim => "kubernetes.io~pvc",
+            PluginKind::Csi => csi::CSI_DIR,
         }
     }
 
@@ -171,6 +186,8 @@ impl PluginKind {
                 | PluginKind::Secret
                 | PluginKind::DownwardApi
                 | PluginKind::Projected
+                // for drivers with requiresRepublish; cheap for the others
+                | PluginKind::Csi
         )
     }
 }
@@ -223,6 +240,11 @@ pub fn volume_dir(pod_dir: &Path, kind: PluginKind, name: &str) -> PathBuf {
 /// Sets up (or refreshes) one volume (upstream Mounter.SetUp).
 pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<MountedVolume, VolumeError> {
     let kind = PluginKind::of(vol)?;
+    let csi = ctx.host.csi();
+    // A published CSI volume needs no claim lookups to stay so.
+    if let Some(mv) = csi.and_then(|c| c.still_published(ctx.pod_dir, &vol.name)) {
+        return Ok(mv);
+    }
     let (host_path, read_only) = match kind {
         PluginKind::EmptyDir => (emptydir::set_up(ctx, vol)?, false),
         PluginKind::HostPath => (hostpath::set_up(vol)?, false),
@@ -230,12 +252,31 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<MountedVolume, Vol
         PluginKind::Secret => (secret::set_up(ctx, vol)?, true),
         PluginKind::DownwardApi => (downwardapi::set_up(ctx, vol)?, true),
         PluginKind::Projected => (projected::set_up(ctx, vol)?, true),
-        PluginKind::PersistentVolumeClaim => pvc::set_up(ctx, vol)?,
+        PluginKind::PersistentVolumeClaim => match pvc::set_up(ctx, vol)? {
+            pvc::ClaimVolume::Path(path, read_only) => (path, read_only),
+            pvc::ClaimVolume::Csi(v) => return csi_plugin(csi)?.set_up(ctx, &vol.name, &v),
+        },
+        PluginKind::Csi => {
+            let src = vol
+                .csi
+                .as_ref()
+                .ok_or_else(|| VolumeError::Invalid("no csi source".into()))?;
+            let v = csi::setup::CsiVolume::inline(ctx.pod, &vol.name, src);
+            return csi_plugin(csi)?.set_up(ctx, &vol.name, &v);
+        }
     };
     Ok(MountedVolume {
         kind,
         host_path,
         read_only,
+    })
+}
+
+fn csi_plugin(csi: Option<&Arc<csi::CsiPlugin>>) -> Result<&Arc<csi::CsiPlugin>, VolumeError> {
+    csi.ok_or_else(|| {
+        VolumeError::Invalid(
+            "a CSI volume needs an API server (--kubeconfig); static pods cannot use it".into(),
+        )
     })
 }
 

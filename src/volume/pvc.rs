@@ -2,8 +2,9 @@
 //! PersistentVolume through the API, and hostPath or local PVs are used in
 //! place. A generic ephemeral volume is the claim `<pod>-<volume>` that the
 //! ephemeral volume controller creates for the pod, used once it is bound
-//! and only when the pod owns it (upstream `ephemeral.VolumeIsForPod`). Any other PV source (CSI, NFS, ...) is refused with a clear
-//! error: this kubelet has no attach/detach or CSI support yet.
+//! and only when the pod owns it (upstream `ephemeral.VolumeIsForPod`). A
+//! CSI PV goes to the CSI plugin. Any other PV source (NFS, iSCSI, ...) is
+//! refused with a clear error: those are in-tree plugins this kubelet lacks.
 //!
 //! Claims and volumes are read through the small views below rather than
 //! as k8s-openapi's PersistentVolumeClaim and PersistentVolume: the kubelet
@@ -16,6 +17,7 @@ use k8s_openapi::api::core::v1::{HostPathVolumeSource, LocalVolumeSource, Volume
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::csi::setup::CsiVolume;
 use super::{hostpath, SetUpContext, VolumeError};
 use crate::podutil::PodExt;
 
@@ -74,6 +76,7 @@ pub struct ClaimStatus {
 pub enum PersistentVolumeSource {
     HostPath(HostPathVolumeSource),
     Local(LocalVolumeSource),
+    Csi(Box<CsiVolume>),
     /// Any other source, by its field name in the spec (`csi`, `nfs`, ...),
     /// or "(none)".
     Unsupported(String),
@@ -93,6 +96,9 @@ impl PersistentVolumeSource {
             return serde_json::from_value(v.clone())
                 .map(Self::Local)
                 .map_err(|e| format!("spec.local: {e}"));
+        }
+        if field("csi").is_some() {
+            return CsiVolume::persistent(pv, false).map(|v| Self::Csi(Box::new(v)));
         }
         let other = spec.and_then(|s| {
             s.iter()
@@ -124,7 +130,15 @@ fn claim_of(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<(String, bool, bool)
     )))
 }
 
-pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<(PathBuf, bool), VolumeError> {
+/// What a bound claim's volume is: a path on the node, or a CSI volume
+/// for the CSI plugin.
+pub enum ClaimVolume {
+    /// The path and whether it is read-only.
+    Path(PathBuf, bool),
+    Csi(Box<CsiVolume>),
+}
+
+pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, VolumeError> {
     let (claim, read_only, ephemeral) = claim_of(ctx, vol)?;
     let ns = ctx.pod.namespace();
     let pvc = ctx
@@ -178,14 +192,18 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<(PathBuf, bool), V
             }
             path
         }
+        PersistentVolumeSource::Csi(mut v) => {
+            v.read_only |= read_only;
+            return Ok(ClaimVolume::Csi(v));
+        }
         PersistentVolumeSource::Unsupported(source) => {
             return Err(VolumeError::Invalid(format!(
                 "persistentvolume {pv_name}: unsupported volume source {source} \
-                 (this kubelet supports hostPath and local PersistentVolumes; CSI is not supported yet)"
+                 (this kubelet supports hostPath, local and CSI PersistentVolumes)"
             )));
         }
     };
-    Ok((path, read_only))
+    Ok(ClaimVolume::Path(path, read_only))
 }
 
 /// PersistentVolumeSpec fields that are not a volume source.
@@ -284,7 +302,10 @@ mod tests {
             pod_dir: std::path::Path::new("/nonexistent"),
             host,
         };
-        set_up(&ctx, &vol)
+        set_up(&ctx, &vol).and_then(|v| match v {
+            ClaimVolume::Path(p, ro) => Ok((p, ro)),
+            ClaimVolume::Csi(_) => Err(VolumeError::Invalid("unexpected CSI volume".into())),
+        })
     }
 
     /// upstream's desired state populator: the claim is `<pod>-<volume>`,
@@ -338,8 +359,9 @@ mod tests {
         let csi = json!({"spec": {"claimRef": {"name": "c"}, "storageClassName": "fast",
                                   "csi": {"driver": "x", "volumeHandle": "h"}}});
         assert_eq!(
-            PersistentVolumeSource::from_object(&csi),
-            Ok(PersistentVolumeSource::Unsupported("csi".into()))
+            PersistentVolumeSource::from_object(&csi)
+                .map(|s| matches!(s, PersistentVolumeSource::Csi(_))),
+            Ok(true)
         );
         let none = json!({"spec": {"capacity": {"storage": "1Gi"}}});
         assert_eq!(

@@ -63,6 +63,7 @@ pub struct ApiHost {
     pub config_maps: ObjectGetter<ConfigMap>,
     pub secrets: ObjectGetter<Secret>,
     pub node: NodeFacts,
+    pub csi: Option<Arc<crate::volume::csi::CsiPlugin>>,
 }
 
 impl VolumeHost for ApiHost {
@@ -111,6 +112,9 @@ impl VolumeHost for ApiHost {
     }
     fn host_ips(&self) -> Vec<String> {
         self.node.host_ips.clone()
+    }
+    fn csi(&self) -> Option<&Arc<crate::volume::csi::CsiPlugin>> {
+        self.csi.as_ref()
     }
 }
 

@@ -88,6 +88,12 @@ impl VolumeManager {
     ) -> Arc<Self> {
         // One pending wake-up is enough: the reconciler looks at all pods.
         let (wake, wake_rx) = bounded(1);
+        if let Some(csi) = host.csi() {
+            let wake = wake.clone();
+            csi.set_wake(Box::new(move || {
+                let _ = wake.try_send(());
+            }));
+        }
         Arc::new(VolumeManager {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -253,11 +259,25 @@ impl VolumeManager {
                 continue;
             }
             let dir = entry.path();
-            match remove_pod_dir(&dir) {
+            match remove_pod_dir(&dir, self.host.csi()) {
                 Ok(()) => log::info!("removed orphaned pod directory {}", dir.display()),
                 Err(e) => log::warn!("orphaned pod directory {}: {e}", dir.display()),
             }
         }
+    }
+
+    /// The attachable volumes set up or being set up (node status
+    /// `volumesInUse`).
+    pub fn volumes_in_use(&self) -> Vec<String> {
+        self.host
+            .csi()
+            .map(|c| c.volumes_in_use())
+            .unwrap_or_default()
+    }
+
+    /// [`remove_pod_dir`] with this manager's CSI plugin.
+    pub fn remove_pod_dir(&self, dir: &Path) -> Result<(), RemovePodDirError> {
+        remove_pod_dir(dir, self.host.csi())
     }
 
     /// Runs the reconciler until `shutdown` closes. `object_changes` are
@@ -321,16 +341,25 @@ pub enum RemovePodDirError {
 }
 
 /// Unmounts every volume directory of a pod, then removes the pod's
-/// directory on its own filesystem only.
-pub fn remove_pod_dir(dir: &Path) -> Result<(), RemovePodDirError> {
+/// directory on its own filesystem only. CSI volumes are unpublished by
+/// their driver (reconstructed from `vol_data.json`); until that is done
+/// the directory stays and this fails with `Pending`.
+pub fn remove_pod_dir(
+    dir: &Path,
+    csi: Option<&Arc<crate::volume::csi::CsiPlugin>>,
+) -> Result<(), RemovePodDirError> {
     let volumes = dir.join("volumes");
     if let Ok(plugins) = std::fs::read_dir(&volumes) {
         for plugin in plugins.flatten() {
             let Ok(vols) = std::fs::read_dir(plugin.path()) else {
                 continue;
             };
+            let is_csi = plugin.file_name() == crate::volume::csi::CSI_DIR;
             for vol in vols.flatten() {
-                crate::volume::tear_down(&vol.path())?;
+                match csi.filter(|_| is_csi) {
+                    Some(csi) => csi.tear_down(&vol.path().join("mount"))?,
+                    None => crate::volume::tear_down(&vol.path())?,
+                }
             }
         }
     }

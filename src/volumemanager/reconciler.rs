@@ -8,7 +8,7 @@ use rkubelet_util::lock;
 
 use super::{VolumeManager, FAILED_MOUNT};
 use crate::events::EventType;
-use crate::volume::{self, PluginKind, SetUpContext};
+use crate::volume::{self, PluginKind, SetUpContext, VolumeError};
 
 impl VolumeManager {
     pub(super) fn reconcile(&self) {
@@ -28,9 +28,17 @@ impl VolumeManager {
                 ) {
                     continue;
                 }
-                if let Err(e) = volume::tear_down(&mv.host_path) {
-                    log::warn!("pod {uid}: tear down {}: {e}", mv.host_path.display());
-                    clean = false;
+                let result = match (mv.kind, self.host.csi()) {
+                    (PluginKind::Csi, Some(csi)) => csi.tear_down(&mv.host_path),
+                    _ => volume::tear_down(&mv.host_path),
+                };
+                match result {
+                    Ok(()) => {}
+                    Err(VolumeError::Pending) => clean = false,
+                    Err(e) => {
+                        log::warn!("pod {uid}: tear down {}: {e}", mv.host_path.display());
+                        clean = false;
+                    }
                 }
             }
             if clean {
@@ -72,6 +80,8 @@ impl VolumeManager {
                 let mut st = lock(&self.state);
                 match result {
                     Ok(mv) => st.record_mounted(&uid, &name, mv),
+                    // The driver is at it; its end wakes the reconciler.
+                    Err(VolumeError::Pending) => {}
                     Err(e) => {
                         let first = !st.failures.contains_key(&(uid.clone(), name.clone()));
                         st.record_failure(&uid, &name, e.clone(), Instant::now());

@@ -128,7 +128,6 @@ impl ApiError {
         self.is(401, "Unauthorized")
     }
 
-    #[cfg(test)]
     pub fn is_forbidden(&self) -> bool {
         self.is(403, "Forbidden")
     }

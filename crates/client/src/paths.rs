@@ -94,6 +94,22 @@ pub fn persistent_volume(name: &str) -> String {
     format!("{CORE}/persistentvolumes/{}", segment(name))
 }
 
+pub fn csi_nodes() -> String {
+    "/apis/storage.k8s.io/v1/csinodes".into()
+}
+
+pub fn csi_node(name: &str) -> String {
+    named(csi_nodes(), name)
+}
+
+pub fn csi_driver(name: &str) -> String {
+    named("/apis/storage.k8s.io/v1/csidrivers".into(), name)
+}
+
+pub fn volume_attachment(name: &str) -> String {
+    named("/apis/storage.k8s.io/v1/volumeattachments".into(), name)
+}
+
 pub fn runtime_classes() -> String {
     format!("{NODE}/runtimeclasses")
 }

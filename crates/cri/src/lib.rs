@@ -25,6 +25,20 @@ mod generated_pluginregistration_v1 {
 }
 
 #[allow(clippy::all, unused_qualifications, missing_docs)]
+mod generated_csi_v1 {
+    include!(concat!(env!("OUT_DIR"), "/csi_v1/mod.rs"));
+}
+
+/// The Container Storage Interface's node side, which the kubelet dials
+/// on each CSI driver's endpoint (`protos/csi/v1`).
+pub mod csi {
+    /// v1: the Identity and Node services.
+    pub mod v1 {
+        pub use crate::generated_csi_v1::{csi, csi_grpc};
+    }
+}
+
+#[allow(clippy::all, unused_qualifications, missing_docs)]
 mod generated_podresources_v1 {
     include!(concat!(env!("OUT_DIR"), "/podresources_v1/mod.rs"));
 }

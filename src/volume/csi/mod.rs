@@ -1,0 +1,332 @@
+//! The CSI volume plugin, node side (upstream `pkg/volume/csi`): CSI
+//! persistent volumes, inline CSI volumes and, through their claims,
+//! generic ephemeral volumes, mounted by the driver that registered
+//! through the plugin manager ([`registration`]).
+//!
+//! | path under the root dir | what |
+//! | --- | --- |
+//! | `plugins/kubernetes.io/csi/pv/<pv>/globalmount` | staging path (`NodeStageVolume`) |
+//! | `plugins/kubernetes.io/csi/pv/<pv>/vol_data.json` | driver and handle of the staged volume |
+//! | `pods/<uid>/volumes/kubernetes.io~csi/<name>/mount` | target path (`NodePublishVolume`) |
+//! | `pods/<uid>/volumes/kubernetes.io~csi/<name>/vol_data.json` | what tear-down needs after a restart |
+//!
+//! `<name>` is the PV's name, or the pod's volume name for an inline
+//! volume: upstream v1.22's layout, so either kubelet can tear down what
+//! the other set up.
+//!
+//! Set-up and tear-down are asynchronous, as upstream's operation
+//! executor: the volume manager's reconciler starts an operation (a future
+//! on the plugins' completion-queue thread) and finds it running, failed or
+//! done at its next pass. A hung driver holds only its own volumes.
+
+pub mod client;
+pub mod driver;
+pub mod nodeinfo;
+pub mod registration;
+pub mod setup;
+pub mod voldata;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use grpcio::Environment;
+use rkubelet_util::lock;
+
+use crate::client::Client;
+use client::{NodeCaps, NodeConn};
+use nodeinfo::NodeInfoManager;
+use voldata::{LifecycleMode, VolData};
+
+/// The plugin's name, as upstream names volumes (`kubernetes.io/csi/<driver>^<handle>`).
+pub const PLUGIN_NAME: &str = "kubernetes.io/csi";
+
+/// A registered driver.
+#[derive(Clone)]
+struct Driver {
+    name: String,
+    conn: NodeConn,
+    caps: NodeCaps,
+}
+
+/// Where an operation on one target path stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum OpState {
+    Running,
+    Failed(String),
+    /// Set up; published again at each remount when the driver asks.
+    Published {
+        republish: bool,
+    },
+    /// Torn down.
+    Gone,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    Mount,
+    Unmount,
+}
+
+/// One operation, by target path (unique per pod and volume).
+#[derive(Debug)]
+struct Op {
+    target: PathBuf,
+    /// The pod's name for the volume (a set-up's).
+    volume: String,
+    kind: OpKind,
+    state: OpState,
+    read_only: bool,
+    /// `kubernetes.io/csi/<driver>^<handle>` of an attachable volume,
+    /// reported in the node's `volumesInUse` while set up.
+    in_use: Option<String>,
+}
+
+/// The CSI plugin; shared by the volume manager, the plugin manager's
+/// handler and node status.
+pub struct CsiPlugin {
+    root_dir: PathBuf,
+    node_name: String,
+    env: Arc<Environment>,
+    client: Client,
+    nodeinfo: NodeInfoManager,
+    drivers: Mutex<Vec<Driver>>,
+    ops: Mutex<Vec<Op>>,
+    /// Wakes the volume manager when an operation ends.
+    wake: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl CsiPlugin {
+    pub fn new(
+        root_dir: PathBuf,
+        node_name: String,
+        env: Arc<Environment>,
+        client: Client,
+    ) -> Arc<Self> {
+        Arc::new(CsiPlugin {
+            nodeinfo: NodeInfoManager::new(client.clone(), node_name.clone()),
+            root_dir,
+            node_name,
+            env,
+            client,
+            drivers: Mutex::new(Vec::new()),
+            ops: Mutex::new(Vec::new()),
+            wake: OnceLock::new(),
+        })
+    }
+
+    /// Set once by the volume manager.
+    pub fn set_wake(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.wake.set(wake);
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.wake.get() {
+            w();
+        }
+    }
+
+    /// Upstream's CSINode initialisation at start: the node must be
+    /// registered first, so this tries with a back-off (0.5 s doubling,
+    /// about 30 s in all) and then leaves it to the first driver's
+    /// registration, which creates a missing CSINode too.
+    pub fn initialize_csinode(&self, shutdown: &crossbeam_channel::Receiver<()>) {
+        let mut wait = std::time::Duration::from_millis(500);
+        for _ in 0..6 {
+            match self.nodeinfo.init_csinode() {
+                Ok(()) => return,
+                Err(e) => log::debug!("CSINode not initialised yet: {e}"),
+            }
+            if !matches!(
+                shutdown.recv_timeout(wait),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout)
+            ) {
+                return;
+            }
+            wait *= 2;
+        }
+        log::warn!(
+            "CSINode {}: not initialised; the first CSI driver's registration will create it",
+            self.node_name
+        );
+    }
+
+    pub fn node_info(&self) -> &NodeInfoManager {
+        &self.nodeinfo
+    }
+
+    fn driver(&self, name: &str) -> Option<Driver> {
+        lock(&self.drivers).iter().find(|d| d.name == name).cloned()
+    }
+
+    /// The unique names of the attachable volumes set up or being set up
+    /// here (node status `volumesInUse`), sorted.
+    pub fn volumes_in_use(&self) -> Vec<String> {
+        let mut v: Vec<String> = lock(&self.ops)
+            .iter()
+            .filter_map(|o| o.in_use.clone())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// The volume `name` of the pod in `pod_dir` is published and its
+    /// driver does not ask to publish it again: nothing to do.
+    pub fn still_published(
+        &self,
+        pod_dir: &Path,
+        name: &str,
+    ) -> Option<crate::volume::MountedVolume> {
+        let ops = lock(&self.ops);
+        let op = ops.iter().find(|o| {
+            o.kind == OpKind::Mount && o.volume == name && o.target.starts_with(pod_dir)
+        })?;
+        (op.state == OpState::Published { republish: false }).then(|| {
+            crate::volume::MountedVolume {
+                kind: crate::volume::PluginKind::Csi,
+                host_path: op.target.clone(),
+                read_only: op.read_only,
+            }
+        })
+    }
+
+    /// `plugins/kubernetes.io/csi/pv/<pv>`: the staged volume's directory.
+    fn global_dir(&self, pv: &str) -> PathBuf {
+        self.root_dir
+            .join("plugins")
+            .join(PLUGIN_NAME)
+            .join("pv")
+            .join(pv)
+    }
+
+    fn set_state(&self, target: &Path, kind: OpKind, state: OpState) {
+        let mut ops = lock(&self.ops);
+        if let Some(op) = ops
+            .iter_mut()
+            .find(|o| o.target == target && o.kind == kind)
+        {
+            op.state = state;
+        }
+        drop(ops);
+        self.wake();
+    }
+
+    /// Tears down the CSI volume published at `target` (its pod is gone):
+    /// `NodeUnpublishVolume`, then `NodeUnstageVolume` when no other pod
+    /// uses the volume. Driver and handle come from `vol_data.json`, so
+    /// this works the same after a restart. `Pending` while the driver is
+    /// at it.
+    pub fn tear_down(self: &Arc<Self>, target: &Path) -> Result<(), crate::volume::VolumeError> {
+        use crate::volume::VolumeError;
+        {
+            let mut ops = lock(&self.ops);
+            if let Some(i) = ops
+                .iter()
+                .position(|o| o.target == target && o.kind == OpKind::Unmount)
+            {
+                match ops[i].state.clone() {
+                    OpState::Running => return Err(VolumeError::Pending),
+                    OpState::Failed(e) => {
+                        ops.remove(i);
+                        return Err(VolumeError::Failed(e));
+                    }
+                    _ => {
+                        ops.remove(i);
+                        // its set-up's record goes too: no longer in use
+                        ops.retain(|o| o.target != target);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        let dir = target.parent().unwrap_or(target);
+        let data = match VolData::load(dir) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Never published (or already torn down): only our files.
+                lock(&self.ops).retain(|o| o.target != target);
+                return crate::volume::tear_down(dir);
+            }
+            Err(e) => return Err(VolumeError::Failed(e.to_string())),
+        };
+        let Some(driver) = self.driver(&data.driver) else {
+            return Err(VolumeError::NotFound(not_registered(&data.driver)));
+        };
+        lock(&self.ops).push(Op {
+            target: target.to_path_buf(),
+            volume: String::new(),
+            kind: OpKind::Unmount,
+            read_only: false,
+            state: OpState::Running,
+            in_use: None,
+        });
+        self.spawn_tear_down(driver, data, target.to_path_buf());
+        Err(VolumeError::Pending)
+    }
+
+    /// Another pod's volume directory records the same volume.
+    fn other_users(&self, data: &VolData, except: &Path) -> bool {
+        let Ok(pods) = std::fs::read_dir(self.root_dir.join("pods")) else {
+            return false;
+        };
+        pods.flatten().any(|pod| {
+            let csi = pod.path().join("volumes").join(CSI_DIR);
+            std::fs::read_dir(csi)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|v| {
+                    v.path() != except
+                        && VolData::load(&v.path()).is_ok_and(|d| {
+                            d.driver == data.driver && d.volume_handle == data.volume_handle
+                        })
+                })
+        })
+    }
+}
+
+/// The CSI plugin's directory name under a pod's `volumes/`.
+pub const CSI_DIR: &str = "kubernetes.io~csi";
+
+/// Upstream's message for a volume whose driver has not registered.
+fn not_registered(driver: &str) -> String {
+    format!("driver name {driver} not found in the list of registered CSI drivers")
+}
+
+/// `kubernetes.io/csi/<driver>^<handle>`: how node status and the
+/// attach-detach controller name a CSI volume.
+pub fn unique_volume_name(driver: &str, handle: &str) -> String {
+    format!("{PLUGIN_NAME}/{driver}^{handle}")
+}
+
+fn sha256_hex(parts: &[&str]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for p in parts {
+        ctx.update(p.as_bytes());
+    }
+    ctx.finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The VolumeAttachment the attach-detach controller makes for a volume on
+/// a node (upstream `getAttachmentName`).
+pub fn attachment_name(handle: &str, driver: &str, node: &str) -> String {
+    format!("csi-{}", sha256_hex(&[handle, driver, node]))
+}
+
+/// The handle of an inline volume (upstream `makeVolumeHandle`).
+pub fn inline_volume_handle(pod_uid: &str, volume: &str) -> String {
+    format!("csi-{}", sha256_hex(&[pod_uid, volume]))
+}
+
+impl LifecycleMode {
+    fn is_persistent(self) -> bool {
+        self == LifecycleMode::Persistent
+    }
+}
+
+#[cfg(test)]
+mod tests;

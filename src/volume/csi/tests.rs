@@ -1,0 +1,153 @@
+use std::path::Path;
+
+use serde_json::json;
+
+use super::driver::{DriverSpec, FsGroupPolicy};
+use super::setup::CsiVolume;
+use super::voldata::{LifecycleMode, VolData};
+use super::*;
+
+#[test]
+fn names_follow_upstream() {
+    // sha256("h1" + "drv" + "node-a") and sha256("uid-1" + "vol"), as
+    // `printf %s h1drvnode-a | sha256sum` gives them.
+    assert_eq!(
+        attachment_name("h1", "drv", "node-a"),
+        format!("csi-{}", sha256_hex(&["h1drvnode-a"]))
+    );
+    assert_eq!(
+        sha256_hex(&["abc"]),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    assert_eq!(
+        inline_volume_handle("uid-1", "vol"),
+        format!("csi-{}", sha256_hex(&["uid-1vol"]))
+    );
+    assert_eq!(
+        unique_volume_name("hostpath.csi.k8s.io", "v-1"),
+        "kubernetes.io/csi/hostpath.csi.k8s.io^v-1"
+    );
+}
+
+#[test]
+fn vol_data_keeps_upstream_keys_and_round_trips() {
+    let dir = tempfile_dir("voldata");
+    let data = VolData {
+        driver: "d.example.com".into(),
+        volume_handle: "h-1".into(),
+        spec_vol_id: "pv-1".into(),
+        node_name: "n1".into(),
+        attachment_id: "csi-abc".into(),
+        mode: LifecycleMode::Persistent,
+    };
+    data.save(&dir).unwrap();
+    let raw: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("vol_data.json")).unwrap()).unwrap();
+    assert_eq!(
+        raw,
+        json!({"driverName": "d.example.com", "volumeHandle": "h-1", "specVolID": "pv-1",
+               "nodeName": "n1", "attachmentID": "csi-abc", "volumeLifecycleMode": "Persistent"})
+    );
+    assert_eq!(VolData::load(&dir).unwrap(), data);
+    // upstream's file for an inline volume
+    std::fs::write(
+        dir.join("vol_data.json"),
+        r#"{"driverName":"x","volumeHandle":"csi-1","specVolID":"v","volumeLifecycleMode":"Ephemeral"}"#,
+    )
+    .unwrap();
+    assert_eq!(VolData::load(&dir).unwrap().mode, LifecycleMode::Ephemeral);
+    std::fs::write(dir.join("vol_data.json"), r#"{"specVolID":"v"}"#).unwrap();
+    let e = VolData::load(&dir).unwrap_err();
+    assert!(
+        e.to_string().contains("no driverName or volumeHandle"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn tempfile_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("rk-csi-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn a_driver_without_object_gets_upstream_defaults() {
+    let d = DriverSpec::default();
+    assert!(d.attach_required && !d.pod_info_on_mount && !d.requires_republish);
+    assert_eq!(d.fs_group_policy, FsGroupPolicy::ReadWriteOnceWithFsType);
+    assert!(d.supports(LifecycleMode::Persistent) && !d.supports(LifecycleMode::Ephemeral));
+}
+
+#[test]
+fn csidriver_fields_are_read() {
+    let obj = json!({"metadata": {"name": "d"}, "spec": {
+        "attachRequired": false, "podInfoOnMount": true, "fsGroupPolicy": "File",
+        "requiresRepublish": true, "volumeLifecycleModes": ["Ephemeral"],
+        "tokenRequests": [{"audience": "vault", "expirationSeconds": 600}, {"audience": ""}]}});
+    let d = DriverSpec::from_object(&obj).unwrap();
+    assert!(!d.attach_required && d.pod_info_on_mount && d.requires_republish);
+    assert_eq!(d.fs_group_policy, FsGroupPolicy::File);
+    assert!(d.supports(LifecycleMode::Ephemeral) && !d.supports(LifecycleMode::Persistent));
+    assert_eq!(d.token_requests.len(), 2);
+    assert_eq!(d.token_requests[0].expiration_seconds, 600);
+    assert_eq!(d.token_requests[1].expiration_seconds, 3600);
+    let bad = json!({"spec": {"fsGroupPolicy": "Sometimes"}});
+    assert_eq!(
+        DriverSpec::from_object(&bad).unwrap_err(),
+        "spec.fsGroupPolicy: unknown value \"Sometimes\""
+    );
+}
+
+#[test]
+fn a_csi_pv_is_read_with_its_secrets_and_access_mode() {
+    let pv = json!({"metadata": {"name": "pv-1"}, "spec": {
+        "accessModes": ["ReadOnlyMany"], "mountOptions": ["noatime"],
+        "csi": {"driver": "d", "volumeHandle": "h", "fsType": "ext4", "readOnly": false,
+                "volumeAttributes": {"k": "v"},
+                "nodeStageSecretRef": {"name": "s1", "namespace": "ns1"},
+                "nodePublishSecretRef": {"name": "s2", "namespace": "ns2"}}}});
+    let v = CsiVolume::persistent(&pv, true).unwrap();
+    assert_eq!(
+        (v.driver.as_str(), v.handle.as_str(), v.spec_name.as_str()),
+        ("d", "h", "pv-1")
+    );
+    assert!(v.read_only, "the claim's readOnly wins");
+    assert_eq!(v.access_mode, "ReadOnlyMany");
+    assert_eq!(v.mount_flags, vec!["noatime".to_string()]);
+    assert_eq!(v.stage_secret, Some(("ns1".into(), "s1".into())));
+    assert_eq!(v.publish_secret, Some(("ns2".into(), "s2".into())));
+    assert_eq!(v.attributes.get("k").map(String::as_str), Some("v"));
+    let no_handle = json!({"metadata": {"name": "pv-2"}, "spec": {"csi": {"driver": "d"}}});
+    assert!(CsiVolume::persistent(&no_handle, false).is_err());
+}
+
+#[test]
+fn only_csi_1_x_drivers_are_accepted() {
+    for ok in ["1.0.0", "v1.0.0", "1.5.0", "1"] {
+        assert!(registration::is_supported_version(ok), "{ok}");
+    }
+    for bad in ["0.3.0", "2.0.0", "v0.1", "", "1.x"] {
+        assert!(!registration::is_supported_version(bad), "{bad}");
+    }
+}
+
+#[test]
+fn a_target_path_without_vol_data_is_only_removed() {
+    let root = tempfile_dir("teardown");
+    let target = root.join("pods/u1/volumes/kubernetes.io~csi/v/mount");
+    std::fs::create_dir_all(&target).unwrap();
+    let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
+    let client = crate::client::Client::new(
+        crate::client::RestConfig::new(String::from("http://127.0.0.1:1")),
+        Arc::new(()),
+    )
+    .unwrap();
+    let plugin = CsiPlugin::new(root.clone(), "n1".into(), env, client);
+    plugin.tear_down(&target).unwrap();
+    assert!(!target.parent().unwrap().exists());
+    assert!(Path::new(&root)
+        .join("pods/u1/volumes/kubernetes.io~csi")
+        .exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -1,0 +1,564 @@
+//! The CSI volume plugin end to end: the real rkubelet in cluster mode
+//! (the API server double, a private containerd) and the CSI driver peer in
+//! tests/plugins/csidriver.py, written to the CSI spec's text and
+//! registering through the plugin watcher as node-driver-registrar does.
+//! The tests play the attach-detach controller: they make the
+//! VolumeAttachment and mark it attached.
+//!
+//! Tests 49-50 (bridge, subnet and ports as in tests/cluster.rs).
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{json, Value};
+
+use common::cluster::*;
+use common::*;
+
+const DRIVER: &str = "csi.example.com";
+
+/// One run of the driver peer; killed when dropped.
+struct Driver {
+    child: Child,
+    log: PathBuf,
+    data: PathBuf,
+    control: PathBuf,
+}
+
+impl Driver {
+    fn start(cl: &Cluster, name: &str, args: &[&str]) -> Driver {
+        let dir = cl.env.dir.join(format!("driver-{name}"));
+        fs::create_dir_all(&dir).unwrap();
+        let sock_dir = cl.env.root.join("plugins").join(name);
+        fs::create_dir_all(&sock_dir).unwrap();
+        let (log, data, control) = (
+            dir.join("calls.jsonl"),
+            dir.join("data"),
+            dir.join("control.json"),
+        );
+        let stderr = fs::File::create(dir.join("stderr.log")).unwrap();
+        let child = Command::new("/usr/bin/python3")
+            .arg(repo_dir().join("tests/plugins/csidriver.py"))
+            .arg("--name")
+            .arg(name)
+            .arg("--csi-address")
+            .arg(sock_dir.join("csi.sock"))
+            .arg("--registry")
+            .arg(cl.env.root.join("plugins_registry"))
+            .arg("--data")
+            .arg(&data)
+            .arg("--log")
+            .arg(&log)
+            .arg("--control")
+            .arg(&control)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start tests/plugins/csidriver.py");
+        Driver {
+            child,
+            log,
+            data,
+            control,
+        }
+    }
+
+    /// The calls the driver answered, by RPC name.
+    fn calls(&self, rpc: &str) -> Vec<Value> {
+        fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["rpc"] == rpc)
+            .collect()
+    }
+
+    fn ok_calls(&self, rpc: &str, volume_id: &str) -> Vec<Value> {
+        self.calls(rpc)
+            .into_iter()
+            .filter(|c| c["code"] == "OK" && c["request"]["volume_id"] == volume_id)
+            .collect()
+    }
+
+    fn heal(&self) {
+        let tmp = self.control.with_extension("tmp");
+        fs::write(&tmp, json!({"fail": {}, "delay": {}}).to_string()).unwrap();
+        fs::rename(&tmp, &self.control).unwrap();
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let err = fs::read_to_string(self.log.with_file_name("stderr.log")).unwrap_or_default();
+            eprintln!("===== driver {} stderr =====\n{err}", self.log.display());
+        }
+    }
+}
+
+fn create(cl: &Cluster, path: &str, obj: Value) -> Value {
+    cl.api.must("POST", path, Some(&obj), &[201])
+}
+
+fn csi_driver_object(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name}, "spec": spec})
+}
+
+/// A PV of `driver` with `handle`, and a claim bound to it.
+fn csi_pv_and_claim(
+    cl: &Cluster,
+    pv: &str,
+    claim: &str,
+    driver: &str,
+    handle: &str,
+    owner: Option<Value>,
+) {
+    create(
+        cl,
+        "/api/v1/persistentvolumes",
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+               "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "csi": {"driver": driver, "volumeHandle": handle, "fsType": "ext4",
+                                "volumeAttributes": {"tier": "gold"}}}}),
+    );
+    let mut meta = json!({"name": claim});
+    if let Some(o) = owner {
+        meta["ownerReferences"] = o;
+    }
+    create(
+        cl,
+        "/api/v1/namespaces/default/persistentvolumeclaims",
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+               "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv,
+                        "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
+    cl.api.must(
+        "PATCH",
+        &format!("/api/v1/namespaces/default/persistentvolumeclaims/{claim}/status"),
+        Some(&json!({"status": {"phase": "Bound"}})),
+        &[200],
+    );
+}
+
+fn sha256_hex(s: &str) -> String {
+    ring::digest::digest(&ring::digest::SHA256, s.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Plays the attach-detach controller: the VolumeAttachment upstream
+/// names `csi-<sha256(handle + driver + node)>`, attached or failed.
+fn attach(cl: &Cluster, driver: &str, handle: &str, pv: &str, status: Value) {
+    let node = NODE.to_string();
+    let name = format!("csi-{}", sha256_hex(&format!("{handle}{driver}{node}")));
+    create(
+        cl,
+        "/apis/storage.k8s.io/v1/volumeattachments",
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": name},
+               "spec": {"attacher": driver, "nodeName": node, "source": {"persistentVolumeName": pv}}}),
+    );
+    cl.api.must(
+        "PATCH",
+        &format!("/apis/storage.k8s.io/v1/volumeattachments/{name}/status"),
+        Some(&json!({ "status": status })),
+        &[200],
+    );
+}
+
+fn pod_with(name: &str, script: &str, volumes: Value) -> Value {
+    let mut p = api_pod(name, script);
+    p["spec"]["volumes"] = volumes;
+    p["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    p
+}
+
+/// Writes a file named after the pod into its volume, then sleeps.
+fn writer(name: &str) -> String {
+    format!("echo {name} > /data/{name}; exec sleep 3600")
+}
+
+fn event_with(cl: &mut Cluster, pod: &str, reason: &str, text: &str) -> String {
+    let ev = cl.eventually(
+        secs(40),
+        &format!("a {reason} event of {pod} with {text:?}"),
+        |api| {
+            api.events_for("default", pod).into_iter().find(|e| {
+                e["reason"] == reason && e["message"].as_str().unwrap_or("").contains(text)
+            })
+        },
+    );
+    ev["message"].as_str().unwrap_or("").to_string()
+}
+
+fn delete_now(cl: &Cluster, name: &str) {
+    cl.api.must(
+        "DELETE",
+        &pod_path(name),
+        Some(&json!({"gracePeriodSeconds": 0})),
+        &[200],
+    );
+}
+
+fn csinode(api: &Api) -> Option<Value> {
+    api.get(&format!("/apis/storage.k8s.io/v1/csinodes/{}", NODE))
+}
+
+// 49 ---------------------------------------------------------------------------------
+
+/// Registration (CSINode, annotation, labels), a CSI PV staged and
+/// published once attached, an inline ephemeral volume, a generic
+/// ephemeral volume, volumesInUse, and tear-down of a pod deleted while
+/// the kubelet was killed.
+#[test]
+fn csi_driver_lifecycle() {
+    let mut cl = Cluster::new("csi_lifecycle", 49);
+    cl.start_kubelet();
+    let node = cl.wait_node_ready(secs(20));
+
+    // As upstream v1.22 at start: a CSINode owned by the Node.
+    let cn = cl.eventually(secs(30), "the CSINode", |api| csinode(api));
+    assert_eq!(cn["metadata"]["ownerReferences"][0]["kind"], "Node");
+    assert_eq!(
+        cn["metadata"]["ownerReferences"][0]["uid"],
+        node["metadata"]["uid"]
+    );
+    assert_eq!(
+        cn["metadata"]["annotations"]["storage.alpha.kubernetes.io/migrated-plugins"],
+        "kubernetes.io/cinder"
+    );
+
+    create(
+        &cl,
+        "/apis/storage.k8s.io/v1/csidrivers",
+        csi_driver_object(
+            DRIVER,
+            json!({"attachRequired": true, "podInfoOnMount": true,
+            "volumeLifecycleModes": ["Persistent", "Ephemeral"], "fsGroupPolicy": "File"}),
+        ),
+    );
+    let driver = Driver::start(
+        &cl,
+        DRIVER,
+        &[
+            "--node-id",
+            "node-1-id",
+            "--topology",
+            "topology.csi.example.com/zone=z1",
+            "--max-volumes",
+            "10",
+        ],
+    );
+    let cn = cl.eventually(secs(30), "the driver in the CSINode", |api| {
+        csinode(api).filter(|c| {
+            c["spec"]["drivers"]
+                .as_array()
+                .is_some_and(|d| !d.is_empty())
+        })
+    });
+    assert_eq!(
+        cn["spec"]["drivers"],
+        json!([{"name": DRIVER, "nodeID": "node-1-id", "topologyKeys": ["topology.csi.example.com/zone"],
+                "allocatable": {"count": 10}}])
+    );
+    let n = cl.api.node().unwrap();
+    assert_eq!(
+        n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"],
+        json!({DRIVER: "node-1-id"}).to_string()
+    );
+    assert_eq!(
+        n["metadata"]["labels"]["topology.csi.example.com/zone"],
+        "z1"
+    );
+    let reg = driver.calls("NotifyRegistrationStatus");
+    assert_eq!(
+        reg.last().map(|r| r["plugin_registered"].clone()),
+        Some(json!(true)),
+        "{reg:?}"
+    );
+
+    // A CSI PV: waits for its attachment, then is staged and published.
+    csi_pv_and_claim(&cl, "pv-a", "claim-a", DRIVER, "vol-a", None);
+    let pod = cl.api.create_pod(&pod_with(
+        "csi-pv",
+        &writer("csi-pv"),
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "claim-a"}}]),
+    ));
+    let msg = event_with(&mut cl, "csi-pv", "FailedMount", "not attached yet");
+    assert!(msg.contains("vol-a"), "{msg}");
+    attach(
+        &cl,
+        DRIVER,
+        "vol-a",
+        "pv-a",
+        json!({"attached": true, "attachmentMetadata": {"devicePath": "/dev/fake-a"}}),
+    );
+    cl.wait_pod_ready("csi-pv", secs(60));
+    let data = driver.data.clone();
+    cl.eventually(
+        secs(20),
+        "the file the pod wrote, in the driver's volume",
+        |_| {
+            fs::read_to_string(data.join("vol-a/csi-pv"))
+                .ok()
+                .filter(|s| s == "csi-pv\n")
+        },
+    );
+    let root = cl.env.root.clone();
+    let staging = root.join("plugins/kubernetes.io/csi/pv/pv-a/globalmount");
+    let target = root.join(format!(
+        "pods/{}/volumes/kubernetes.io~csi/pv-a/mount",
+        uid(&pod)
+    ));
+    let stage = driver.ok_calls("NodeStageVolume", "vol-a");
+    assert_eq!(stage.len(), 1, "{stage:?}");
+    let req = &stage[0]["request"];
+    assert_eq!(req["staging_target_path"], staging.display().to_string());
+    assert_eq!(req["publish_context"], json!({"devicePath": "/dev/fake-a"}));
+    assert_eq!(req["volume_context"], json!({"tier": "gold"}));
+    assert_eq!(req["volume_capability"]["mount"]["fs_type"], "ext4");
+    assert_eq!(
+        req["volume_capability"]["access_mode"]["mode"],
+        "SINGLE_NODE_WRITER"
+    );
+    let publish = driver.ok_calls("NodePublishVolume", "vol-a");
+    let req = &publish[0]["request"];
+    assert_eq!(req["target_path"], target.display().to_string());
+    assert_eq!(req["staging_target_path"], staging.display().to_string());
+    let ctx = &req["volume_context"];
+    assert_eq!(ctx["csi.storage.k8s.io/pod.name"], "csi-pv");
+    assert_eq!(ctx["csi.storage.k8s.io/pod.namespace"], "default");
+    assert_eq!(ctx["csi.storage.k8s.io/pod.uid"], uid(&pod));
+    assert_eq!(ctx["csi.storage.k8s.io/serviceAccount.name"], "default");
+    assert_eq!(ctx["csi.storage.k8s.io/ephemeral"], "false");
+    let vol_data: Value = serde_json::from_str(
+        &fs::read_to_string(target.parent().unwrap().join("vol_data.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(vol_data["driverName"], DRIVER);
+    assert_eq!(vol_data["volumeHandle"], "vol-a");
+    assert_eq!(vol_data["specVolID"], "pv-a");
+    assert_eq!(vol_data["volumeLifecycleMode"], "Persistent");
+    let in_use = format!("kubernetes.io/csi/{DRIVER}^vol-a");
+    cl.eventually(secs(30), "volumesInUse", |api| {
+        let n = api.node()?;
+        n["status"]["volumesInUse"]
+            .as_array()?
+            .contains(&json!(in_use))
+            .then_some(())
+    });
+
+    // An inline ephemeral volume: published only, with ephemeral=true.
+    let inline = cl.api.create_pod(&pod_with(
+        "csi-inline",
+        &writer("csi-inline"),
+        json!([{"name": "data", "csi": {"driver": DRIVER, "volumeAttributes": {"size": "small"}}}]),
+    ));
+    cl.wait_pod_ready("csi-inline", secs(60));
+    let handle = format!("csi-{}", sha256_hex(&format!("{}data", uid(&inline))));
+    let publish = driver.ok_calls("NodePublishVolume", &handle);
+    assert_eq!(publish.len(), 1, "{:?}", driver.calls("NodePublishVolume"));
+    assert_eq!(
+        publish[0]["request"]["volume_context"]["csi.storage.k8s.io/ephemeral"],
+        "true"
+    );
+    assert_eq!(publish[0]["request"]["volume_context"]["size"], "small");
+    assert!(
+        driver.ok_calls("NodeStageVolume", &handle).is_empty(),
+        "an inline volume is not staged"
+    );
+
+    // A generic ephemeral volume: the claim the pod owns, bound to a CSI PV.
+    let eph = cl.api.create_pod(&pod_with(
+        "csi-eph",
+        &writer("csi-eph"),
+        json!([{"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]),
+    ));
+    let owner = json!([{"apiVersion": "v1", "kind": "Pod", "name": "csi-eph", "uid": uid(&eph),
+                        "controller": true, "blockOwnerDeletion": true}]);
+    csi_pv_and_claim(
+        &cl,
+        "pv-eph",
+        "csi-eph-data",
+        DRIVER,
+        "vol-eph",
+        Some(owner),
+    );
+    attach(&cl, DRIVER, "vol-eph", "pv-eph", json!({"attached": true}));
+    cl.wait_pod_ready("csi-eph", secs(60));
+    cl.eventually(secs(20), "the generic ephemeral volume's file", |_| {
+        fs::read_to_string(data.join("vol-eph/csi-eph")).ok()
+    });
+
+    // kill -9; the PV's pod is deleted meanwhile: after the restart it is
+    // unpublished and unstaged from what vol_data.json recorded.
+    cl.env.kill_kubelet();
+    delete_now(&cl, "csi-pv");
+    cl.start_kubelet();
+    cl.eventually(
+        secs(60),
+        "NodeUnpublishVolume and NodeUnstageVolume of vol-a",
+        |_| {
+            let unpub = driver.ok_calls("NodeUnpublishVolume", "vol-a");
+            let unstage = driver.ok_calls("NodeUnstageVolume", "vol-a");
+            (!unpub.is_empty() && !unstage.is_empty()).then_some(())
+        },
+    );
+    let unpub = driver.ok_calls("NodeUnpublishVolume", "vol-a");
+    assert_eq!(
+        unpub[0]["request"]["target_path"],
+        target.display().to_string()
+    );
+    let unstage = driver.ok_calls("NodeUnstageVolume", "vol-a");
+    assert_eq!(
+        unstage[0]["request"]["staging_target_path"],
+        staging.display().to_string()
+    );
+    let pod_dir = root.join("pods").join(uid(&pod));
+    cl.eventually(secs(30), "the deleted pod's directory removed", |_| {
+        (!pod_dir.exists()).then_some(())
+    });
+    assert!(
+        !staging.parent().unwrap().exists(),
+        "the staged volume's directory is removed"
+    );
+    cl.eventually(secs(30), "vol-a out of volumesInUse", |api| {
+        let n = api.node()?;
+        let list = n["status"]["volumesInUse"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        (!list.contains(&json!(in_use))).then_some(())
+    });
+    // The other pods kept running through the restart.
+    cl.wait_pod_ready("csi-inline", secs(30));
+    cl.wait_pod_ready("csi-eph", secs(30));
+
+    // A deleted pod's inline volume is unpublished.
+    delete_now(&cl, "csi-inline");
+    cl.eventually(secs(30), "NodeUnpublishVolume of the inline volume", |_| {
+        (!driver.ok_calls("NodeUnpublishVolume", &handle).is_empty()).then_some(())
+    });
+    assert!(mounts_under(&root.join("pods").join(uid(&inline))).is_empty());
+}
+
+/// Mount points under `dir`, from /proc/self/mountinfo.
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let prefix = dir.display().to_string();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|p| p.starts_with(&prefix))
+        .collect()
+}
+
+// 50 ---------------------------------------------------------------------------------
+
+/// Drivers that fail: publish errors (healed later), a hung publish, an
+/// attachment that fails, and a CSINode conflict at registration. Each
+/// holds only its own pods; a pod on a good driver and a plain pod run.
+#[test]
+fn csi_driver_failures_hold_only_their_pods() {
+    let mut cl = Cluster::new("csi_failures", 50);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    cl.eventually(secs(30), "the CSINode", |api| csinode(api));
+    for name in ["bad.example.com", "hung.example.com", "good.example.com"] {
+        create(
+            &cl,
+            "/apis/storage.k8s.io/v1/csidrivers",
+            csi_driver_object(
+                name,
+                json!({"attachRequired": false, "podInfoOnMount": true, "volumeLifecycleModes": ["Ephemeral", "Persistent"]}),
+            ),
+        );
+    }
+    create(
+        &cl,
+        "/apis/storage.k8s.io/v1/csidrivers",
+        csi_driver_object("attach.example.com", json!({})),
+    );
+    // One conflict on the CSINode update: registration reads it again.
+    cl.api
+        .fault(json!({"status": 409, "count": 1, "pathContains": "/csinodes/", "verb": "update"}));
+    let bad = Driver::start(
+        &cl,
+        "bad.example.com",
+        &["--fail", "NodePublishVolume=INTERNAL"],
+    );
+    let _hung = Driver::start(
+        &cl,
+        "hung.example.com",
+        &["--delay", "NodePublishVolume=3600"],
+    );
+    let good = Driver::start(&cl, "good.example.com", &[]);
+    let attach_driver = Driver::start(&cl, "attach.example.com", &[]);
+    cl.eventually(secs(40), "four drivers in the CSINode", |api| {
+        let n = csinode(api)?["spec"]["drivers"].as_array()?.len();
+        (n == 4).then_some(())
+    });
+    assert_eq!(cl.api.pending_faults(), 0, "the conflict was met");
+
+    let inline = |driver: &str| json!([{"name": "data", "csi": {"driver": driver}}]);
+    cl.api.create_pod(&pod_with(
+        "on-bad",
+        &writer("on-bad"),
+        inline("bad.example.com"),
+    ));
+    cl.api.create_pod(&pod_with(
+        "on-hung",
+        &writer("on-hung"),
+        inline("hung.example.com"),
+    ));
+    csi_pv_and_claim(&cl, "pv-x", "claim-x", "attach.example.com", "vol-x", None);
+    attach(
+        &cl,
+        "attach.example.com",
+        "vol-x",
+        "pv-x",
+        json!({"attached": false, "attachError": {"message": "no such disk"}}),
+    );
+    cl.api.create_pod(&pod_with(
+        "on-attach",
+        &writer("on-attach"),
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "claim-x"}}]),
+    ));
+    cl.api.create_pod(&pod_with(
+        "on-good",
+        &writer("on-good"),
+        inline("good.example.com"),
+    ));
+    cl.api.create_pod(&api_pod("plain", SLEEPER));
+
+    cl.wait_pod_ready("on-good", secs(60));
+    cl.wait_pod_ready("plain", secs(30));
+    let msg = event_with(&mut cl, "on-bad", "FailedMount", "NodePublishVolume");
+    assert!(msg.contains("injected failure"), "{msg}");
+    let msg = event_with(&mut cl, "on-attach", "FailedMount", "no such disk");
+    assert!(msg.contains("attach failed"), "{msg}");
+    assert!(
+        attach_driver.calls("NodeStageVolume").is_empty(),
+        "nothing staged before attach"
+    );
+    for name in ["on-bad", "on-hung", "on-attach"] {
+        let p = cl.api.pod(name).unwrap();
+        assert_eq!(phase(&p), "Pending", "{name}: {}", pretty_status(&p));
+    }
+    assert!(
+        !good.calls("NodePublishVolume").is_empty(),
+        "the good driver was served while the hung one held its call"
+    );
+
+    // Healed: the failed pod starts at its next retry.
+    bad.heal();
+    cl.wait_pod_ready("on-bad", secs(150));
+}
