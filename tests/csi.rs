@@ -165,12 +165,30 @@ fn attach(cl: &Cluster, driver: &str, handle: &str, pv: &str, status: Value) {
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": name},
                "spec": {"attacher": driver, "nodeName": node, "source": {"persistentVolumeName": pv}}}),
     );
+    let attached = status["attached"] == true;
     cl.api.must(
         "PATCH",
         &format!("/apis/storage.k8s.io/v1/volumeattachments/{name}/status"),
         Some(&json!({ "status": status })),
         &[200],
     );
+    if attached {
+        // and lists it in the node's volumesAttached
+        let node = cl.api.node().unwrap();
+        let mut list = node["status"]["volumesAttached"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        list.push(
+            json!({"name": format!("kubernetes.io/csi/{driver}^{handle}"), "devicePath": ""}),
+        );
+        cl.api.must(
+            "PATCH",
+            &format!("/api/v1/nodes/{NODE}/status"),
+            Some(&json!({"status": {"volumesAttached": list}})),
+            &[200],
+        );
+    }
 }
 
 fn pod_with(name: &str, script: &str, volumes: Value) -> Value {
@@ -220,6 +238,14 @@ fn csinode(api: &Api) -> Option<Value> {
 #[test]
 fn csi_driver_lifecycle() {
     let mut cl = Cluster::new("csi_lifecycle", 49);
+    // Volume usage every 2 s, read on the (unauthenticated) read-only port.
+    let ro_port = 23049;
+    let config = fs::read_to_string(&cl.config).unwrap();
+    fs::write(
+        &cl.config,
+        format!("{config}\nvolumeStatsAggPeriod: 2s\nreadOnlyPort: {ro_port}\n"),
+    )
+    .unwrap();
     cl.start_kubelet();
     let node = cl.wait_node_ready(secs(20));
 
@@ -291,7 +317,12 @@ fn csi_driver_lifecycle() {
         &writer("csi-pv"),
         json!([{"name": "data", "persistentVolumeClaim": {"claimName": "claim-a"}}]),
     ));
-    let msg = event_with(&mut cl, "csi-pv", "FailedMount", "not attached yet");
+    let msg = event_with(
+        &mut cl,
+        "csi-pv",
+        "FailedMount",
+        "not yet attached according to node status",
+    );
     assert!(msg.contains("vol-a"), "{msg}");
     attach(
         &cl,
@@ -346,6 +377,47 @@ fn csi_driver_lifecycle() {
     assert_eq!(vol_data["volumeHandle"], "vol-a");
     assert_eq!(vol_data["specVolID"], "pv-a");
     assert_eq!(vol_data["volumeLifecycleMode"], "Persistent");
+    // NodeGetVolumeStats on the target path feeds /stats/summary and the
+    // claim's kubelet_volume_stats_* series.
+    let summary_volume = cl.eventually(secs(30), "the volume in /stats/summary", |_| {
+        let s = read_only_get(ro_port, "/stats/summary")?;
+        let p = s["pods"]
+            .as_array()?
+            .iter()
+            .find(|p| p["podRef"]["name"] == "csi-pv")?
+            .clone();
+        p["volume"]
+            .as_array()?
+            .iter()
+            .find(|v| v["name"] == "data")
+            .cloned()
+    });
+    assert_eq!(
+        summary_volume["pvcRef"],
+        json!({"name": "claim-a", "namespace": "default"})
+    );
+    assert!(
+        summary_volume["capacityBytes"].as_u64().unwrap_or(0) > 0,
+        "{summary_volume}"
+    );
+    assert!(
+        summary_volume["usedBytes"].is_u64() && summary_volume["inodes"].is_u64(),
+        "{summary_volume}"
+    );
+    let stats = driver.ok_calls("NodeGetVolumeStats", "vol-a");
+    assert_eq!(
+        stats[0]["request"]["volume_path"],
+        target.display().to_string()
+    );
+    let metrics = read_only_text(ro_port, "/metrics").unwrap_or_default();
+    assert!(
+        metrics.contains(
+            "kubelet_volume_stats_capacity_bytes{namespace=\"default\",persistentvolumeclaim=\"claim-a\"}"
+        ),
+        "{}",
+        metrics.lines().filter(|l| l.contains("volume_stats")).collect::<Vec<_>>().join("\n")
+    );
+
     let in_use = format!("kubernetes.io/csi/{DRIVER}^vol-a");
     cl.eventually(secs(30), "volumesInUse", |api| {
         let n = api.node()?;
@@ -464,7 +536,7 @@ fn mounts_under(dir: &Path) -> Vec<String> {
 // 50 ---------------------------------------------------------------------------------
 
 /// Drivers that fail: publish errors (healed later), a hung publish, an
-/// attachment that fails, and a CSINode conflict at registration. Each
+/// attachment that never comes, and a CSINode conflict at registration. Each
 /// holds only its own pods; a pod on a good driver and a plain pod run.
 #[test]
 fn csi_driver_failures_hold_only_their_pods() {
@@ -543,8 +615,15 @@ fn csi_driver_failures_hold_only_their_pods() {
     cl.wait_pod_ready("plain", secs(30));
     let msg = event_with(&mut cl, "on-bad", "FailedMount", "NodePublishVolume");
     assert!(msg.contains("injected failure"), "{msg}");
-    let msg = event_with(&mut cl, "on-attach", "FailedMount", "no such disk");
-    assert!(msg.contains("attach failed"), "{msg}");
+    // The attachment failed: node status never lists the volume, and the
+    // pod waits saying so (the attach error is the controller's to report).
+    let msg = event_with(
+        &mut cl,
+        "on-attach",
+        "FailedMount",
+        "not yet attached according to node status",
+    );
+    assert!(msg.contains("attach.example.com^vol-x"), "{msg}");
     assert!(
         attach_driver.calls("NodeStageVolume").is_empty(),
         "nothing staged before attach"

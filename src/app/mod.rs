@@ -240,6 +240,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             },
         )
     };
+    let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
     // CSI drivers are dialled on the device plugins' gRPC environment: no
     // thread of their own.
     let csi = client.as_ref().map(|c| {
@@ -248,6 +249,8 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             node.clone(),
             Arc::clone(device_manager.grpc_env()),
             c.clone(),
+            config.volume_stats_agg_period.0,
+            Arc::clone(&node_object),
         )
     });
     let volume_deps = volumes::volume_managers(
@@ -259,7 +262,6 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         requeue(&work_queue),
         csi.clone(),
     )?;
-    let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
     let runtime_deps = RuntimeDeps {
         recorder: Arc::clone(&recorder),
         env_source: volume_deps.objects.as_ref().map(|o| {
@@ -338,6 +340,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     // it; pod memory comes from the pod cgroups when there are some.
     let mut stats_cfg = StatsConfig::new(&node, settings.root_dir.clone());
     stats_cfg.pod_logs_dir = settings.pod_logs_dir.clone();
+    stats_cfg.volume_stats = csi.clone().map(volumes::csi_volume_stats);
     let stats_provider = SummaryProvider::with_pod_cgroups(
         Arc::clone(&runtime) as Arc<dyn crate::server::stats::StatsRuntime>,
         stats_cfg,

@@ -47,6 +47,37 @@ fn host_ips(flags: &KubeletFlags) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `/stats/summary`'s volume usage: the CSI drivers' last answers.
+pub fn csi_volume_stats(
+    csi: Arc<crate::volume::csi::CsiPlugin>,
+) -> crate::server::stats::VolumeStatsSource {
+    use crate::server::stats::types::{FsStats, PvcReference, Time, VolumeStats};
+    crate::server::stats::VolumeStatsSource(Arc::new(move |uid| {
+        csi.usage_of(uid)
+            .into_iter()
+            .map(|u| VolumeStats {
+                fs: FsStats {
+                    time: Time(
+                        u.time
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_nanos() as i64),
+                    ),
+                    available_bytes: u.available_bytes,
+                    capacity_bytes: u.capacity_bytes,
+                    used_bytes: u.used_bytes,
+                    inodes_free: u.inodes_free,
+                    inodes: u.inodes,
+                    inodes_used: u.inodes_used,
+                },
+                name: u.volume,
+                pvc_ref: u
+                    .claim
+                    .map(|(namespace, name)| PvcReference { name, namespace }),
+            })
+            .collect()
+    }))
+}
+
 /// Watched Secret and ConfigMap changes waiting for the volume manager;
 /// beyond these a change is dropped and the pods see it at their next sync.
 const OBJECT_CHANGES_CAPACITY: usize = 256;

@@ -85,7 +85,37 @@ struct Metrics {
     module_panics: IntCounterVec,
     evictions: IntCounterVec,
     rest_client_duration: HistogramVec,
+    /// `kubelet_volume_stats_*`, in [`VOLUME_STATS`]' order.
+    volume_stats: Vec<IntGaugeVec>,
 }
+
+/// The volume usage gauges (upstream's names and help), by claim.
+const VOLUME_STATS: [(&str, &str); 6] = [
+    (
+        "volume_stats_capacity_bytes",
+        "Capacity in bytes of the volume",
+    ),
+    (
+        "volume_stats_available_bytes",
+        "Number of available bytes in the volume",
+    ),
+    (
+        "volume_stats_used_bytes",
+        "Number of used bytes in the volume",
+    ),
+    (
+        "volume_stats_inodes",
+        "Maximum number of inodes in the volume",
+    ),
+    (
+        "volume_stats_inodes_free",
+        "Number of free inodes in the volume",
+    ),
+    (
+        "volume_stats_inodes_used",
+        "Number of used inodes in the volume",
+    ),
+];
 
 fn alpha(help: &str) -> String {
     format!("[ALPHA] {help}")
@@ -238,8 +268,17 @@ impl Metrics {
                 .buckets(REST_CLIENT_BUCKETS.to_vec()),
                 &["verb", "host"],
             )?,
+            volume_stats: VOLUME_STATS
+                .iter()
+                .map(|(name, help)| {
+                    IntGaugeVec::new(kubelet_opts(name, help), &["namespace", "persistentvolumeclaim"])
+                })
+                .collect::<prometheus::Result<_>>()?,
         };
         let r = &m.registry;
+        for g in &m.volume_stats {
+            r.register(Box::new(g.clone()))?;
+        }
         r.register(Box::new(m.node_name.clone()))?;
         r.register(Box::new(m.pleg_relist_duration.clone()))?;
         r.register(Box::new(m.pleg_relist_interval.clone()))?;
@@ -528,6 +567,31 @@ pub fn rest_client_request(code: &str, method: &str, host: &str, duration: Durat
     m.rest_client_duration
         .with_label_values(&[method, host])
         .observe(duration.as_secs_f64());
+}
+
+/// One claim's volume usage: capacity, available and used bytes, then
+/// inodes, free and used inodes, each when the driver reported it.
+pub struct VolumeStatsSample<'a> {
+    pub namespace: &'a str,
+    pub claim: &'a str,
+    pub values: [Option<u64>; 6],
+}
+
+/// Replaces every `kubelet_volume_stats_*` series with `samples`, so a
+/// torn-down volume's series go.
+pub fn set_volume_stats(samples: &[VolumeStatsSample<'_>]) {
+    let m = metrics();
+    for g in &m.volume_stats {
+        g.reset();
+    }
+    for s in samples {
+        for (g, v) in m.volume_stats.iter().zip(s.values) {
+            if let Some(v) = v {
+                g.with_label_values(&[s.namespace, s.claim])
+                    .set(i64::try_from(v).unwrap_or(i64::MAX));
+            }
+        }
+    }
 }
 
 /// Content-Type of [`render`]'s output.

@@ -194,6 +194,7 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
         }
         PersistentVolumeSource::Csi(mut v) => {
             v.read_only |= read_only;
+            v.claim = Some((ns.to_string(), claim.clone()));
             return Ok(ClaimVolume::Csi(v));
         }
         PersistentVolumeSource::Unsupported(source) => {

@@ -290,6 +290,9 @@ impl VolumeManager {
         let mut changes = object_changes.clone();
         loop {
             self.reconcile();
+            if let Some(csi) = self.host.csi() {
+                csi.refresh_usage();
+            }
             loop {
                 crossbeam_channel::select! {
                     recv(self.wake_rx) -> _ => break,

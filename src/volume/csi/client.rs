@@ -114,6 +114,25 @@ impl NodeConn {
         let call = self.node.node_unstage_volume_async(&req, opt());
         unary("NodeUnstageVolume", call).await
     }
+
+    pub async fn volume_stats(
+        &self,
+        volume_id: String,
+        volume_path: String,
+    ) -> Result<csi::NodeGetVolumeStatsResponse, String> {
+        let req = csi::NodeGetVolumeStatsRequest {
+            volume_id,
+            volume_path,
+            ..Default::default()
+        };
+        let receiver = self
+            .node
+            .node_get_volume_stats_async(&req, opt())
+            .map_err(|e| format!("NodeGetVolumeStats: {e}"))?;
+        receiver
+            .await
+            .map_err(|e| format!("NodeGetVolumeStats: {e}"))
+    }
 }
 
 fn opt() -> CallOption {

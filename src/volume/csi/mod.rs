@@ -24,6 +24,7 @@ pub mod driver;
 pub mod nodeinfo;
 pub mod registration;
 pub mod setup;
+pub mod stats;
 pub mod voldata;
 
 use std::path::{Path, PathBuf};
@@ -71,8 +72,13 @@ enum OpKind {
 #[derive(Debug)]
 struct Op {
     target: PathBuf,
-    /// The pod's name for the volume (a set-up's).
+    /// The pod's name for the volume, its UID, the claim behind it, its
+    /// handle and driver (a set-up's; for the usage calls).
     volume: String,
+    pod_uid: String,
+    claim: Option<(String, String)>,
+    handle: String,
+    driver: String,
     kind: OpKind,
     state: OpState,
     read_only: bool,
@@ -93,6 +99,14 @@ pub struct CsiPlugin {
     ops: Mutex<Vec<Op>>,
     /// Wakes the volume manager when an operation ends.
     wake: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// The drivers' last usage answers, by target path.
+    usage: Mutex<Vec<(PathBuf, stats::VolumeUsage)>>,
+    /// volumeStatsAggPeriod, and the last round of usage calls.
+    stats_period: std::time::Duration,
+    stats_at: Mutex<Option<std::time::Instant>>,
+    /// The node as the `api-node` watch last saw it: its
+    /// `volumesAttached` is the attach-detach controller's word.
+    node: Arc<std::sync::RwLock<Option<k8s_openapi::api::core::v1::Node>>>,
 }
 
 impl CsiPlugin {
@@ -101,6 +115,8 @@ impl CsiPlugin {
         node_name: String,
         env: Arc<Environment>,
         client: Client,
+        stats_period: std::time::Duration,
+        node: Arc<std::sync::RwLock<Option<k8s_openapi::api::core::v1::Node>>>,
     ) -> Arc<Self> {
         Arc::new(CsiPlugin {
             nodeinfo: NodeInfoManager::new(client.clone(), node_name.clone()),
@@ -111,6 +127,10 @@ impl CsiPlugin {
             drivers: Mutex::new(Vec::new()),
             ops: Mutex::new(Vec::new()),
             wake: OnceLock::new(),
+            usage: Mutex::new(Vec::new()),
+            stats_period,
+            stats_at: Mutex::new(None),
+            node,
         })
     }
 
@@ -190,6 +210,16 @@ impl CsiPlugin {
         })
     }
 
+    /// Whether node status lists `unique` in `volumesAttached` (upstream
+    /// verifyControllerAttachedVolume).
+    fn attached_per_node_status(&self, unique: &str) -> bool {
+        let node = self.node.read().unwrap_or_else(|e| e.into_inner());
+        node.as_ref()
+            .and_then(|n| n.status.as_ref())
+            .and_then(|s| s.volumes_attached.as_ref())
+            .is_some_and(|list| list.iter().any(|a| a.name == unique))
+    }
+
     /// `plugins/kubernetes.io/csi/pv/<pv>`: the staged volume's directory.
     fn global_dir(&self, pv: &str) -> PathBuf {
         self.root_dir
@@ -255,6 +285,10 @@ impl CsiPlugin {
         lock(&self.ops).push(Op {
             target: target.to_path_buf(),
             volume: String::new(),
+            pod_uid: String::new(),
+            claim: None,
+            handle: data.volume_handle.clone(),
+            driver: data.driver.clone(),
             kind: OpKind::Unmount,
             read_only: false,
             state: OpState::Running,

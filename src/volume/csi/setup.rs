@@ -42,6 +42,8 @@ pub struct CsiVolume {
     /// The PV's first access mode; empty for an inline volume.
     pub access_mode: String,
     pub mount_flags: Vec<String>,
+    /// `(namespace, name)` of the claim that named the PV.
+    pub claim: Option<(String, String)>,
 }
 
 impl CsiVolume {
@@ -67,6 +69,7 @@ impl CsiVolume {
                 .map(|r| (pod.namespace().to_string(), r.name.clone())),
             access_mode: String::new(),
             mount_flags: Vec::new(),
+            claim: None,
         }
     }
 
@@ -115,6 +118,7 @@ impl CsiVolume {
                 .next()
                 .unwrap_or_default(),
             mount_flags: strings(&pv["spec"]["mountOptions"]),
+            claim: None,
         })
     }
 }
@@ -171,6 +175,10 @@ impl CsiPlugin {
         ops.push(Op {
             target: target.clone(),
             volume: name.to_string(),
+            pod_uid: crate::podutil::PodExt::uid(ctx.pod).to_string(),
+            claim: vol.claim.clone(),
+            handle: vol.handle.clone(),
+            driver: vol.driver.clone(),
             read_only: vol.read_only,
             kind: OpKind::Mount,
             state: OpState::Running,
@@ -292,6 +300,12 @@ impl CsiPlugin {
         &self,
         vol: &CsiVolume,
     ) -> Result<(String, HashMap<String, String>), VolumeError> {
+        let unique = unique_volume_name(&vol.driver, &vol.handle);
+        if !self.attached_per_node_status(&unique) {
+            return Err(VolumeError::NotFound(format!(
+                "volume {unique:?} is not yet attached according to node status (volumesAttached)"
+            )));
+        }
         let name = attachment_name(&vol.handle, &vol.driver, &self.node_name);
         let va: Value = match self.client.get(&paths::volume_attachment(&name)) {
             Ok(v) => v,

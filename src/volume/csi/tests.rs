@@ -132,18 +132,88 @@ fn only_csi_1_x_drivers_are_accepted() {
     }
 }
 
-#[test]
-fn a_target_path_without_vol_data_is_only_removed() {
-    let root = tempfile_dir("teardown");
-    let target = root.join("pods/u1/volumes/kubernetes.io~csi/v/mount");
-    std::fs::create_dir_all(&target).unwrap();
+fn plugin(root: &Path) -> Arc<CsiPlugin> {
     let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
     let client = crate::client::Client::new(
         crate::client::RestConfig::new(String::from("http://127.0.0.1:1")),
         Arc::new(()),
     )
     .unwrap();
-    let plugin = CsiPlugin::new(root.clone(), "n1".into(), env, client);
+    CsiPlugin::new(
+        root.to_path_buf(),
+        "n1".into(),
+        env,
+        client,
+        std::time::Duration::from_secs(60),
+        Arc::default(),
+    )
+}
+
+#[test]
+fn a_drivers_usage_answer_reaches_the_summary_view_and_the_metrics() {
+    use crate::cri::csi::v1::csi;
+    let p = plugin(Path::new("/nonexistent"));
+    let target = std::path::PathBuf::from("/r/pods/u1/volumes/kubernetes.io~csi/pv-1/mount");
+    p.ops.lock().unwrap().push(Op {
+        target: target.clone(),
+        volume: "data".into(),
+        pod_uid: "u1".into(),
+        claim: Some(("ns1".into(), "claim-1".into())),
+        handle: "h1".into(),
+        driver: "d".into(),
+        read_only: false,
+        kind: OpKind::Mount,
+        state: OpState::Published { republish: false },
+        in_use: None,
+    });
+    let usage = |unit, total, available, used| csi::VolumeUsage {
+        unit: protobuf::EnumOrUnknown::new(unit),
+        total,
+        available,
+        used,
+        ..Default::default()
+    };
+    let resp = csi::NodeGetVolumeStatsResponse {
+        usage: vec![
+            usage(csi::volume_usage::Unit::BYTES, 1000, 600, 400),
+            usage(csi::volume_usage::Unit::INODES, 50, 40, 10),
+        ],
+        ..Default::default()
+    };
+    let published = |t: &std::path::Path| {
+        stats::tests_published(t, "u1", "data", Some(("ns1", "claim-1")), "h1", "d")
+    };
+    p.record_usage(published(&target), &resp);
+    let got = p.usage_of("u1");
+    assert_eq!(got.len(), 1);
+    let u = &got[0];
+    assert_eq!(
+        (u.capacity_bytes, u.available_bytes, u.used_bytes),
+        (Some(1000), Some(600), Some(400))
+    );
+    assert_eq!(
+        (u.inodes, u.inodes_free, u.inodes_used),
+        (Some(50), Some(40), Some(10))
+    );
+    assert_eq!(u.claim, Some(("ns1".to_string(), "claim-1".to_string())));
+    assert!(p.usage_of("u2").is_empty());
+    let text = crate::metrics::render();
+    assert!(
+        text.contains("kubelet_volume_stats_used_bytes{namespace=\"ns1\",persistentvolumeclaim=\"claim-1\"} 400"),
+        "{text}"
+    );
+    // an answer for a volume torn down meanwhile is dropped
+    let gone = std::path::PathBuf::from("/r/pods/u2/volumes/kubernetes.io~csi/x/mount");
+    p.record_usage(published(&gone), &resp);
+    assert!(p.usage_of("u2").is_empty());
+}
+
+#[test]
+fn a_target_path_without_vol_data_is_only_removed() {
+    let root = tempfile_dir("teardown");
+    let target = root.join("pods/u1/volumes/kubernetes.io~csi/v/mount");
+    std::fs::create_dir_all(&target).unwrap();
+    let plugin = plugin(&root);
     plugin.tear_down(&target).unwrap();
     assert!(!target.parent().unwrap().exists());
     assert!(Path::new(&root)
