@@ -470,6 +470,54 @@ fn csi_driver_lifecycle() {
         fs::read_to_string(data.join("vol-eph/csi-eph")).ok()
     });
 
+    // A PV grown past its claim's status is expanded at mount, and the
+    // claim's status says so afterwards (upstream's resize at mount).
+    create(
+        &cl,
+        "/api/v1/persistentvolumes",
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-r"},
+               "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "csi": {"driver": DRIVER, "volumeHandle": "vol-r"}}}),
+    );
+    create(
+        &cl,
+        "/api/v1/namespaces/default/persistentvolumeclaims",
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "claim-r"},
+               "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-r",
+                        "resources": {"requests": {"storage": "2Gi"}}}}),
+    );
+    cl.api.must(
+        "PATCH",
+        "/api/v1/namespaces/default/persistentvolumeclaims/claim-r/status",
+        Some(&json!({"status": {"phase": "Bound", "capacity": {"storage": "1Gi"},
+                     "conditions": [{"type": "FileSystemResizePending", "status": "True"}]}})),
+        &[200],
+    );
+    attach(&cl, DRIVER, "vol-r", "pv-r", json!({"attached": true}));
+    cl.api.create_pod(&pod_with(
+        "csi-resize",
+        &writer("csi-resize"),
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "claim-r"}}]),
+    ));
+    cl.wait_pod_ready("csi-resize", secs(60));
+    let expand = driver.ok_calls("NodeExpandVolume", "vol-r");
+    assert_eq!(expand.len(), 1, "{:?}", driver.calls("NodeExpandVolume"));
+    assert_eq!(expand[0]["request"]["capacity_range"]["required_bytes"], "2147483648");
+    let claim = cl.eventually(secs(20), "the claim's status after the expansion", |api| {
+        let c = api.get("/api/v1/namespaces/default/persistentvolumeclaims/claim-r")?;
+        (c["status"]["capacity"]["storage"] == "2Gi").then_some(c)
+    });
+    assert!(
+        !claim["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "FileSystemResizePending"),
+        "{}",
+        claim["status"]
+    );
+    assert!(driver.ok_calls("NodeExpandVolume", "vol-a").is_empty(), "no expansion without growth");
+
     // kill -9; the PV's pod is deleted meanwhile: after the restart it is
     // unpublished and unstaged from what vol_data.json recorded.
     cl.env.kill_kubelet();

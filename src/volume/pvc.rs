@@ -69,6 +69,10 @@ pub struct ClaimSpec {
 pub struct ClaimStatus {
     #[serde(default)]
     pub phase: Option<String>,
+    /// `storage` is what the claim's volume holds now; below the PV's
+    /// capacity, the volume awaits expansion on the node.
+    #[serde(default)]
+    pub capacity: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The source of a PersistentVolume, as far as this kubelet can use it.
@@ -195,6 +199,18 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
         PersistentVolumeSource::Csi(mut v) => {
             v.read_only |= read_only;
             v.claim = Some((ns.to_string(), claim.clone()));
+            let claimed = pvc
+                .status
+                .as_ref()
+                .and_then(|s| s.capacity.as_ref())
+                .and_then(|c| c.get("storage"))
+                .and_then(|q| crate::util::quantity::parse_quantity_value(q).ok());
+            // upstream: expand when the PV grew past the claim's status
+            if let (Some((bytes, _)), Some(claimed)) = (&v.capacity, claimed) {
+                if i128::from(*bytes) > claimed {
+                    v.expand = true;
+                }
+            }
             return Ok(ClaimVolume::Csi(v));
         }
         PersistentVolumeSource::Unsupported(source) => {

@@ -115,6 +115,27 @@ impl NodeConn {
         unary("NodeUnstageVolume", call).await
     }
 
+    /// NodeExpandVolume of a published volume to `bytes`.
+    pub async fn expand(
+        &self,
+        volume_id: String,
+        volume_path: String,
+        staging_target_path: String,
+        bytes: i64,
+    ) -> Result<(), String> {
+        let req = csi::NodeExpandVolumeRequest {
+            volume_id,
+            volume_path,
+            staging_target_path,
+            capacity_range: protobuf::MessageField::some(csi::CapacityRange {
+                required_bytes: bytes,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        unary("NodeExpandVolume", self.node.node_expand_volume_async(&req, opt())).await
+    }
+
     pub async fn volume_stats(
         &self,
         volume_id: String,

@@ -82,6 +82,8 @@ struct Op {
     kind: OpKind,
     state: OpState,
     read_only: bool,
+    /// Expanded by the driver; the claim's status is not updated yet.
+    resized: bool,
     /// `kubernetes.io/csi/<driver>^<handle>` of an attachable volume,
     /// reported in the node's `volumesInUse` while set up.
     in_use: Option<String>,
@@ -201,7 +203,8 @@ impl CsiPlugin {
         let op = ops.iter().find(|o| {
             o.kind == OpKind::Mount && o.volume == name && o.target.starts_with(pod_dir)
         })?;
-        (op.state == OpState::Published { republish: false }).then(|| {
+        // an expansion still to be recorded in the claim goes the long way
+        (op.state == OpState::Published { republish: false } && !op.resized).then(|| {
             crate::volume::MountedVolume {
                 kind: crate::volume::PluginKind::Csi,
                 host_path: op.target.clone(),
@@ -291,6 +294,7 @@ impl CsiPlugin {
             driver: data.driver.clone(),
             kind: OpKind::Unmount,
             read_only: false,
+            resized: false,
             state: OpState::Running,
             in_use: None,
         });

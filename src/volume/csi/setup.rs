@@ -44,6 +44,12 @@ pub struct CsiVolume {
     pub mount_flags: Vec<String>,
     /// `(namespace, name)` of the claim that named the PV.
     pub claim: Option<(String, String)>,
+    /// The PV's `capacity.storage`, in bytes and as written.
+    pub capacity: Option<(i64, String)>,
+    /// The PV is larger than its claim's status says: `NodeExpandVolume`
+    /// after publishing, then the claim's status (upstream's resize at
+    /// mount).
+    pub expand: bool,
 }
 
 impl CsiVolume {
@@ -70,6 +76,8 @@ impl CsiVolume {
             access_mode: String::new(),
             mount_flags: Vec::new(),
             claim: None,
+            capacity: None,
+            expand: false,
         }
     }
 
@@ -119,6 +127,11 @@ impl CsiVolume {
                 .unwrap_or_default(),
             mount_flags: strings(&pv["spec"]["mountOptions"]),
             claim: None,
+            capacity: pv["spec"]["capacity"]["storage"].as_str().and_then(|q| {
+                let bytes = crate::util::quantity::parse_quantity_value(q).ok()?;
+                Some((i64::try_from(bytes).ok()?, q.to_string()))
+            }),
+            expand: false,
         })
     }
 }
@@ -131,6 +144,8 @@ struct Prepared {
     /// Applied to the published files when the driver's policy says so.
     fs_group: Option<i64>,
     republish: bool,
+    /// Bytes to expand to after publishing.
+    expand: Option<i64>,
 }
 
 impl CsiPlugin {
@@ -155,7 +170,10 @@ impl CsiPlugin {
                 lock(&self.ops).retain(|o| o.target != target);
                 return Err(VolumeError::Failed(e));
             }
-            Some(OpState::Published { republish: false }) => return Ok(mounted),
+            Some(OpState::Published { republish: false }) => {
+                self.finish_resize(&target, vol)?;
+                return Ok(mounted);
+            }
             Some(OpState::Published { republish: true }) => {
                 // upstream requiresRepublish: NodePublishVolume again at each
                 // remount; the volume stays in use meanwhile.
@@ -175,6 +193,7 @@ impl CsiPlugin {
         ops.push(Op {
             target: target.clone(),
             volume: name.to_string(),
+            resized: false,
             pod_uid: crate::podutil::PodExt::uid(ctx.pod).to_string(),
             claim: vol.claim.clone(),
             handle: vol.handle.clone(),
@@ -187,6 +206,37 @@ impl CsiPlugin {
         drop(ops);
         self.spawn_set_up(prepared, target, true);
         Err(VolumeError::Pending)
+    }
+
+    /// The claim's status after `NodeExpandVolume`: the PV's capacity, and
+    /// no FileSystemResizePending condition (upstream MarkFSResizeFinished,
+    /// a strategic merge patch). Runs on the volume manager's thread.
+    fn finish_resize(&self, target: &Path, vol: &CsiVolume) -> Result<(), VolumeError> {
+        let pending = lock(&self.ops)
+            .iter()
+            .any(|o| o.target == target && o.kind == OpKind::Mount && o.resized);
+        let (Some((ns, claim)), Some((_, quantity)), true) = (&vol.claim, &vol.capacity, pending) else {
+            return Ok(());
+        };
+        let patch = json!({"status": {
+            "capacity": {"storage": quantity},
+            "conditions": [{"type": "FileSystemResizePending", "$patch": "delete"}],
+        }});
+        let path = format!("{}/status", paths::persistent_volume_claim(ns, claim));
+        self.client
+            .patch::<Value>(&path, crate::client::PatchType::StrategicMerge, &patch)
+            .map_err(|e| VolumeError::Failed(format!("update the status of claim {ns}/{claim} after expanding: {e}")))?;
+        if let Some(op) = lock(&self.ops).iter_mut().find(|o| o.target == target && o.kind == OpKind::Mount) {
+            op.resized = false;
+        }
+        log::info!("volume {} of claim {ns}/{claim} expanded to {quantity}", vol.handle);
+        Ok(())
+    }
+
+    fn set_resized(&self, target: &Path) {
+        if let Some(op) = lock(&self.ops).iter_mut().find(|o| o.target == target && o.kind == OpKind::Mount) {
+            op.resized = true;
+        }
     }
 
     fn mount_state(&self, target: &Path) -> Option<OpState> {
@@ -286,11 +336,16 @@ impl CsiPlugin {
             ..Default::default()
         };
         Ok(Prepared {
-            driver,
             stage,
             publish,
             fs_group: ctx.fs_group().filter(|_| applies_fs_group(&spec, vol)),
             republish: spec.requires_republish,
+            expand: vol
+                .capacity
+                .as_ref()
+                .map(|(bytes, _)| *bytes)
+                .filter(|_| vol.expand && driver.caps.expand),
+            driver,
         })
     }
 
@@ -350,11 +405,21 @@ impl CsiPlugin {
         p.driver.conn.spawn(async move {
             let mut result = Ok(());
             let read_only = p.publish.readonly;
+            let (volume_id, staging) = (
+                p.publish.volume_id.clone(),
+                p.publish.staging_target_path.clone(),
+            );
             if let Some(req) = p.stage {
                 result = conn.stage(req).await;
             }
             if result.is_ok() {
                 result = conn.publish(p.publish).await;
+            }
+            if let (Ok(()), Some(bytes)) = (&result, p.expand) {
+                result = conn.expand(volume_id, target_path(&target), staging, bytes).await;
+                if result.is_ok() {
+                    me.set_resized(&target);
+                }
             }
             if let (Ok(()), Some(gid)) = (&result, p.fs_group) {
                 result = crate::volume::util::ownership::set_volume_ownership(
@@ -420,6 +485,10 @@ impl CsiPlugin {
             );
         });
     }
+}
+
+fn target_path(target: &Path) -> String {
+    target.to_string_lossy().into_owned()
 }
 
 /// Removes `dir` once the driver has unmounted `mount_point` inside it.

@@ -162,6 +162,7 @@ fn a_drivers_usage_answer_reaches_the_summary_view_and_the_metrics() {
         handle: "h1".into(),
         driver: "d".into(),
         read_only: false,
+        resized: false,
         kind: OpKind::Mount,
         state: OpState::Published { republish: false },
         in_use: None,
