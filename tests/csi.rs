@@ -250,7 +250,7 @@ fn csi_driver_lifecycle() {
     let node = cl.wait_node_ready(secs(20));
 
     // As upstream v1.22 at start: a CSINode owned by the Node.
-    let cn = cl.eventually(secs(30), "the CSINode", |api| csinode(api));
+    let cn = cl.eventually(secs(30), "the CSINode", csinode);
     assert_eq!(cn["metadata"]["ownerReferences"][0]["kind"], "Node");
     assert_eq!(
         cn["metadata"]["ownerReferences"][0]["uid"],
@@ -489,8 +489,10 @@ fn csi_driver_lifecycle() {
     cl.api.must(
         "PATCH",
         "/api/v1/namespaces/default/persistentvolumeclaims/claim-r/status",
-        Some(&json!({"status": {"phase": "Bound", "capacity": {"storage": "1Gi"},
-                     "conditions": [{"type": "FileSystemResizePending", "status": "True"}]}})),
+        Some(
+            &json!({"status": {"phase": "Bound", "capacity": {"storage": "1Gi"},
+                     "conditions": [{"type": "FileSystemResizePending", "status": "True"}]}}),
+        ),
         &[200],
     );
     attach(&cl, DRIVER, "vol-r", "pv-r", json!({"attached": true}));
@@ -502,7 +504,10 @@ fn csi_driver_lifecycle() {
     cl.wait_pod_ready("csi-resize", secs(60));
     let expand = driver.ok_calls("NodeExpandVolume", "vol-r");
     assert_eq!(expand.len(), 1, "{:?}", driver.calls("NodeExpandVolume"));
-    assert_eq!(expand[0]["request"]["capacity_range"]["required_bytes"], "2147483648");
+    assert_eq!(
+        expand[0]["request"]["capacity_range"]["required_bytes"],
+        "2147483648"
+    );
     let claim = cl.eventually(secs(20), "the claim's status after the expansion", |api| {
         let c = api.get("/api/v1/namespaces/default/persistentvolumeclaims/claim-r")?;
         (c["status"]["capacity"]["storage"] == "2Gi").then_some(c)
@@ -516,7 +521,10 @@ fn csi_driver_lifecycle() {
         "{}",
         claim["status"]
     );
-    assert!(driver.ok_calls("NodeExpandVolume", "vol-a").is_empty(), "no expansion without growth");
+    assert!(
+        driver.ok_calls("NodeExpandVolume", "vol-a").is_empty(),
+        "no expansion without growth"
+    );
 
     // kill -9; the PV's pod is deleted meanwhile: after the restart it is
     // unpublished and unstaged from what vol_data.json recorded.
@@ -591,7 +599,7 @@ fn csi_driver_failures_hold_only_their_pods() {
     let mut cl = Cluster::new("csi_failures", 50);
     cl.start_kubelet();
     cl.wait_node_ready(secs(20));
-    cl.eventually(secs(30), "the CSINode", |api| csinode(api));
+    cl.eventually(secs(30), "the CSINode", csinode);
     for name in ["bad.example.com", "hung.example.com", "good.example.com"] {
         create(
             &cl,

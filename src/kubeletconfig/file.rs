@@ -32,10 +32,34 @@ pub(crate) fn parse(text: &str) -> Result<LoadedFile, FileError> {
         return Err(FileError::Empty);
     }
     let keys = check_type_meta(text)?;
-    let mut config: KubeletConfiguration =
+    let ViaMap(mut config): ViaMap<KubeletConfiguration> =
         serde_norway::from_str(text).map_err(describe_decode_error)?;
     config.set_defaults(&keys);
     Ok(LoadedFile { config, keys })
+}
+
+/// Decodes `T` from a mapping through `deserialize_any`. serde_norway's
+/// `deserialize_struct` builds a derived struct's map visitor twice (a
+/// second, by-value map access serves an empty document, which [`parse`]
+/// has refused already): 26 KB of the static binary for
+/// KubeletConfiguration alone. Errors keep their path and position.
+struct ViaMap<T>(T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for ViaMap<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Forward<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Forward<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_any(Forward(std::marker::PhantomData))
+            .map(ViaMap)
+    }
 }
 
 /// Checks apiVersion/kind before the typed decode so a file of the wrong

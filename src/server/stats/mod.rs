@@ -75,9 +75,12 @@ impl StatsRuntime for RemoteRuntime {
     }
 }
 
+/// The volume usage of the pod with a UID.
+pub type VolumeStatsFn = dyn Fn(&str) -> Vec<VolumeStats> + Send + Sync;
+
 /// The volumes' usage of a pod by UID (the CSI drivers' last answers).
 #[derive(Clone)]
-pub struct VolumeStatsSource(pub Arc<dyn Fn(&str) -> Vec<VolumeStats> + Send + Sync>);
+pub struct VolumeStatsSource(pub Arc<VolumeStatsFn>);
 
 impl std::fmt::Debug for VolumeStatsSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

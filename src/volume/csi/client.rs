@@ -133,7 +133,11 @@ impl NodeConn {
             }),
             ..Default::default()
         };
-        unary("NodeExpandVolume", self.node.node_expand_volume_async(&req, opt())).await
+        unary(
+            "NodeExpandVolume",
+            self.node.node_expand_volume_async(&req, opt()),
+        )
+        .await
     }
 
     pub async fn volume_stats(

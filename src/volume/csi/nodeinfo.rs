@@ -74,7 +74,7 @@ impl NodeInfoManager {
         self.patch_node(&info.name, Some(&info.node_id), &info.topology)?;
         let entry = info.entry();
         self.update_csinode(|drivers| {
-            if drivers.iter().any(|d| *d == entry) {
+            if drivers.contains(&entry) {
                 return false;
             }
             drivers.retain(|d| d["name"] != json!(info.name));

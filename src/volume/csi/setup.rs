@@ -215,7 +215,8 @@ impl CsiPlugin {
         let pending = lock(&self.ops)
             .iter()
             .any(|o| o.target == target && o.kind == OpKind::Mount && o.resized);
-        let (Some((ns, claim)), Some((_, quantity)), true) = (&vol.claim, &vol.capacity, pending) else {
+        let (Some((ns, claim)), Some((_, quantity)), true) = (&vol.claim, &vol.capacity, pending)
+        else {
             return Ok(());
         };
         let patch = json!({"status": {
@@ -225,16 +226,29 @@ impl CsiPlugin {
         let path = format!("{}/status", paths::persistent_volume_claim(ns, claim));
         self.client
             .patch::<Value>(&path, crate::client::PatchType::StrategicMerge, &patch)
-            .map_err(|e| VolumeError::Failed(format!("update the status of claim {ns}/{claim} after expanding: {e}")))?;
-        if let Some(op) = lock(&self.ops).iter_mut().find(|o| o.target == target && o.kind == OpKind::Mount) {
+            .map_err(|e| {
+                VolumeError::Failed(format!(
+                    "update the status of claim {ns}/{claim} after expanding: {e}"
+                ))
+            })?;
+        if let Some(op) = lock(&self.ops)
+            .iter_mut()
+            .find(|o| o.target == target && o.kind == OpKind::Mount)
+        {
             op.resized = false;
         }
-        log::info!("volume {} of claim {ns}/{claim} expanded to {quantity}", vol.handle);
+        log::info!(
+            "volume {} of claim {ns}/{claim} expanded to {quantity}",
+            vol.handle
+        );
         Ok(())
     }
 
     fn set_resized(&self, target: &Path) {
-        if let Some(op) = lock(&self.ops).iter_mut().find(|o| o.target == target && o.kind == OpKind::Mount) {
+        if let Some(op) = lock(&self.ops)
+            .iter_mut()
+            .find(|o| o.target == target && o.kind == OpKind::Mount)
+        {
             op.resized = true;
         }
     }
@@ -416,7 +430,9 @@ impl CsiPlugin {
                 result = conn.publish(p.publish).await;
             }
             if let (Ok(()), Some(bytes)) = (&result, p.expand) {
-                result = conn.expand(volume_id, target_path(&target), staging, bytes).await;
+                result = conn
+                    .expand(volume_id, target_path(&target), staging, bytes)
+                    .await;
                 if result.is_ok() {
                     me.set_resized(&target);
                 }
