@@ -69,12 +69,7 @@ impl Driver {
 
     /// The calls the driver answered, by RPC name.
     fn calls(&self, rpc: &str) -> Vec<Value> {
-        fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|v| v["rpc"] == rpc)
-            .collect()
+        peer_calls(&self.log, rpc)
     }
 
     fn ok_calls(&self, rpc: &str, volume_id: &str) -> Vec<Value> {
@@ -127,22 +122,11 @@ fn csi_pv_and_claim(
                         "csi": {"driver": driver, "volumeHandle": handle, "fsType": "ext4",
                                 "volumeAttributes": {"tier": "gold"}}}}),
     );
-    let mut meta = json!({"name": claim});
-    if let Some(o) = owner {
-        meta["ownerReferences"] = o;
-    }
-    create(
-        cl,
-        "/api/v1/namespaces/default/persistentvolumeclaims",
-        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
-               "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv,
-                        "resources": {"requests": {"storage": "1Gi"}}}}),
-    );
-    cl.api.must(
-        "PATCH",
-        &format!("/api/v1/namespaces/default/persistentvolumeclaims/{claim}/status"),
-        Some(&json!({"status": {"phase": "Bound"}})),
-        &[200],
+    bound_claim(
+        &cl.api,
+        claim,
+        pv,
+        owner.map_or(json!({}), |o| json!({"ownerReferences": o})),
     );
 }
 

@@ -62,12 +62,7 @@ impl Plugin {
 
     /// The calls the plugin received, by RPC name.
     fn calls(&self, rpc: &str) -> Vec<Value> {
-        fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|v| v["rpc"] == rpc)
-            .collect()
+        peer_calls(&self.log, rpc)
     }
 
     fn registrations(&self) -> usize {

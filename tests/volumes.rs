@@ -392,18 +392,7 @@ fn missing_objects_wait_and_persistent_volumes() {
                         "csi": {"driver": "x.csi.example", "volumeHandle": "h"}}}),
     );
     for (claim, pv) in [("claim", "pv1"), ("csi-claim", "pv-csi")] {
-        cl.create(
-            "/api/v1/namespaces/default/persistentvolumeclaims",
-            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
-                   "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv,
-                            "resources": {"requests": {"storage": "1Gi"}}}}),
-        );
-        cl.api.must(
-            "PATCH",
-            &format!("/api/v1/namespaces/default/persistentvolumeclaims/{claim}/status"),
-            Some(&json!({"status": {"phase": "Bound"}})),
-            &[200],
-        );
+        bound_claim(&cl.api, claim, pv, json!({}));
     }
     cl.api.create_pod(&pod_with(
         "pvc",

@@ -22,7 +22,7 @@ def call(method, path, body=None):
             data = None
             if body is not None:
                 data = json.dumps(body)
-                h["Content-Type"] = "application/json"
+                h["Content-Type"] = "application/merge-patch+json" if method == "PATCH" else "application/json"
             conn.request(method, path, body=data, headers=h)
             r = conn.getresponse()
             text = r.read()
@@ -36,8 +36,35 @@ def ready(p):
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in p.get("status", {}).get("conditions", []))
 
+def csi_claims(n):
+    """The CSIDriver, and per pod a CSI PV and a claim bound to it."""
+    call("POST", "/apis/storage.k8s.io/v1/csidrivers",
+         {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "csi.example.com"},
+          "spec": {"attachRequired": False}})
+    for i in range(1, n + 1):
+        code, body = call("POST", "/api/v1/persistentvolumes",
+                          {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"bench-csi-pv-{i}"},
+                           "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                                    "csi": {"driver": "csi.example.com", "volumeHandle": f"bench-vol-{i}"}}})
+        if code != 201:
+            sys.exit(f"create PV {i}: {code} {body}")
+        code, body = call("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+                          {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": f"bench-csi-{i}"},
+                           "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": f"bench-csi-pv-{i}",
+                                    "resources": {"requests": {"storage": "1Gi"}}}})
+        if code != 201:
+            sys.exit(f"create claim {i}: {code} {body}")
+        call("PATCH", f"/api/v1/namespaces/default/persistentvolumeclaims/bench-csi-{i}/status",
+             {"status": {"phase": "Bound"}})
+
+
 def main():
     cmd = sys.argv[1]
+    if cmd == "csi-driver-registered":
+        # exit 0 when the node's CSINode lists driver NAME
+        code, c = call("GET", "/apis/storage.k8s.io/v1/csinodes/" + sys.argv[2])
+        names = [d.get("name") for d in (c.get("spec", {}).get("drivers") or [])] if code == 200 else []
+        sys.exit(0 if sys.argv[3] in names else 1)
     if cmd == "node-ready":
         code, n = call("GET", "/api/v1/nodes/" + sys.argv[2])
         sys.exit(0 if code == 200 and ready(n) else 1)
@@ -50,17 +77,23 @@ def main():
         # plain: no volumes at all (automountServiceAccountToken false), the
         # figure comparable with earlier runs; volumes: the admission's projected
         # token volume plus a configMap and a secret volume each; devices: plain,
-        # each asking for one example.com/widget of tests/plugins/deviceplugin.py.
+        # each asking for one example.com/widget of tests/plugins/deviceplugin.py;
+        # csi: plain, each with one claim bound to its own CSI PV of
+        # tests/plugins/csidriver.py (csi.example.com, no attach).
         node, n, limit, kind = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
         def pod(i):
             spec = {"nodeName": node, "terminationGracePeriodSeconds": 1,
                     "containers": [{"name": "sleep", "image": "docker.io/library/busybox:1.36",
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": ["sleep", "100000"]}]}
-            if kind in ("plain", "devices"):
+            if kind in ("plain", "devices", "csi"):
                 spec["automountServiceAccountToken"] = False
                 if kind == "devices":
                     spec["containers"][0]["resources"] = {"limits": {"example.com/widget": "1"}}
+                if kind == "csi":
+                    spec["volumes"] = [{"name": "data",
+                                        "persistentVolumeClaim": {"claimName": f"bench-csi-{i}"}}]
+                    spec["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
             else:
                 spec["volumes"] = [{"name": "cfg", "configMap": {"name": "bench-config"}},
                                    {"name": "sec", "secret": {"secretName": "bench-secret"}}]
@@ -70,7 +103,9 @@ def main():
                     "metadata": {"name": f"bench-{kind}-{i}", "namespace": "default",
                                  "labels": {"bench": kind}},
                     "spec": spec}
-        if kind not in ("plain", "devices"):
+        if kind == "csi":
+            csi_claims(n)
+        if kind not in ("plain", "devices", "csi"):
             call("POST", "/api/v1/namespaces/default/configmaps",
                  {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bench-config"},
                   "data": {"a": "1"}})

@@ -15,7 +15,9 @@
 #   pods with grace 10 s (containers ignore SIGTERM): seconds until gone from
 #   the API, and the most threads seen meanwhile
 #   then a device plugin (tests/plugins/deviceplugin.py, 30 devices) and 30
-#   pods asking for one device each: time to Ready, RSS per pod, threads
+#   pods asking for one device each: time to Ready, RSS per pod, threads;
+#   then a CSI driver (tests/plugins/csidriver.py) and 30 pods with one CSI
+#   PV each: the same figures
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,12 +37,14 @@ export RKUBELET_CNI_SUBNET=${RKUBELET_CNI_SUBNET:-10.88.241.0/24}
 kpid=""
 dpid=""
 ppid_plugin=""
+pid_driver=""
 
 cleanup() {
     # (waited for, so that bash does not report them as Killed)
     [ -n "$kpid" ] && { kill -9 "$kpid" && wait "$kpid"; } 2>/dev/null || true
     [ -n "$dpid" ] && { kill -9 "$dpid" && wait "$dpid"; } 2>/dev/null || true
     [ -n "$ppid_plugin" ] && { kill -9 "$ppid_plugin" && wait "$ppid_plugin"; } 2>/dev/null || true
+    [ -n "$pid_driver" ] && { kill -9 "$pid_driver" && wait "$pid_driver"; } 2>/dev/null || true
     bash "$harness" stop "$work/ctrd" >/dev/null 2>&1 || true
     cgroup_root_remove /rk-bench-cluster
     unmount_under "$work"
@@ -150,6 +154,23 @@ touch "$work/stop-sampling"; wait "$sampler" || true
 echo "cluster_delete_threads_max $(cat "$work/threads-max") (after: $(threads))"
 kill -0 "$kpid" 2>/dev/null || fail "rkubelet died during the bench"
 
+# pods_of KIND NAME WHAT: $pods pods of api.py's KIND (each with one NAME)
+# made Ready, their RSS and threads against the figures before, then
+# deleted with a 2 s grace; WHAT says what each pod has.
+pods_of() {
+    local kind=$1 name=$2 what=$3 took created n rss anon
+    read -r took created < <(api start-pods "$node" "$pods" 120 "$kind") || fail "$name pods did not become Ready"
+    echo "cluster_${pods}_${name}_pods_ready_seconds $took ($what; creating them took ${created} s)"
+    sleep 10
+    rss=$(rss_kb)
+    anon=$(anon_kb)
+    echo "cluster_${pods}_${name}_pods_rss_kb $rss ($(rss_split)); per $name pod $(( (rss - rss_before) / pods )) KB (anon $(( (anon - anon_before) / pods )))"
+    echo "cluster_${pods}_${name}_pods_threads $(threads)"
+    read -r took n < <(api delete-pods "$kind" 2 90) || fail "$name pods were not deleted"
+    echo "cluster_delete_${n}_${name}_pods_grace_2s_gone_from_api_seconds $took"
+    kill -0 "$kpid" 2>/dev/null || fail "rkubelet died during the $name bench"
+}
+
 # Device plugins: 30 pods with one device each, from a plugin written to
 # the v1beta1 text. Their cost over the same number of plain pods is the
 # device manager's (Allocate on the completion queue, the checkpoint).
@@ -161,13 +182,23 @@ anon_before=$(anon_kb)
 ppid_plugin=$!
 wait_for 30 api node-allocatable "$node" example.com/widget "$pods" || fail "the device plugin's $pods devices are not in the node's allocatable"
 echo "cluster_device_plugin_threads $(threads)"
-read -r took created < <(api start-pods "$node" "$pods" 120 devices) || fail "device pods did not become Ready"
-echo "cluster_${pods}_device_pods_ready_seconds $took (one example.com/widget each; creating them took ${created} s)"
+pods_of devices device "one example.com/widget each"
+kill "$ppid_plugin" 2>/dev/null || true
+
+# CSI: 30 pods with one CSI PV each (its own claim), from the driver peer
+# written to the CSI spec text and registered through plugins_registry/.
+# Their cost over plain pods is the CSI plugin's: stage and publish on the
+# completion queue, vol_data.json, the bind mounts the driver makes; the
+# delete includes unpublish and unstage.
 sleep 10
-rss_dev=$(rss_kb)
-anon_dev=$(anon_kb)
-echo "cluster_${pods}_device_pods_rss_kb $rss_dev ($(rss_split)); per device pod $(( (rss_dev - rss_before) / pods )) KB (anon $(( (anon_dev - anon_before) / pods )))"
-echo "cluster_${pods}_device_pods_threads $(threads)"
-read -r took n < <(api delete-pods devices 2 60) || fail "device pods were not deleted"
-echo "cluster_delete_${n}_device_pods_grace_2s_gone_from_api_seconds $took"
-kill -0 "$kpid" 2>/dev/null || fail "rkubelet died during the device bench"
+rss_before=$(rss_kb)
+anon_before=$(anon_kb)
+mkdir -p "$work/root/plugins/csi.example.com"
+/usr/bin/python3 "$root/tests/plugins/csidriver.py" --name csi.example.com \
+    --csi-address "$work/root/plugins/csi.example.com/csi.sock" --registry "$work/root/plugins_registry" \
+    --data "$work/csi-data" >"$work/csi-driver.log" 2>&1 &
+pid_driver=$!
+wait_for 30 api csi-driver-registered "$node" csi.example.com || fail "the CSI driver did not register (CSINode)"
+echo "cluster_csi_driver_threads $(threads)"
+pods_of csi csi "one CSI PV each, staged and published"
+kill "$pid_driver" 2>/dev/null || true

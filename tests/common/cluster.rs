@@ -410,6 +410,31 @@ pub fn kubelet_config(env: &Env, extra: &str) -> String {
     )
 }
 
+/// A claim in `default` that asks for 1Gi of `pv` (ReadWriteOnce), made
+/// Bound as the PV controller would.
+pub fn bound_claim(api: &Api, claim: &str, pv: &str, extra_meta: Value) {
+    let mut meta = json!({"name": claim});
+    if let (Some(m), Some(extra)) = (meta.as_object_mut(), extra_meta.as_object()) {
+        m.extend(extra.clone());
+    }
+    api.must(
+        "POST",
+        "/api/v1/namespaces/default/persistentvolumeclaims",
+        Some(
+            &json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+                     "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv,
+                              "resources": {"requests": {"storage": "1Gi"}}}}),
+        ),
+        &[201],
+    );
+    api.must(
+        "PATCH",
+        &format!("/api/v1/namespaces/default/persistentvolumeclaims/{claim}/status"),
+        Some(&json!({"status": {"phase": "Bound"}})),
+        &[200],
+    );
+}
+
 pub fn pod_path(name: &str) -> String {
     format!("/api/v1/namespaces/default/pods/{name}")
 }

@@ -751,6 +751,17 @@ impl Env {
     }
 }
 
+/// The lines of a test peer's JSON-lines log (tests/plugins) whose
+/// `rpc` is `rpc`.
+pub fn peer_calls(log: &Path, rpc: &str) -> Vec<serde_json::Value> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["rpc"] == rpc)
+        .collect()
+}
+
 /// GET `path` from a kubelet's read-only port: the JSON body, or None.
 pub fn read_only_get(port: u16, path: &str) -> Option<serde_json::Value> {
     serde_json::from_str(&read_only_text(port, path)?).ok()

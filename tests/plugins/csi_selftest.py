@@ -11,19 +11,17 @@ it they are reported as skipped. Exits 0 if every check passed.
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 import csidriver  # noqa: E402  (also re-executes under /usr/bin/python3 if grpc is missing)
+import peerlib  # noqa: E402
 import grpc  # noqa: E402
 from google.protobuf import descriptor_pb2  # noqa: E402
 
@@ -42,12 +40,7 @@ BLOCK = PB.VolumeCapability(block=PB.VolumeCapability.BlockVolume(),
                                 mode=PB.VolumeCapability.AccessMode.SINGLE_NODE_WRITER))
 
 
-class Failure(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
+from peerlib import Failure, Skip  # noqa: E402
 
 
 def check(condition, what):
@@ -516,31 +509,10 @@ TESTS = [test_transcriptions_agree, test_identity_and_registration, test_default
 
 
 def main():
-    failed = skipped = 0
-    for test in TESTS:
-        # Short paths: a unix socket path must fit in 108 bytes.
-        base = tempfile.mkdtemp(prefix="csist-")
-        start = time.monotonic()
-        try:
-            test(base)
-            print(f"ok   {test.__name__} ({time.monotonic() - start:.1f}s)", flush=True)
-        except Skip as e:
-            skipped += 1
-            print(f"skip {test.__name__}: {e}", flush=True)
-        except Exception as e:  # noqa: BLE001 -- report every failure, then go on
-            failed += 1
-            print(f"FAIL {test.__name__}: {e}", flush=True)
-            if not isinstance(e, Failure):
-                traceback.print_exc()
-            stderr = os.path.join(base, "driver.stderr")
-            if os.path.exists(stderr):
-                print("  driver stderr:\n" + open(stderr, encoding="utf-8").read(), flush=True)
-        finally:
-            reap(base)
-            unmount_under(base)
-            shutil.rmtree(base, ignore_errors=True)
-    print(f"{len(TESTS) - failed - skipped}/{len(TESTS)} passed, {skipped} skipped", flush=True)
-    return 1 if failed else 0
+    def cleanup(base):
+        reap(base)
+        unmount_under(base)
+    return peerlib.run_tests(TESTS, "csist-", "driver.stderr", cleanup)
 
 
 def reap(base):

@@ -29,7 +29,6 @@ Bad-input switches:
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -41,7 +40,6 @@ import tempfile
 import threading
 import time
 import traceback
-from concurrent import futures
 
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,7 +48,8 @@ from system_python import reexec_if_missing_grpc  # noqa: E402
 
 reexec_if_missing_grpc()
 import grpc  # noqa: E402
-from google.protobuf import json_format  # noqa: E402
+import peerlib  # noqa: E402
+from peerlib import import_file, remove_file, to_dict  # noqa: E402
 
 PROTOS = os.path.join(HERE, "..", "..", "protos")
 CSI_PROTO = "csi/csi.proto"                 # under HERE: the driver's own transcription
@@ -76,13 +75,6 @@ def say(message):
 
 # --- protos -------------------------------------------------------------------
 
-def _import_file(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def generate(include_dir, proto, module_name):
     """protoc --python_out for one file; import the result as module_name."""
     includes = [f"-I{include_dir}"]
@@ -90,16 +82,12 @@ def generate(include_dir, proto, module_name):
         includes.append("-I/usr/include")
     with tempfile.TemporaryDirectory(prefix="csidriver-pb-") as out:
         subprocess.run(["protoc", f"--python_out={out}"] + includes + [proto], check=True)
-        return _import_file(module_name, os.path.join(out, proto.replace(".proto", "_pb2.py")))
+        return import_file(module_name, os.path.join(out, proto.replace(".proto", "_pb2.py")))
 
 
 def load_protos():
     """(csi, pluginregistration) message modules: the driver's CSI transcription and the shared registration API."""
     return generate(HERE, CSI_PROTO, "csidriver_csi_pb2"), generate(PROTOS, REG_PROTO, "pluginregistration_api_pb2")
-
-
-def to_dict(message):
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
 # --- event log (--log) --------------------------------------------------------
@@ -599,23 +587,9 @@ class RegistrationService:
 
 # --- servers ------------------------------------------------------------------
 
-def remove_file(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
 def serve(path, handlers):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    remove_file(path)  # a stale socket file from an earlier life would make bind fail
     # 8 workers: a delayed RPC holds one, the others go on answering.
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    server.add_generic_rpc_handlers(tuple(handlers))
-    if not server.add_insecure_port("unix://" + path):
-        raise RuntimeError(f"cannot listen on {path}")
-    server.start()
-    return server
+    return peerlib.serve(path, handlers, workers=8)
 
 
 # --- command line -------------------------------------------------------------

@@ -33,7 +33,6 @@ Bad-input switches:
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import signal
@@ -42,7 +41,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent import futures
 
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,7 +48,8 @@ from system_python import reexec_if_missing_grpc  # noqa: E402
 
 reexec_if_missing_grpc()
 import grpc  # noqa: E402
-from google.protobuf import json_format  # noqa: E402
+import peerlib  # noqa: E402
+from peerlib import import_file, remove_file, to_dict  # noqa: E402
 
 PROTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "protos")
 DP_PROTO = "deviceplugin/v1beta1/api.proto"
@@ -68,13 +67,6 @@ def say(message):
 
 # --- protos -------------------------------------------------------------------
 
-def _import_file(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_protos(protos_dir=PROTOS):
     """Generate both message modules with protoc; return (v1beta1, pluginregistration).
 
@@ -84,13 +76,9 @@ def load_protos(protos_dir=PROTOS):
     """
     with tempfile.TemporaryDirectory(prefix="deviceplugin-pb-") as out:
         subprocess.run(["protoc", f"--python_out={out}", f"-I{protos_dir}", DP_PROTO, REG_PROTO], check=True)
-        dp = _import_file("v1beta1_api_pb2", os.path.join(out, DP_PROTO.replace(".proto", "_pb2.py")))
-        reg = _import_file("pluginregistration_api_pb2", os.path.join(out, REG_PROTO.replace(".proto", "_pb2.py")))
+        dp = import_file("v1beta1_api_pb2", os.path.join(out, DP_PROTO.replace(".proto", "_pb2.py")))
+        reg = import_file("pluginregistration_api_pb2", os.path.join(out, REG_PROTO.replace(".proto", "_pb2.py")))
     return dp, reg
-
-
-def to_dict(message):
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
 def unary(fn, request_cls, response_cls):
@@ -359,22 +347,8 @@ class RegistrationService:
 
 # --- servers, registration, supervision ---------------------------------------
 
-def remove_file(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
 def serve(path, handler):
-    os.makedirs(os.path.dirname(path), exist_ok=True)  # in case the whole directory went
-    remove_file(path)  # a stale socket file from an earlier life would make bind fail
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-    server.add_generic_rpc_handlers((handler,))
-    if not server.add_insecure_port("unix://" + path):
-        raise RuntimeError(f"cannot listen on {path}")
-    server.start()
-    return server
+    return peerlib.serve(path, [handler], workers=16)
 
 
 class ServerLife:

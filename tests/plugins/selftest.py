@@ -10,20 +10,18 @@ Exits 0 if every check passed.
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 from concurrent import futures
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 import deviceplugin  # noqa: E402  (also re-executes under /usr/bin/python3 if grpc is missing)
+import peerlib  # noqa: E402
 import grpc  # noqa: E402
 
 PB, REG = deviceplugin.load_protos()
@@ -32,8 +30,7 @@ DEADLINE = 5.0
 RUNNING = []  # every Plugin started, for reap()
 
 
-class Failure(Exception):
-    pass
+from peerlib import Failure  # noqa: E402
 
 
 def check(condition, what):
@@ -467,27 +464,7 @@ TESTS = [test_register_and_services, test_register_retry, test_custom_names, tes
 
 
 def main():
-    failed = 0
-    for test in TESTS:
-        # Short paths: a unix socket path must fit in 108 bytes.
-        base = tempfile.mkdtemp(prefix="dpst-")
-        start = time.monotonic()
-        try:
-            test(base)
-            print(f"ok   {test.__name__} ({time.monotonic() - start:.1f}s)", flush=True)
-        except Exception as e:  # noqa: BLE001 -- report every failure, then go on
-            failed += 1
-            print(f"FAIL {test.__name__}: {e}", flush=True)
-            if not isinstance(e, Failure):
-                traceback.print_exc()
-            stderr = os.path.join(base, "plugin.stderr")
-            if os.path.exists(stderr):
-                print("  plugin stderr:\n" + open(stderr, encoding="utf-8").read(), flush=True)
-        finally:
-            reap(base)
-            shutil.rmtree(base, ignore_errors=True)
-    print(f"{len(TESTS) - failed}/{len(TESTS)} passed", flush=True)
-    return 1 if failed else 0
+    return peerlib.run_tests(TESTS, "dpst-", "plugin.stderr", reap)
 
 
 def reap(base):
