@@ -100,6 +100,10 @@ export RKUBELET_SYMBOL_ORDER=${RKUBELET_SYMBOL_ORDER-$repo/scripts/hot-symbols.t
 #   pod worker's catch_unwind; a panic anywhere else is caught as before
 #   (tests/panics.rs). Rust already aborts on a panic in drop during an
 #   unwind.
+# - -Z location-detail=none: no file, line and column for panics and
+#   #[track_caller] (about 95 KB: a Location and its path string per panic
+#   site). A panic in the static binary logs its message and thread, with
+#   "<redacted>" for the place; the release build keeps the location.
 # build-std and -Z are unstable: RUSTC_BOOTSTRAP=1 lets the machine's one
 # stable toolchain use them, as `make fuzz` does. They need the rust-src
 # component; without it the build goes on with the prebuilt std and says so
@@ -120,7 +124,7 @@ if has_rust_src; then
     export RUSTC_BOOTSTRAP=1
     export CARGO_UNSTABLE_BUILD_STD=std,panic_unwind
     export CARGO_UNSTABLE_BUILD_STD_FEATURES=panic-unwind,optimize_for_size
-    export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C force-unwind-tables=no -Z panic-in-drop=abort"
+    export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C force-unwind-tables=no -Z panic-in-drop=abort -Z location-detail=none"
 else
     say "WARNING: no rust-src component: building with the prebuilt std (larger, over the size budget)"
 fi

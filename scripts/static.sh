@@ -14,8 +14,8 @@ set -euo pipefail
 # STATIC_FEATURES: extra cargo features, e.g. `fault-injection` to run
 # tests/panics.rs against this build (RKUBELET_TEST_BIN); such a binary is
 # for tests only and replaces the shipped one at the same path.
-features=()
-[[ -z ${STATIC_FEATURES:-} ]] || features=(--features "$STATIC_FEATURES")
+# compact-logs: `trace!` compiled out of every crate (Cargo.toml says why).
+features=(--features "compact-logs${STATIC_FEATURES:+,$STATIC_FEATURES}")
 say "cargo zigbuild --profile dist --target $target --bin rkubelet ${features[*]}"
 cargo zigbuild --profile dist --target "$target" --bin rkubelet "${features[@]}"
 
