@@ -190,21 +190,6 @@ fn a_system_oom_in_the_kernel_log_is_a_node_event() {
 
 // --- /stats/summary and /metrics/cadvisor from the pod cgroup (standalone) ---
 
-/// The body of a plain GET on the read-only port (HTTP/1.0: no chunking).
-fn get_text(port: u16, path: &str) -> Option<String> {
-    use std::io::Read;
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    let mut s = std::net::TcpStream::connect_timeout(&addr, secs(2)).ok()?;
-    s.set_read_timeout(Some(secs(10))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
-}
-
 fn cgroup_file(controller: &str, rel: &str, file: &str) -> String {
     let p = format!("/sys/fs/cgroup/{controller}{rel}/{file}");
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {p}: {e}"))
@@ -304,7 +289,7 @@ fn pod_stats_and_cadvisor_metrics_come_from_the_pod_cgroup() {
     );
 
     let metrics = eventually(secs(30), "/metrics/cadvisor", || {
-        get_text(port, "/metrics/cadvisor")
+        read_only_text(port, "/metrics/cadvisor")
     });
     let id = container_memory_cgroup(&env, &cid);
     assert_eq!(

@@ -767,21 +767,21 @@ pub fn read_only_get(port: u16, path: &str) -> Option<serde_json::Value> {
     serde_json::from_str(&read_only_text(port, path)?).ok()
 }
 
-/// GET `path` from a kubelet's read-only port: the body, or None.
+/// GET `path` from a kubelet's read-only port: the body of a 200, or
+/// None. HTTP/1.0, so that a streamed body comes unchunked (the server
+/// chunks a streamed HTTP/1.1 answer, which this reader would not undo).
 pub fn read_only_text(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
     let mut s = std::net::TcpStream::connect_timeout(&addr, secs(2)).ok()?;
     s.set_read_timeout(Some(secs(10))).ok()?;
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .ok()?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).ok()?;
     let text = String::from_utf8_lossy(&buf).into_owned();
-    let (_, body) = text.split_once("\r\n\r\n")?;
-    Some(body.to_string())
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
 
 impl Env {
