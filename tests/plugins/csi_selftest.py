@@ -11,7 +11,6 @@ it they are reported as skipped. Exits 0 if every check passed.
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -40,7 +39,7 @@ BLOCK = PB.VolumeCapability(block=PB.VolumeCapability.BlockVolume(),
                                 mode=PB.VolumeCapability.AccessMode.SINGLE_NODE_WRITER))
 
 
-from peerlib import Failure, Skip  # noqa: E402
+from peerlib import Failure, Skip, write_control  # noqa: E402
 
 
 def check(condition, what):
@@ -156,21 +155,7 @@ class Driver:
             return f.read()
 
     def terminate(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise Failure("driver did not exit within 10 s of SIGTERM") from None
-
-
-def write_control(path, data):
-    """Atomic, so the driver never reads half a file (that case is tested on purpose)."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(data if isinstance(data, str) else json.dumps(data))
-    os.replace(path + ".tmp", path)
+        return peerlib.terminate(self.proc, "driver")
 
 
 def mounted(path):

@@ -49,7 +49,7 @@ from system_python import reexec_if_missing_grpc  # noqa: E402
 reexec_if_missing_grpc()
 import grpc  # noqa: E402
 import peerlib  # noqa: E402
-from peerlib import import_file, remove_file, to_dict  # noqa: E402
+from peerlib import EventLog, import_file, remove_file, to_dict  # noqa: E402
 
 PROTOS = os.path.join(HERE, "..", "..", "protos")
 CSI_PROTO = "csi/csi.proto"                 # under HERE: the driver's own transcription
@@ -91,21 +91,6 @@ def load_protos():
 
 
 # --- event log (--log) --------------------------------------------------------
-
-class EventLog:
-    """JSON lines, flushed one by one so a test can read them while we run."""
-
-    def __init__(self, path):
-        self._file = open(path, "a", encoding="utf-8") if path else None
-        self._lock = threading.Lock()
-
-    def write(self, record):
-        if self._file is None:
-            return
-        with self._lock:
-            self._file.write(json.dumps(record, sort_keys=True) + "\n")
-            self._file.flush()
-
 
 # --- injected failures and delays (--fail, --delay, --control) ----------------
 

@@ -5,9 +5,13 @@ Import it after system_python.reexec_if_missing_grpc(): it imports grpc.
 """
 
 import importlib.util
+import json
 import os
+import signal
+import subprocess
 import shutil
 import tempfile
+import threading
 import time
 import traceback
 from concurrent import futures
@@ -45,6 +49,44 @@ def serve(path, handlers, workers):
         raise RuntimeError(f"cannot listen on {path}")
     server.start()
     return server
+
+
+class EventLog:
+    """JSON lines, flushed one by one so a test can read them while we run."""
+
+    def __init__(self, path):
+        self._file = open(path, "a", encoding="utf-8") if path else None
+        self._lock = threading.Lock()
+
+    def write(self, record):
+        if self._file is None:
+            return
+        with self._lock:
+            self._file.write(json.dumps(record, sort_keys=True) + "\n")
+            self._file.flush()
+
+    def rpc(self, name, request):
+        self.write({"rpc": name, "request": to_dict(request)})
+
+
+def write_control(path, data):
+    """Atomic, so the peer never reads half a file (that case is tested on purpose)."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(data if isinstance(data, str) else json.dumps(data))
+    os.replace(path + ".tmp", path)
+
+
+def terminate(proc, what):
+    """SIGTERM, then the exit status; a peer still running 10 s later is
+    killed and the test fails."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise Failure(f"{what} did not exit within 10 s of SIGTERM") from None
 
 
 class Failure(Exception):

@@ -10,7 +10,6 @@ Exits 0 if every check passed.
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -30,7 +29,7 @@ DEADLINE = 5.0
 RUNNING = []  # every Plugin started, for reap()
 
 
-from peerlib import Failure  # noqa: E402
+from peerlib import Failure, write_control  # noqa: E402
 
 
 def check(condition, what):
@@ -197,21 +196,7 @@ class Plugin:
             return f.read()
 
     def terminate(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise Failure("plugin did not exit within 10 s of SIGTERM") from None
-
-
-def write_control(path, data):
-    """Atomic, so the plugin never reads half a file (that case is tested on purpose)."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(data if isinstance(data, str) else json.dumps(data))
-    os.replace(path + ".tmp", path)
+        return peerlib.terminate(self.proc, "plugin")
 
 
 # --- the checks ---------------------------------------------------------------
