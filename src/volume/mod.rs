@@ -242,8 +242,10 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<MountedVolume, Vol
     let kind = PluginKind::of(vol)?;
     let csi = ctx.host.csi();
     // A published CSI volume needs no claim lookups to stay so.
-    if let Some(mv) = csi.and_then(|c| c.still_published(ctx.pod_dir, &vol.name)) {
-        return Ok(mv);
+    if matches!(kind, PluginKind::Csi | PluginKind::PersistentVolumeClaim) {
+        if let Some(mv) = csi.and_then(|c| c.still_published(ctx.pod_dir, &vol.name)) {
+            return Ok(mv);
+        }
     }
     let (host_path, read_only) = match kind {
         PluginKind::EmptyDir => (emptydir::set_up(ctx, vol)?, false),

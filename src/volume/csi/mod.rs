@@ -232,15 +232,16 @@ impl CsiPlugin {
             .join(pv)
     }
 
-    fn set_state(&self, target: &Path, kind: OpKind, state: OpState) {
-        let mut ops = lock(&self.ops);
-        if let Some(op) = ops
+    /// `f` on the operation of `kind` at `target`, if there is one.
+    fn with_op<R>(&self, target: &Path, kind: OpKind, f: impl FnOnce(&mut Op) -> R) -> Option<R> {
+        lock(&self.ops)
             .iter_mut()
             .find(|o| o.target == target && o.kind == kind)
-        {
-            op.state = state;
-        }
-        drop(ops);
+            .map(f)
+    }
+
+    fn set_state(&self, target: &Path, kind: OpKind, state: OpState) {
+        self.with_op(target, kind, |op| op.state = state);
         self.wake();
     }
 

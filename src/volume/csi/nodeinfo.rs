@@ -221,13 +221,11 @@ impl NodeInfoManager {
             // upstream sends null for no drivers, as the capture shows
             "spec": {"drivers": if drivers.is_empty() { Value::Null } else { Value::Array(drivers) }},
         });
-        match self.client.create(&paths::csi_nodes(), &obj) {
-            Ok(_) => Ok(()),
-            // Made meanwhile (by another of our calls): the caller retries.
-            Err(e) if e.is_already_exists() => {
-                Err(format!("create CSINode {}: {e}", self.node_name))
-            }
-            Err(e) => Err(format!("create CSINode {}: {e}", self.node_name)),
-        }
+        // An AlreadyExists (made meanwhile) fails too: the plugin manager
+        // retries the registration, which then finds it.
+        self.client
+            .create(&paths::csi_nodes(), &obj)
+            .map(drop)
+            .map_err(|e| format!("create CSINode {}: {e}", self.node_name))
     }
 }

@@ -184,6 +184,7 @@ impl CsiPlugin {
             _ => {}
         }
         let prepared = self.prepare(ctx, vol, &dir)?;
+        // (a staged volume is a persistent one)
         let in_use = prepared
             .stage
             .is_some()
@@ -194,14 +195,14 @@ impl CsiPlugin {
             target: target.clone(),
             volume: name.to_string(),
             resized: false,
-            pod_uid: crate::podutil::PodExt::uid(ctx.pod).to_string(),
+            pod_uid: ctx.pod.uid().to_string(),
             claim: vol.claim.clone(),
             handle: vol.handle.clone(),
             driver: vol.driver.clone(),
             read_only: vol.read_only,
             kind: OpKind::Mount,
             state: OpState::Running,
-            in_use: in_use.filter(|_| vol.mode.is_persistent()),
+            in_use,
         });
         drop(ops);
         self.spawn_set_up(prepared, target, true);
@@ -212,9 +213,7 @@ impl CsiPlugin {
     /// no FileSystemResizePending condition (upstream MarkFSResizeFinished,
     /// a strategic merge patch). Runs on the volume manager's thread.
     fn finish_resize(&self, target: &Path, vol: &CsiVolume) -> Result<(), VolumeError> {
-        let pending = lock(&self.ops)
-            .iter()
-            .any(|o| o.target == target && o.kind == OpKind::Mount && o.resized);
+        let pending = self.with_op(target, OpKind::Mount, |o| o.resized) == Some(true);
         let (Some((ns, claim)), Some((_, quantity)), true) = (&vol.claim, &vol.capacity, pending)
         else {
             return Ok(());
@@ -231,12 +230,7 @@ impl CsiPlugin {
                     "update the status of claim {ns}/{claim} after expanding: {e}"
                 ))
             })?;
-        if let Some(op) = lock(&self.ops)
-            .iter_mut()
-            .find(|o| o.target == target && o.kind == OpKind::Mount)
-        {
-            op.resized = false;
-        }
+        self.with_op(target, OpKind::Mount, |o| o.resized = false);
         log::info!(
             "volume {} of claim {ns}/{claim} expanded to {quantity}",
             vol.handle
@@ -244,20 +238,8 @@ impl CsiPlugin {
         Ok(())
     }
 
-    fn set_resized(&self, target: &Path) {
-        if let Some(op) = lock(&self.ops)
-            .iter_mut()
-            .find(|o| o.target == target && o.kind == OpKind::Mount)
-        {
-            op.resized = true;
-        }
-    }
-
     fn mount_state(&self, target: &Path) -> Option<OpState> {
-        lock(&self.ops)
-            .iter()
-            .find(|o| o.target == target && o.kind == OpKind::Mount)
-            .map(|o| o.state.clone())
+        self.with_op(target, OpKind::Mount, |o| o.state.clone())
     }
 
     /// The CSIDriver object of `name`; upstream's defaults when there is none.
@@ -325,7 +307,7 @@ impl CsiPlugin {
             Some(csi::NodeStageVolumeRequest {
                 volume_id: vol.handle.clone(),
                 publish_context: publish_context.clone(),
-                staging_target_path: staging.to_string_lossy().into_owned(),
+                staging_target_path: target_path(&staging),
                 volume_capability: protobuf::MessageField::some(cap.clone()),
                 secrets: secrets(ctx, vol.stage_secret.as_ref())?,
                 volume_context: vol.attributes.clone(),
@@ -342,7 +324,7 @@ impl CsiPlugin {
                 .as_ref()
                 .map(|s| s.staging_target_path.clone())
                 .unwrap_or_default(),
-            target_path: dir.join("mount").to_string_lossy().into_owned(),
+            target_path: target_path(&dir.join("mount")),
             volume_capability: protobuf::MessageField::some(cap),
             readonly: vol.read_only,
             secrets: secrets(ctx, vol.publish_secret.as_ref())?,
@@ -434,7 +416,7 @@ impl CsiPlugin {
                     .expand(volume_id, target_path(&target), staging, bytes)
                     .await;
                 if result.is_ok() {
-                    me.set_resized(&target);
+                    me.with_op(&target, OpKind::Mount, |o| o.resized = true);
                 }
             }
             if let (Ok(()), Some(gid)) = (&result, p.fs_group) {
@@ -471,8 +453,9 @@ impl CsiPlugin {
         let me = Arc::clone(self);
         let conn = driver.conn.clone();
         driver.conn.spawn(async move {
-            let target_str = target.to_string_lossy().into_owned();
-            let mut result = conn.unpublish(data.volume_handle.clone(), target_str).await;
+            let mut result = conn
+                .unpublish(data.volume_handle.clone(), target_path(&target))
+                .await;
             let dir = target.parent().unwrap_or(&target).to_path_buf();
             if result.is_ok() {
                 result = remove_unmounted(&target, &dir);
@@ -485,10 +468,7 @@ impl CsiPlugin {
                 let global = me.global_dir(&data.spec_vol_id);
                 let staging = global.join("globalmount");
                 result = conn
-                    .unstage(
-                        data.volume_handle.clone(),
-                        staging.to_string_lossy().into_owned(),
-                    )
+                    .unstage(data.volume_handle.clone(), target_path(&staging))
                     .await;
                 if result.is_ok() {
                     result = remove_unmounted(&staging, &global);
@@ -503,7 +483,8 @@ impl CsiPlugin {
     }
 }
 
-fn target_path(target: &Path) -> String {
+/// A path as the CSI requests carry it.
+pub(super) fn target_path(target: &Path) -> String {
     target.to_string_lossy().into_owned()
 }
 

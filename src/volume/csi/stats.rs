@@ -94,7 +94,7 @@ impl CsiPlugin {
             let me = Arc::clone(self);
             let conn = driver.conn.clone();
             driver.conn.spawn(async move {
-                let path = p.target.to_string_lossy().into_owned();
+                let path = super::setup::target_path(&p.target);
                 match conn.volume_stats(p.handle.clone(), path).await {
                     Ok(resp) => me.record_usage(p, &resp),
                     Err(e) => log::warn!("volume {} of pod {}: {e}", p.volume, p.pod_uid),
@@ -104,10 +104,7 @@ impl CsiPlugin {
     }
 
     pub(super) fn record_usage(&self, p: Published, resp: &csi::NodeGetVolumeStatsResponse) {
-        let still = lock(&self.ops)
-            .iter()
-            .any(|o| o.target == p.target && o.kind == OpKind::Mount);
-        if !still {
+        if self.with_op(&p.target, OpKind::Mount, |_| ()).is_none() {
             return;
         }
         let mut u = VolumeUsage {
