@@ -223,11 +223,17 @@ fn csinode(api: &Api) -> Option<Value> {
 fn csi_driver_lifecycle() {
     let mut cl = Cluster::new("csi_lifecycle", 49);
     // Volume usage every 2 s, read on the (unauthenticated) read-only port.
+    // The read-only port is served beside the kubelet API, which gets a
+    // port of this test's own (as Env::open_read_only_port gives
+    // standalone tests): on the default 10250 it would lose to a cluster
+    // test running alongside, and neither server would start.
     let ro_port = 23049;
     let config = fs::read_to_string(&cl.config).unwrap();
     fs::write(
         &cl.config,
-        format!("{config}\nvolumeStatsAggPeriod: 2s\nreadOnlyPort: {ro_port}\n"),
+        format!(
+            "{config}\nvolumeStatsAggPeriod: 2s\naddress: 127.0.0.1\nport: 22049\nreadOnlyPort: {ro_port}\n"
+        ),
     )
     .unwrap();
     cl.start_kubelet();
