@@ -314,6 +314,20 @@ fn csi_driver_lifecycle() {
         "not yet attached according to node status",
     );
     assert!(msg.contains("vol-a"), "{msg}");
+    // In use before it is staged: the attach-detach controller must not
+    // detach what the kubelet is about to stage.
+    let in_use = format!("kubernetes.io/csi/{DRIVER}^vol-a");
+    cl.eventually(secs(20), "vol-a in volumesInUse before it is attached", |api| {
+        let n = api.node()?;
+        n["status"]["volumesInUse"]
+            .as_array()?
+            .contains(&json!(in_use))
+            .then_some(())
+    });
+    assert!(
+        driver.calls("NodeStageVolume").is_empty(),
+        "nothing staged before the attachment"
+    );
     attach(
         &cl,
         DRIVER,
@@ -408,7 +422,6 @@ fn csi_driver_lifecycle() {
         metrics.lines().filter(|l| l.contains("volume_stats")).collect::<Vec<_>>().join("\n")
     );
 
-    let in_use = format!("kubernetes.io/csi/{DRIVER}^vol-a");
     cl.eventually(secs(30), "volumesInUse", |api| {
         let n = api.node()?;
         n["status"]["volumesInUse"]
@@ -514,6 +527,56 @@ fn csi_driver_lifecycle() {
     assert!(
         driver.ok_calls("NodeExpandVolume", "vol-a").is_empty(),
         "no expansion without growth"
+    );
+
+    // Grown again while in use (the external resizer's part, played
+    // here): expanded online, the pod running throughout.
+    cl.api.must(
+        "PATCH",
+        "/api/v1/persistentvolumes/pv-r",
+        Some(&json!({"spec": {"capacity": {"storage": "3Gi"}}})),
+        &[200],
+    );
+    cl.api.must(
+        "PATCH",
+        "/api/v1/namespaces/default/persistentvolumeclaims/claim-r/status",
+        Some(&json!({"status": {"conditions": [{"type": "FileSystemResizePending", "status": "True"}]}})),
+        &[200],
+    );
+    let grown = cl.eventually(secs(60), "NodeExpandVolume of the mounted vol-r", |_| {
+        driver
+            .ok_calls("NodeExpandVolume", "vol-r")
+            .into_iter()
+            .find(|c| c["request"]["capacity_range"]["required_bytes"] == "3221225472")
+    });
+    assert_eq!(
+        grown["request"]["volume_path"],
+        expand[0]["request"]["volume_path"],
+        "expanded where it is published"
+    );
+    let claim = cl.eventually(secs(30), "the claim's status after the online expansion", |api| {
+        let c = api.get("/api/v1/namespaces/default/persistentvolumeclaims/claim-r")?;
+        (c["status"]["capacity"]["storage"] == "3Gi").then_some(c)
+    });
+    assert!(
+        !claim["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "FileSystemResizePending"),
+        "{}",
+        claim["status"]
+    );
+    assert_eq!(
+        driver.ok_calls("NodeExpandVolume", "vol-r").len(),
+        2,
+        "one expansion per growth"
+    );
+    let resized = cl.api.pod("csi-resize").unwrap_or_default();
+    assert_eq!(
+        resized["status"]["containerStatuses"][0]["restartCount"], 0,
+        "{}",
+        resized["status"]
     );
 
     // kill -9; the PV's pod is deleted meanwhile: after the restart it is

@@ -244,14 +244,21 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     // CSI drivers are dialled on the device plugins' gRPC environment: no
     // thread of their own.
     let csi = client.as_ref().map(|c| {
-        crate::volume::csi::CsiPlugin::new(
+        let csi = crate::volume::csi::CsiPlugin::new(
             settings.root_dir.clone(),
             node.clone(),
             Arc::clone(device_manager.grpc_env()),
             c.clone(),
             config.volume_stats_agg_period.0,
             Arc::clone(&node_object),
-        )
+        );
+        // A volume joins volumesInUse before it is staged, and the
+        // attach-detach controller must see it there first.
+        let kick = node_status_kick.clone();
+        csi.set_status_kick(Box::new(move || {
+            let _ = kick.try_send(());
+        }));
+        csi
     });
     let volume_deps = volumes::volume_managers(
         flags,

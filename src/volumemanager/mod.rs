@@ -266,13 +266,17 @@ impl VolumeManager {
         }
     }
 
-    /// The attachable volumes set up or being set up (node status
-    /// `volumesInUse`).
+    /// The persistent volumes in use (node status `volumesInUse`).
     pub fn volumes_in_use(&self) -> Vec<String> {
-        self.host
-            .csi()
-            .map(|c| c.volumes_in_use())
-            .unwrap_or_default()
+        let Some(csi) = self.host.csi() else {
+            return Vec::new();
+        };
+        {
+            // (a set-up may have raced with its pod's removal)
+            let st = lock(&self.state);
+            csi.retain_wanted(|uid| st.desired.contains_key(uid));
+        }
+        csi.volumes_in_use()
     }
 
     /// [`remove_pod_dir`] with this manager's CSI plugin.

@@ -29,6 +29,7 @@ pub mod voldata;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use grpcio::Environment;
 use rkubelet_util::lock;
@@ -40,6 +41,11 @@ use voldata::{LifecycleMode, VolData};
 
 /// The plugin's name, as upstream names volumes (`kubernetes.io/csi/<driver>^<handle>`).
 pub const PLUGIN_NAME: &str = "kubernetes.io/csi";
+
+/// How often, at most, a published volume's claim is read again for an
+/// expansion. Upstream reads it at each pod sync (its periodic one comes
+/// every syncFrequency); this bounds the reads when syncs come faster.
+pub const RESIZE_RECHECK: Duration = Duration::from_secs(10);
 
 /// A registered driver.
 #[derive(Clone)]
@@ -84,9 +90,16 @@ struct Op {
     read_only: bool,
     /// Expanded by the driver; the claim's status is not updated yet.
     resized: bool,
-    /// `kubernetes.io/csi/<driver>^<handle>` of an attachable volume,
-    /// reported in the node's `volumesInUse` while set up.
+    /// `kubernetes.io/csi/<driver>^<handle>` of a persistent volume,
+    /// reported in the node's `volumesInUse` while set up or torn down.
     in_use: Option<String>,
+    /// The driver has `EXPAND_VOLUME`: the claim is read again now and then
+    /// for an expansion while the volume is published.
+    expandable: bool,
+    /// When the claim was last read for an expansion.
+    checked: Instant,
+    /// `NodeExpandVolume` of a published volume is running.
+    expanding: bool,
 }
 
 /// The CSI plugin; shared by the volume manager, the plugin manager's
@@ -101,6 +114,12 @@ pub struct CsiPlugin {
     ops: Mutex<Vec<Op>>,
     /// Wakes the volume manager when an operation ends.
     wake: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Asks node status for an update when a volume joins `volumesInUse`.
+    status_kick: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// The persistent volumes of admitted pods, by pod UID, from their
+    /// first set-up on (upstream's desired state of the world): in use
+    /// before the driver is called.
+    wanted: Mutex<Vec<(String, String)>>,
     /// The drivers' last usage answers, by target path.
     usage: Mutex<Vec<(PathBuf, stats::VolumeUsage)>>,
     /// volumeStatsAggPeriod, and the last round of usage calls.
@@ -129,6 +148,8 @@ impl CsiPlugin {
             drivers: Mutex::new(Vec::new()),
             ops: Mutex::new(Vec::new()),
             wake: OnceLock::new(),
+            status_kick: OnceLock::new(),
+            wanted: Mutex::new(Vec::new()),
             usage: Mutex::new(Vec::new()),
             stats_period,
             stats_at: Mutex::new(None),
@@ -145,6 +166,32 @@ impl CsiPlugin {
         if let Some(w) = self.wake.get() {
             w();
         }
+    }
+
+    /// Set once by the kubelet: asks node status for an update now.
+    pub fn set_status_kick(&self, kick: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.status_kick.set(kick);
+    }
+
+    /// The pod uses the persistent volume `unique`: it goes into
+    /// `volumesInUse` now, before the driver stages it.
+    fn want_in_use(&self, pod_uid: &str, unique: &str) {
+        let mut wanted = lock(&self.wanted);
+        if wanted.iter().any(|(u, v)| u == pod_uid && v == unique) {
+            return;
+        }
+        wanted.push((pod_uid.to_string(), unique.to_string()));
+        drop(wanted);
+        if let Some(kick) = self.status_kick.get() {
+            kick();
+        }
+    }
+
+    /// Keeps only what the pods `desired` still want: a pod that left the
+    /// desired state no longer wants its volumes (what it set up stays in
+    /// use until torn down).
+    pub fn retain_wanted(&self, desired: impl Fn(&str) -> bool) {
+        lock(&self.wanted).retain(|(u, _)| desired(u));
     }
 
     /// Upstream's CSINode initialisation at start: the node must be
@@ -180,13 +227,16 @@ impl CsiPlugin {
         lock(&self.drivers).iter().find(|d| d.name == name).cloned()
     }
 
-    /// The unique names of the attachable volumes set up or being set up
-    /// here (node status `volumesInUse`), sorted.
+    /// The unique names of the persistent volumes that admitted pods use,
+    /// or that are set up or being torn down here (node status
+    /// `volumesInUse`, upstream GetVolumesInUse: every CSI PV is device
+    /// mountable), sorted.
     pub fn volumes_in_use(&self) -> Vec<String> {
         let mut v: Vec<String> = lock(&self.ops)
             .iter()
             .filter_map(|o| o.in_use.clone())
             .collect();
+        v.extend(lock(&self.wanted).iter().map(|(_, u)| u.clone()));
         v.sort();
         v.dedup();
         v
@@ -203,24 +253,42 @@ impl CsiPlugin {
         let op = ops.iter().find(|o| {
             o.kind == OpKind::Mount && o.volume == name && o.target.starts_with(pod_dir)
         })?;
-        // an expansion still to be recorded in the claim goes the long way
-        (op.state == OpState::Published { republish: false } && !op.resized).then(|| {
-            crate::volume::MountedVolume {
+        // an expansion still to be recorded in the claim goes the long way,
+        // as does a claim due to be read again for one
+        let recheck = op.expandable && !op.expanding && op.checked.elapsed() >= RESIZE_RECHECK;
+        (op.state == OpState::Published { republish: false } && !op.resized && !recheck).then(
+            || crate::volume::MountedVolume {
                 kind: crate::volume::PluginKind::Csi,
                 host_path: op.target.clone(),
                 read_only: op.read_only,
-            }
-        })
+            },
+        )
     }
 
     /// Whether node status lists `unique` in `volumesAttached` (upstream
     /// verifyControllerAttachedVolume).
     fn attached_per_node_status(&self, unique: &str) -> bool {
+        self.node_status(|s| {
+            s.volumes_attached
+                .as_ref()
+                .is_some_and(|list| list.iter().any(|a| a.name == unique))
+        })
+    }
+
+    /// Whether the node, as the server has it, reports `unique` in
+    /// `volumesInUse` (upstream ReportedInUse): until then the
+    /// attach-detach controller may still detach it.
+    fn reported_in_use(&self, unique: &str) -> bool {
+        self.node_status(|s| {
+            s.volumes_in_use
+                .as_ref()
+                .is_some_and(|list| list.iter().any(|v| v == unique))
+        })
+    }
+
+    fn node_status(&self, f: impl FnOnce(&k8s_openapi::api::core::v1::NodeStatus) -> bool) -> bool {
         let node = self.node.read().unwrap_or_else(|e| e.into_inner());
-        node.as_ref()
-            .and_then(|n| n.status.as_ref())
-            .and_then(|s| s.volumes_attached.as_ref())
-            .is_some_and(|list| list.iter().any(|a| a.name == unique))
+        node.as_ref().and_then(|n| n.status.as_ref()).is_some_and(f)
     }
 
     /// `plugins/kubernetes.io/csi/pv/<pv>`: the staged volume's directory.
@@ -297,7 +365,13 @@ impl CsiPlugin {
             read_only: false,
             resized: false,
             state: OpState::Running,
-            in_use: None,
+            in_use: data
+                .mode
+                .is_persistent()
+                .then(|| unique_volume_name(&data.driver, &data.volume_handle)),
+            expandable: false,
+            checked: Instant::now(),
+            expanding: false,
         });
         self.spawn_tear_down(driver, data, target.to_path_buf());
         Err(VolumeError::Pending)

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{CSIVolumeSource, Pod};
 use rkubelet_util::lock;
@@ -164,6 +165,10 @@ impl CsiPlugin {
             host_path: target.clone(),
             read_only: vol.read_only,
         };
+        let unique = unique_volume_name(&vol.driver, &vol.handle);
+        if vol.mode.is_persistent() {
+            self.want_in_use(ctx.pod.uid(), &unique);
+        }
         match self.mount_state(&target) {
             Some(OpState::Running) => return Err(VolumeError::Pending),
             Some(OpState::Failed(e)) => {
@@ -171,7 +176,10 @@ impl CsiPlugin {
                 return Err(VolumeError::Failed(e));
             }
             Some(OpState::Published { republish: false }) => {
-                self.finish_resize(&target, vol)?;
+                // (the claim just read predates a status update made now)
+                if !self.finish_resize(&target, vol)? {
+                    self.expand_in_use(&target, vol);
+                }
                 return Ok(mounted);
             }
             Some(OpState::Published { republish: true }) => {
@@ -184,11 +192,7 @@ impl CsiPlugin {
             _ => {}
         }
         let prepared = self.prepare(ctx, vol, &dir)?;
-        // (a staged volume is a persistent one)
-        let in_use = prepared
-            .stage
-            .is_some()
-            .then(|| unique_volume_name(&vol.driver, &vol.handle));
+        let expandable = vol.claim.is_some() && prepared.driver.caps.expand;
         let mut ops = lock(&self.ops);
         ops.retain(|o| o.target != target);
         ops.push(Op {
@@ -202,7 +206,10 @@ impl CsiPlugin {
             read_only: vol.read_only,
             kind: OpKind::Mount,
             state: OpState::Running,
-            in_use,
+            in_use: vol.mode.is_persistent().then_some(unique),
+            expandable,
+            checked: Instant::now(),
+            expanding: false,
         });
         drop(ops);
         self.spawn_set_up(prepared, target, true);
@@ -212,11 +219,12 @@ impl CsiPlugin {
     /// The claim's status after `NodeExpandVolume`: the PV's capacity, and
     /// no FileSystemResizePending condition (upstream MarkFSResizeFinished,
     /// a strategic merge patch). Runs on the volume manager's thread.
-    fn finish_resize(&self, target: &Path, vol: &CsiVolume) -> Result<(), VolumeError> {
+    /// Whether the claim was updated.
+    fn finish_resize(&self, target: &Path, vol: &CsiVolume) -> Result<bool, VolumeError> {
         let pending = self.with_op(target, OpKind::Mount, |o| o.resized) == Some(true);
         let (Some((ns, claim)), Some((_, quantity)), true) = (&vol.claim, &vol.capacity, pending)
         else {
-            return Ok(());
+            return Ok(false);
         };
         let patch = json!({"status": {
             "capacity": {"storage": quantity},
@@ -235,7 +243,50 @@ impl CsiPlugin {
             "volume {} of claim {ns}/{claim} expanded to {quantity}",
             vol.handle
         );
-        Ok(())
+        Ok(true)
+    }
+
+    /// Upstream's expansion in use: the claim of a published volume was
+    /// just read again; when the PV has grown past the claim's status,
+    /// `NodeExpandVolume` on the mounted volume, then (at the next pass)
+    /// the claim's status. The volume stays in use throughout.
+    fn expand_in_use(self: &Arc<Self>, target: &Path, vol: &CsiVolume) {
+        let start = self.with_op(target, OpKind::Mount, |o| {
+            o.checked = Instant::now();
+            let start = o.expandable && vol.expand && !o.expanding && !o.resized;
+            o.expanding |= start;
+            start
+        });
+        let (Some(true), Some((bytes, _))) = (start, vol.capacity.clone()) else {
+            return;
+        };
+        let Some(driver) = self.driver(&vol.driver) else {
+            self.with_op(target, OpKind::Mount, |o| o.expanding = false);
+            return;
+        };
+        let staging = if driver.caps.stage_unstage {
+            target_path(&self.global_dir(&vol.spec_name).join("globalmount"))
+        } else {
+            String::new()
+        };
+        let (me, conn, target) = (Arc::clone(self), driver.conn.clone(), target.to_path_buf());
+        let handle = vol.handle.clone();
+        driver.conn.spawn(async move {
+            let result = conn
+                .expand(handle.clone(), target_path(&target), staging, bytes)
+                .await;
+            if let Err(e) = &result {
+                log::warn!(
+                    "NodeExpandVolume of volume {handle} at {}: {e}",
+                    target.display()
+                );
+            }
+            me.with_op(&target, OpKind::Mount, |o| {
+                o.expanding = false;
+                o.resized = result.is_ok();
+            });
+            me.wake();
+        });
     }
 
     fn mount_state(&self, target: &Path) -> Option<OpState> {
@@ -347,11 +398,16 @@ impl CsiPlugin {
 
     /// The attachment's ID and `attachmentMetadata` (the publish context)
     /// once the attach-detach controller has attached the volume here.
-    fn attachment(
+    pub(super) fn attachment(
         &self,
         vol: &CsiVolume,
     ) -> Result<(String, HashMap<String, String>), VolumeError> {
         let unique = unique_volume_name(&vol.driver, &vol.handle);
+        if !self.reported_in_use(&unique) {
+            return Err(VolumeError::NotFound(format!(
+                "volume {unique:?} has not been added to the list of VolumesInUse in the node's volume status"
+            )));
+        }
         if !self.attached_per_node_status(&unique) {
             return Err(VolumeError::NotFound(format!(
                 "volume {unique:?} is not yet attached according to node status (volumesAttached)"

@@ -166,6 +166,9 @@ fn a_drivers_usage_answer_reaches_the_summary_view_and_the_metrics() {
         kind: OpKind::Mount,
         state: OpState::Published { republish: false },
         in_use: None,
+        expandable: false,
+        checked: std::time::Instant::now(),
+        expanding: false,
     });
     let usage = |unit, total, available, used| csi::VolumeUsage {
         unit: protobuf::EnumOrUnknown::new(unit),
@@ -222,3 +225,56 @@ fn a_target_path_without_vol_data_is_only_removed() {
         .exists());
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// Upstream GetVolumesInUse and verifyControllerAttachedVolume: a pod's
+/// persistent volume is in use from its first set-up on, and is staged
+/// only once the server has it in `volumesInUse` and `volumesAttached`.
+#[test]
+fn a_volume_is_in_use_before_it_is_attached_and_waits_for_the_report() {
+    use k8s_openapi::api::core::v1::{AttachedVolume, Node, NodeStatus};
+    let p = plugin(Path::new("/nonexistent"));
+    let kicks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let k = Arc::clone(&kicks);
+    p.set_status_kick(Box::new(move || {
+        k.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }));
+    let unique = unique_volume_name("d", "h1");
+    p.want_in_use("u1", &unique);
+    p.want_in_use("u1", &unique);
+    p.want_in_use("u2", &unique);
+    assert_eq!(p.volumes_in_use(), vec![unique.clone()]);
+    assert_eq!(kicks.load(std::sync::atomic::Ordering::SeqCst), 2);
+    p.retain_wanted(|uid| uid == "u2");
+    assert_eq!(p.volumes_in_use(), vec![unique.clone()]);
+    p.retain_wanted(|_| false);
+    assert!(p.volumes_in_use().is_empty());
+
+    let vol = setup::CsiVolume::persistent(
+        &serde_json::json!({"metadata": {"name": "pv-1"},
+                            "spec": {"csi": {"driver": "d", "volumeHandle": "h1"}}}),
+        false,
+    )
+    .unwrap();
+    let err = |p: &CsiPlugin| p.attachment(&vol).unwrap_err().to_string();
+    assert!(err(&p).contains("has not been added to the list of VolumesInUse"), "{}", err(&p));
+    let status = |in_use: Vec<String>, attached: Vec<AttachedVolume>| Node {
+        status: Some(NodeStatus {
+            volumes_in_use: Some(in_use),
+            volumes_attached: Some(attached),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    *p.node.write().unwrap() = Some(status(vec![unique.clone()], vec![]));
+    assert!(err(&p).contains("not yet attached according to node status"), "{}", err(&p));
+    // attached but not reported in use: still waits
+    *p.node.write().unwrap() = Some(status(
+        vec![],
+        vec![AttachedVolume {
+            name: unique.clone(),
+            device_path: String::new(),
+        }],
+    ));
+    assert!(err(&p).contains("has not been added"), "{}", err(&p));
+}
+
