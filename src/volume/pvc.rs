@@ -91,6 +91,11 @@ impl PersistentVolumeSource {
     pub fn from_object(pv: &Value) -> Result<Self, String> {
         let spec = pv.get("spec").and_then(Value::as_object);
         let field = |name: &str| spec.and_then(|s| s.get(name)).filter(|v| !v.is_null());
+        // A raw block device is mapped into containers (volumeDevices),
+        // which this kubelet does not do: refused rather than mounted.
+        if field("volumeMode").and_then(Value::as_str) == Some("Block") {
+            return Ok(Self::Unsupported("volumeMode Block".into()));
+        }
         if let Some(v) = field("hostPath") {
             return serde_json::from_value(v.clone())
                 .map(Self::HostPath)
@@ -216,7 +221,8 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
         PersistentVolumeSource::Unsupported(source) => {
             return Err(VolumeError::Invalid(format!(
                 "persistentvolume {pv_name}: unsupported volume source {source} \
-                 (this kubelet supports hostPath, local and CSI PersistentVolumes)"
+                 (this kubelet supports hostPath, local and CSI PersistentVolumes \
+                 with volumeMode Filesystem)"
             )));
         }
     };
@@ -384,6 +390,14 @@ mod tests {
         assert_eq!(
             PersistentVolumeSource::from_object(&none),
             Ok(PersistentVolumeSource::Unsupported("(none)".into()))
+        );
+        let block = json!({"spec": {"volumeMode": "Block",
+                                    "csi": {"driver": "x", "volumeHandle": "h"}}});
+        assert_eq!(
+            PersistentVolumeSource::from_object(&block),
+            Ok(PersistentVolumeSource::Unsupported(
+                "volumeMode Block".into()
+            ))
         );
         let bad = json!({"spec": {"hostPath": {"path": 7}}});
         assert!(PersistentVolumeSource::from_object(&bad)
