@@ -317,13 +317,17 @@ fn csi_driver_lifecycle() {
     // In use before it is staged: the attach-detach controller must not
     // detach what the kubelet is about to stage.
     let in_use = format!("kubernetes.io/csi/{DRIVER}^vol-a");
-    cl.eventually(secs(20), "vol-a in volumesInUse before it is attached", |api| {
-        let n = api.node()?;
-        n["status"]["volumesInUse"]
-            .as_array()?
-            .contains(&json!(in_use))
-            .then_some(())
-    });
+    cl.eventually(
+        secs(20),
+        "vol-a in volumesInUse before it is attached",
+        |api| {
+            let n = api.node()?;
+            n["status"]["volumesInUse"]
+                .as_array()?
+                .contains(&json!(in_use))
+                .then_some(())
+        },
+    );
     assert!(
         driver.calls("NodeStageVolume").is_empty(),
         "nothing staged before the attachment"
@@ -550,14 +554,17 @@ fn csi_driver_lifecycle() {
             .find(|c| c["request"]["capacity_range"]["required_bytes"] == "3221225472")
     });
     assert_eq!(
-        grown["request"]["volume_path"],
-        expand[0]["request"]["volume_path"],
+        grown["request"]["volume_path"], expand[0]["request"]["volume_path"],
         "expanded where it is published"
     );
-    let claim = cl.eventually(secs(30), "the claim's status after the online expansion", |api| {
-        let c = api.get("/api/v1/namespaces/default/persistentvolumeclaims/claim-r")?;
-        (c["status"]["capacity"]["storage"] == "3Gi").then_some(c)
-    });
+    let claim = cl.eventually(
+        secs(30),
+        "the claim's status after the online expansion",
+        |api| {
+            let c = api.get("/api/v1/namespaces/default/persistentvolumeclaims/claim-r")?;
+            (c["status"]["capacity"]["storage"] == "3Gi").then_some(c)
+        },
+    );
     assert!(
         !claim["status"]["conditions"]
             .as_array()
@@ -745,6 +752,48 @@ fn csi_driver_failures_hold_only_their_pods() {
         !good.calls("NodePublishVolume").is_empty(),
         "the good driver was served while the hung one held its call"
     );
+
+    // A CSI 1.x driver registering in the old directory (`plugins/`,
+    // before upstream 1.13) is refused, told why, and leaves the node's
+    // other drivers as they were.
+    let plugins = cl.env.root.join("plugins");
+    let old = Driver::start(
+        &cl,
+        "old.example.com",
+        &["--registry", plugins.to_str().unwrap()],
+    );
+    let refused = cl.eventually(secs(30), "the old-layout driver refused", |_| {
+        old.calls("NotifyRegistrationStatus")
+            .into_iter()
+            .find(|c| c["plugin_registered"] == false)
+    });
+    assert!(
+        refused
+            .to_string()
+            .contains("was found in a deprecated dir"),
+        "{refused}"
+    );
+    assert!(
+        old.calls("NodeGetInfo").is_empty(),
+        "a refused driver is not asked about the node"
+    );
+    let node_event = cl.eventually(secs(30), "a node event about the refusal", |api| {
+        api.events_for("default", NODE).into_iter().find(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("old.example.com"))
+        })
+    });
+    assert_eq!(node_event["type"], "Warning", "{node_event}");
+    let cn = csinode(&cl.api).unwrap();
+    let drivers: Vec<&str> = cn["spec"]["drivers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    assert!(!drivers.contains(&"old.example.com"), "{drivers:?}");
+    assert!(drivers.contains(&"good.example.com"), "{drivers:?}");
 
     // Healed: the failed pod starts at its next retry.
     bad.heal();

@@ -1,7 +1,7 @@
 //! The plugin manager (upstream pkg/kubelet/pluginmanager): one thread
-//! that watches `<root-dir>/plugins_registry` for plugin sockets and
-//! hands each plugin to the handler of its type (CSI drivers, device
-//! plugins), taking it back when its socket goes.
+//! that watches `<root-dir>/plugins_registry` (and the old `plugins`) for
+//! plugin sockets and hands each plugin to the handler of its type (CSI
+//! drivers, device plugins), taking it back when its socket goes.
 //!
 //! The registration RPCs are behind [`PluginDialer`] and [`PluginClient`]
 //! so the transport stays out of the watcher and the reconciler.
@@ -28,6 +28,10 @@ use watcher::Watcher;
 
 /// The registry directory under the kubelet's root dir.
 pub(crate) const PLUGINS_REGISTRY_DIR: &str = "plugins_registry";
+/// The registry of before upstream 1.13, still watched for old plugins
+/// (upstream 1.13 to 1.16 did): its first level only, and never its
+/// `kubernetes.io` directory, where volumes are mounted.
+pub(crate) const DEPRECATED_PLUGINS_DIR: &str = "plugins";
 /// The plugin types upstream's registration API names.
 pub(crate) const DEVICE_PLUGIN: &str = "DevicePlugin";
 /// The plugin type of CSI drivers, handled by the CSI volume plugin.
@@ -100,11 +104,14 @@ pub(crate) trait PluginDialer: Send {
 /// What a plugin type's owner does with its plugins (upstream's
 /// cache.PluginHandler).
 pub(crate) trait PluginHandler: Send + Sync {
+    /// `found_in_deprecated_dir`: the socket is under `plugins/`, the
+    /// registry of before upstream 1.13.
     fn validate_plugin(
         &self,
         name: &str,
         endpoint: &str,
         versions: &[String],
+        found_in_deprecated_dir: bool,
     ) -> Result<(), PluginManagerError>;
     fn register_plugin(
         &self,
@@ -118,6 +125,7 @@ pub(crate) trait PluginHandler: Send + Sync {
 /// The watcher, both caches and the reconciler, run by one thread.
 pub(crate) struct PluginManager {
     watcher: Watcher,
+    deprecated: Watcher,
     desired: DesiredStateOfWorld,
     actual: ActualStateOfWorld,
     reconciler: Reconciler,
@@ -125,9 +133,12 @@ pub(crate) struct PluginManager {
 
 impl PluginManager {
     /// A manager for `<root_dir>/plugins_registry`.
-    pub fn new(root_dir: &Path, reconciler: Reconciler) -> Self {
+    pub fn new(root_dir: &Path, mut reconciler: Reconciler) -> Self {
+        let deprecated = root_dir.join(DEPRECATED_PLUGINS_DIR);
+        reconciler.set_deprecated_dir(deprecated.clone());
         PluginManager {
             watcher: Watcher::new(root_dir.join(PLUGINS_REGISTRY_DIR)),
+            deprecated: Watcher::new(deprecated).limited(1, "kubernetes.io"),
             desired: DesiredStateOfWorld::default(),
             actual: ActualStateOfWorld::default(),
             reconciler,
@@ -138,12 +149,16 @@ impl PluginManager {
     /// at once after a change, else every [`RECONCILE_PERIOD`].
     pub fn run(&mut self, shutdown: &Receiver<()>) {
         self.reconciler.start(shutdown);
-        if let Err(e) = self.watcher.start(&mut self.desired) {
-            error!("Plugin watcher failed to start, trying again: {e}");
+        for w in [&mut self.watcher, &mut self.deprecated] {
+            if let Err(e) = w.start(&mut self.desired) {
+                error!("Plugin watcher failed to start, trying again: {e}");
+            }
         }
         let mut last = None::<Instant>;
         loop {
-            let changed = self.watcher.wait(TICK, &mut self.desired);
+            // (the old directory's events wait for the tick at most)
+            let changed = self.watcher.wait(TICK, &mut self.desired)
+                | self.deprecated.wait(Duration::ZERO, &mut self.desired);
             if !matches!(shutdown.try_recv(), Err(TryRecvError::Empty)) {
                 break;
             }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rkubelet_util::Exponential;
 
-use log::{info, warn};
+use log::{debug, info, warn};
 
 use super::cache::{ActualStateOfWorld, DesiredPlugin, DesiredStateOfWorld, RegisteredPlugin};
 use super::{PluginClient, PluginDialer, PluginHandler, PluginInfo, PluginManagerError};
@@ -49,6 +49,8 @@ pub(crate) struct Reconciler {
     retry: Vec<Retry>,
     on_failure: Option<OnFailure>,
     on_start: Option<OnStart>,
+    /// The registry of before upstream 1.13 (`<root-dir>/plugins`).
+    deprecated_dir: Option<PathBuf>,
 }
 
 impl Reconciler {
@@ -59,7 +61,21 @@ impl Reconciler {
             retry: Vec::new(),
             on_failure: None,
             on_start: None,
+            deprecated_dir: None,
         }
+    }
+
+    /// Sockets under `dir` are from the old registry: handlers are told,
+    /// and one that is not a registration socket (a CSI driver's own
+    /// endpoint lives there too) is retried quietly, without an event.
+    pub fn set_deprecated_dir(&mut self, dir: PathBuf) {
+        self.deprecated_dir = Some(dir);
+    }
+
+    fn in_deprecated_dir(&self, socket: &Path) -> bool {
+        self.deprecated_dir
+            .as_ref()
+            .is_some_and(|d| socket.starts_with(d))
     }
 
     pub fn on_start(&mut self, f: OnStart) {
@@ -113,9 +129,14 @@ impl Reconciler {
 
     fn failed(&mut self, socket: &Path, timestamp: u64, e: &PluginManagerError) {
         let msg = format!("plugin at {}: {e}", socket.display());
-        warn!("{msg}");
-        if let Some(f) = &self.on_failure {
-            f(&msg);
+        let refused = matches!(e, PluginManagerError::Handler(_));
+        if self.in_deprecated_dir(socket) && !refused {
+            debug!("{msg} (in the deprecated plugin directory)");
+        } else {
+            warn!("{msg}");
+            if let Some(f) = &self.on_failure {
+                f(&msg);
+            }
         }
         let at = self
             .retry
@@ -177,7 +198,8 @@ impl Reconciler {
         };
         let endpoint = endpoint_of(&info, socket);
         let versions = &info.supported_versions;
-        if let Err(e) = handler.validate_plugin(&info.name, &endpoint, versions) {
+        let deprecated = self.in_deprecated_dir(socket);
+        if let Err(e) = handler.validate_plugin(&info.name, &endpoint, versions, deprecated) {
             let msg = format!("plugin validation failed with err: {e}");
             return refuse(client.as_ref(), socket, msg);
         }

@@ -92,7 +92,17 @@ impl PluginClient for FakeClient {
 struct FakeHandler(Log);
 
 impl PluginHandler for FakeHandler {
-    fn validate_plugin(&self, _: &str, _: &str, _: &[String]) -> Result<(), PluginManagerError> {
+    fn validate_plugin(
+        &self,
+        name: &str,
+        _: &str,
+        _: &[String],
+        deprecated: bool,
+    ) -> Result<(), PluginManagerError> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("validate {name} {deprecated}"));
         Ok(())
     }
 
@@ -336,5 +346,47 @@ fn a_removed_registry_is_made_again() {
     eventually("the registry again", || m.registry().is_dir());
     bind(&m.registry().join("csi-b.sock"));
     eventually("a new plugin", || m.has("register csi-b"));
+    m.stop();
+}
+
+/// The registry of before upstream 1.13 (`plugins/`): its first level
+/// only, never `kubernetes.io`. Its sockets reach the handler marked as
+/// found there; one that does not answer (a CSI driver's own endpoint
+/// lives there too) is retried without an event.
+#[test]
+fn the_deprecated_directory_is_watched_one_level_deep() {
+    let root = TempDir::with_prefix("rkubelet-plugins-").unwrap();
+    let old = root.path().join(DEPRECATED_PLUGINS_DIR);
+    fs::create_dir_all(old.join("drv/deeper")).unwrap();
+    fs::create_dir_all(old.join("kubernetes.io/csi")).unwrap();
+    bind(&old.join("dp-top.sock"));
+    bind(&old.join("drv/dp-inner.sock"));
+    bind(&old.join("drv/deeper/dp-deep.sock"));
+    bind(&old.join("kubernetes.io/dp-mine.sock"));
+    bind(&old.join("drv/dead-endpoint.sock"));
+    let m = run_in(root);
+    eventually("the old directory's plugins", || {
+        m.has("register dp-top") && m.has("register dp-inner")
+    });
+    assert!(m.has("validate dp-top true"), "{:?}", m.lines("validate"));
+    eventually("the endpoint dialled", || m.has("dial dead-endpoint"));
+
+    fs::create_dir(old.join("drv2")).unwrap();
+    bind(&old.join("drv2/dp-late.sock"));
+    eventually("a driver directory made later", || {
+        m.has("register dp-late")
+    });
+    bind(&m.registry().join("dp-new.sock"));
+    eventually("the registry's plugin", || m.has("register dp-new"));
+    assert!(m.has("validate dp-new false"));
+
+    let dials = m.lines("dial");
+    assert!(
+        !dials
+            .iter()
+            .any(|l| l.contains("deep") || l.contains("mine")),
+        "{dials:?}"
+    );
+    assert!(m.lines("failure").is_empty(), "{:?}", m.lines("failure"));
     m.stop();
 }

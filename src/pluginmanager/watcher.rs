@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 use nix::errno::Errno;
@@ -34,7 +34,16 @@ pub(crate) struct Watcher {
     dirs: Vec<(WatchDescriptor, PathBuf)>,
     /// Set when events were lost (queue overflow): the tree is walked again.
     rewalk: bool,
+    /// How deep below the root directories are followed.
+    max_depth: usize,
+    /// A directory right under the root that is never walked.
+    skip: Option<&'static str>,
+    /// A watcher that failed to start tries again from then on.
+    retry_at: Option<Instant>,
 }
+
+/// How long a watcher that could not start waits before trying again.
+const RESTART_DELAY: Duration = Duration::from_secs(10);
 
 impl Watcher {
     pub fn new(root: impl Into<PathBuf>) -> Self {
@@ -43,7 +52,28 @@ impl Watcher {
             inotify: None,
             dirs: Vec::new(),
             rewalk: false,
+            max_depth: usize::MAX,
+            skip: None,
+            retry_at: None,
         }
+    }
+
+    /// Follows directories down to `max_depth` below the root only, and
+    /// never the one named `skip` right under it (the old `plugins`
+    /// directory also holds drivers' files and mounted volumes).
+    pub fn limited(mut self, max_depth: usize, skip: &'static str) -> Self {
+        self.max_depth = max_depth;
+        self.skip = Some(skip);
+        self
+    }
+
+    /// Whether the walk stays out of `dir`.
+    fn out_of_bounds(&self, dir: &Path) -> bool {
+        let Ok(rel) = dir.strip_prefix(&self.root) else {
+            return true;
+        };
+        let depth = rel.components().count();
+        depth > self.max_depth || (depth == 1 && self.skip.is_some_and(|s| rel == Path::new(s)))
     }
 
     /// Creates the directory if missing, watches it and records the
@@ -75,11 +105,17 @@ impl Watcher {
     /// (or lost its directory) tries again here.
     pub fn wait(&mut self, timeout: Duration, dsw: &mut DesiredStateOfWorld) -> bool {
         if self.inotify.is_none() {
-            if let Err(e) = self.start(dsw) {
-                warn!("Plugin watcher: {e}; trying again");
+            if self.retry_at.is_some_and(|at| Instant::now() < at) {
                 std::thread::sleep(timeout);
                 return false;
             }
+            if let Err(e) = self.start(dsw) {
+                warn!("Plugin watcher: {e}; trying again in {RESTART_DELAY:?}");
+                self.retry_at = Some(Instant::now() + RESTART_DELAY);
+                std::thread::sleep(timeout);
+                return false;
+            }
+            self.retry_at = None;
             return true;
         }
         let events = self.read(timeout);
@@ -274,6 +310,10 @@ impl Watcher {
     }
 
     fn walk(&mut self, dir: &Path, found: &mut Vec<PathBuf>) {
+        if self.out_of_bounds(dir) {
+            debug!("Plugin watcher: not following {}", dir.display());
+            return;
+        }
         self.add_watch(dir);
         let entries = match fs::read_dir(dir) {
             Ok(entries) => entries,

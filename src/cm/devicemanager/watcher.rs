@@ -42,6 +42,8 @@ impl PluginHandler for WatcherHandler {
         name: &str,
         _: &str,
         versions: &[String],
+        // (upstream's device manager accepts a plugin from either directory)
+        _: bool,
     ) -> Result<(), PluginManagerError> {
         if !versions
             .iter()

@@ -41,7 +41,16 @@ impl PluginHandler for RegistrationHandler {
         name: &str,
         _: &str,
         versions: &[String],
+        found_in_deprecated_dir: bool,
     ) -> Result<(), PluginManagerError> {
+        // Upstream allowed the old directory to CSI 0.x drivers only, and
+        // this kubelet speaks CSI 1.x: a driver there is refused, saying so.
+        if found_in_deprecated_dir {
+            return Err(refused(format!(
+                "socket for CSI driver {name:?} versions {versions:?} was found in a deprecated dir. \
+                 Drivers implementing CSI 1.x+ must use the new dir"
+            )));
+        }
         if !versions.iter().any(|v| supported_version(v)) {
             return Err(refused(format!(
                 "validation failed for CSI Driver {name}: none of the CSI versions reported by \

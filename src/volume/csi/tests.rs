@@ -256,7 +256,11 @@ fn a_volume_is_in_use_before_it_is_attached_and_waits_for_the_report() {
     )
     .unwrap();
     let err = |p: &CsiPlugin| p.attachment(&vol).unwrap_err().to_string();
-    assert!(err(&p).contains("has not been added to the list of VolumesInUse"), "{}", err(&p));
+    assert!(
+        err(&p).contains("has not been added to the list of VolumesInUse"),
+        "{}",
+        err(&p)
+    );
     let status = |in_use: Vec<String>, attached: Vec<AttachedVolume>| Node {
         status: Some(NodeStatus {
             volumes_in_use: Some(in_use),
@@ -266,7 +270,11 @@ fn a_volume_is_in_use_before_it_is_attached_and_waits_for_the_report() {
         ..Default::default()
     };
     *p.node.write().unwrap() = Some(status(vec![unique.clone()], vec![]));
-    assert!(err(&p).contains("not yet attached according to node status"), "{}", err(&p));
+    assert!(
+        err(&p).contains("not yet attached according to node status"),
+        "{}",
+        err(&p)
+    );
     // attached but not reported in use: still waits
     *p.node.write().unwrap() = Some(status(
         vec![],
@@ -278,3 +286,28 @@ fn a_volume_is_in_use_before_it_is_attached_and_waits_for_the_report() {
     assert!(err(&p).contains("has not been added"), "{}", err(&p));
 }
 
+/// Upstream allowed the old `plugins/` directory to CSI 0.x drivers only.
+#[test]
+fn a_csi_1_driver_in_the_deprecated_directory_is_refused() {
+    use crate::pluginmanager::PluginHandler;
+    let h = registration::RegistrationHandler::new(plugin(Path::new("/nonexistent")));
+    let versions = vec!["1.5.0".to_string()];
+    let err = h
+        .validate_plugin("d.example.com", "/r/plugins/d/csi.sock", &versions, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "was found in a deprecated dir. Drivers implementing CSI 1.x+ must use the new dir"
+        ),
+        "{err}"
+    );
+    assert!(h
+        .validate_plugin(
+            "d.example.com",
+            "/r/plugins_registry/d.sock",
+            &versions,
+            false
+        )
+        .is_ok());
+}
