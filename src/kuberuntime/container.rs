@@ -158,6 +158,7 @@ pub fn generate_container_config(
             })
             .collect(),
         mounts: make_mounts(ctx)?,
+        devices: make_block_devices(ctx)?,
         labels: labels::container_labels(ctx.pod, c),
         annotations: labels::container_annotations(ctx.pod, c, ctx.restart_count),
         log_path: format!("{}/{}.log", c.name, ctx.restart_count),
@@ -487,6 +488,30 @@ fn make_mounts(ctx: &ContainerContext<'_>) -> Result<Vec<api::Mount>, ConfigErro
         mounts.push(host_file_mount(&termination_log_file(ctx)?, &term_path));
     }
     Ok(mounts)
+}
+
+/// The raw block volumes the container names in `volumeDevices`, through
+/// the pod's link to each (upstream makeBlockVolumes): read-write unless
+/// the claim is read-only.
+fn make_block_devices(ctx: &ContainerContext<'_>) -> Result<Vec<api::Device>, ConfigError> {
+    let mut devices = Vec::new();
+    for vd in ctx.container.volume_devices.iter().flatten() {
+        let vol = ctx
+            .volumes
+            .get(vd.name.as_str())
+            .filter(|v| v.block)
+            .ok_or_else(|| ConfigError::VolumeNotSetUp {
+                container: ctx.container.name.clone(),
+                volume: vd.name.clone(),
+            })?;
+        devices.push(api::Device {
+            container_path: vd.device_path.clone(),
+            host_path: vol.host_path.to_string_lossy().into_owned(),
+            permissions: if vol.read_only { "r" } else { "mrw" }.into(),
+            ..Default::default()
+        });
+    }
+    Ok(devices)
 }
 
 fn host_file_mount(host: &Path, container_path: &str) -> api::Mount {

@@ -208,6 +208,9 @@ pub struct MountedVolume {
     /// The volume itself is read-only (PVC `readOnly`, content volumes are
     /// always mounted read-only by containers, as upstream).
     pub read_only: bool,
+    /// A raw block device (a CSI PV of `volumeMode: Block`): `host_path`
+    /// is the pod's link to it, for the containers' `volumeDevices`.
+    pub block: bool,
 }
 
 /// Everything a plugin needs to set up one volume of one pod.
@@ -271,6 +274,7 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<MountedVolume, Vol
         kind,
         host_path,
         read_only,
+        block: false,
     })
 }
 

@@ -13,7 +13,7 @@
 
 use std::path::PathBuf;
 
-use k8s_openapi::api::core::v1::{HostPathVolumeSource, LocalVolumeSource, Volume};
+use k8s_openapi::api::core::v1::{HostPathVolumeSource, LocalVolumeSource, Pod, Volume};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -92,9 +92,12 @@ impl PersistentVolumeSource {
         let spec = pv.get("spec").and_then(Value::as_object);
         let field = |name: &str| spec.and_then(|s| s.get(name)).filter(|v| !v.is_null());
         // A raw block device is mapped into containers (volumeDevices),
-        // which this kubelet does not do: refused rather than mounted.
-        if field("volumeMode").and_then(Value::as_str) == Some("Block") {
-            return Ok(Self::Unsupported("volumeMode Block".into()));
+        // which this kubelet does for CSI volumes only.
+        let block = field("volumeMode").and_then(Value::as_str) == Some("Block");
+        if block && field("csi").is_none() {
+            return Ok(Self::Unsupported(
+                "volumeMode Block (other than csi)".into(),
+            ));
         }
         if let Some(v) = field("hostPath") {
             return serde_json::from_value(v.clone())
@@ -185,6 +188,9 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
         .persistent_volume(&pv_name)
         .map_err(|e| VolumeError::Failed(format!("get persistentvolume {pv_name}: {e}")))?
         .ok_or_else(|| VolumeError::NotFound(format!("persistentvolume {pv_name:?} not found")))?;
+    if !matches!(source, PersistentVolumeSource::Csi(_)) {
+        check_volume_mode(ctx.pod, &vol.name, false)?;
+    }
     let path = match source {
         PersistentVolumeSource::HostPath(hp) => {
             let path = PathBuf::from(&hp.path);
@@ -202,6 +208,7 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
             path
         }
         PersistentVolumeSource::Csi(mut v) => {
+            check_volume_mode(ctx.pod, &vol.name, v.block)?;
             v.read_only |= read_only;
             v.claim = Some((ns.to_string(), claim.clone()));
             let claimed = pvc
@@ -221,12 +228,36 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
         PersistentVolumeSource::Unsupported(source) => {
             return Err(VolumeError::Invalid(format!(
                 "persistentvolume {pv_name}: unsupported volume source {source} \
-                 (this kubelet supports hostPath, local and CSI PersistentVolumes \
-                 with volumeMode Filesystem)"
+                 (this kubelet supports hostPath, local and CSI PersistentVolumes, \
+                 and volumeMode Block for CSI only)"
             )));
         }
     };
     Ok(ClaimVolume::Path(path, read_only))
+}
+
+/// A Block volume must be named by the containers' `volumeDevices`, any
+/// other by their `volumeMounts` (upstream's desired state populator,
+/// with its messages).
+fn check_volume_mode(pod: &Pod, name: &str, block: bool) -> Result<(), VolumeError> {
+    let spec = pod.spec.as_ref();
+    let containers = spec
+        .into_iter()
+        .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers));
+    let (mut mounts, mut devices) = (false, false);
+    for c in containers {
+        mounts |= c.volume_mounts.iter().flatten().any(|m| m.name == name);
+        devices |= c.volume_devices.iter().flatten().any(|d| d.name == name);
+    }
+    let mode = if block { "Block" } else { "Filesystem" };
+    let wrong = match (block, mounts, devices) {
+        (true, true, _) => "volumeMounts",
+        (false, _, true) => "volumeDevices",
+        _ => return Ok(()),
+    };
+    Err(VolumeError::Invalid(format!(
+        "volume {name} has volumeMode {mode}, but is specified in {wrong}"
+    )))
 }
 
 /// PersistentVolumeSpec fields that are not a volume source.
@@ -391,14 +422,19 @@ mod tests {
             PersistentVolumeSource::from_object(&none),
             Ok(PersistentVolumeSource::Unsupported("(none)".into()))
         );
-        let block = json!({"spec": {"volumeMode": "Block",
-                                    "csi": {"driver": "x", "volumeHandle": "h"}}});
+        let block = json!({"spec": {"volumeMode": "Block", "local": {"path": "/dev/sdb"}}});
         assert_eq!(
             PersistentVolumeSource::from_object(&block),
             Ok(PersistentVolumeSource::Unsupported(
-                "volumeMode Block".into()
+                "volumeMode Block (other than csi)".into()
             ))
         );
+        let csi_block = json!({"spec": {"volumeMode": "Block",
+                                        "csi": {"driver": "x", "volumeHandle": "h"}}});
+        assert!(matches!(
+            PersistentVolumeSource::from_object(&csi_block),
+            Ok(PersistentVolumeSource::Csi(v)) if v.block
+        ));
         let bad = json!({"spec": {"hostPath": {"path": 7}}});
         assert!(PersistentVolumeSource::from_object(&bad)
             .is_err_and(|e| e.starts_with("spec.hostPath: ")));

@@ -196,6 +196,7 @@ mod tests {
             kind,
             host_path: "/x".into(),
             read_only: false,
+            block: false,
         }
     }
 

@@ -355,6 +355,15 @@ pub fn remove_pod_dir(
     dir: &Path,
     csi: Option<&Arc<crate::volume::csi::CsiPlugin>>,
 ) -> Result<(), RemovePodDirError> {
+    // the pod's links to CSI block devices: each unpublished by its driver
+    let links = dir
+        .join(crate::volume::csi::block::POD_DEVICES_DIR)
+        .join(crate::volume::csi::CSI_DIR);
+    if let (Ok(links), Some(csi)) = (std::fs::read_dir(&links), csi) {
+        for link in links.flatten() {
+            csi.tear_down(&link.path())?;
+        }
+    }
     let volumes = dir.join("volumes");
     if let Ok(plugins) = std::fs::read_dir(&volumes) {
         for plugin in plugins.flatten() {

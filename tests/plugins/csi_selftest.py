@@ -11,6 +11,7 @@ it they are reported as skipped. Exits 0 if every check passed.
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -408,11 +409,14 @@ def test_no_stage_and_block(base):
     device = os.path.join(pod, "dev")
     client.publish(volume_id="b", target_path=device, volume_capability=BLOCK)
     backing = os.path.join(driver.data, "b", "block")
-    check(os.path.isfile(device) and mounted(device) and csidriver.same_file(device, backing), "block: file bound")
+    loop = open(os.path.join(driver.data, "b", "loop")).read().strip()
+    check(stat.S_ISBLK(os.stat(device).st_mode) and mounted(device) and csidriver.same_file(device, loop)
+          and csidriver.loop_backs(loop, backing), "block: a loop device of the backing file, bound")
     stats = client.stats(volume_id="b", volume_path=device)
     check([(u.unit, u.total) for u in stats.usage] == [(PB.VolumeUsage.BYTES, 64 << 20)], f"block stats: {stats}")
     client.unpublish(volume_id="b", target_path=device)
     check(not os.path.exists(device), "block target file removed")
+    check(not csidriver.loop_backs(loop, backing), "the loop device released with the last target (--no-stage)")
 
 
 def test_fail_delay_control(base):

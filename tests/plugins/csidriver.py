@@ -60,6 +60,7 @@ CONTROL_TICK = 0.1
 INJECTED = "csidriver: injected failure"
 BLOCK_FILE = "block"                        # DIR/<volume_id>/block backs a block volume
 BLOCK_SIZE = 64 << 20                       # sparse
+LOOP_FILE = "loop"                          # DIR/<volume_id>/loop names the loop device showing it
 
 IDENTITY_RPCS = ("GetPluginInfo", "GetPluginCapabilities", "Probe")
 NODE_RPCS = ("NodeStageVolume", "NodeUnstageVolume", "NodePublishVolume", "NodeUnpublishVolume",
@@ -241,6 +242,16 @@ def same_file(a, b):
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
+def loop_backs(dev, backing):
+    """True if the loop device dev shows the file backing."""
+    name = os.path.basename(dev)
+    try:
+        with open(f"/sys/block/{name}/loop/backing_file", encoding="utf-8") as f:
+            return f.read().strip() == os.path.realpath(backing)
+    except FileNotFoundError:
+        return False
+
+
 def holds(path, source):
     """True if path is a mount point showing source (a bind mount of it)."""
     return mount_options(path) is not None and same_file(path, source)
@@ -300,6 +311,33 @@ class Volumes:
             with open(path, "wb") as f:
                 f.truncate(BLOCK_SIZE)
         return path
+
+    def device(self, volume_id):
+        """A block volume as a block device: its backing file on a loop device, attached on first use."""
+        backing = self.backing(volume_id, "block")
+        dev = self._loop(volume_id)
+        if dev and loop_backs(dev, backing):
+            return dev
+        out = subprocess.run(["losetup", "--find", "--show", backing], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RpcError("INTERNAL", f"csidriver: losetup {backing}: {out.stderr.strip()}")
+        dev = out.stdout.strip()
+        self._write(volume_id, LOOP_FILE, dev + "\n")
+        return dev
+
+    def _loop(self, volume_id):
+        try:
+            with open(os.path.join(self.dir(volume_id), LOOP_FILE), encoding="utf-8") as f:
+                return f.read().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def release_device(self, volume_id):
+        dev = self._loop(volume_id)
+        if dev:
+            if loop_backs(dev, os.path.join(self.dir(volume_id), BLOCK_FILE)):
+                run("losetup", "-d", dev)
+            os.remove(os.path.join(self.dir(volume_id), LOOP_FILE))
 
     def _write(self, volume_id, name, text):
         d = self.dir(volume_id)
@@ -383,6 +421,8 @@ class Volumes:
             # Not staged there (any more): OK, as the spec's idempotency rule says.
             if os.path.isdir(d) and not unbind(staging, d):
                 say(f"NodeUnstageVolume: {staging} holds a mount that is not {request.volume_id}; left alone")
+            if os.path.isdir(d) and not self._published(request.volume_id):
+                self.release_device(request.volume_id)
         return self.pb.NodeUnstageVolumeResponse()
 
     def publish(self, request):
@@ -399,7 +439,7 @@ class Volumes:
                     raise RpcError("FAILED_PRECONDITION", "csidriver: staging_target_path is not set, "
                                                           "but the plugin has STAGE_UNSTAGE_VOLUME")
                 staging = self._path(request.staging_target_path, "staging_target_path")
-            source = self.backing(request.volume_id, kind)
+            source = self.device(request.volume_id) if kind == "block" else self.backing(request.volume_id, kind)
             if kind == "mount" and self.cfg.stage and not ephemeral:
                 if not holds(staging, source):
                     raise RpcError("FAILED_PRECONDITION",
@@ -433,7 +473,11 @@ class Volumes:
         target = self._path(request.target_path, "target_path")
         with self.lock:
             block = os.path.join(d, BLOCK_FILE)
-            source = block if os.path.isfile(target) and os.path.exists(block) else d
+            loop = self._loop(request.volume_id) if os.path.isdir(d) else None
+            if loop and same_file(target, loop):
+                source = loop
+            else:
+                source = block if os.path.isfile(target) and os.path.exists(block) else d
             if os.path.lexists(target):
                 if not unbind(target, source):
                     raise RpcError("FAILED_PRECONDITION",
@@ -446,6 +490,8 @@ class Volumes:
             # Missing target: already unpublished, OK.
             if os.path.isdir(d):
                 self._set_published(request.volume_id, [t for t in self._published(request.volume_id) if t != target])
+                if not self.cfg.stage and not self._published(request.volume_id):
+                    self.release_device(request.volume_id)
         return self.pb.NodeUnpublishVolumeResponse()
 
     def stats(self, request):
@@ -454,9 +500,10 @@ class Volumes:
         pb = self.pb
         if not os.path.exists(path):
             raise RpcError("NOT_FOUND", f"csidriver: volume_path {path} does not exist")
-        if os.path.isfile(path):
+        loop = self._loop(request.volume_id) if os.path.isdir(d) else None
+        if os.path.isfile(path) or (loop and same_file(path, loop)):
             block = os.path.join(d, BLOCK_FILE)
-            if not same_file(path, block):
+            if not (same_file(path, block) or (loop and same_file(path, loop))):
                 raise RpcError("NOT_FOUND", f"csidriver: {request.volume_id} is not at {path}")
             usage = [pb.VolumeUsage(unit=pb.VolumeUsage.BYTES, total=os.stat(block).st_size)]
         else:

@@ -181,19 +181,33 @@ pub fn mount_capability(
     mount_flags: Vec<String>,
     mode: &str,
 ) -> csi::VolumeCapability {
+    use csi::volume_capability::{Access_type, MountVolume};
+    capability(
+        Access_type::Mount(MountVolume {
+            fs_type: fs_type.to_string(),
+            mount_flags,
+            ..Default::default()
+        }),
+        mode,
+    )
+}
+
+/// A raw block volume's capability (upstream csiBlockMapper).
+pub fn block_capability(mode: &str) -> csi::VolumeCapability {
+    use csi::volume_capability::{Access_type, BlockVolume};
+    capability(Access_type::Block(BlockVolume::default()), mode)
+}
+
+fn capability(access: csi::volume_capability::Access_type, mode: &str) -> csi::VolumeCapability {
     use csi::volume_capability::access_mode::Mode;
-    use csi::volume_capability::{AccessMode, Access_type, MountVolume};
+    use csi::volume_capability::AccessMode;
     let mode = match mode {
         "ReadOnlyMany" => Mode::MULTI_NODE_READER_ONLY,
         "ReadWriteMany" => Mode::MULTI_NODE_MULTI_WRITER,
         _ => Mode::SINGLE_NODE_WRITER,
     };
     csi::VolumeCapability {
-        access_type: Some(Access_type::Mount(MountVolume {
-            fs_type: fs_type.to_string(),
-            mount_flags,
-            ..Default::default()
-        })),
+        access_type: Some(access),
         access_mode: protobuf::MessageField::some(AccessMode {
             mode: mode.into(),
             ..Default::default()

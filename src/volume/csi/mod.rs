@@ -19,12 +19,14 @@
 //! on the plugins' completion-queue thread) and finds it running, failed or
 //! done at its next pass. A hung driver holds only its own volumes.
 
+pub mod block;
 pub mod client;
 pub mod driver;
 pub mod nodeinfo;
 pub mod registration;
 pub mod setup;
 pub mod stats;
+mod teardown;
 pub mod voldata;
 
 use std::path::{Path, PathBuf};
@@ -37,7 +39,7 @@ use rkubelet_util::lock;
 use crate::client::Client;
 use client::{NodeCaps, NodeConn};
 use nodeinfo::NodeInfoManager;
-use voldata::{LifecycleMode, VolData};
+use voldata::LifecycleMode;
 
 /// The plugin's name, as upstream names volumes (`kubernetes.io/csi/<driver>^<handle>`).
 pub const PLUGIN_NAME: &str = "kubernetes.io/csi";
@@ -261,6 +263,7 @@ impl CsiPlugin {
                 kind: crate::volume::PluginKind::Csi,
                 host_path: op.target.clone(),
                 read_only: op.read_only,
+                block: self.layout_of_key(&op.target).block,
             },
         )
     }
@@ -311,90 +314,6 @@ impl CsiPlugin {
     fn set_state(&self, target: &Path, kind: OpKind, state: OpState) {
         self.with_op(target, kind, |op| op.state = state);
         self.wake();
-    }
-
-    /// Tears down the CSI volume published at `target` (its pod is gone):
-    /// `NodeUnpublishVolume`, then `NodeUnstageVolume` when no other pod
-    /// uses the volume. Driver and handle come from `vol_data.json`, so
-    /// this works the same after a restart. `Pending` while the driver is
-    /// at it.
-    pub fn tear_down(self: &Arc<Self>, target: &Path) -> Result<(), crate::volume::VolumeError> {
-        use crate::volume::VolumeError;
-        {
-            let mut ops = lock(&self.ops);
-            if let Some(i) = ops
-                .iter()
-                .position(|o| o.target == target && o.kind == OpKind::Unmount)
-            {
-                match ops[i].state.clone() {
-                    OpState::Running => return Err(VolumeError::Pending),
-                    OpState::Failed(e) => {
-                        ops.remove(i);
-                        return Err(VolumeError::Failed(e));
-                    }
-                    _ => {
-                        ops.remove(i);
-                        // its set-up's record goes too: no longer in use
-                        ops.retain(|o| o.target != target);
-                        return Ok(());
-                    }
-                }
-            }
-        }
-        let dir = target.parent().unwrap_or(target);
-        let data = match VolData::load(dir) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // Never published (or already torn down): only our files.
-                lock(&self.ops).retain(|o| o.target != target);
-                return crate::volume::tear_down(dir);
-            }
-            Err(e) => return Err(VolumeError::Failed(e.to_string())),
-        };
-        let Some(driver) = self.driver(&data.driver) else {
-            return Err(VolumeError::NotFound(not_registered(&data.driver)));
-        };
-        lock(&self.ops).push(Op {
-            target: target.to_path_buf(),
-            volume: String::new(),
-            pod_uid: String::new(),
-            claim: None,
-            handle: data.volume_handle.clone(),
-            driver: data.driver.clone(),
-            kind: OpKind::Unmount,
-            read_only: false,
-            resized: false,
-            state: OpState::Running,
-            in_use: data
-                .mode
-                .is_persistent()
-                .then(|| unique_volume_name(&data.driver, &data.volume_handle)),
-            expandable: false,
-            checked: Instant::now(),
-            expanding: false,
-        });
-        self.spawn_tear_down(driver, data, target.to_path_buf());
-        Err(VolumeError::Pending)
-    }
-
-    /// Another pod's volume directory records the same volume.
-    fn other_users(&self, data: &VolData, except: &Path) -> bool {
-        let Ok(pods) = std::fs::read_dir(self.root_dir.join("pods")) else {
-            return false;
-        };
-        pods.flatten().any(|pod| {
-            let csi = pod.path().join("volumes").join(CSI_DIR);
-            std::fs::read_dir(csi)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|v| {
-                    v.path() != except
-                        && VolData::load(&v.path()).is_ok_and(|d| {
-                            d.driver == data.driver && d.volume_handle == data.volume_handle
-                        })
-                })
-        })
     }
 }
 

@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::{CSIVolumeSource, Pod};
 use rkubelet_util::lock;
 use serde_json::{json, Value};
 
-use super::client::mount_capability;
+use super::block::{self, Layout};
+use super::client::{block_capability, mount_capability};
 use super::driver::{DriverSpec, FsGroupPolicy};
 use super::voldata::{LifecycleMode, VolData};
 use super::{
@@ -51,6 +52,9 @@ pub struct CsiVolume {
     /// after publishing, then the claim's status (upstream's resize at
     /// mount).
     pub expand: bool,
+    /// A raw block device (the PV's `volumeMode: Block`), for the pod's
+    /// `volumeDevices`.
+    pub block: bool,
 }
 
 impl CsiVolume {
@@ -79,6 +83,7 @@ impl CsiVolume {
             claim: None,
             capacity: None,
             expand: false,
+            block: false,
         }
     }
 
@@ -133,6 +138,7 @@ impl CsiVolume {
                 Some((i64::try_from(bytes).ok()?, q.to_string()))
             }),
             expand: false,
+            block: pv["spec"]["volumeMode"] == "Block",
         })
     }
 }
@@ -147,6 +153,8 @@ struct Prepared {
     republish: bool,
     /// Bytes to expand to after publishing.
     expand: Option<i64>,
+    /// A block volume's paths: the pod's link is made once published.
+    link: Option<Layout>,
 }
 
 impl CsiPlugin {
@@ -158,12 +166,20 @@ impl CsiPlugin {
         name: &str,
         vol: &CsiVolume,
     ) -> Result<MountedVolume, VolumeError> {
-        let dir = ctx.volume_dir(PluginKind::Csi, &vol.spec_name);
-        let target = dir.join("mount");
+        let layout = if vol.block {
+            self.block_layout(ctx.pod_dir, &vol.spec_name)
+        } else {
+            self.filesystem_layout(
+                &ctx.volume_dir(PluginKind::Csi, &vol.spec_name),
+                &vol.spec_name,
+            )
+        };
+        let target = layout.key.clone();
         let mounted = MountedVolume {
             kind: PluginKind::Csi,
             host_path: target.clone(),
             read_only: vol.read_only,
+            block: vol.block,
         };
         let unique = unique_volume_name(&vol.driver, &vol.handle);
         if vol.mode.is_persistent() {
@@ -185,14 +201,14 @@ impl CsiPlugin {
             Some(OpState::Published { republish: true }) => {
                 // upstream requiresRepublish: NodePublishVolume again at each
                 // remount; the volume stays in use meanwhile.
-                let prepared = self.prepare(ctx, vol, &dir)?;
+                let prepared = self.prepare(ctx, vol, &layout)?;
                 self.spawn_set_up(prepared, target, false);
                 return Ok(mounted);
             }
             _ => {}
         }
-        let prepared = self.prepare(ctx, vol, &dir)?;
-        let expandable = vol.claim.is_some() && prepared.driver.caps.expand;
+        let prepared = self.prepare(ctx, vol, &layout)?;
+        let expandable = vol.claim.is_some() && !vol.block && prepared.driver.caps.expand;
         let mut ops = lock(&self.ops);
         ops.retain(|o| o.target != target);
         ops.push(Op {
@@ -309,7 +325,7 @@ impl CsiPlugin {
         &self,
         ctx: &SetUpContext<'_>,
         vol: &CsiVolume,
-        dir: &Path,
+        layout: &Layout,
     ) -> Result<Prepared, VolumeError> {
         let driver = self
             .driver(&vol.driver)
@@ -338,7 +354,11 @@ impl CsiPlugin {
             (String::new(), HashMap::new())
         };
         let volume_context = volume_context(ctx, vol, &spec)?;
-        let cap = mount_capability(&vol.fs_type, vol.mount_flags.clone(), &vol.access_mode);
+        let cap = if vol.block {
+            block_capability(&vol.access_mode)
+        } else {
+            mount_capability(&vol.fs_type, vol.mount_flags.clone(), &vol.access_mode)
+        };
         let data = VolData {
             driver: vol.driver.clone(),
             volume_handle: vol.handle.clone(),
@@ -350,15 +370,18 @@ impl CsiPlugin {
         let io = |what: &Path, e: std::io::Error| {
             VolumeError::Failed(format!("{}: {e}", what.display()))
         };
-        let stage = if vol.mode.is_persistent() && driver.caps.stage_unstage {
-            let global = self.global_dir(&vol.spec_name);
-            data.save(&global).map_err(|e| io(&global, e))?;
-            let staging = global.join("globalmount");
-            std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
+        let stages = vol.mode.is_persistent() && driver.caps.stage_unstage;
+        // Staged once per volume, as upstream's device mount: a pod joining
+        // a staged volume is only published.
+        let stage = if stages && !self.staged(&vol.driver, &vol.handle)? {
+            let global = &layout.global_data;
+            data.save(global).map_err(|e| io(global, e))?;
+            let staging = &layout.staging;
+            std::fs::create_dir_all(staging).map_err(|e| io(staging, e))?;
             Some(csi::NodeStageVolumeRequest {
                 volume_id: vol.handle.clone(),
                 publish_context: publish_context.clone(),
-                staging_target_path: target_path(&staging),
+                staging_target_path: target_path(staging),
                 volume_capability: protobuf::MessageField::some(cap.clone()),
                 secrets: secrets(ctx, vol.stage_secret.as_ref())?,
                 volume_context: vol.attributes.clone(),
@@ -367,15 +390,21 @@ impl CsiPlugin {
         } else {
             None
         };
+        let dir = &layout.pod_data;
         data.save(dir).map_err(|e| io(dir, e))?;
+        if let Some(parent) = layout.publish.parent().filter(|_| layout.block) {
+            // the driver makes the device file; its directory is ours
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
         let publish = csi::NodePublishVolumeRequest {
             volume_id: vol.handle.clone(),
             publish_context,
-            staging_target_path: stage
-                .as_ref()
-                .map(|s| s.staging_target_path.clone())
-                .unwrap_or_default(),
-            target_path: target_path(&dir.join("mount")),
+            staging_target_path: if stages {
+                target_path(&layout.staging)
+            } else {
+                String::new()
+            },
+            target_path: target_path(&layout.publish),
             volume_capability: protobuf::MessageField::some(cap),
             readonly: vol.read_only,
             secrets: secrets(ctx, vol.publish_secret.as_ref())?,
@@ -385,15 +414,31 @@ impl CsiPlugin {
         Ok(Prepared {
             stage,
             publish,
-            fs_group: ctx.fs_group().filter(|_| applies_fs_group(&spec, vol)),
+            fs_group: ctx
+                .fs_group()
+                .filter(|_| !vol.block && applies_fs_group(&spec, vol)),
             republish: spec.requires_republish,
             expand: vol
                 .capacity
                 .as_ref()
                 .map(|(bytes, _)| *bytes)
-                .filter(|_| vol.expand && driver.caps.expand),
+                .filter(|_| vol.expand && !vol.block && driver.caps.expand),
+            link: layout.block.then(|| layout.clone()),
             driver,
         })
+    }
+
+    /// Whether another pod's set-up has staged the volume. `Pending` while
+    /// one is at it: one operation per volume at a time, as upstream's.
+    fn staged(&self, driver: &str, handle: &str) -> Result<bool, VolumeError> {
+        let ops = lock(&self.ops);
+        let mut same = ops
+            .iter()
+            .filter(|o| o.kind == OpKind::Mount && o.driver == driver && o.handle == handle);
+        if same.clone().any(|o| o.state == OpState::Running) {
+            return Err(VolumeError::Pending);
+        }
+        Ok(same.any(|o| matches!(o.state, OpState::Published { .. })))
     }
 
     /// The attachment's ID and `attachmentMetadata` (the publish context)
@@ -467,6 +512,9 @@ impl CsiPlugin {
             if result.is_ok() {
                 result = conn.publish(p.publish).await;
             }
+            if let (Ok(()), Some(layout)) = (&result, &p.link) {
+                result = block::link_pod_device(layout);
+            }
             if let (Ok(()), Some(bytes)) = (&result, p.expand) {
                 result = conn
                     .expand(volume_id, target_path(&target), staging, bytes)
@@ -499,61 +547,11 @@ impl CsiPlugin {
             }
         });
     }
-
-    pub(super) fn spawn_tear_down(
-        self: &Arc<Self>,
-        driver: Driver,
-        data: VolData,
-        target: PathBuf,
-    ) {
-        let me = Arc::clone(self);
-        let conn = driver.conn.clone();
-        driver.conn.spawn(async move {
-            let mut result = conn
-                .unpublish(data.volume_handle.clone(), target_path(&target))
-                .await;
-            let dir = target.parent().unwrap_or(&target).to_path_buf();
-            if result.is_ok() {
-                result = remove_unmounted(&target, &dir);
-            }
-            let unstage = data.mode.is_persistent()
-                && driver.caps.stage_unstage
-                && result.is_ok()
-                && !me.other_users(&data, &dir);
-            if unstage {
-                let global = me.global_dir(&data.spec_vol_id);
-                let staging = global.join("globalmount");
-                result = conn
-                    .unstage(data.volume_handle.clone(), target_path(&staging))
-                    .await;
-                if result.is_ok() {
-                    result = remove_unmounted(&staging, &global);
-                }
-            }
-            me.set_state(
-                &target,
-                OpKind::Unmount,
-                result.map_or_else(OpState::Failed, |()| OpState::Gone),
-            );
-        });
-    }
 }
 
 /// A path as the CSI requests carry it.
 pub(super) fn target_path(target: &Path) -> String {
     target.to_string_lossy().into_owned()
-}
-
-/// Removes `dir` once the driver has unmounted `mount_point` inside it.
-fn remove_unmounted(mount_point: &Path, dir: &Path) -> Result<(), String> {
-    if crate::volume::util::mount::is_mount_point(mount_point).unwrap_or(false) {
-        return Err(format!(
-            "{} is still mounted after the driver's answer",
-            mount_point.display()
-        ));
-    }
-    crate::volume::util::fs::remove_all_one_filesystem(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 /// Whether the driver's fsGroupPolicy asks the kubelet to apply fsGroup.

@@ -76,6 +76,8 @@ impl CsiPlugin {
         let published: Vec<Published> = lock(&self.ops)
             .iter()
             .filter(|o| o.kind == OpKind::Mount && matches!(o.state, OpState::Published { .. }))
+            // (a block volume's usage is the device's, not a filesystem's)
+            .filter(|o| !self.layout_of_key(&o.target).block)
             .map(|o| Published {
                 target: o.target.clone(),
                 pod_uid: o.pod_uid.clone(),

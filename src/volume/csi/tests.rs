@@ -311,3 +311,31 @@ fn a_csi_1_driver_in_the_deprecated_directory_is_refused() {
         )
         .is_ok());
 }
+
+/// Upstream v1.22's paths for a raw block volume, and the way back from
+/// the key the volume manager holds to every path a tear-down needs.
+#[test]
+fn block_and_filesystem_layouts_follow_upstream() {
+    let p = plugin(Path::new("/r"));
+    let pod_dir = Path::new("/r/pods/u1");
+    let b = p.block_layout(pod_dir, "pv-b");
+    let dev = Path::new("/r/plugins/kubernetes.io/csi/volumeDevices");
+    assert_eq!(b.key, pod_dir.join("volumeDevices/kubernetes.io~csi/pv-b"));
+    assert_eq!(b.publish, dev.join("publish/pv-b/u1"));
+    assert_eq!(b.staging, dev.join("staging/pv-b"));
+    assert_eq!(b.pod_data, dev.join("pv-b/data"));
+    assert!(b.block);
+    assert_eq!(p.layout_of_key(&b.key), b);
+
+    let vol_dir = pod_dir.join("volumes/kubernetes.io~csi/pv-f");
+    let f = p.filesystem_layout(&vol_dir, "pv-f");
+    assert_eq!(f.key, vol_dir.join("mount"));
+    assert_eq!(f.publish, f.key);
+    assert_eq!(
+        f.staging,
+        Path::new("/r/plugins/kubernetes.io/csi/pv/pv-f/globalmount")
+    );
+    let back = p.layout_of_key(&f.key);
+    assert!(!back.block);
+    assert_eq!((back.key, back.pod_data), (f.key, vol_dir));
+}

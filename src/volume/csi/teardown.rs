@@ -1,0 +1,159 @@
+//! Tear-down of a CSI volume (upstream `csiMountMgr.TearDownAt`,
+//! `csiAttacher.UnmountDevice` and their block twins): unpublish, then
+//! unstage when no other pod uses the volume, as one operation on the
+//! completion-queue thread. Driver and handle come from `vol_data.json`,
+//! so this works the same after a restart.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rkubelet_util::lock;
+
+use super::block::{self, Layout};
+use super::setup::target_path;
+use super::voldata::VolData;
+use super::{not_registered, unique_volume_name, CsiPlugin, Driver, Op, OpKind, OpState, CSI_DIR};
+use crate::volume::VolumeError;
+
+impl CsiPlugin {
+    /// Tears down the CSI volume the volume manager knows by `key` (a
+    /// filesystem volume's target, or a pod's link to a block device): its
+    /// pod is gone. `Pending` while the driver is at it.
+    pub fn tear_down(self: &Arc<Self>, key: &Path) -> Result<(), VolumeError> {
+        if let Some(done) = self.tear_down_result(key) {
+            return done;
+        }
+        let layout = self.layout_of_key(key);
+        let data = match VolData::load(&layout.pod_data) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Never published (or already torn down): only our files.
+                lock(&self.ops).retain(|o| o.target != key);
+                return match layout.block {
+                    true => block::unlink_pod_device(&layout).map_err(VolumeError::Failed),
+                    false => crate::volume::tear_down(&layout.pod_data),
+                };
+            }
+            Err(e) => return Err(VolumeError::Failed(e.to_string())),
+        };
+        let Some(driver) = self.driver(&data.driver) else {
+            return Err(VolumeError::NotFound(not_registered(&data.driver)));
+        };
+        lock(&self.ops).push(Op {
+            target: key.to_path_buf(),
+            volume: String::new(),
+            pod_uid: String::new(),
+            claim: None,
+            handle: data.volume_handle.clone(),
+            driver: data.driver.clone(),
+            kind: OpKind::Unmount,
+            read_only: false,
+            resized: false,
+            state: OpState::Running,
+            in_use: data
+                .mode
+                .is_persistent()
+                .then(|| unique_volume_name(&data.driver, &data.volume_handle)),
+            expandable: false,
+            checked: Instant::now(),
+            expanding: false,
+        });
+        self.spawn_tear_down(driver, data, layout);
+        Err(VolumeError::Pending)
+    }
+
+    /// The outcome of a tear-down started earlier, once it has one.
+    fn tear_down_result(&self, key: &Path) -> Option<Result<(), VolumeError>> {
+        let mut ops = lock(&self.ops);
+        let i = ops
+            .iter()
+            .position(|o| o.target == key && o.kind == OpKind::Unmount)?;
+        Some(match ops[i].state.clone() {
+            OpState::Running => Err(VolumeError::Pending),
+            OpState::Failed(e) => {
+                ops.remove(i);
+                Err(VolumeError::Failed(e))
+            }
+            _ => {
+                ops.remove(i);
+                // its set-up's record goes too: no longer in use
+                ops.retain(|o| o.target != key);
+                Ok(())
+            }
+        })
+    }
+
+    fn spawn_tear_down(self: &Arc<Self>, driver: Driver, data: VolData, mut layout: Layout) {
+        if !layout.block {
+            let global = self.global_dir(&data.spec_vol_id);
+            layout.staging = global.join("globalmount");
+            layout.global_data = global;
+        }
+        let me = Arc::clone(self);
+        let conn = driver.conn.clone();
+        driver.conn.spawn(async move {
+            let handle = data.volume_handle.clone();
+            let mut result = conn
+                .unpublish(handle.clone(), target_path(&layout.publish))
+                .await;
+            if result.is_ok() {
+                result = match layout.block {
+                    true => block::unlink_pod_device(&layout),
+                    false => remove_unmounted(&layout.publish, &layout.pod_data),
+                };
+            }
+            let others = match layout.block {
+                true => me.other_block_users(&layout),
+                false => me.other_users(&data, &layout.pod_data),
+            };
+            let last = result.is_ok() && !others;
+            if last && data.mode.is_persistent() && driver.caps.stage_unstage {
+                result = conn.unstage(handle, target_path(&layout.staging)).await;
+                if result.is_ok() && !layout.block {
+                    result = remove_unmounted(&layout.staging, &layout.global_data);
+                }
+            }
+            if last && layout.block && result.is_ok() {
+                result = block::remove_block_dirs(&layout);
+            }
+            me.set_state(
+                &layout.key,
+                OpKind::Unmount,
+                result.map_or_else(OpState::Failed, |()| OpState::Gone),
+            );
+        });
+    }
+
+    /// Another pod's volume directory records the same volume.
+    fn other_users(&self, data: &VolData, except: &Path) -> bool {
+        let Ok(pods) = std::fs::read_dir(self.root_dir.join("pods")) else {
+            return false;
+        };
+        pods.flatten().any(|pod| {
+            let csi = pod.path().join("volumes").join(CSI_DIR);
+            std::fs::read_dir(csi)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|v| {
+                    v.path() != except
+                        && VolData::load(&v.path()).is_ok_and(|d| {
+                            d.driver == data.driver && d.volume_handle == data.volume_handle
+                        })
+                })
+        })
+    }
+}
+
+/// Removes `dir` once the driver has unmounted `mount_point` inside it.
+fn remove_unmounted(mount_point: &Path, dir: &Path) -> Result<(), String> {
+    if crate::volume::util::mount::is_mount_point(mount_point).unwrap_or(false) {
+        return Err(format!(
+            "{} is still mounted after the driver's answer",
+            mount_point.display()
+        ));
+    }
+    crate::volume::util::fs::remove_all_one_filesystem(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}
