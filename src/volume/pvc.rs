@@ -14,7 +14,6 @@
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{HostPathVolumeSource, LocalVolumeSource, Pod, Volume};
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::csi::setup::CsiVolume;
@@ -22,57 +21,43 @@ use super::{hostpath, SetUpContext, VolumeError};
 use crate::podutil::PodExt;
 
 /// What the kubelet reads of a PersistentVolumeClaim: whether it is bound,
-/// and to which volume.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// and to which volume, read from the object as the API sends it (no
+/// derived decoders: four of them cost the static binary 7 KB).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClaimBinding {
-    #[serde(default)]
-    pub metadata: ClaimMeta,
-    #[serde(default)]
-    pub spec: Option<ClaimSpec>,
-    #[serde(default)]
-    pub status: Option<ClaimStatus>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClaimMeta {
-    #[serde(default, rename = "deletionTimestamp")]
-    pub deletion_timestamp: Option<String>,
-    #[serde(default, rename = "ownerReferences")]
-    pub owner_references: Vec<OwnerRef>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct OwnerRef {
-    #[serde(default)]
-    pub uid: String,
-    #[serde(default)]
-    pub controller: Option<bool>,
+    pub deleting: bool,
+    /// The UIDs of its owners that are its controller.
+    pub controllers: Vec<String>,
+    pub volume_name: String,
+    pub phase: Option<String>,
+    /// `status.capacity.storage`: what the claim's volume holds now; below
+    /// the PV's capacity, the volume awaits expansion on the node.
+    pub capacity: Option<String>,
 }
 
 impl ClaimBinding {
+    pub fn from_object(pvc: &Value) -> ClaimBinding {
+        let text = |v: &Value| v.as_str().map(str::to_string);
+        let meta = &pvc["metadata"];
+        ClaimBinding {
+            deleting: !meta["deletionTimestamp"].is_null(),
+            controllers: meta["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|o| o["controller"] == true)
+                .filter_map(|o| text(&o["uid"]))
+                .collect(),
+            volume_name: text(&pvc["spec"]["volumeName"]).unwrap_or_default(),
+            phase: text(&pvc["status"]["phase"]),
+            capacity: text(&pvc["status"]["capacity"]["storage"]),
+        }
+    }
+
     /// The pod `uid` is the claim's controlling owner.
     fn controlled_by(&self, uid: &str) -> bool {
-        self.metadata
-            .owner_references
-            .iter()
-            .any(|o| o.controller == Some(true) && o.uid == uid)
+        self.controllers.iter().any(|c| c == uid)
     }
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClaimSpec {
-    #[serde(default, rename = "volumeName")]
-    pub volume_name: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClaimStatus {
-    #[serde(default)]
-    pub phase: Option<String>,
-    /// `storage` is what the claim's volume holds now; below the PV's
-    /// capacity, the volume awaits expansion on the node.
-    #[serde(default)]
-    pub capacity: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The source of a PersistentVolume, as far as this kubelet can use it.
@@ -160,7 +145,7 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
         .ok_or_else(|| {
             VolumeError::NotFound(format!("persistentvolumeclaim {claim:?} not found"))
         })?;
-    if pvc.metadata.deletion_timestamp.is_some() {
+    if pvc.deleting {
         return Err(VolumeError::Failed(format!(
             "can't start pod because PVC {ns}/{claim} is being deleted"
         )));
@@ -171,12 +156,8 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
             ctx.pod.name()
         )));
     }
-    let phase = pvc.status.as_ref().and_then(|s| s.phase.as_deref());
-    let pv_name = pvc
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_name.clone())
-        .unwrap_or_default();
+    let phase = pvc.phase.as_deref();
+    let pv_name = pvc.volume_name.clone();
     if phase != Some("Bound") || pv_name.is_empty() {
         return Err(VolumeError::NotFound(format!(
             "persistentvolumeclaim {claim:?} is not bound (phase {})",
@@ -212,10 +193,8 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
             v.read_only |= read_only;
             v.claim = Some((ns.to_string(), claim.clone()));
             let claimed = pvc
-                .status
-                .as_ref()
-                .and_then(|s| s.capacity.as_ref())
-                .and_then(|c| c.get("storage"))
+                .capacity
+                .as_deref()
                 .and_then(|q| crate::util::quantity::parse_quantity_value(q).ok());
             // upstream: expand when the PV grew past the claim's status
             if let (Some((bytes, _)), Some(claimed)) = (&v.capacity, claimed) {
@@ -308,9 +287,7 @@ mod tests {
             if name != "eph-scratch" {
                 return Ok(None);
             }
-            serde_json::from_value(self.claim.clone())
-                .map(Some)
-                .map_err(|e| HostError::Invalid(e.to_string()))
+            Ok(Some(ClaimBinding::from_object(&self.claim)))
         }
         fn persistent_volume(&self, _: &str) -> Result<Option<PersistentVolumeSource>, HostError> {
             Ok(Some(PersistentVolumeSource::HostPath(
@@ -442,17 +419,26 @@ mod tests {
 
     #[test]
     fn a_claim_is_read_through_its_binding() {
-        let pvc: ClaimBinding = serde_json::from_value(json!({
-            "metadata": {"name": "c"},
+        let pvc = ClaimBinding::from_object(&json!({
+            "metadata": {"name": "c", "deletionTimestamp": "2024-01-01T00:00:00Z",
+                         "ownerReferences": [{"uid": "u1", "controller": true}, {"uid": "u2"}]},
             "spec": {"volumeName": "pv-1", "accessModes": ["ReadWriteOnce"],
                      "resources": {"requests": {"storage": "1Gi"}}},
             "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}
-        }))
-        .expect("decode");
+        }));
         assert_eq!(
-            pvc.spec.and_then(|s| s.volume_name).as_deref(),
-            Some("pv-1")
+            pvc,
+            ClaimBinding {
+                deleting: true,
+                controllers: vec!["u1".into()],
+                volume_name: "pv-1".into(),
+                phase: Some("Bound".into()),
+                capacity: Some("1Gi".into()),
+            }
         );
-        assert_eq!(pvc.status.and_then(|s| s.phase).as_deref(), Some("Bound"));
+        assert_eq!(
+            ClaimBinding::from_object(&json!({})),
+            ClaimBinding::default()
+        );
     }
 }

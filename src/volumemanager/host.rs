@@ -99,7 +99,9 @@ impl VolumeHost for ApiHost {
         ns: &str,
         name: &str,
     ) -> Result<Option<ClaimBinding>, HostError> {
-        not_found_is_none(self.client.get(&paths::persistent_volume_claim(ns, name)))
+        let pvc: Option<serde_json::Value> =
+            not_found_is_none(self.client.get(&paths::persistent_volume_claim(ns, name)))?;
+        Ok(pvc.as_ref().map(ClaimBinding::from_object))
     }
     fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolumeSource>, HostError> {
         let pv: Option<serde_json::Value> =
