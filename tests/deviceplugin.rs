@@ -6,63 +6,42 @@
 
 mod common;
 
+use std::ffi::OsString;
 use std::fs;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
 use common::cluster::*;
+use common::peer::Peer;
 use common::*;
 
 const WIDGET: &str = "example.com/widget";
 
 /// One run of the peer; killed when dropped.
-struct Plugin {
-    child: Child,
-    log: PathBuf,
-    control: PathBuf,
-}
+struct Plugin(Peer);
 
 impl Plugin {
     fn start(cl: &Cluster, name: &str, args: &[&str]) -> Plugin {
         let dir = cl.env.dir.join(format!("plugin-{name}"));
-        fs::create_dir_all(&dir).unwrap();
-        let (log, control) = (dir.join("calls.jsonl"), dir.join("control.json"));
-        let script = repo_dir().join("tests/plugins/deviceplugin.py");
-        let stderr = fs::File::create(dir.join("stderr.log")).unwrap();
-        let child = Command::new("/usr/bin/python3")
-            .arg(script)
-            .arg("--dir")
-            .arg(cl.env.root.join("device-plugins"))
-            .arg("--mount-dir")
-            .arg(dir.join("data"))
-            .arg("--log")
-            .arg(&log)
-            .arg("--control")
-            .arg(&control)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start tests/plugins/deviceplugin.py");
-        Plugin {
-            child,
-            log,
-            control,
-        }
+        let mut all: Vec<OsString> = vec![
+            "--dir".into(),
+            cl.env.root.join("device-plugins").into(),
+            "--mount-dir".into(),
+            dir.join("data").into(),
+        ];
+        all.extend(args.iter().map(OsString::from));
+        Plugin(Peer::spawn(dir, "deviceplugin.py", &all))
     }
 
     /// Whole-state control: these devices unhealthy, the rest healthy.
     fn set_unhealthy(&self, ids: &[&str]) {
-        let tmp = self.control.with_extension("tmp");
-        fs::write(&tmp, json!({ "unhealthy": ids }).to_string()).unwrap();
-        fs::rename(&tmp, &self.control).unwrap();
+        self.0.set_control(json!({ "unhealthy": ids }));
     }
 
     /// The calls the plugin received, by RPC name.
     fn calls(&self, rpc: &str) -> Vec<Value> {
-        peer_calls(&self.log, rpc)
+        self.0.calls(rpc)
     }
 
     fn registrations(&self) -> usize {
@@ -70,13 +49,6 @@ impl Plugin {
             .iter()
             .filter(|v| v["ok"] == true)
             .count()
-    }
-}
-
-impl Drop for Plugin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -451,9 +423,6 @@ fn plugin_watcher_registers_device_plugins() {
 
     // The plugin goes (SIGTERM: it removes its sockets): deregistered, its
     // devices unhealthy.
-    let _ = Command::new("kill")
-        .arg(good.child.id().to_string())
-        .status();
-    let _ = good.child.wait();
+    good.0.terminate();
     wait_node_resource(&mut cl, "example.com/watched", "3", "0");
 }

@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod fidelity;
 mod manifests;
 mod observer;
+pub mod peer;
 pub mod threads;
 
 pub use manifests::*;

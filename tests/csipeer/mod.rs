@@ -5,67 +5,51 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsString;
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
 use super::common::cluster::*;
+use super::common::peer::Peer;
 use super::common::*;
 
 pub const DRIVER: &str = "csi.example.com";
 
 /// One run of the driver peer; killed when dropped.
 pub struct Driver {
-    pub child: Child,
-    pub log: PathBuf,
+    pub peer: Peer,
     pub data: PathBuf,
-    pub control: PathBuf,
 }
 
 impl Driver {
     pub fn start(cl: &Cluster, name: &str, args: &[&str]) -> Driver {
-        let dir = cl.env.dir.join(format!("driver-{name}"));
-        fs::create_dir_all(&dir).unwrap();
         let sock_dir = cl.env.root.join("plugins").join(name);
         fs::create_dir_all(&sock_dir).unwrap();
-        let (log, data, control) = (
-            dir.join("calls.jsonl"),
-            dir.join("data"),
-            dir.join("control.json"),
-        );
-        let stderr = fs::File::create(dir.join("stderr.log")).unwrap();
-        let child = Command::new("/usr/bin/python3")
-            .arg(repo_dir().join("tests/plugins/csidriver.py"))
-            .arg("--name")
-            .arg(name)
-            .arg("--csi-address")
-            .arg(sock_dir.join("csi.sock"))
-            .arg("--registry")
-            .arg(cl.env.root.join("plugins_registry"))
-            .arg("--data")
-            .arg(&data)
-            .arg("--log")
-            .arg(&log)
-            .arg("--control")
-            .arg(&control)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start tests/plugins/csidriver.py");
+        let dir = cl.env.dir.join(format!("driver-{name}"));
+        let data = dir.join("data");
+        let mut all: Vec<OsString> = vec![
+            "--name".into(),
+            name.into(),
+            "--csi-address".into(),
+            sock_dir.join("csi.sock").into(),
+            "--registry".into(),
+            cl.env.root.join("plugins_registry").into(),
+            "--data".into(),
+            data.clone().into(),
+        ];
+        all.extend(args.iter().map(OsString::from));
         Driver {
-            child,
-            log,
+            peer: Peer::spawn(dir, "csidriver.py", &all),
             data,
-            control,
         }
     }
 
     /// The calls the driver answered, by RPC name.
     pub fn calls(&self, rpc: &str) -> Vec<Value> {
-        peer_calls(&self.log, rpc)
+        self.peer.calls(rpc)
     }
 
     pub fn ok_calls(&self, rpc: &str, volume_id: &str) -> Vec<Value> {
@@ -76,26 +60,19 @@ impl Driver {
     }
 
     pub fn heal(&self) {
-        let tmp = self.control.with_extension("tmp");
-        fs::write(&tmp, json!({"fail": {}, "delay": {}}).to_string()).unwrap();
-        fs::rename(&tmp, &self.control).unwrap();
+        self.peer.set_control(json!({"fail": {}, "delay": {}}));
     }
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.peer.kill();
         // The loop devices that showed its block volumes (a volume that
         // was unstaged has released its own).
         for vol in fs::read_dir(&self.data).into_iter().flatten().flatten() {
             if let Ok(dev) = fs::read_to_string(vol.path().join("loop")) {
                 let _ = Command::new("losetup").args(["-d", dev.trim()]).status();
             }
-        }
-        if std::thread::panicking() {
-            let err = fs::read_to_string(self.log.with_file_name("stderr.log")).unwrap_or_default();
-            eprintln!("===== driver {} stderr =====\n{err}", self.log.display());
         }
     }
 }
