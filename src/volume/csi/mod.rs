@@ -76,25 +76,37 @@ enum OpKind {
     Unmount,
 }
 
-/// One operation, by target path (unique per pod and volume).
+/// One operation, by target path (unique per pod and volume): a set-up,
+/// then the volume while it stays set up; or a tear-down.
 #[derive(Debug)]
 struct Op {
     target: PathBuf,
-    /// The pod's name for the volume, its UID, the claim behind it, its
-    /// handle and driver (a set-up's; for the usage calls).
-    volume: String,
-    pod_uid: String,
-    claim: Option<(String, String)>,
     handle: String,
     driver: String,
-    kind: OpKind,
     state: OpState,
-    read_only: bool,
-    /// Expanded by the driver; the claim's status is not updated yet.
-    resized: bool,
     /// `kubernetes.io/csi/<driver>^<handle>` of a persistent volume,
     /// reported in the node's `volumesInUse` while set up or torn down.
     in_use: Option<String>,
+    work: Work,
+}
+
+#[derive(Debug)]
+enum Work {
+    Mount(Mount),
+    Unmount,
+}
+
+/// What a set-up knows of its pod and volume (for usage calls and
+/// expansion); a tear-down, made from `vol_data.json`, has none of it.
+#[derive(Debug)]
+struct Mount {
+    /// The pod's name for the volume, its UID and the claim behind it.
+    volume: String,
+    pod_uid: String,
+    claim: Option<(String, String)>,
+    read_only: bool,
+    /// Expanded by the driver; the claim's status is not updated yet.
+    resized: bool,
     /// The driver has `EXPAND_VOLUME`: the claim is read again now and then
     /// for an expansion while the volume is published.
     expandable: bool,
@@ -102,6 +114,22 @@ struct Op {
     checked: Instant,
     /// `NodeExpandVolume` of a published volume is running.
     expanding: bool,
+}
+
+impl Op {
+    fn kind(&self) -> OpKind {
+        match self.work {
+            Work::Mount(_) => OpKind::Mount,
+            Work::Unmount => OpKind::Unmount,
+        }
+    }
+
+    fn mount(&self) -> Option<&Mount> {
+        match &self.work {
+            Work::Mount(m) => Some(m),
+            Work::Unmount => None,
+        }
+    }
 }
 
 /// The CSI plugin; shared by the volume manager, the plugin manager's
@@ -252,20 +280,21 @@ impl CsiPlugin {
         name: &str,
     ) -> Option<crate::volume::MountedVolume> {
         let ops = lock(&self.ops);
-        let op = ops.iter().find(|o| {
-            o.kind == OpKind::Mount && o.volume == name && o.target.starts_with(pod_dir)
+        let (op, m) = ops.iter().find_map(|o| {
+            let m = o.mount()?;
+            (m.volume == name && o.target.starts_with(pod_dir)).then_some((o, m))
         })?;
         // an expansion still to be recorded in the claim goes the long way,
         // as does a claim due to be read again for one
-        let recheck = op.expandable && !op.expanding && op.checked.elapsed() >= RESIZE_RECHECK;
-        (op.state == OpState::Published { republish: false } && !op.resized && !recheck).then(
-            || crate::volume::MountedVolume {
+        let recheck = m.expandable && !m.expanding && m.checked.elapsed() >= RESIZE_RECHECK;
+        (op.state == OpState::Published { republish: false } && !m.resized && !recheck).then(|| {
+            crate::volume::MountedVolume {
                 kind: crate::volume::PluginKind::Csi,
                 host_path: op.target.clone(),
-                read_only: op.read_only,
+                read_only: m.read_only,
                 block: self.layout_of_key(&op.target).block,
-            },
-        )
+            }
+        })
     }
 
     /// Whether node status lists `unique` in `volumesAttached` (upstream
@@ -307,8 +336,18 @@ impl CsiPlugin {
     fn with_op<R>(&self, target: &Path, kind: OpKind, f: impl FnOnce(&mut Op) -> R) -> Option<R> {
         lock(&self.ops)
             .iter_mut()
-            .find(|o| o.target == target && o.kind == kind)
+            .find(|o| o.target == target && o.kind() == kind)
             .map(f)
+    }
+
+    /// `f` on the set-up at `target`, if there is one.
+    fn with_mount<R>(&self, target: &Path, f: impl FnOnce(&mut Mount) -> R) -> Option<R> {
+        let mut ops = lock(&self.ops);
+        let m = ops.iter_mut().find_map(|o| match &mut o.work {
+            Work::Mount(m) if o.target == target => Some(m),
+            _ => None,
+        })?;
+        Some(f(m))
     }
 
     fn set_state(&self, target: &Path, kind: OpKind, state: OpState) {

@@ -18,7 +18,7 @@ use super::driver::{DriverSpec, FsGroupPolicy};
 use super::voldata::{LifecycleMode, VolData};
 use super::{
     attachment_name, inline_volume_handle, not_registered, unique_volume_name, CsiPlugin, Driver,
-    Op, OpKind, OpState,
+    Mount, Op, OpKind, OpState, Work,
 };
 use crate::client::paths;
 use crate::cri::csi::v1::csi;
@@ -213,19 +213,20 @@ impl CsiPlugin {
         ops.retain(|o| o.target != target);
         ops.push(Op {
             target: target.clone(),
-            volume: name.to_string(),
-            resized: false,
-            pod_uid: ctx.pod.uid().to_string(),
-            claim: vol.claim.clone(),
             handle: vol.handle.clone(),
             driver: vol.driver.clone(),
-            read_only: vol.read_only,
-            kind: OpKind::Mount,
             state: OpState::Running,
             in_use: vol.mode.is_persistent().then_some(unique),
-            expandable,
-            checked: Instant::now(),
-            expanding: false,
+            work: Work::Mount(Mount {
+                volume: name.to_string(),
+                pod_uid: ctx.pod.uid().to_string(),
+                claim: vol.claim.clone(),
+                read_only: vol.read_only,
+                resized: false,
+                expandable,
+                checked: Instant::now(),
+                expanding: false,
+            }),
         });
         drop(ops);
         self.spawn_set_up(prepared, target, true);
@@ -237,7 +238,7 @@ impl CsiPlugin {
     /// a strategic merge patch). Runs on the volume manager's thread.
     /// Whether the claim was updated.
     fn finish_resize(&self, target: &Path, vol: &CsiVolume) -> Result<bool, VolumeError> {
-        let pending = self.with_op(target, OpKind::Mount, |o| o.resized) == Some(true);
+        let pending = self.with_mount(target, |m| m.resized) == Some(true);
         let (Some((ns, claim)), Some((_, quantity)), true) = (&vol.claim, &vol.capacity, pending)
         else {
             return Ok(false);
@@ -254,7 +255,7 @@ impl CsiPlugin {
                     "update the status of claim {ns}/{claim} after expanding: {e}"
                 ))
             })?;
-        self.with_op(target, OpKind::Mount, |o| o.resized = false);
+        self.with_mount(target, |m| m.resized = false);
         log::info!(
             "volume {} of claim {ns}/{claim} expanded to {quantity}",
             vol.handle
@@ -267,17 +268,17 @@ impl CsiPlugin {
     /// `NodeExpandVolume` on the mounted volume, then (at the next pass)
     /// the claim's status. The volume stays in use throughout.
     fn expand_in_use(self: &Arc<Self>, target: &Path, vol: &CsiVolume) {
-        let start = self.with_op(target, OpKind::Mount, |o| {
-            o.checked = Instant::now();
-            let start = o.expandable && vol.expand && !o.expanding && !o.resized;
-            o.expanding |= start;
+        let start = self.with_mount(target, |m| {
+            m.checked = Instant::now();
+            let start = m.expandable && vol.expand && !m.expanding && !m.resized;
+            m.expanding |= start;
             start
         });
         let (Some(true), Some((bytes, _))) = (start, vol.capacity.clone()) else {
             return;
         };
         let Some(driver) = self.driver(&vol.driver) else {
-            self.with_op(target, OpKind::Mount, |o| o.expanding = false);
+            self.with_mount(target, |m| m.expanding = false);
             return;
         };
         let staging = if driver.caps.stage_unstage {
@@ -297,9 +298,9 @@ impl CsiPlugin {
                     target.display()
                 );
             }
-            me.with_op(&target, OpKind::Mount, |o| {
-                o.expanding = false;
-                o.resized = result.is_ok();
+            me.with_mount(&target, |m| {
+                m.expanding = false;
+                m.resized = result.is_ok();
             });
             me.wake();
         });
@@ -434,7 +435,7 @@ impl CsiPlugin {
         let ops = lock(&self.ops);
         let mut same = ops
             .iter()
-            .filter(|o| o.kind == OpKind::Mount && o.driver == driver && o.handle == handle);
+            .filter(|o| o.kind() == OpKind::Mount && o.driver == driver && o.handle == handle);
         if same.clone().any(|o| o.state == OpState::Running) {
             return Err(VolumeError::Pending);
         }
@@ -520,7 +521,7 @@ impl CsiPlugin {
                     .expand(volume_id, target_path(&target), staging, bytes)
                     .await;
                 if result.is_ok() {
-                    me.with_op(&target, OpKind::Mount, |o| o.resized = true);
+                    me.with_mount(&target, |m| m.resized = true);
                 }
             }
             if let (Ok(()), Some(gid)) = (&result, p.fs_group) {

@@ -75,16 +75,19 @@ impl CsiPlugin {
         }
         let published: Vec<Published> = lock(&self.ops)
             .iter()
-            .filter(|o| o.kind == OpKind::Mount && matches!(o.state, OpState::Published { .. }))
+            .filter(|o| matches!(o.state, OpState::Published { .. }))
             // (a block volume's usage is the device's, not a filesystem's)
             .filter(|o| !self.layout_of_key(&o.target).block)
-            .map(|o| Published {
-                target: o.target.clone(),
-                pod_uid: o.pod_uid.clone(),
-                volume: o.volume.clone(),
-                claim: o.claim.clone(),
-                handle: o.handle.clone(),
-                driver: o.driver.clone(),
+            .filter_map(|o| {
+                let m = o.mount()?;
+                Some(Published {
+                    target: o.target.clone(),
+                    pod_uid: m.pod_uid.clone(),
+                    volume: m.volume.clone(),
+                    claim: m.claim.clone(),
+                    handle: o.handle.clone(),
+                    driver: o.driver.clone(),
+                })
             })
             .collect();
         lock(&self.usage).retain(|(t, _)| published.iter().any(|p| p.target == *t));

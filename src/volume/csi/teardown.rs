@@ -6,14 +6,15 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
 use rkubelet_util::lock;
 
 use super::block::{self, Layout};
 use super::setup::target_path;
 use super::voldata::VolData;
-use super::{not_registered, unique_volume_name, CsiPlugin, Driver, Op, OpKind, OpState, CSI_DIR};
+use super::{
+    not_registered, unique_volume_name, CsiPlugin, Driver, Op, OpKind, OpState, Work, CSI_DIR,
+};
 use crate::volume::VolumeError;
 
 impl CsiPlugin {
@@ -42,22 +43,14 @@ impl CsiPlugin {
         };
         lock(&self.ops).push(Op {
             target: key.to_path_buf(),
-            volume: String::new(),
-            pod_uid: String::new(),
-            claim: None,
             handle: data.volume_handle.clone(),
             driver: data.driver.clone(),
-            kind: OpKind::Unmount,
-            read_only: false,
-            resized: false,
             state: OpState::Running,
             in_use: data
                 .mode
                 .is_persistent()
                 .then(|| unique_volume_name(&data.driver, &data.volume_handle)),
-            expandable: false,
-            checked: Instant::now(),
-            expanding: false,
+            work: Work::Unmount,
         });
         self.spawn_tear_down(driver, data, layout);
         Err(VolumeError::Pending)
@@ -68,7 +61,7 @@ impl CsiPlugin {
         let mut ops = lock(&self.ops);
         let i = ops
             .iter()
-            .position(|o| o.target == key && o.kind == OpKind::Unmount)?;
+            .position(|o| o.target == key && o.kind() == OpKind::Unmount)?;
         Some(match ops[i].state.clone() {
             OpState::Running => Err(VolumeError::Pending),
             OpState::Failed(e) => {

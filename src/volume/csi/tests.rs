@@ -156,19 +156,20 @@ fn a_drivers_usage_answer_reaches_the_summary_view_and_the_metrics() {
     let target = std::path::PathBuf::from("/r/pods/u1/volumes/kubernetes.io~csi/pv-1/mount");
     p.ops.lock().unwrap().push(Op {
         target: target.clone(),
-        volume: "data".into(),
-        pod_uid: "u1".into(),
-        claim: Some(("ns1".into(), "claim-1".into())),
         handle: "h1".into(),
         driver: "d".into(),
-        read_only: false,
-        resized: false,
-        kind: OpKind::Mount,
         state: OpState::Published { republish: false },
         in_use: None,
-        expandable: false,
-        checked: std::time::Instant::now(),
-        expanding: false,
+        work: Work::Mount(Mount {
+            volume: "data".into(),
+            pod_uid: "u1".into(),
+            claim: Some(("ns1".into(), "claim-1".into())),
+            read_only: false,
+            resized: false,
+            expandable: false,
+            checked: std::time::Instant::now(),
+            expanding: false,
+        }),
     });
     let usage = |unit, total, available, used| csi::VolumeUsage {
         unit: protobuf::EnumOrUnknown::new(unit),
