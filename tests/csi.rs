@@ -19,6 +19,22 @@ use common::cluster::*;
 use common::*;
 use csipeer::*;
 
+/// Waits for the claim's status to say `size`, with no
+/// FileSystemResizePending condition left (upstream MarkFSResizeFinished).
+fn claim_resized(cl: &mut Cluster, claim: &str, size: &str) {
+    let path = format!("/api/v1/namespaces/default/persistentvolumeclaims/{claim}");
+    let c = cl.eventually(secs(30), &format!("{claim}'s status at {size}"), |api| {
+        let c = api.get(&path)?;
+        (c["status"]["capacity"]["storage"] == size).then_some(c)
+    });
+    let pending = c["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "FileSystemResizePending");
+    assert!(!pending, "{}", c["status"]);
+}
+
 // 49 ---------------------------------------------------------------------------------
 
 /// Registration (CSINode, annotation, labels), a CSI PV staged and
@@ -321,19 +337,7 @@ fn csi_driver_lifecycle() {
         expand[0]["request"]["capacity_range"]["required_bytes"],
         "2147483648"
     );
-    let claim = cl.eventually(secs(20), "the claim's status after the expansion", |api| {
-        let c = api.get("/api/v1/namespaces/default/persistentvolumeclaims/claim-r")?;
-        (c["status"]["capacity"]["storage"] == "2Gi").then_some(c)
-    });
-    assert!(
-        !claim["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == "FileSystemResizePending"),
-        "{}",
-        claim["status"]
-    );
+    claim_resized(&mut cl, "claim-r", "2Gi");
     assert!(
         driver.ok_calls("NodeExpandVolume", "vol-a").is_empty(),
         "no expansion without growth"
@@ -363,23 +367,7 @@ fn csi_driver_lifecycle() {
         grown["request"]["volume_path"], expand[0]["request"]["volume_path"],
         "expanded where it is published"
     );
-    let claim = cl.eventually(
-        secs(30),
-        "the claim's status after the online expansion",
-        |api| {
-            let c = api.get("/api/v1/namespaces/default/persistentvolumeclaims/claim-r")?;
-            (c["status"]["capacity"]["storage"] == "3Gi").then_some(c)
-        },
-    );
-    assert!(
-        !claim["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == "FileSystemResizePending"),
-        "{}",
-        claim["status"]
-    );
+    claim_resized(&mut cl, "claim-r", "3Gi");
     assert_eq!(
         driver.ok_calls("NodeExpandVolume", "vol-r").len(),
         2,
