@@ -76,7 +76,7 @@ pub fn main() -> i32 {
     if check {
         args.remove(1);
     }
-    let (flags, config) = match kubeletconfig::load(args) {
+    let (flags, mut config) = match kubeletconfig::load(args) {
         Ok(v) => v,
         Err(LoadError::Clap(e)) => e.exit(),
         Err(LoadError::Invalid(e)) if check => {
@@ -89,6 +89,17 @@ pub fn main() -> i32 {
         }
     };
     crate::util::logging::init(flags.verbosity);
+    // Upstream's --reserved-cpus: checked against the machine, then it
+    // stands for the reserved cpu quantities.
+    if let Err(e) =
+        crate::cm::cpumanager::reserve_system_cpus(&mut config, std::path::Path::new("/sys"))
+    {
+        match check {
+            true => println!("FAIL  configuration: {e}\n      fix: name CPUs the machine has"),
+            false => log::error!("{e}"),
+        }
+        return 1;
+    }
     if check {
         return check::run(&flags, &config);
     }
