@@ -144,6 +144,12 @@ fn pods_run_in_their_qos_cgroups_with_upstream_limits() {
     );
     env.write_manifest("e.yaml", &pod_yaml("e", ""));
     env.start_kubelet_healthy();
+    // The CPU manager's state, as an upstream kubelet with the none policy
+    // writes it.
+    assert_eq!(
+        fs::read_to_string(env.root.join("cpu_manager_state")).unwrap(),
+        r#"{"policyName":"none","defaultCpuSet":"","checksum":1353318690}"#
+    );
 
     // kubepods: capacity less the reservations; eviction is not taken
     // from it (upstream getNodeAllocatableAbsolute).

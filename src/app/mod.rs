@@ -214,6 +214,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
     let machine_memory = machine_memory();
     check_cgroup_driver(config, &runtime)?;
+    crate::cm::cpumanager::restore_state(config, &settings.root_dir).context("cpu manager")?;
     let container_manager = start_container_manager(config, machine_memory)?;
     if container_manager.is_some() {
         // upstream's enforceNodeAllocatableCgroups, once kubepods is capped.

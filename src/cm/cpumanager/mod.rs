@@ -3,6 +3,7 @@
 //! NUMA nodes: what the static policy's exclusive assignments and the
 //! topology manager's hints are computed from.
 
+pub mod state;
 pub mod topology;
 
 use std::path::Path;
@@ -70,6 +71,20 @@ pub fn reserve_system_cpus(
         .system_reserved
         .insert("cpu".into(), reserved.len().to_string());
     Ok(Some(reserved))
+}
+
+/// Upstream's CPU manager Start, for the `none` policy: its state file is
+/// restored (or written), and one from another policy, or corrupt, stops
+/// the start with upstream's advice. A `static` policy is not run here
+/// (logged as not honoured at start), so its file is left alone.
+pub fn restore_state(
+    config: &KubeletConfiguration,
+    root_dir: &Path,
+) -> Result<(), state::StateError> {
+    if matches!(config.cpu_manager_policy.as_str(), "" | "none") {
+        state::CpuManagerState::restore(root_dir, "none")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
