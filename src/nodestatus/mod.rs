@@ -153,9 +153,10 @@ pub struct KubeletHealth {
     /// The device plugins' resources (upstream
     /// devicePluginResourceCapacityFunc).
     pub devices: crate::cm::devicemanager::DeviceCapacity,
-    /// The attachable volumes mounted or being mounted (upstream
-    /// volumeManager.GetVolumesInUse), sorted.
-    pub volumes_in_use: Vec<String>,
+    /// The persistent volumes in use (upstream
+    /// volumeManager.GetVolumesInUse), sorted; None until the volume
+    /// manager's states are synced, when the node's list is left as it is.
+    pub volumes_in_use: Option<Vec<String>>,
 }
 
 pub type HealthFn = Box<dyn Fn() -> KubeletHealth + Send + Sync>;
@@ -386,7 +387,9 @@ impl NodeStatusManager {
             events,
         );
         setters::set_device_plugin_resources(node, &inputs.health.devices);
-        setters::set_volumes_in_use(node, &inputs.health.volumes_in_use);
+        if let Some(in_use) = &inputs.health.volumes_in_use {
+            setters::set_volumes_in_use(node, in_use);
+        }
         if let Some((name, _)) = &inputs.health.runtime_version {
             state.runtime_name = Some(name.clone());
         }

@@ -257,9 +257,21 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<MountedVolume, Vol
         PluginKind::Secret => (secret::set_up(ctx, vol)?, true),
         PluginKind::DownwardApi => (downwardapi::set_up(ctx, vol)?, true),
         PluginKind::Projected => (projected::set_up(ctx, vol)?, true),
-        PluginKind::PersistentVolumeClaim => match pvc::set_up(ctx, vol)? {
-            pvc::ClaimVolume::Path(path, read_only) => (path, read_only),
-            pvc::ClaimVolume::Csi(v) => return csi_plugin(csi)?.set_up(ctx, &vol.name, &v),
+        PluginKind::PersistentVolumeClaim => match pvc::set_up(ctx, vol) {
+            Ok(pvc::ClaimVolume::Path(path, read_only)) => (path, read_only),
+            Ok(pvc::ClaimVolume::Csi(v)) => return csi_plugin(csi)?.set_up(ctx, &vol.name, &v),
+            Err(e) => {
+                // A published volume whose claim is read again (for an
+                // expansion) stays in use when that read fails: logged,
+                // not a FailedMount on a running pod (upstream only logs).
+                return match csi.and_then(|c| c.published(ctx.pod_dir, &vol.name)) {
+                    Some(mv) => {
+                        log::warn!("volume {:?}: reading its claim again: {e}", vol.name);
+                        Ok(mv)
+                    }
+                    None => Err(e),
+                };
+            }
         },
         PluginKind::Csi => {
             let src = vol

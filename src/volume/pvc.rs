@@ -169,7 +169,10 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<ClaimVolume, Volum
         .persistent_volume(&pv_name)
         .map_err(|e| VolumeError::Failed(format!("get persistentvolume {pv_name}: {e}")))?
         .ok_or_else(|| VolumeError::NotFound(format!("persistentvolume {pv_name:?} not found")))?;
-    if !matches!(source, PersistentVolumeSource::Csi(_)) {
+    if matches!(
+        source,
+        PersistentVolumeSource::HostPath(_) | PersistentVolumeSource::Local(_)
+    ) {
         check_volume_mode(ctx.pod, &vol.name, false)?;
     }
     let path = match source {

@@ -46,6 +46,10 @@ pub struct VolumeManager {
     root_dir: PathBuf,
     recorder: Arc<dyn EventRecorder>,
     on_pod_ready: PodReadyFn,
+    /// The pods' directories left on disk have been looked at once
+    /// (upstream ReconcilerStatesHasBeenSynced): until then the volumes in
+    /// use are not known, and node status leaves `volumesInUse` alone.
+    synced: std::sync::atomic::AtomicBool,
 }
 
 /// Upstream's podAttachAndMountTimeout: how long a pod sync waits on its
@@ -103,6 +107,7 @@ impl VolumeManager {
             root_dir,
             recorder,
             on_pod_ready,
+            synced: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -264,19 +269,30 @@ impl VolumeManager {
                 Err(e) => log::warn!("orphaned pod directory {}: {e}", dir.display()),
             }
         }
+        // (their CSI volumes are now being torn down, and so in use)
+        let first = !self.synced.swap(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(csi) = self.host.csi().filter(|_| first) {
+            csi.kick_status();
+        }
     }
 
-    /// The persistent volumes in use (node status `volumesInUse`).
-    pub fn volumes_in_use(&self) -> Vec<String> {
+    /// The persistent volumes in use (node status `volumesInUse`); None
+    /// until the pods' directories left on disk have been looked at, as
+    /// upstream reports nothing before its states are synced: a volume of
+    /// a pod deleted while the kubelet was down must not look unused.
+    pub fn volumes_in_use(&self) -> Option<Vec<String>> {
+        if !self.synced.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
         let Some(csi) = self.host.csi() else {
-            return Vec::new();
+            return Some(Vec::new());
         };
         {
             // (a set-up may have raced with its pod's removal)
             let st = lock(&self.state);
             csi.retain_wanted(|uid| st.desired.contains_key(uid));
         }
-        csi.volumes_in_use()
+        Some(csi.volumes_in_use())
     }
 
     /// [`remove_pod_dir`] with this manager's CSI plugin.

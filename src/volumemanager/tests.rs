@@ -160,7 +160,10 @@ fn waits_for_a_missing_config_map_then_mounts_updates_and_tears_down() {
     assert!(vm.remove_pod("u1", Duration::from_secs(5)));
     assert!(!scratch.exists());
     assert!(!file.exists());
+    // volumesInUse is unknown until the pods' directories were looked at
+    assert_eq!(vm.volumes_in_use(), None);
     vm.cleanup_orphaned_pod_dirs(&HashSet::new());
+    assert_eq!(vm.volumes_in_use(), Some(vec![]));
     assert!(!root.join("pods/u1").exists());
     drop(stop_tx);
     thread.join().unwrap();

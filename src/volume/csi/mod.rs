@@ -66,8 +66,9 @@ enum OpState {
     Published {
         republish: bool,
     },
-    /// Torn down.
-    Gone,
+    /// A tear-down whose failure was reported: tried again at the next
+    /// call, in use meanwhile.
+    Retry,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +204,13 @@ impl CsiPlugin {
         let _ = self.status_kick.set(kick);
     }
 
+    /// Asks node status for an update now.
+    pub fn kick_status(&self) {
+        if let Some(kick) = self.status_kick.get() {
+            kick();
+        }
+    }
+
     /// The pod uses the persistent volume `unique`: it goes into
     /// `volumesInUse` now, before the driver stages it.
     fn want_in_use(&self, pod_uid: &str, unique: &str) {
@@ -212,9 +220,7 @@ impl CsiPlugin {
         }
         wanted.push((pod_uid.to_string(), unique.to_string()));
         drop(wanted);
-        if let Some(kick) = self.status_kick.get() {
-            kick();
-        }
+        self.kick_status();
     }
 
     /// Keeps only what the pods `desired` still want: a pod that left the
@@ -279,15 +285,32 @@ impl CsiPlugin {
         pod_dir: &Path,
         name: &str,
     ) -> Option<crate::volume::MountedVolume> {
+        self.published_as(pod_dir, name, |m| {
+            // an expansion still to be recorded in the claim goes the long
+            // way, as does a claim due to be read again for one
+            let recheck = m.expandable && !m.expanding && m.checked.elapsed() >= RESIZE_RECHECK;
+            !m.resized && !recheck
+        })
+    }
+
+    /// The volume `name` of the pod in `pod_dir` is published, whatever is
+    /// due for it: a claim that cannot be read again leaves it so.
+    pub fn published(&self, pod_dir: &Path, name: &str) -> Option<crate::volume::MountedVolume> {
+        self.published_as(pod_dir, name, |_| true)
+    }
+
+    fn published_as(
+        &self,
+        pod_dir: &Path,
+        name: &str,
+        settled: impl Fn(&Mount) -> bool,
+    ) -> Option<crate::volume::MountedVolume> {
         let ops = lock(&self.ops);
         let (op, m) = ops.iter().find_map(|o| {
             let m = o.mount()?;
             (m.volume == name && o.target.starts_with(pod_dir)).then_some((o, m))
         })?;
-        // an expansion still to be recorded in the claim goes the long way,
-        // as does a claim due to be read again for one
-        let recheck = m.expandable && !m.expanding && m.checked.elapsed() >= RESIZE_RECHECK;
-        (op.state == OpState::Published { republish: false } && !m.resized && !recheck).then(|| {
+        (op.state == OpState::Published { republish: false } && settled(m)).then(|| {
             crate::volume::MountedVolume {
                 kind: crate::volume::PluginKind::Csi,
                 host_path: op.target.clone(),

@@ -208,7 +208,9 @@ impl CsiPlugin {
             _ => {}
         }
         let prepared = self.prepare(ctx, vol, &layout)?;
-        let expandable = vol.claim.is_some() && !vol.block && prepared.driver.caps.expand;
+        // (upstream does not expand a read-only volume)
+        let expandable =
+            vol.claim.is_some() && !vol.block && !vol.read_only && prepared.driver.caps.expand;
         let mut ops = lock(&self.ops);
         ops.retain(|o| o.target != target);
         ops.push(Op {
@@ -396,6 +398,9 @@ impl CsiPlugin {
         if let Some(parent) = layout.publish.parent().filter(|_| layout.block) {
             // the driver makes the device file; its directory is ours
             std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+            // The pod's link before anything is staged: a pod that goes
+            // before its device is published is still found and torn down.
+            block::link_pod_device(layout).map_err(VolumeError::Failed)?;
         }
         let publish = csi::NodePublishVolumeRequest {
             volume_id: vol.handle.clone(),
@@ -423,20 +428,23 @@ impl CsiPlugin {
                 .capacity
                 .as_ref()
                 .map(|(bytes, _)| *bytes)
-                .filter(|_| vol.expand && !vol.block && driver.caps.expand),
+                .filter(|_| vol.expand && !vol.block && !vol.read_only && driver.caps.expand),
             link: layout.block.then(|| layout.clone()),
             driver,
         })
     }
 
     /// Whether another pod's set-up has staged the volume. `Pending` while
-    /// one is at it: one operation per volume at a time, as upstream's.
+    /// another operation on it runs, and while a tear-down of it is not
+    /// yet collected (it may have unstaged it): one operation per volume
+    /// at a time, as upstream's.
     fn staged(&self, driver: &str, handle: &str) -> Result<bool, VolumeError> {
         let ops = lock(&self.ops);
         let mut same = ops
             .iter()
-            .filter(|o| o.kind() == OpKind::Mount && o.driver == driver && o.handle == handle);
-        if same.clone().any(|o| o.state == OpState::Running) {
+            .filter(|o| o.driver == driver && o.handle == handle);
+        let busy = |o: &&Op| o.state == OpState::Running || o.kind() == OpKind::Unmount;
+        if same.clone().any(|o| busy(&o)) {
             return Err(VolumeError::Pending);
         }
         Ok(same.any(|o| matches!(o.state, OpState::Published { .. })))

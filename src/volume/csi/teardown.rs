@@ -26,6 +26,11 @@ impl CsiPlugin {
             return done;
         }
         let layout = self.layout_of_key(key);
+        // A block volume's data outlives its pods; the pod's link is what
+        // says this pod still has it.
+        if layout.block && std::fs::symlink_metadata(key).is_err() {
+            return Ok(());
+        }
         let data = match VolData::load(&layout.pod_data) {
             Ok(d) => d,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -41,7 +46,21 @@ impl CsiPlugin {
         let Some(driver) = self.driver(&data.driver) else {
             return Err(VolumeError::NotFound(not_registered(&data.driver)));
         };
-        lock(&self.ops).push(Op {
+        let mut ops = lock(&self.ops);
+        // One operation per volume: another pod's set-up of it finishes
+        // first (its end wakes the reconciler), so an unstage cannot race it.
+        let busy = ops.iter().any(|o| {
+            o.target != key
+                && o.driver == data.driver
+                && o.handle == data.volume_handle
+                && o.state == OpState::Running
+        });
+        if busy {
+            return Err(VolumeError::Pending);
+        }
+        // A retry after a failure replaces the failed attempt's record.
+        ops.retain(|o| !(o.target == key && o.kind() == OpKind::Unmount));
+        ops.push(Op {
             target: key.to_path_buf(),
             handle: data.volume_handle.clone(),
             driver: data.driver.clone(),
@@ -52,6 +71,7 @@ impl CsiPlugin {
                 .then(|| unique_volume_name(&data.driver, &data.volume_handle)),
             work: Work::Unmount,
         });
+        drop(ops);
         self.spawn_tear_down(driver, data, layout);
         Err(VolumeError::Pending)
     }
@@ -64,10 +84,13 @@ impl CsiPlugin {
             .position(|o| o.target == key && o.kind() == OpKind::Unmount)?;
         Some(match ops[i].state.clone() {
             OpState::Running => Err(VolumeError::Pending),
+            // Reported once; the record stays (the volume still in use)
+            // until the retry replaces it.
             OpState::Failed(e) => {
-                ops.remove(i);
+                ops[i].state = OpState::Retry;
                 Err(VolumeError::Failed(e))
             }
+            OpState::Retry => return None,
             _ => {
                 ops.remove(i);
                 // its set-up's record goes too: no longer in use
@@ -110,11 +133,15 @@ impl CsiPlugin {
             if last && layout.block && result.is_ok() {
                 result = block::remove_block_dirs(&layout);
             }
-            me.set_state(
-                &layout.key,
-                OpKind::Unmount,
-                result.map_or_else(OpState::Failed, |()| OpState::Gone),
-            );
+            match result {
+                // Done: nothing is left to collect (the pod's directory
+                // may be gone already), and the volume is no longer in use.
+                Ok(()) => {
+                    lock(&me.ops).retain(|o| o.target != layout.key);
+                    me.wake();
+                }
+                Err(e) => me.set_state(&layout.key, OpKind::Unmount, OpState::Failed(e)),
+            }
         });
     }
 
