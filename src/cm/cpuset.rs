@@ -5,6 +5,10 @@
 
 use std::fmt;
 
+/// The largest CPU ID a list may name: a bound on what a typo can make
+/// the kubelet allocate (the kernel's own limit is 8191 by default).
+pub const MAX_CPU: u32 = 65535;
+
 /// CPU IDs, sorted and without duplicates.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct CpuSet(Vec<u32>);
@@ -16,6 +20,8 @@ pub enum CpuSetError {
     NotACpu { list: String, part: String },
     #[error("range {part:?} in CPU list {list:?} ends before it starts")]
     BackwardRange { list: String, part: String },
+    #[error("CPU {part:?} in CPU list {list:?} is beyond {MAX_CPU}, more than any machine has")]
+    TooLarge { list: String, part: String },
 }
 
 impl CpuSet {
@@ -37,9 +43,14 @@ impl CpuSet {
         for part in trimmed.split(',') {
             let err = |bad: fn(String, String) -> CpuSetError| bad(list.into(), part.into());
             let num = |s: &str| {
-                s.trim()
+                let n = s
+                    .trim()
                     .parse::<u32>()
-                    .map_err(|_| err(|list, part| CpuSetError::NotACpu { list, part }))
+                    .map_err(|_| err(|list, part| CpuSetError::NotACpu { list, part }))?;
+                match n {
+                    0..=MAX_CPU => Ok(n),
+                    _ => Err(err(|list, part| CpuSetError::TooLarge { list, part })),
+                }
             };
             match part.split_once('-') {
                 None => cpus.push(num(part)?),
@@ -138,6 +149,10 @@ mod tests {
         assert!(matches!(
             CpuSet::parse("3-1"),
             Err(CpuSetError::BackwardRange { part, .. }) if part == "3-1"
+        ));
+        assert!(matches!(
+            CpuSet::parse("0-4000000000"),
+            Err(CpuSetError::TooLarge { .. })
         ));
         for bad in ["-1", "1-", ",", "1,,2", "0x1", "4294967296"] {
             assert!(CpuSet::parse(bad).is_err(), "{bad:?}");

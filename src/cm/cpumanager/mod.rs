@@ -92,8 +92,10 @@ mod tests {
     use super::*;
 
     fn config(reserved: &str) -> KubeletConfiguration {
-        let mut c = KubeletConfiguration::default();
-        c.reserved_system_cpus = reserved.into();
+        let mut c = KubeletConfiguration {
+            reserved_system_cpus: reserved.into(),
+            ..Default::default()
+        };
         c.kube_reserved.insert("cpu".into(), "500m".into());
         c.kube_reserved.insert("memory".into(), "1Gi".into());
         c.system_reserved.insert("cpu".into(), "250m".into());

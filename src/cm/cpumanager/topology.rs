@@ -15,7 +15,9 @@ use crate::cm::cpuset::{CpuSet, CpuSetError};
 pub struct CpuInfo {
     pub cpu: u32,
     pub core: u32,
-    pub socket: u32,
+    /// -1 where the firmware does not say (some ARM machines and VMs), as
+    /// cAdvisor takes it.
+    pub socket: i32,
     pub numa_node: u32,
 }
 
@@ -106,7 +108,7 @@ impl CpuTopology {
         CpuSet::new(self.details.iter().filter(|d| keep(d)).map(|d| d.cpu))
     }
 
-    fn count(&self, key: impl Fn(&CpuInfo) -> u32) -> usize {
+    fn count<K: Ord>(&self, key: impl Fn(&CpuInfo) -> K) -> usize {
         self.details.iter().map(key).collect::<BTreeSet<_>>().len()
     }
 }
@@ -153,7 +155,7 @@ fn read_list(path: &Path) -> Result<CpuSet, TopologyError> {
     })
 }
 
-fn read_number(path: &Path) -> Result<u32, TopologyError> {
+fn read_number(path: &Path) -> Result<i32, TopologyError> {
     let text = read(path)?;
     text.trim().parse().map_err(|_| TopologyError::Number {
         path: path.to_path_buf(),
@@ -276,6 +278,20 @@ mod tests {
             CpuSet::parse(&std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap())
                 .unwrap();
         assert_eq!(t.cpus(), online);
+    }
+
+    #[test]
+    fn a_socket_the_firmware_does_not_name_is_minus_one() {
+        let dir = tempfile::TempDir::with_prefix("rkubelet-sysfs-").unwrap();
+        fake::machine(dir.path(), 1, 2, 1, 0);
+        for cpu in 0..2 {
+            let id = dir.path().join(format!(
+                "devices/system/cpu/cpu{cpu}/topology/physical_package_id"
+            ));
+            std::fs::write(id, "-1\n").unwrap();
+        }
+        let t = CpuTopology::discover(dir.path()).unwrap();
+        assert_eq!((t.num_sockets(), t.details()[1].socket), (1, -1));
     }
 
     #[test]
