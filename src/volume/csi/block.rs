@@ -134,12 +134,7 @@ pub(super) fn link_pod_device(layout: &Layout) -> Result<(), String> {
 /// After NodeUnpublishVolume of a block volume: the device file, if the
 /// driver left it, and the pod's link.
 pub(super) fn unlink_pod_device(layout: &Layout) -> Result<(), String> {
-    if crate::volume::util::mount::is_mount_point(&layout.publish).unwrap_or(false) {
-        return Err(format!(
-            "{} is still mounted after the driver's answer",
-            layout.publish.display()
-        ));
-    }
+    super::teardown::ensure_unmounted(&layout.publish)?;
     for path in [&layout.publish, &layout.key] {
         match std::fs::remove_file(path) {
             Ok(()) => {}
@@ -154,19 +149,8 @@ pub(super) fn unlink_pod_device(layout: &Layout) -> Result<(), String> {
 pub(super) fn remove_block_dirs(layout: &Layout) -> Result<(), String> {
     let data_dir = layout.global_data.parent().unwrap_or(&layout.global_data);
     let publish_dir = layout.publish.parent().unwrap_or(&layout.publish);
-    for dir in [
-        &layout.staging,
-        &data_dir.to_path_buf(),
-        &publish_dir.to_path_buf(),
-    ] {
-        if crate::volume::util::mount::is_mount_point(dir).unwrap_or(false) {
-            return Err(format!(
-                "{} is still mounted after the driver's answer",
-                dir.display()
-            ));
-        }
-        crate::volume::util::fs::remove_all_one_filesystem(dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    for dir in [layout.staging.as_path(), data_dir, publish_dir] {
+        super::teardown::remove_unmounted(dir, dir)?;
     }
     Ok(())
 }

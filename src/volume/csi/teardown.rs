@@ -166,14 +166,20 @@ impl CsiPlugin {
     }
 }
 
-/// Removes `dir` once the driver has unmounted `mount_point` inside it.
-fn remove_unmounted(mount_point: &Path, dir: &Path) -> Result<(), String> {
-    if crate::volume::util::mount::is_mount_point(mount_point).unwrap_or(false) {
-        return Err(format!(
+/// An error when the driver left `path` mounted although it answered.
+pub(super) fn ensure_unmounted(path: &Path) -> Result<(), String> {
+    match crate::volume::util::mount::is_mount_point(path).unwrap_or(false) {
+        true => Err(format!(
             "{} is still mounted after the driver's answer",
-            mount_point.display()
-        ));
+            path.display()
+        )),
+        false => Ok(()),
     }
+}
+
+/// Removes `dir` once the driver has unmounted `mount_point` inside it.
+pub(super) fn remove_unmounted(mount_point: &Path, dir: &Path) -> Result<(), String> {
+    ensure_unmounted(mount_point)?;
     crate::volume::util::fs::remove_all_one_filesystem(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))
 }
