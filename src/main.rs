@@ -15,6 +15,10 @@ fn main() {
 /// symbol here keeps the linker from taking libc++abi's `cxa_demangle.o`,
 /// about 110 KB of code (docs/static-build.md). Only the musl build links
 /// zig's libc++abi; the glibc build keeps the system's.
+///
+/// # Safety
+///
+/// `status` is null or points to a writable `int`, as the C++ ABI says.
 #[cfg(target_env = "musl")]
 #[no_mangle]
 pub unsafe extern "C" fn __cxa_demangle(
