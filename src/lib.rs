@@ -8,6 +8,7 @@ mod apis;
 mod app;
 mod apparmor;
 mod certificate;
+mod checkpointmanager;
 // The API client lives in crates/client (rkubelet-client).
 use rkubelet_client as client;
 mod cm;

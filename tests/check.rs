@@ -88,6 +88,18 @@ fn check_passes_on_a_good_node_and_lists_every_problem_on_a_bad_one() {
         "{out}"
     );
 
+    // Reserved CPUs the machine lacks: the start would stop, naming them.
+    let mut reserved = env.kubelet_args(&[]);
+    reserved.extend(["--reserved-cpus".into(), "0,4090-4095".into()]);
+    let (code, out) = check(&reserved);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "FAIL  configuration: Invalid cpuset \"0,4090-4095\" specified by --reserved-cpus"
+        ) && out.contains("CPUs 4090-4095 are not on this machine"),
+        "{out}"
+    );
+
     // Cluster mode: the double's kubeconfig loads and its Date is close.
     let (_, out) = check(&cl.kubelet_args());
     eprintln!("{out}");

@@ -130,6 +130,9 @@ fn pods_run_in_their_qos_cgroups_with_upstream_limits() {
     env.set_config("podPidsLimit", "256");
     env.set_config("systemReserved", "{memory: 1Gi}");
     env.set_config("kubeReserved", "{cpu: 500m}");
+    // Upstream's --reserved-cpus: one CPU for the system, which replaces
+    // kubeReserved's 500m.
+    env.set_config("reservedSystemCPUs", "'0'");
     let root = env.cgroup_root();
     env.write_manifest(
         "g.yaml",
@@ -141,6 +144,12 @@ fn pods_run_in_their_qos_cgroups_with_upstream_limits() {
     );
     env.write_manifest("e.yaml", &pod_yaml("e", ""));
     env.start_kubelet_healthy();
+    // The CPU manager's state, as an upstream kubelet with the none policy
+    // writes it.
+    assert_eq!(
+        fs::read_to_string(env.root.join("cpu_manager_state")).unwrap(),
+        r#"{"policyName":"none","defaultCpuSet":"","checksum":1353318690}"#
+    );
 
     // kubepods: capacity less the reservations; eviction is not taken
     // from it (upstream getNodeAllocatableAbsolute).
@@ -150,7 +159,7 @@ fn pods_run_in_their_qos_cgroups_with_upstream_limits() {
         read("memory", &kubepods, "memory.limit_in_bytes"),
         want_mem.to_string()
     );
-    let want_shares = (cores() * 1000 - 500) * 1024 / 1000;
+    let want_shares = (cores() * 1000 - 1000) * 1024 / 1000;
     assert_eq!(
         read("cpu", &kubepods, "cpu.shares"),
         want_shares.to_string()

@@ -76,7 +76,7 @@ pub fn main() -> i32 {
     if check {
         args.remove(1);
     }
-    let (flags, config) = match kubeletconfig::load(args) {
+    let (flags, mut config) = match kubeletconfig::load(args) {
         Ok(v) => v,
         Err(LoadError::Clap(e)) => e.exit(),
         Err(LoadError::Invalid(e)) if check => {
@@ -89,6 +89,17 @@ pub fn main() -> i32 {
         }
     };
     crate::util::logging::init(flags.verbosity);
+    // Upstream's --reserved-cpus: checked against the machine, then it
+    // stands for the reserved cpu quantities.
+    if let Err(e) =
+        crate::cm::cpumanager::reserve_system_cpus(&mut config, std::path::Path::new("/sys"))
+    {
+        match check {
+            true => println!("FAIL  configuration: {e}\n      fix: name CPUs the machine has"),
+            false => log::error!("{e}"),
+        }
+        return 1;
+    }
     if check {
         return check::run(&flags, &config);
     }
@@ -203,6 +214,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
     let machine_memory = machine_memory();
     check_cgroup_driver(config, &runtime)?;
+    crate::cm::cpumanager::restore_state(config, &settings.root_dir).context("cpu manager")?;
     let container_manager = start_container_manager(config, machine_memory)?;
     if container_manager.is_some() {
         // upstream's enforceNodeAllocatableCgroups, once kubepods is capped.

@@ -8,6 +8,8 @@
 
 mod cgroup_manager;
 mod cgroup_name;
+pub mod cpumanager;
+pub mod cpuset;
 pub mod devicemanager;
 mod error;
 pub mod helpers;
@@ -423,7 +425,6 @@ pub fn unhonoured_fields(c: &KubeletConfiguration) -> Vec<&'static str> {
         !matches!(c.topology_manager_policy.as_str(), "" | "none"),
         "topologyManagerPolicy",
     );
-    check(!c.reserved_system_cpus.is_empty(), "reservedSystemCPUs");
     check(!c.reserved_memory.is_empty(), "reservedMemory");
     check(
         c.enforce_node_allocatable

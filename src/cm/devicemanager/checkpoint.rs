@@ -318,7 +318,7 @@ impl Inner {
         let data = from_state(&rkubelet_util::lock(&self.state));
         let written = encode(&data)
             .map_err(std::io::Error::other)
-            .and_then(|b| write_atomic(&path, &b));
+            .and_then(|b| crate::checkpointmanager::write_atomic(&path, &b));
         if let Err(e) = written {
             log::error!("device checkpoint {}: {e}", path.display());
         }
@@ -349,15 +349,4 @@ impl Inner {
             ),
         }
     }
-}
-
-/// Writes `bytes` to a temporary file beside `path`, syncs it and renames
-/// it over `path`, so a crash leaves the old checkpoint or the new one.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
 }

@@ -15,7 +15,7 @@ use super::checkpoint::{Data, Entry};
 
 /// FNV-32a of the dump of `data`.
 pub(super) fn checksum(data: &Data) -> u32 {
-    fnv32a(dump(data).as_bytes())
+    crate::checkpointmanager::fnv32a(dump(data).as_bytes())
 }
 
 pub(super) fn dump(data: &Data) -> String {
@@ -102,14 +102,4 @@ fn strings(out: &mut String, ids: &Option<Vec<String>>) {
     out.push('[');
     out.push_str(&ids.join(" "));
     out.push(']');
-}
-
-/// FNV-1a, 32 bits (Go's hash/fnv New32a).
-fn fnv32a(bytes: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in bytes {
-        h ^= u32::from(*b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
 }

@@ -297,6 +297,10 @@ pub(crate) struct Cli {
     /// CPU Manager policy to use: none or static.
     #[arg(long, value_name = "POLICY")]
     pub cpu_manager_policy: Option<String>,
+    /// CPUs reserved for the system and the kubelet (a list such as
+    /// "0-1,4"); overrides the cpu of --system-reserved and --kube-reserved.
+    #[arg(long = "reserved-cpus", value_name = "CPUS")]
+    pub reserved_system_cpus: Option<String>,
     /// Memory Manager policy to use: None or Static.
     #[arg(long, value_name = "POLICY")]
     pub memory_manager_policy: Option<String>,

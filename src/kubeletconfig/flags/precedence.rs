@@ -164,6 +164,7 @@ impl Cli {
             cgroup_driver => cgroup_driver: "cgroupDriver", "--cgroup-driver";
             cgroup_root => cgroup_root: "cgroupRoot", "--cgroup-root";
             cpu_manager_policy => cpu_manager_policy: "cpuManagerPolicy", "--cpu-manager-policy";
+            reserved_system_cpus => reserved_system_cpus: "reservedSystemCPUs", "--reserved-cpus";
             memory_manager_policy => memory_manager_policy: "memoryManagerPolicy", "--memory-manager-policy";
             topology_manager_policy => topology_manager_policy: "topologyManagerPolicy", "--topology-manager-policy";
             cpu_cfs_quota => cpu_cfs_quota: "cpuCFSQuota", "--cpu-cfs-quota";

@@ -316,6 +316,23 @@ fn validate_cgroups(c: &KubeletConfiguration, e: &mut Errors) {
             "must be an absolute cgroup name",
         );
     }
+    if !c.reserved_system_cpus.is_empty() {
+        let list = &c.reserved_system_cpus;
+        e.check(
+            c.system_reserved_cgroup.is_empty() && c.kube_reserved_cgroup.is_empty(),
+            "reservedSystemCPUs",
+            list,
+            "can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup \
+             (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)",
+        );
+        if let Err(err) = crate::cm::cpuset::CpuSet::parse(list) {
+            e.push(
+                "reservedSystemCPUs",
+                list,
+                format!("unable to parse reservedSystemCPUs (--reserved-cpus): {err}"),
+            );
+        }
+    }
 }
 
 fn validate_limits(c: &KubeletConfiguration, e: &mut Errors) {

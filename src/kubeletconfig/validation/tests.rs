@@ -216,3 +216,29 @@ fn node_ip() {
     assert!(validate_node_ip("10.0.0.5,10.0.0.6").is_err());
     assert!(validate_node_ip("node1").is_err());
 }
+
+/// Upstream's two rules for reservedSystemCPUs, with its wording.
+#[test]
+fn reserved_system_cpus() {
+    assert!(fields(&with(|c| c.reserved_system_cpus = "0-1,3".into())).is_empty());
+    let errs = validate_configuration(&with(|c| {
+        c.reserved_system_cpus = "0".into();
+        c.system_reserved_cgroup = "/system.slice".into();
+    }));
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].field, "reservedSystemCPUs");
+    assert!(
+        errs[0]
+            .reason
+            .starts_with("can't use reservedSystemCPUs (--reserved-cpus) with"),
+        "{errs:?}"
+    );
+    let errs = validate_configuration(&with(|c| c.reserved_system_cpus = "0-x".into()));
+    assert_eq!(errs.len(), 1);
+    assert!(
+        errs[0]
+            .reason
+            .starts_with("unable to parse reservedSystemCPUs (--reserved-cpus): "),
+        "{errs:?}"
+    );
+}
