@@ -13,26 +13,31 @@
 //! format of upstream 1.18 and later (`entries` by pod, then container)
 //! is read; the older one (by container ID) is refused as corrupt.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::cm::cpuset::CpuSet;
 
 /// The file's name under the root dir.
 pub const STATE_FILE: &str = "cpu_manager_state";
 
-/// Exclusive CPUs by pod UID, then container name.
-pub type Assignments = BTreeMap<String, BTreeMap<String, CpuSet>>;
+/// Exclusive CPUs of one container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    pub pod_uid: String,
+    pub container: String,
+    pub cpus: CpuSet,
+}
 
 /// What the file holds, restored.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CpuManagerState {
     pub policy: String,
     pub default_cpu_set: CpuSet,
-    pub assignments: Assignments,
+    /// Sorted by pod UID, then container name.
+    pub assignments: Vec<Assignment>,
 }
 
 /// Why the state could not be restored. Displayed with upstream's advice.
@@ -50,15 +55,15 @@ pub enum StateError {
     },
 }
 
-/// The file, field for field (upstream CPUManagerCheckpoint).
-#[derive(Debug, Serialize, Deserialize)]
+/// The file, field for field (upstream CPUManagerCheckpoint). Read and
+/// written through `serde_json::Value` rather than derived code (the
+/// static binary carries Value's already).
+#[derive(Debug)]
 struct Checkpoint {
-    #[serde(rename = "policyName")]
     policy_name: String,
-    #[serde(rename = "defaultCpuSet")]
     default_cpu_set: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    entries: BTreeMap<String, BTreeMap<String, String>>,
+    /// Pod UID to an object of container name to CPU list.
+    entries: serde_json::Map<String, Value>,
     checksum: u32,
 }
 
@@ -70,11 +75,15 @@ impl Checkpoint {
             entries: state
                 .assignments
                 .iter()
-                .map(|(pod, cs)| {
-                    let cs = cs.iter().map(|(c, set)| (c.clone(), set.to_string()));
-                    (pod.clone(), cs.collect())
-                })
-                .collect(),
+                .fold(serde_json::Map::new(), |mut m, a| {
+                    let pod = m
+                        .entry(a.pod_uid.clone())
+                        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+                    if let Value::Object(cs) = pod {
+                        cs.insert(a.container.clone(), Value::String(a.cpus.to_string()));
+                    }
+                    m
+                }),
             checksum: 0,
         };
         cp.checksum = cp.compute_checksum();
@@ -95,16 +104,55 @@ impl Checkpoint {
                 out.push(' ');
             }
             let _ = write!(out, "{pod}:map[");
-            for (j, (name, set)) in containers.iter().enumerate() {
+            let containers = containers.as_object().into_iter().flatten();
+            for (j, (name, set)) in containers.enumerate() {
                 if j > 0 {
                     out.push(' ');
                 }
-                let _ = write!(out, "{name}:{set}");
+                let _ = write!(out, "{name}:{}", set.as_str().unwrap_or_default());
             }
             out.push(']');
         }
         out.push_str("] Checksum:(checksum.Checksum)0}");
         out
+    }
+
+    /// Go's encoding/json of the struct: fields in declaration order,
+    /// `entries` left out when empty, map keys sorted.
+    fn to_json(&self) -> String {
+        let text = |s: &str| Value::String(s.to_string()).to_string();
+        let entries = match self.entries.is_empty() {
+            true => String::new(),
+            false => format!(",\"entries\":{}", Value::Object(self.entries.clone())),
+        };
+        format!(
+            "{{\"policyName\":{},\"defaultCpuSet\":{}{entries},\"checksum\":{}}}",
+            text(&self.policy_name),
+            text(&self.default_cpu_set),
+            self.checksum
+        )
+    }
+
+    /// The file's fields; None when it is not this format.
+    fn from_json(blob: &[u8]) -> Option<Checkpoint> {
+        let v: Value = serde_json::from_slice(blob).ok()?;
+        let text = |v: &Value| v.as_str().map(str::to_string);
+        let mut entries = serde_json::Map::new();
+        if let Some(pods) = v.get("entries").filter(|e| !e.is_null()) {
+            for (pod, cs) in pods.as_object()? {
+                // every container's CPUs a string, or not this format
+                if !cs.as_object()?.values().all(Value::is_string) {
+                    return None;
+                }
+                entries.insert(pod.clone(), cs.clone());
+            }
+        }
+        Some(Checkpoint {
+            policy_name: text(&v["policyName"])?,
+            default_cpu_set: text(&v["defaultCpuSet"])?,
+            entries,
+            checksum: u32::try_from(v["checksum"].as_u64()?).ok()?,
+        })
     }
 
     fn compute_checksum(&self) -> u32 {
@@ -135,8 +183,8 @@ impl CpuManagerState {
             }
             Err(e) => return Err(fail(e.to_string())),
         };
-        let cp: Checkpoint =
-            serde_json::from_slice(&blob).map_err(|_| fail("checkpoint is corrupted".into()))?;
+        let cp =
+            Checkpoint::from_json(&blob).ok_or_else(|| fail("checkpoint is corrupted".into()))?;
         // A zero checksum is accepted, as upstream does for old files.
         if cp.checksum != 0 && cp.checksum != cp.compute_checksum() {
             return Err(fail("checkpoint is corrupted".into()));
@@ -150,14 +198,14 @@ impl CpuManagerState {
         let parse = |what: &str, s: &str| {
             CpuSet::parse(s).map_err(|e| fail(format!("could not parse {what} {s:?}: {e}")))
         };
-        let mut assignments = Assignments::new();
+        let mut assignments = Vec::new();
         for (pod, containers) in &cp.entries {
-            for (name, set) in containers {
-                let set = parse("cpuset", set)?;
-                assignments
-                    .entry(pod.clone())
-                    .or_default()
-                    .insert(name.clone(), set);
+            for (name, set) in containers.as_object().into_iter().flatten() {
+                assignments.push(Assignment {
+                    pod_uid: pod.clone(),
+                    container: name.clone(),
+                    cpus: parse("cpuset", set.as_str().unwrap_or_default())?,
+                });
             }
         }
         Ok(CpuManagerState {
@@ -170,10 +218,12 @@ impl CpuManagerState {
     /// Writes the file whole (a temporary file renamed over it).
     pub fn store(&self, dir: &Path) -> Result<(), StateError> {
         let path = dir.join(STATE_FILE);
-        let body = serde_json::to_vec(&Checkpoint::of(self)).unwrap_or_default();
-        crate::checkpointmanager::write_atomic(&path, &body).map_err(|source| StateError::Write {
-            path: path.clone(),
-            source,
+        let body = Checkpoint::of(self).to_json();
+        crate::checkpointmanager::write_atomic(&path, body.as_bytes()).map_err(|source| {
+            StateError::Write {
+                path: path.clone(),
+                source,
+            }
         })
     }
 }
@@ -211,8 +261,12 @@ mod tests {
         let st = CpuManagerState::restore(dir.path(), "static").unwrap();
         assert_eq!(st.default_cpu_set.to_string(), "0,2-12,14-23");
         assert_eq!(
-            st.assignments["235148fe-393f-47a8-a17d-bd55bc1a836b"]["cgroup1-0"].to_string(),
-            "1,13"
+            st.assignments,
+            vec![Assignment {
+                pod_uid: "235148fe-393f-47a8-a17d-bd55bc1a836b".into(),
+                container: "cgroup1-0".into(),
+                cpus: CpuSet::parse("1,13").unwrap(),
+            }]
         );
         st.store(dir.path()).unwrap();
         let written = std::fs::read_to_string(dir.path().join(STATE_FILE)).unwrap();

@@ -5,7 +5,6 @@
 //! A core is named by the lowest CPU among its hyperthread siblings
 //! (upstream getUniqueCoreID): sysfs' `core_id` repeats across sockets.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::cm::cpuset::{CpuSet, CpuSetError};
@@ -86,15 +85,15 @@ impl CpuTopology {
     }
 
     pub fn num_cores(&self) -> usize {
-        self.count(|d| d.core)
+        self.count(|d| i64::from(d.core))
     }
 
     pub fn num_sockets(&self) -> usize {
-        self.count(|d| d.socket)
+        self.count(|d| i64::from(d.socket))
     }
 
     pub fn num_numa_nodes(&self) -> usize {
-        self.count(|d| d.numa_node)
+        self.count(|d| i64::from(d.numa_node))
     }
 
     /// Hyperthreads per core (1 without SMT).
@@ -108,8 +107,11 @@ impl CpuTopology {
         CpuSet::new(self.details.iter().filter(|d| keep(d)).map(|d| d.cpu))
     }
 
-    fn count<K: Ord>(&self, key: impl Fn(&CpuInfo) -> K) -> usize {
-        self.details.iter().map(key).collect::<BTreeSet<_>>().len()
+    fn count(&self, key: impl Fn(&CpuInfo) -> i64) -> usize {
+        let mut ids: Vec<i64> = self.details.iter().map(key).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
     }
 }
 
@@ -137,7 +139,7 @@ fn numa_nodes(dir: &Path) -> Result<Vec<(u32, CpuSet)>, TopologyError> {
         };
         nodes.push((n, read_list(&entry.path().join("cpulist"))?));
     }
-    nodes.sort_by_key(|(n, _)| *n);
+    nodes.sort_unstable_by_key(|(n, _)| *n);
     Ok(nodes)
 }
 
