@@ -214,7 +214,12 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
     let machine_memory = machine_memory();
     check_cgroup_driver(config, &runtime)?;
-    crate::cm::cpumanager::restore_state(config, &settings.root_dir).context("cpu manager")?;
+    let cpu_manager = crate::cm::cpumanager::CpuManager::start(
+        config,
+        &settings.root_dir,
+        std::path::Path::new("/sys"),
+    )
+    .context("start cpu manager error")?;
     let container_manager = start_container_manager(config, machine_memory)?;
     if container_manager.is_some() {
         // upstream's enforceNodeAllocatableCgroups, once kubepods is capped.
@@ -309,6 +314,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             Arc::new(move |uid| workers.wake_pod(uid))
         },
         devices: Some(device_manager.clone()),
+        cpus: cpu_manager.clone(),
     };
     let manager = Arc::new(KubeRuntimeManager::new(
         Arc::clone(&runtime),
@@ -388,12 +394,19 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             node_shutdown: crate::nodeshutdown::Manager::from_config(config),
             registrars: volume_deps.registrars.clone(),
             device_manager: device_manager.clone(),
+            cpu_manager: cpu_manager.clone(),
         },
     );
     owned.push(
         device_manager
             .start(shutdown.clone())
             .context("start the device-manager thread")?,
+    );
+    let cpu_runtime = Arc::clone(&runtime) as Arc<dyn crate::cm::cpumanager::UpdateCpuset>;
+    owned.extend(
+        cpu_manager
+            .start_reconciler(cpu_runtime, shutdown.clone())
+            .context("cpu manager")?,
     );
     owned.push(start_plugin_manager(
         csi.as_ref(),

@@ -89,6 +89,14 @@ impl CpuSet {
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
         CpuSet(self.iter().filter(|c| !other.contains(*c)).collect())
     }
+
+    pub fn intersection(&self, other: &CpuSet) -> CpuSet {
+        CpuSet(self.iter().filter(|c| other.contains(*c)).collect())
+    }
+
+    pub fn union(&self, other: &CpuSet) -> CpuSet {
+        CpuSet::new(self.iter().chain(other.iter()))
+    }
 }
 
 impl fmt::Display for CpuSet {
@@ -168,5 +176,8 @@ mod tests {
         assert!(CpuSet::parse("1,3").unwrap().is_subset_of(&a));
         assert!(!b.is_subset_of(&a));
         assert!(a.contains(5) && !a.contains(6));
+        assert_eq!(a.intersection(&b).to_string(), "4-5");
+        assert_eq!(a.union(&b).to_string(), "0-7");
+        assert_eq!(CpuSet::default().union(&b), b);
     }
 }

@@ -414,10 +414,6 @@ pub fn unhonoured_fields(c: &KubeletConfiguration) -> Vec<&'static str> {
     check(!c.system_cgroups.is_empty(), "systemCgroups");
     check(!c.qos_reserved.is_empty(), "qosReserved");
     check(
-        !matches!(c.cpu_manager_policy.as_str(), "" | "none"),
-        "cpuManagerPolicy",
-    );
-    check(
         !matches!(c.memory_manager_policy.as_str(), "" | "None"),
         "memoryManagerPolicy",
     );

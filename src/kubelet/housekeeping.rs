@@ -60,6 +60,7 @@ impl Kubelet {
         self.volume_manager.cleanup_orphaned_pod_dirs(&active);
         self.device_manager
             .release_inactive(|| self.device_holders());
+        self.cpu_manager_housekeeping(&running);
         if let Some(cm) = &self.container_manager {
             // Only cgroups of pods neither known nor running go, and not
             // while their volumes are still set up.
@@ -93,5 +94,36 @@ impl Kubelet {
         crate::util::memory::release_free_heap();
         // And the code that ran once (the start, a burst) leaves the RSS.
         self.code_trimmer.maybe_trim();
+    }
+}
+
+impl Kubelet {
+    /// The CPU manager's part of housekeeping (static policy only): the
+    /// CPUs of pods no longer active go back to the shared pool, and the
+    /// reconcile loop learns which containers run.
+    fn cpu_manager_housekeeping(&self, running: &[crate::container::RuntimePod]) {
+        if !self.cpu_manager.is_static() {
+            return;
+        }
+        let active: HashSet<String> =
+            super::unfinished_pods(&self.pod_manager, &self.status_manager)
+                .iter()
+                .map(|p| p.uid().to_string())
+                .collect();
+        let containers = running
+            .iter()
+            .flat_map(|p| {
+                p.containers
+                    .iter()
+                    .filter(|c| c.state == crate::container::ContainerState::Running)
+                    .map(|c| crate::cm::cpumanager::RunningContainer {
+                        pod_uid: p.uid.clone(),
+                        name: c.name.clone(),
+                        id: c.id.clone(),
+                    })
+            })
+            .collect();
+        self.cpu_manager
+            .housekeeping(&active, self.sources_ready(), containers);
     }
 }

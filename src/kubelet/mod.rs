@@ -134,6 +134,8 @@ pub struct Kubelet {
     node_shutdown: Arc<crate::nodeshutdown::Manager>,
     /// Device plugins: their admission rule and node capacity.
     device_manager: crate::cm::devicemanager::DeviceManager,
+    /// Exclusive CPUs: their admission rule and the stale assignments.
+    cpu_manager: crate::cm::cpumanager::CpuManager,
     /// Housekeeping's own: the executable's idle code out of the RSS.
     code_trimmer: crate::util::memory::IdleCodeTrimmer,
 }
@@ -155,6 +157,7 @@ pub struct Managers {
     /// managers.
     pub registrars: Vec<Arc<dyn crate::pod::PodRegistrar>>,
     pub device_manager: crate::cm::devicemanager::DeviceManager,
+    pub cpu_manager: crate::cm::cpumanager::CpuManager,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -219,6 +222,7 @@ impl Kubelet {
             node_shutdown,
             registrars,
             device_manager,
+            cpu_manager,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::new(registrars));
@@ -264,6 +268,7 @@ impl Kubelet {
             stats_provider,
             node_shutdown,
             device_manager,
+            cpu_manager,
             code_trimmer: crate::util::memory::IdleCodeTrimmer::new(IDLE_CODE_TRIM_PERIOD),
         })
     }
@@ -601,22 +606,32 @@ impl Kubelet {
                 let active = self.active_pods();
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
                 let max_pods = self.settings.max_pods as i64;
-                // In upstream's order: eviction, sysctls, devices, the
-                // predicates, node shutdown, AppArmor.
+                // In upstream's order: eviction, sysctls, the resource
+                // allocators (CPUs, then devices), the predicates, node
+                // shutdown, AppArmor.
                 let security = &self.settings.security;
                 let admitted = self
                     .eviction
                     .admit(&pod)
                     .and_then(|()| security.sysctls.admit(&pod))
-                    .and_then(|()| self.device_manager.admit(&pod, || self.device_holders()));
+                    .and_then(|()| self.cpu_manager.allocate(&pod));
                 let admitted = admitted.and_then(|()| {
-                    admission::admit(&pod, &active, node.as_ref(), max_pods)
-                        .and_then(|()| self.node_shutdown.admit())
+                    self.device_manager
+                        .admit(&pod, || self.device_holders())
                         .and_then(|()| {
-                            crate::lifecycle::handlers::admit_apparmor(&security.apparmor, &pod)
+                            admission::admit(&pod, &active, node.as_ref(), max_pods)
+                                .and_then(|()| self.node_shutdown.admit())
+                                .and_then(|()| {
+                                    crate::lifecycle::handlers::admit_apparmor(
+                                        &security.apparmor,
+                                        &pod,
+                                    )
+                                })
+                                // Devices reserved for a pod refused later go back.
+                                .inspect_err(|_| self.device_manager.release(pod.uid()))
                         })
-                        // Devices reserved for a pod refused later go back.
-                        .inspect_err(|_| self.device_manager.release(pod.uid()))
+                        // And its CPUs.
+                        .inspect_err(|_| self.cpu_manager.release(pod.uid()))
                 });
                 if let Err(r) = admitted {
                     self.reject_pod(&pod, &r.reason, &r.message);

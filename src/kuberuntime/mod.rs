@@ -200,6 +200,8 @@ pub struct RuntimeDeps {
     pub on_container_stopped: killer::OnStopped,
     /// What device plugins give each container; None in tests.
     pub devices: Option<crate::cm::devicemanager::DeviceManager>,
+    /// Each container's CPU set (the CPU manager's static policy).
+    pub cpus: crate::cm::cpumanager::CpuManager,
 }
 
 /// The set-up volumes of a pod, by volume name.
@@ -237,6 +239,7 @@ pub struct KubeRuntimeManager {
     /// RuntimeClass -> handler, with an API server; None in standalone mode.
     runtime_classes: Option<Arc<crate::runtimeclass::Manager>>,
     devices: Option<crate::cm::devicemanager::DeviceManager>,
+    cpus: crate::cm::cpumanager::CpuManager,
 }
 
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
@@ -262,6 +265,7 @@ impl KubeRuntimeManager {
             on_image_pulled,
             on_container_stopped,
             devices,
+            cpus,
         } = deps;
         let images = ImageManager::new(
             Arc::clone(&runtime) as Arc<dyn crate::images::puller::ImageService>,
@@ -292,6 +296,7 @@ impl KubeRuntimeManager {
             hook_runner: Arc::default(),
             runtime_classes,
             devices,
+            cpus,
         }
     }
 

@@ -104,7 +104,13 @@ impl KubeRuntimeManager {
                 Ok(config)
             })
             .map_err(|e| self.config_error(t.pod, c, e.to_string()))?;
-        let config = container::with_devices(config, devices);
+        let mut config = container::with_devices(config, devices);
+        // upstream PreCreateContainer: the CPU manager's set
+        if let Some(cpus) = self.cpus.container_cpuset(t.pod.uid(), &c.name) {
+            if let Some(r) = config.linux.mut_or_insert_default().resources.as_mut() {
+                r.cpuset_cpus = cpus.to_string();
+            }
+        }
         let kind = container_metric_label(t.pod, c);
         crate::metrics::started_container(kind);
         let id = self

@@ -463,6 +463,27 @@ impl RemoteRuntime {
         })
     }
 
+    /// Changes a running container's cgroup settings in place (upstream
+    /// UpdateContainerResources); the CPU manager moves containers between
+    /// CPU sets with it.
+    pub fn update_container_resources(
+        &self,
+        id: &str,
+        resources: api::LinuxContainerResources,
+    ) -> Result<()> {
+        self.timed("update_container_resources", || {
+            let req = api::UpdateContainerResourcesRequest {
+                container_id: id.to_string(),
+                linux: Some(resources).into(),
+                ..Default::default()
+            };
+            self.runtime
+                .update_container_resources(&req, self.slow())
+                .map(drop)
+                .map_err(|e| CriError::from_grpc("UpdateContainerResources", e))
+        })
+    }
+
     pub fn list_containers(
         &self,
         filter: Option<api::ContainerFilter>,

@@ -1,8 +1,14 @@
 //! The CPU manager (upstream `pkg/kubelet/cm/cpumanager`). [`topology`]
 //! reads which CPUs the machine has and how they share cores, sockets and
-//! NUMA nodes: what the static policy's exclusive assignments and the
-//! topology manager's hints are computed from.
+//! NUMA nodes; [`policy_static`] gives Guaranteed containers CPUs of their
+//! own at admission ([`cpu_assignment`] picks them); [`state`] keeps the
+//! assignments in upstream's `cpu_manager_state` file; the manager
+//! ([`CpuManager`]) puts every container on its CPUs, at creation and then
+//! on its `cpu-manager` thread whenever the shared pool changes.
 
+pub mod cpu_assignment;
+mod manager;
+pub mod policy_static;
 pub mod state;
 pub mod topology;
 
@@ -11,6 +17,8 @@ use std::path::Path;
 use crate::cm::cpuset::CpuSet;
 use crate::kubeletconfig::KubeletConfiguration;
 use topology::{CpuTopology, TopologyError};
+
+pub use manager::{CpuManager, RunningContainer, UpdateCpuset};
 
 /// Why `reservedSystemCPUs` stops the start.
 #[derive(Debug, thiserror::Error)]
@@ -71,20 +79,6 @@ pub fn reserve_system_cpus(
         .system_reserved
         .insert("cpu".into(), reserved.len().to_string());
     Ok(Some(reserved))
-}
-
-/// Upstream's CPU manager Start, for the `none` policy: its state file is
-/// restored (or written), and one from another policy, or corrupt, stops
-/// the start with upstream's advice. A `static` policy is not run here
-/// (logged as not honoured at start), so its file is left alone.
-pub fn restore_state(
-    config: &KubeletConfiguration,
-    root_dir: &Path,
-) -> Result<(), state::StateError> {
-    if matches!(config.cpu_manager_policy.as_str(), "" | "none") {
-        state::CpuManagerState::restore(root_dir, "none")?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

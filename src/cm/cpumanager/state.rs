@@ -161,6 +161,48 @@ impl Checkpoint {
 }
 
 impl CpuManagerState {
+    /// The exclusive CPUs of a container, if it has any.
+    pub fn cpuset(&self, pod_uid: &str, container: &str) -> Option<&CpuSet> {
+        self.assignments
+            .iter()
+            .find(|a| a.pod_uid == pod_uid && a.container == container)
+            .map(|a| &a.cpus)
+    }
+
+    /// A container's exclusive CPUs, else the shared pool (upstream
+    /// GetCPUSetOrDefault).
+    pub fn cpuset_or_default(&self, pod_uid: &str, container: &str) -> &CpuSet {
+        self.cpuset(pod_uid, container)
+            .unwrap_or(&self.default_cpu_set)
+    }
+
+    /// Records a container's exclusive CPUs, keeping the order the file
+    /// and the checksum need.
+    pub fn set_cpuset(&mut self, pod_uid: &str, container: &str, cpus: CpuSet) {
+        self.delete(pod_uid, container);
+        let at = self
+            .assignments
+            .partition_point(|a| (a.pod_uid.as_str(), a.container.as_str()) < (pod_uid, container));
+        self.assignments.insert(
+            at,
+            Assignment {
+                pod_uid: pod_uid.to_string(),
+                container: container.to_string(),
+                cpus,
+            },
+        );
+    }
+
+    pub fn delete(&mut self, pod_uid: &str, container: &str) {
+        self.assignments
+            .retain(|a| !(a.pod_uid == pod_uid && a.container == container));
+    }
+
+    /// Every CPU named in an exclusive assignment.
+    pub fn assigned_cpus(&self) -> CpuSet {
+        CpuSet::new(self.assignments.iter().flat_map(|a| a.cpus.iter()))
+    }
+
     /// Upstream NewCheckpointState: the state in `dir`, or a new one for
     /// `policy` (written at once) when there is none. A corrupt file, one
     /// whose checksum does not match, or one of another policy stops the

@@ -71,7 +71,6 @@ impl CpuTopology {
         Ok(CpuTopology { details })
     }
 
-    #[cfg(test)]
     pub fn details(&self) -> &[CpuInfo] {
         &self.details
     }
@@ -101,8 +100,12 @@ impl CpuTopology {
         self.num_cpus() / self.num_cores().max(1)
     }
 
+    /// Logical CPUs per socket (upstream CPUsPerSocket).
+    pub fn cpus_per_socket(&self) -> usize {
+        self.num_cpus() / self.num_sockets().max(1)
+    }
+
     /// The CPUs of a NUMA node, a socket or a core.
-    #[cfg(test)]
     pub fn cpus_where(&self, keep: impl Fn(&CpuInfo) -> bool) -> CpuSet {
         CpuSet::new(self.details.iter().filter(|d| keep(d)).map(|d| d.cpu))
     }

@@ -1,0 +1,243 @@
+//! The `static` policy (upstream `policy_static.go`): a container of a
+//! Guaranteed pod that requests a whole number of CPUs gets that many CPUs
+//! of its own; every other container shares the rest, the shared pool
+//! (upstream's default CPU set). The reserved CPUs stay in the shared
+//! pool and are never given exclusively, so the system, the kubelet and
+//! the BestEffort and Burstable pods always keep them.
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::cpu_assignment::{take_by_topology, NotEnoughCpus};
+use super::state::CpuManagerState;
+use super::topology::CpuTopology;
+use crate::cm::cpuset::CpuSet;
+use crate::kuberuntime::qos::{qos_class, QosClass};
+use crate::podutil::PodExt;
+use crate::util::quantity::parse_quantity;
+
+pub const POLICY_NAME: &str = "static";
+
+/// `cpuManagerPolicyOptions` the static policy knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StaticPolicyOptions {
+    /// `full-pcpus-only`: exclusive CPUs come in whole physical cores.
+    pub full_pcpus_only: bool,
+}
+
+/// Why the policy cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error(
+        "[cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu \
+         to be greater than zero"
+    )]
+    NothingReserved,
+    #[error(
+        "[cpumanager] unable to reserve the required amount of CPUs \
+         (size of {reserved:?} did not equal {wanted})"
+    )]
+    Reserve { reserved: String, wanted: usize },
+    #[error(
+        "static policy invalid state, please drain node and remove policy state file: {0}"
+    )]
+    InvalidState(String),
+}
+
+/// Why a container could not be given its CPUs at admission.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocateError {
+    #[error(transparent)]
+    NotEnough(#[from] NotEnoughCpus),
+    #[error("SMT Alignment Error: requested {requested} cpus not multiple cpus per core = {per_core}")]
+    SmtAlignment { requested: usize, per_core: usize },
+}
+
+#[derive(Debug)]
+pub struct StaticPolicy {
+    topology: CpuTopology,
+    reserved: CpuSet,
+    options: StaticPolicyOptions,
+    /// The init containers' CPUs of the pod being admitted, which its app
+    /// containers take again (upstream cpusToReuse): init containers run
+    /// before them, one at a time.
+    reuse: Option<(String, CpuSet)>,
+}
+
+impl StaticPolicy {
+    /// `reserved_cpus` is `reservedSystemCPUs` (may be empty);
+    /// `reserved_quantity` the reserved cpu quantities in millicores.
+    /// Without a list, the reserved CPUs are the first ones topology
+    /// packing would give away, as upstream takes them.
+    pub fn new(
+        topology: CpuTopology,
+        reserved_cpus: &CpuSet,
+        reserved_quantity: i128,
+        options: StaticPolicyOptions,
+    ) -> Result<StaticPolicy, PolicyError> {
+        if reserved_quantity <= 0 {
+            return Err(PolicyError::NothingReserved);
+        }
+        let wanted = usize::try_from((reserved_quantity + 999) / 1000).unwrap_or(usize::MAX);
+        let reserved = match reserved_cpus.is_empty() {
+            false => reserved_cpus.clone(),
+            true => take_by_topology(&topology, &topology.cpus(), wanted).unwrap_or_default(),
+        };
+        if reserved.len() != wanted {
+            return Err(PolicyError::Reserve {
+                reserved: reserved.to_string(),
+                wanted,
+            });
+        }
+        Ok(StaticPolicy {
+            topology,
+            reserved,
+            options,
+            reuse: None,
+        })
+    }
+
+    pub fn reserved(&self) -> &CpuSet {
+        &self.reserved
+    }
+
+    pub fn topology(&self) -> &CpuTopology {
+        &self.topology
+    }
+
+    /// Upstream validateState: a new state's shared pool is every CPU; a
+    /// restored one must still hold the reserved CPUs in the pool, keep
+    /// exclusive CPUs out of it, and name exactly this machine's CPUs.
+    pub fn start(&self, state: &mut CpuManagerState) -> Result<(), PolicyError> {
+        let invalid = |m: String| Err(PolicyError::InvalidState(m));
+        let pool = state.default_cpu_set.clone();
+        if pool.is_empty() {
+            if !state.assignments.is_empty() {
+                return invalid("default cpuset cannot be empty".into());
+            }
+            state.default_cpu_set = self.topology.cpus();
+            return Ok(());
+        }
+        if !self.reserved.is_subset_of(&pool) {
+            return invalid(format!(
+                "not all reserved cpus: \"{}\" are present in defaultCpuSet: \"{pool}\"",
+                self.reserved
+            ));
+        }
+        for a in &state.assignments {
+            if !a.cpus.intersection(&pool).is_empty() {
+                return invalid(format!(
+                    "pod: {}, container: {} cpuset: \"{}\" overlaps with default cpuset \"{pool}\"",
+                    a.pod_uid, a.container, a.cpus
+                ));
+            }
+        }
+        let known = pool.union(&state.assigned_cpus());
+        if known != self.topology.cpus() {
+            return invalid(format!(
+                "current set of available CPUs \"{}\" doesn't match with CPUs in state \"{known}\"",
+                self.topology.cpus()
+            ));
+        }
+        Ok(())
+    }
+
+    /// CPUs that can be given exclusively: the shared pool but for the
+    /// reserved ones.
+    pub fn assignable(&self, state: &CpuManagerState) -> CpuSet {
+        state.default_cpu_set.difference(&self.reserved)
+    }
+
+    /// Gives `container` of `pod` its exclusive CPUs, if it is to have
+    /// any; a container that already has them keeps them (a restart).
+    pub fn allocate(
+        &mut self,
+        state: &mut CpuManagerState,
+        pod: &Pod,
+        container: &Container,
+    ) -> Result<(), AllocateError> {
+        let requested = guaranteed_cpus(pod, container);
+        if requested == 0 {
+            return Ok(());
+        }
+        let per_core = self.topology.cpus_per_core();
+        if self.options.full_pcpus_only && requested % per_core != 0 {
+            return Err(AllocateError::SmtAlignment {
+                requested,
+                per_core,
+            });
+        }
+        let uid = pod.uid();
+        if let Some(cpus) = state.cpuset(uid, &container.name).cloned() {
+            log::info!(
+                "cpu manager: pod {} container {:?} already has CPUs {cpus}",
+                pod.full_name(),
+                container.name
+            );
+            self.update_reuse(pod, container, &cpus);
+            return Ok(());
+        }
+        let reusable = match &self.reuse {
+            Some((owner, cpus)) if owner == uid => cpus.clone(),
+            _ => CpuSet::default(),
+        };
+        let from = self.assignable(state).union(&reusable);
+        let cpus = take_by_topology(&self.topology, &from, requested)?;
+        state.default_cpu_set = state.default_cpu_set.difference(&cpus);
+        state.set_cpuset(uid, &container.name, cpus.clone());
+        self.update_reuse(pod, container, &cpus);
+        Ok(())
+    }
+
+    /// An init container's CPUs become reusable by the app containers
+    /// after it; an app container's are no longer.
+    fn update_reuse(&mut self, pod: &Pod, container: &Container, cpus: &CpuSet) {
+        let uid = pod.uid();
+        let mut reuse = match self.reuse.take() {
+            Some((owner, set)) if owner == uid => set,
+            _ => CpuSet::default(),
+        };
+        let is_init = pod.init_containers().iter().any(|c| c.name == container.name);
+        reuse = match is_init {
+            true => reuse.union(cpus),
+            false => reuse.difference(cpus),
+        };
+        self.reuse = Some((uid.to_string(), reuse));
+    }
+
+    /// Returns a container's exclusive CPUs to the shared pool, but for
+    /// those another container of the pod still holds (an app container
+    /// that reused its init container's CPUs).
+    pub fn remove_container(&self, state: &mut CpuManagerState, pod_uid: &str, container: &str) {
+        let Some(cpus) = state.cpuset(pod_uid, container).cloned() else {
+            return;
+        };
+        state.delete(pod_uid, container);
+        let still_held = state.assigned_cpus();
+        state.default_cpu_set = state
+            .default_cpu_set
+            .union(&cpus.difference(&still_held));
+    }
+}
+
+/// Upstream guaranteedCPUs: the whole CPUs a container of a Guaranteed
+/// pod requests; 0 for any other container, or a fractional request.
+/// A limit stands for a missing request, as the API server defaults it.
+pub fn guaranteed_cpus(pod: &Pod, container: &Container) -> usize {
+    if qos_class(pod) != QosClass::Guaranteed {
+        return 0;
+    }
+    let res = container.resources.as_ref();
+    let cpu = res
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|m| m.get("cpu"))
+        .or_else(|| res.and_then(|r| r.limits.as_ref()).and_then(|m| m.get("cpu")));
+    let milli = cpu.and_then(|q| parse_quantity(&q.0).ok()).unwrap_or(0);
+    if milli <= 0 || milli % 1000 != 0 {
+        return 0;
+    }
+    usize::try_from(milli / 1000).unwrap_or(0)
+}
+
+#[cfg(test)]
+#[path = "policy_static_tests.rs"]
+pub(crate) mod tests;
