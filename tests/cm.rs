@@ -3,9 +3,11 @@
 //! pod cgroup under the test's own cgroupRoot with upstream's limits,
 //! kubepods is capped at node allocatable, pod cgroups go with their pods,
 //! a restart adopts live pod cgroups and removes orphans, and a pod cgroup
-//! that cannot be made holds back only its own pod.
+//! that cannot be made holds back only its own pod; the CPU manager's
+//! static policy pins a Guaranteed container to a CPU of its own and moves
+//! the others off it, and back when it goes.
 //!
-//! Test numbers 80–82.
+//! Test numbers 80–82 and 85.
 
 mod common;
 
@@ -16,13 +18,15 @@ use common::*;
 
 const V1: &str = "/sys/fs/cgroup";
 
-/// A static pod whose one container sleeps, with `resources` (YAML lines
-/// indented for the container) and an optional init container.
+/// A static pod whose one container logs the CPUs it may run on (as the
+/// kernel shows them to the process) and sleeps, with `resources` (YAML
+/// lines indented for the container).
 fn pod_yaml(name: &str, resources: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n\
          spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {BUSYBOX}\n\
-         \x20   imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"sleep 3600\"]\n{resources}"
+         \x20   imagePullPolicy: IfNotPresent\n\
+         \x20   command: [\"sh\", \"-c\", \"grep Cpus_allowed_list /proc/self/status; sleep 3600\"]\n{resources}"
     )
 }
 
@@ -295,4 +299,125 @@ fn a_pod_cgroup_that_cannot_be_made_holds_back_only_its_pod() {
     // Once the cap goes the pod starts.
     fs::write(&quota, "-1").unwrap();
     env.wait_running("g-node1", &["c"], secs(60));
+}
+
+/// The CPUs a process may run on, as /proc shows them to it.
+fn cpus_allowed(pid: u32) -> String {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+        .expect("Cpus_allowed_list")
+}
+
+/// A container's CPUs three ways: what it logged at start (from inside),
+/// what its process may run on now, and its cpuset cgroup.
+struct Pinning {
+    logged: String,
+    process: String,
+    cgroup: String,
+}
+
+fn pinning(env: &Env, pod: &str, id: &str) -> Pinning {
+    let pid = task_pid(env, id);
+    let log = container_log(&env.pod_logs, pod, "c");
+    Pinning {
+        logged: log
+            .lines()
+            .find_map(|l| l.split("Cpus_allowed_list:").nth(1))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default(),
+        process: cpus_allowed(pid),
+        cgroup: read("cpuset", &proc_cgroup(pid, "cpuset"), "cpuset.cpus"),
+    }
+}
+
+/// The issue's scenario on this 2-CPU machine, `reservedSystemCPUs: "0"`:
+/// a Guaranteed pod with `cpu: 1` gets CPU 1 alone; a BestEffort pod runs
+/// on CPU 0 only; a second such Guaranteed pod is refused; both keep their
+/// CPUs across a restart; deleting the Guaranteed pod gives CPU 1 back to
+/// the BestEffort pod within the reconcile period.
+#[test]
+fn the_static_cpu_policy_pins_guaranteed_containers() {
+    assert_eq!(cores(), 2, "this test is written for the 2-CPU test machine");
+    let mut env = Env::new("cpu_manager_static", 85);
+    env.set_config("cpuManagerPolicy", "static");
+    env.set_config("cpuManagerReconcilePeriod", "5s");
+    env.set_config("reservedSystemCPUs", "'0'");
+    let guaranteed = resources(&[], &[("cpu", "1"), ("memory", "64Mi")]);
+    env.write_manifest("g.yaml", &pod_yaml("g", &guaranteed));
+    env.start_kubelet_healthy();
+    let (g_uid, g_id) = running(&mut env, "g-node1");
+    env.write_manifest("e.yaml", &pod_yaml("e", ""));
+    let (_, e_id) = running(&mut env, "e-node1");
+
+    let g = eventually(secs(10), "g's log", || {
+        let p = pinning(&env, "g-node1", &g_id);
+        (!p.logged.is_empty()).then_some(p)
+    });
+    assert_eq!((g.logged.as_str(), g.process.as_str(), g.cgroup.as_str()), ("1", "1", "1"));
+    let e = eventually(secs(10), "e's log", || {
+        let p = pinning(&env, "e-node1", &e_id);
+        (!p.logged.is_empty()).then_some(p)
+    });
+    assert_eq!((e.logged.as_str(), e.process.as_str(), e.cgroup.as_str()), ("0", "0", "0"));
+    let state = fs::read_to_string(env.root.join("cpu_manager_state")).unwrap();
+    assert!(
+        state.starts_with(&format!(
+            r#"{{"policyName":"static","defaultCpuSet":"0","entries":{{"{g_uid}":{{"c":"1"}}}},"checksum":"#
+        )),
+        "{state}"
+    );
+
+    // The pod resources API names the exclusive CPU, and what can be
+    // given: every CPU but the reserved one.
+    let list = pod_resources(&env.root, &["list"]);
+    let pods = list["response"]["pod_resources"].as_array().cloned().unwrap_or_default();
+    let cpus_of = |name: &str| {
+        let pod = pods.iter().find(|p| p["name"] == name);
+        let pod = pod.unwrap_or_else(|| panic!("no {name} in {list}"));
+        pod["containers"][0]["cpu_ids"].clone()
+    };
+    assert_eq!(cpus_of("g-node1"), serde_json::json!(["1"]), "{list}");
+    assert_eq!(cpus_of("e-node1"), serde_json::Value::Null, "{list}");
+    let alloc = pod_resources(&env.root, &["allocatable"]);
+    assert_eq!(alloc["response"]["cpu_ids"], serde_json::json!(["1"]), "{alloc}");
+
+    // No CPU is left to give: refused at admission, nothing started.
+    env.write_manifest("h.yaml", &pod_yaml("h", &guaranteed));
+    let line = eventually(secs(30), "h rejected", || {
+        env.log_lines_with("h-node1_default rejected").into_iter().next()
+    });
+    assert!(
+        line.contains("UnexpectedAdmissionError: Allocate failed due to not enough cpus available to satisfy request, which is unexpected"),
+        "{line}"
+    );
+    assert!(env.snapshot().sandboxes("h-node1").is_empty());
+    env.remove_manifest("h.yaml");
+
+    // A restart keeps every container where it was.
+    env.kill_kubelet();
+    env.start_kubelet_healthy();
+    std::thread::sleep(secs(7)); // past a reconcile round
+    let snap = env.snapshot();
+    assert_eq!(snap.running("g-node1", "c").map(|c| c.id.clone()), Some(g_id.clone()));
+    assert_eq!(pinning(&env, "g-node1", &g_id).cgroup, "1");
+    assert_eq!(pinning(&env, "e-node1", &e_id).cgroup, "0");
+    assert_eq!(fs::read_to_string(env.root.join("cpu_manager_state")).unwrap(), state);
+
+    // The Guaranteed pod goes: CPU 1 is shared again within the period.
+    env.remove_manifest("g.yaml");
+    let gone = std::time::Instant::now();
+    wait_until(secs(30), "g gone", || env.snapshot().sandboxes("g-node1").is_empty());
+    wait_until(secs(5), "e moved to CPUs 0-1", || {
+        let p = pinning(&env, "e-node1", &e_id);
+        p.cgroup == "0-1" && p.process == "0-1"
+    });
+    eprintln!("CPU 1 back in the shared pool {:?} after the manifest went", gone.elapsed());
+    let state = fs::read_to_string(env.root.join("cpu_manager_state")).unwrap();
+    assert!(
+        state.starts_with(r#"{"policyName":"static","defaultCpuSet":"0-1","checksum":"#),
+        "{state}"
+    );
 }

@@ -8,7 +8,6 @@ mod common;
 
 use std::ffi::OsString;
 use std::fs;
-use std::process::Command;
 
 use serde_json::{json, Value};
 
@@ -87,20 +86,6 @@ fn checkpoint(root: &std::path::Path) -> Value {
     serde_json::from_str(&fs::read_to_string(&p).unwrap_or_default()).unwrap_or(Value::Null)
 }
 
-/// One call of the pod resources API through tests/plugins/podresources.py,
-/// a client written to the v1 api.proto text, as a monitoring agent is.
-fn pod_resources(cl: &Cluster, args: &[&str]) -> Value {
-    let socket = cl.env.root.join("pod-resources/kubelet.sock");
-    let out = Command::new("/usr/bin/python3")
-        .arg(repo_dir().join("tests/plugins/podresources.py"))
-        .arg(&socket)
-        .args(args)
-        .output()
-        .expect("run tests/plugins/podresources.py");
-    assert!(out.status.success(), "podresources.py {args:?}: {out:?}");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
-}
-
 fn restarts(pod: &Value) -> i64 {
     pod["status"]["containerStatuses"][0]["restartCount"]
         .as_i64()
@@ -160,7 +145,7 @@ fn device_plugin_lifecycle() {
     assert_eq!(pre[0]["request"]["devices_ids"], json!(["widget-1"]));
 
     // The pod resources API tells a monitoring agent the same.
-    let list = pod_resources(&cl, &["list"]);
+    let list = pod_resources(&cl.env.root, &["list"]);
     assert_eq!(list["ok"], true, "{list}");
     let pods = list["response"]["pod_resources"]
         .as_array()
@@ -175,15 +160,15 @@ fn device_plugin_lifecycle() {
         entry["containers"],
         json!([{"name": "c", "devices": [{"resource_name": WIDGET, "device_ids": ["widget-1"]}]}])
     );
-    let got = pod_resources(&cl, &["get", "default", "gets-one"]);
+    let got = pod_resources(&cl.env.root, &["get", "default", "gets-one"]);
     assert_eq!(got["response"]["pod_resources"], *entry, "{got}");
-    let missing = pod_resources(&cl, &["get", "default", "no-such-pod"]);
+    let missing = pod_resources(&cl.env.root, &["get", "default", "no-such-pod"]);
     assert_eq!(missing["ok"], false, "{missing}");
     assert_eq!(
         missing["details"],
         "pod no-such-pod in namespace default not found"
     );
-    let alloc = pod_resources(&cl, &["allocatable"]);
+    let alloc = pod_resources(&cl.env.root, &["allocatable"]);
     assert_eq!(
         alloc["response"]["devices"],
         json!([

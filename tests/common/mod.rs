@@ -829,3 +829,18 @@ pub fn container_log(pod_logs: &Path, pod: &str, c: &str) -> String {
     }
     out
 }
+
+/// One call of the pod resources API of the kubelet whose root dir is
+/// `root`, through tests/plugins/podresources.py, a client written to the
+/// v1 api.proto text, as a monitoring agent is.
+pub fn pod_resources(root: &Path, args: &[&str]) -> serde_json::Value {
+    let socket = root.join("pod-resources/kubelet.sock");
+    let out = Command::new("/usr/bin/python3")
+        .arg(repo_dir().join("tests/plugins/podresources.py"))
+        .arg(&socket)
+        .args(args)
+        .output()
+        .expect("run tests/plugins/podresources.py");
+    assert!(out.status.success(), "podresources.py {args:?}: {out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use grpcio::{Environment, RpcStatus, RpcStatusCode, Server, ServiceBuilder};
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::cm::cpumanager::CpuManager;
 use crate::cm::devicemanager::{DeviceManager, Devices};
 use crate::cri::podresources::v1::api;
 use crate::cri::podresources::v1::api_grpc::{
@@ -47,6 +48,7 @@ pub type PodsProvider = Arc<dyn Fn() -> Vec<Arc<Pod>> + Send + Sync>;
 struct Providers {
     pods: PodsProvider,
     devices: DeviceManager,
+    cpus: CpuManager,
 }
 
 /// Serves the API until the returned server is dropped. A stale socket of
@@ -56,6 +58,7 @@ pub fn serve(
     root_dir: &Path,
     pods: PodsProvider,
     devices: DeviceManager,
+    cpus: CpuManager,
 ) -> Result<Server, PodResourcesError> {
     let dir = root_dir.join(POD_RESOURCES_DIR);
     std::fs::create_dir_all(&dir).map_err(|source| PodResourcesError::Dir {
@@ -71,7 +74,11 @@ pub fn serve(
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(fail(e.to_string())),
         _ => {}
     }
-    let p = Providers { pods, devices };
+    let p = Providers {
+        pods,
+        devices,
+        cpus,
+    };
     let (p1, p2, p3) = (p.clone(), p.clone(), p);
     let service = ServiceBuilder::new()
         .add_unary_handler(&METHOD_POD_RESOURCES_LISTER_LIST, move |ctx, _req, sink| {
@@ -122,8 +129,8 @@ fn get(
 }
 
 /// Every device the device manager knows, one entry per device with its
-/// NUMA nodes (upstream containerDevicesFromResourceDeviceInstances); no
-/// CPUs or memory until a CPU or memory manager assigns them.
+/// NUMA nodes (upstream containerDevicesFromResourceDeviceInstances), and
+/// the CPUs the static CPU policy can give (none with the none policy).
 fn allocatable(p: &Providers) -> api::AllocatableResourcesResponse {
     let devices = p
         .devices
@@ -133,6 +140,7 @@ fn allocatable(p: &Providers) -> api::AllocatableResourcesResponse {
         .collect();
     api::AllocatableResourcesResponse {
         devices,
+        cpu_ids: p.cpus.allocatable_cpus(),
         ..Default::default()
     }
 }
@@ -154,6 +162,7 @@ fn pod_resources(p: &Providers, pod: &Pod) -> api::PodResources {
                 .into_iter()
                 .map(|d: Devices| container_devices(d.resource, d.ids, &d.numa))
                 .collect(),
+            cpu_ids: p.cpus.exclusive_cpus(pod.uid(), &c.name),
             ..Default::default()
         })
         .collect();

@@ -106,6 +106,7 @@ impl CpuTopology {
     }
 
     /// The CPUs of a NUMA node, a socket or a core.
+    #[cfg(test)]
     pub fn cpus_where(&self, keep: impl Fn(&CpuInfo) -> bool) -> CpuSet {
         CpuSet::new(self.details.iter().filter(|d| keep(d)).map(|d| d.cpu))
     }
