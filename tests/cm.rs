@@ -340,7 +340,11 @@ fn pinning(env: &Env, pod: &str, id: &str) -> Pinning {
 /// the BestEffort pod within the reconcile period.
 #[test]
 fn the_static_cpu_policy_pins_guaranteed_containers() {
-    assert_eq!(cores(), 2, "this test is written for the 2-CPU test machine");
+    assert_eq!(
+        cores(),
+        2,
+        "this test is written for the 2-CPU test machine"
+    );
     let mut env = Env::new("cpu_manager_static", 85);
     env.set_config("cpuManagerPolicy", "static");
     env.set_config("cpuManagerReconcilePeriod", "5s");
@@ -356,12 +360,18 @@ fn the_static_cpu_policy_pins_guaranteed_containers() {
         let p = pinning(&env, "g-node1", &g_id);
         (!p.logged.is_empty()).then_some(p)
     });
-    assert_eq!((g.logged.as_str(), g.process.as_str(), g.cgroup.as_str()), ("1", "1", "1"));
+    assert_eq!(
+        (g.logged.as_str(), g.process.as_str(), g.cgroup.as_str()),
+        ("1", "1", "1")
+    );
     let e = eventually(secs(10), "e's log", || {
         let p = pinning(&env, "e-node1", &e_id);
         (!p.logged.is_empty()).then_some(p)
     });
-    assert_eq!((e.logged.as_str(), e.process.as_str(), e.cgroup.as_str()), ("0", "0", "0"));
+    assert_eq!(
+        (e.logged.as_str(), e.process.as_str(), e.cgroup.as_str()),
+        ("0", "0", "0")
+    );
     let state = fs::read_to_string(env.root.join("cpu_manager_state")).unwrap();
     assert!(
         state.starts_with(&format!(
@@ -373,7 +383,10 @@ fn the_static_cpu_policy_pins_guaranteed_containers() {
     // The pod resources API names the exclusive CPU, and what can be
     // given: every CPU but the reserved one.
     let list = pod_resources(&env.root, &["list"]);
-    let pods = list["response"]["pod_resources"].as_array().cloned().unwrap_or_default();
+    let pods = list["response"]["pod_resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let cpus_of = |name: &str| {
         let pod = pods.iter().find(|p| p["name"] == name);
         let pod = pod.unwrap_or_else(|| panic!("no {name} in {list}"));
@@ -382,12 +395,18 @@ fn the_static_cpu_policy_pins_guaranteed_containers() {
     assert_eq!(cpus_of("g-node1"), serde_json::json!(["1"]), "{list}");
     assert_eq!(cpus_of("e-node1"), serde_json::Value::Null, "{list}");
     let alloc = pod_resources(&env.root, &["allocatable"]);
-    assert_eq!(alloc["response"]["cpu_ids"], serde_json::json!(["1"]), "{alloc}");
+    assert_eq!(
+        alloc["response"]["cpu_ids"],
+        serde_json::json!(["1"]),
+        "{alloc}"
+    );
 
     // No CPU is left to give: refused at admission, nothing started.
     env.write_manifest("h.yaml", &pod_yaml("h", &guaranteed));
     let line = eventually(secs(30), "h rejected", || {
-        env.log_lines_with("h-node1_default rejected").into_iter().next()
+        env.log_lines_with("h-node1_default rejected")
+            .into_iter()
+            .next()
     });
     assert!(
         line.contains("UnexpectedAdmissionError: Allocate failed due to not enough cpus available to satisfy request, which is unexpected"),
@@ -401,20 +420,31 @@ fn the_static_cpu_policy_pins_guaranteed_containers() {
     env.start_kubelet_healthy();
     std::thread::sleep(secs(7)); // past a reconcile round
     let snap = env.snapshot();
-    assert_eq!(snap.running("g-node1", "c").map(|c| c.id.clone()), Some(g_id.clone()));
+    assert_eq!(
+        snap.running("g-node1", "c").map(|c| c.id.clone()),
+        Some(g_id.clone())
+    );
     assert_eq!(pinning(&env, "g-node1", &g_id).cgroup, "1");
     assert_eq!(pinning(&env, "e-node1", &e_id).cgroup, "0");
-    assert_eq!(fs::read_to_string(env.root.join("cpu_manager_state")).unwrap(), state);
+    assert_eq!(
+        fs::read_to_string(env.root.join("cpu_manager_state")).unwrap(),
+        state
+    );
 
     // The Guaranteed pod goes: CPU 1 is shared again within the period.
     env.remove_manifest("g.yaml");
     let gone = std::time::Instant::now();
-    wait_until(secs(30), "g gone", || env.snapshot().sandboxes("g-node1").is_empty());
+    wait_until(secs(30), "g gone", || {
+        env.snapshot().sandboxes("g-node1").is_empty()
+    });
     wait_until(secs(5), "e moved to CPUs 0-1", || {
         let p = pinning(&env, "e-node1", &e_id);
         p.cgroup == "0-1" && p.process == "0-1"
     });
-    eprintln!("CPU 1 back in the shared pool {:?} after the manifest went", gone.elapsed());
+    eprintln!(
+        "CPU 1 back in the shared pool {:?} after the manifest went",
+        gone.elapsed()
+    );
     let state = fs::read_to_string(env.root.join("cpu_manager_state")).unwrap();
     assert!(
         state.starts_with(r#"{"policyName":"static","defaultCpuSet":"0-1","checksum":"#),

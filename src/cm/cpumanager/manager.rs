@@ -255,7 +255,9 @@ impl CpuManager {
             return;
         }
         for uid in &stale {
-            log::info!("cpu manager: pod {uid} is no longer active; its CPUs go back to the shared pool");
+            log::info!(
+                "cpu manager: pod {uid} is no longer active; its CPUs go back to the shared pool"
+            );
             release_pod(policy, state, uid);
         }
         inner.store(state);
@@ -269,7 +271,10 @@ impl CpuManager {
         };
         let core = inner.lock();
         let cpus = core.state.cpuset(pod_uid, container);
-        cpus.into_iter().flat_map(|s| s.iter()).map(i64::from).collect()
+        cpus.into_iter()
+            .flat_map(|s| s.iter())
+            .map(i64::from)
+            .collect()
     }
 
     /// The CPUs that can be given exclusively: every CPU but the

@@ -9,7 +9,10 @@ struct Runtime(Mutex<Vec<(String, String)>>);
 
 impl UpdateCpuset for Runtime {
     fn update_cpuset(&self, id: &str, cpus: &CpuSet) -> Result<(), String> {
-        self.0.lock().unwrap().push((id.to_string(), cpus.to_string()));
+        self.0
+            .lock()
+            .unwrap()
+            .push((id.to_string(), cpus.to_string()));
         Ok(())
     }
 }
@@ -147,7 +150,9 @@ fn a_pod_that_does_not_fit_is_refused_and_keeps_nothing() {
     );
     m.release("g");
     // two containers: the first fits, the second does not; neither stays
-    let r = m.allocate(&pod("h", &[], &[("1", "1Gi"), ("1", "1Gi")])).unwrap_err();
+    let r = m
+        .allocate(&pod("h", &[], &[("1", "1Gi"), ("1", "1Gi")]))
+        .unwrap_err();
     assert_eq!(r.reason, "UnexpectedAdmissionError");
     assert!(m.exclusive_cpus("h", "app0").is_empty());
     assert!(state_file(&n).contains(r#""defaultCpuSet":"0-1","checksum""#));
@@ -181,7 +186,11 @@ fn options_are_upstreams_or_the_start_stops() {
     let mut c = config("static");
     c.cpu_manager_policy_options
         .insert("align-by-sockets".into(), "true".into());
-    assert!(start(&n, &c).err().unwrap().to_string().contains("\"align-by-sockets\""));
+    assert!(start(&n, &c)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("\"align-by-sockets\""));
     let mut c = config("static");
     c.system_reserved.clear();
     let e = start(&n, &c).err().unwrap().to_string();

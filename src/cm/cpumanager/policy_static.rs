@@ -37,9 +37,7 @@ pub enum PolicyError {
          (size of {reserved:?} did not equal {wanted})"
     )]
     Reserve { reserved: String, wanted: usize },
-    #[error(
-        "static policy invalid state, please drain node and remove policy state file: {0}"
-    )]
+    #[error("static policy invalid state, please drain node and remove policy state file: {0}")]
     InvalidState(String),
 }
 
@@ -48,7 +46,9 @@ pub enum PolicyError {
 pub enum AllocateError {
     #[error(transparent)]
     NotEnough(#[from] NotEnoughCpus),
-    #[error("SMT Alignment Error: requested {requested} cpus not multiple cpus per core = {per_core}")]
+    #[error(
+        "SMT Alignment Error: requested {requested} cpus not multiple cpus per core = {per_core}"
+    )]
     SmtAlignment { requested: usize, per_core: usize },
 }
 
@@ -160,7 +160,7 @@ impl StaticPolicy {
             return Ok(());
         }
         let per_core = self.topology.cpus_per_core();
-        if self.options.full_pcpus_only && requested % per_core != 0 {
+        if self.options.full_pcpus_only && !requested.is_multiple_of(per_core) {
             return Err(AllocateError::SmtAlignment {
                 requested,
                 per_core,
@@ -196,7 +196,10 @@ impl StaticPolicy {
             Some((owner, set)) if owner == uid => set,
             _ => CpuSet::default(),
         };
-        let is_init = pod.init_containers().iter().any(|c| c.name == container.name);
+        let is_init = pod
+            .init_containers()
+            .iter()
+            .any(|c| c.name == container.name);
         reuse = match is_init {
             true => reuse.union(cpus),
             false => reuse.difference(cpus),
@@ -213,9 +216,7 @@ impl StaticPolicy {
         };
         state.delete(pod_uid, container);
         let still_held = state.assigned_cpus();
-        state.default_cpu_set = state
-            .default_cpu_set
-            .union(&cpus.difference(&still_held));
+        state.default_cpu_set = state.default_cpu_set.union(&cpus.difference(&still_held));
     }
 }
 
@@ -230,7 +231,10 @@ pub fn guaranteed_cpus(pod: &Pod, container: &Container) -> usize {
     let cpu = res
         .and_then(|r| r.requests.as_ref())
         .and_then(|m| m.get("cpu"))
-        .or_else(|| res.and_then(|r| r.limits.as_ref()).and_then(|m| m.get("cpu")));
+        .or_else(|| {
+            res.and_then(|r| r.limits.as_ref())
+                .and_then(|m| m.get("cpu"))
+        });
     let milli = cpu.and_then(|q| parse_quantity(&q.0).ok()).unwrap_or(0);
     if milli <= 0 || milli % 1000 != 0 {
         return 0;

@@ -58,7 +58,11 @@ pub(crate) fn pod(uid: &str, init: &[(&str, &str)], app: &[(&str, &str)]) -> Pod
     .unwrap()
 }
 
-fn allocate_all(p: &mut StaticPolicy, s: &mut CpuManagerState, pod: &Pod) -> Result<(), AllocateError> {
+fn allocate_all(
+    p: &mut StaticPolicy,
+    s: &mut CpuManagerState,
+    pod: &Pod,
+) -> Result<(), AllocateError> {
     let containers: Vec<Container> = pod
         .init_containers()
         .iter()
@@ -77,7 +81,11 @@ fn reserved_cpus_come_from_the_list_or_from_topology_packing() {
     assert_eq!(policy("3", false).reserved().to_string(), "3");
     let t = topology(2, 4, 2, 2);
     let p = StaticPolicy::new(t.clone(), &CpuSet::default(), 1500, Default::default()).unwrap();
-    assert_eq!(p.reserved().to_string(), "0,8", "1.5 CPUs round up to a whole core");
+    assert_eq!(
+        p.reserved().to_string(),
+        "0,8",
+        "1.5 CPUs round up to a whole core"
+    );
     let e = StaticPolicy::new(t.clone(), &CpuSet::default(), 0, Default::default()).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -112,18 +120,18 @@ fn a_restored_state_must_fit_the_machine_and_the_reservation() {
     let err = |mut s: CpuManagerState| p.start(&mut s).unwrap_err().to_string();
     assert!(p.start(&mut assigned("0,3-15", "1-2")).is_ok());
     assert!(err(assigned("", "1-2")).ends_with(": default cpuset cannot be empty"));
-    assert!(err(assigned("1,3-15", "2")).ends_with(
-        ": not all reserved cpus: \"0\" are present in defaultCpuSet: \"1,3-15\""
-    ));
+    assert!(err(assigned("1,3-15", "2"))
+        .ends_with(": not all reserved cpus: \"0\" are present in defaultCpuSet: \"1,3-15\""));
     assert!(err(assigned("0,2-15", "1-2")).ends_with(
         ": pod: u1, container: c cpuset: \"1-2\" overlaps with default cpuset \"0,2-15\""
     ));
     let e = err(assigned("0,3-17", "1-2"));
     assert!(
-        e.starts_with("static policy invalid state, please drain node and remove policy state file: ")
-            && e.ends_with(
-                "current set of available CPUs \"0-15\" doesn't match with CPUs in state \"0-17\""
-            ),
+        e.starts_with(
+            "static policy invalid state, please drain node and remove policy state file: "
+        ) && e.ends_with(
+            "current set of available CPUs \"0-15\" doesn't match with CPUs in state \"0-17\""
+        ),
         "{e}"
     );
 }
@@ -136,7 +144,11 @@ fn guaranteed_integer_cpus_get_cpus_of_their_own() {
     allocate_all(&mut p, &mut s, &g).unwrap();
     // a whole core, not the reserved CPU's sibling
     assert_eq!(cpus_of(&s, "g", "app0").as_deref(), Some("1,9"));
-    assert_eq!(cpus_of(&s, "g", "app1"), None, "a fractional request shares");
+    assert_eq!(
+        cpus_of(&s, "g", "app1"),
+        None,
+        "a fractional request shares"
+    );
     assert_eq!(s.default_cpu_set.to_string(), "0,2-8,10-15");
 
     // Burstable and BestEffort pods share, whatever they ask
@@ -166,7 +178,11 @@ fn reserved_cpus_are_never_given() {
     assert_eq!(s.default_cpu_set.to_string(), "0");
     let e = allocate_all(&mut p, &mut s, &pod("b", &[], &[("1", "1Gi")])).unwrap_err();
     assert_eq!(e, AllocateError::NotEnough(NotEnoughCpus));
-    assert_eq!(s.default_cpu_set.to_string(), "0", "a failed request takes nothing");
+    assert_eq!(
+        s.default_cpu_set.to_string(),
+        "0",
+        "a failed request takes nothing"
+    );
 }
 
 #[test]
@@ -182,7 +198,15 @@ fn full_pcpus_only_refuses_part_of_a_core() {
     assert_eq!(cpus_of(&s, "b", "app0").as_deref(), Some("1-2,9-10"));
     // without SMT every count is whole cores
     let t = topology(1, 4, 1, 0);
-    let mut p = StaticPolicy::new(t, &set("0"), 1000, StaticPolicyOptions { full_pcpus_only: true }).unwrap();
+    let mut p = StaticPolicy::new(
+        t,
+        &set("0"),
+        1000,
+        StaticPolicyOptions {
+            full_pcpus_only: true,
+        },
+    )
+    .unwrap();
     let mut s = started(&p);
     allocate_all(&mut p, &mut s, &pod("c", &[], &[("3", "1Gi")])).unwrap();
     assert_eq!(cpus_of(&s, "c", "app0").as_deref(), Some("1-3"));
