@@ -7,7 +7,7 @@
 //! static policy pins a Guaranteed container to a CPU of its own and moves
 //! the others off it, and back when it goes.
 //!
-//! Test numbers 80–82 and 85.
+//! Test numbers 80–82, 85 and 86.
 
 mod common;
 
@@ -450,4 +450,43 @@ fn the_static_cpu_policy_pins_guaranteed_containers() {
         state.starts_with(r#"{"policyName":"static","defaultCpuSet":"0-1","checksum":"#),
         "{state}"
     );
+}
+
+/// The topology manager's `single-numa-node` policy, pod scope, on this
+/// one-node machine: a Guaranteed pod whose CPU fits on node 0 is placed
+/// there; one for which no node has a CPU left is refused with upstream's
+/// TopologyAffinityError, as the CPU manager's hints name no node.
+#[test]
+fn single_numa_node_admits_what_fits_on_a_node_and_refuses_the_rest() {
+    let mut env = Env::new("topology_single_numa_node", 86);
+    env.set_config("cpuManagerPolicy", "static");
+    env.set_config("reservedSystemCPUs", "'0'");
+    env.set_config("topologyManagerPolicy", "single-numa-node");
+    env.set_config("topologyManagerScope", "pod");
+    let guaranteed = resources(&[], &[("cpu", "1"), ("memory", "64Mi")]);
+    env.write_manifest("g.yaml", &pod_yaml("g", &guaranteed));
+    env.start_kubelet_healthy();
+    let (_, g_id) = running(&mut env, "g-node1");
+    assert_eq!(pinning(&env, "g-node1", &g_id).cgroup, "1");
+    let line = eventually(secs(10), "the topology manager's hint", || {
+        env.log_lines_with("topology manager: pod g-node1_default (pod scope)")
+            .into_iter()
+            .next()
+    });
+    assert!(line.contains("best hint None (preferred)"), "{line}");
+
+    env.write_manifest("h.yaml", &pod_yaml("h", &guaranteed));
+    let line = eventually(secs(30), "h rejected", || {
+        env.log_lines_with("h-node1_default rejected")
+            .into_iter()
+            .next()
+    });
+    assert!(
+        line.contains(
+            "TopologyAffinityError: Resources cannot be allocated with Topology locality"
+        ),
+        "{line}"
+    );
+    assert!(env.snapshot().sandboxes("h-node1").is_empty());
+    env.assert_kubelet_alive();
 }

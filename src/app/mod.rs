@@ -395,6 +395,14 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             registrars: volume_deps.registrars.clone(),
             device_manager: device_manager.clone(),
             cpu_manager: cpu_manager.clone(),
+            topology_manager: Arc::new(
+                crate::cm::topologymanager::TopologyManager::for_node(
+                    config,
+                    std::path::Path::new("/sys"),
+                    vec![Box::new(cpu_manager.clone())],
+                )
+                .context("topology manager")?,
+            ),
         },
     );
     owned.push(

@@ -18,6 +18,7 @@ mod pod_container_manager;
 mod qos_container_manager;
 #[cfg(test)]
 mod tests;
+pub mod topologymanager;
 
 // A cgroup's cpu and memory, for the summary's pod-level figures.
 mod cgroup_stats;
@@ -416,10 +417,6 @@ pub fn unhonoured_fields(c: &KubeletConfiguration) -> Vec<&'static str> {
     check(
         !matches!(c.memory_manager_policy.as_str(), "" | "None"),
         "memoryManagerPolicy",
-    );
-    check(
-        !matches!(c.topology_manager_policy.as_str(), "" | "none"),
-        "topologyManagerPolicy",
     );
     check(!c.reserved_memory.is_empty(), "reservedMemory");
     check(

@@ -134,8 +134,10 @@ pub struct Kubelet {
     node_shutdown: Arc<crate::nodeshutdown::Manager>,
     /// Device plugins: their admission rule and node capacity.
     device_manager: crate::cm::devicemanager::DeviceManager,
-    /// Exclusive CPUs: their admission rule and the stale assignments.
+    /// Exclusive CPUs: their stale assignments (housekeeping).
     cpu_manager: crate::cm::cpumanager::CpuManager,
+    /// Admission of the resources placed by NUMA node (CPUs).
+    topology_manager: Arc<crate::cm::topologymanager::TopologyManager>,
     /// Housekeeping's own: the executable's idle code out of the RSS.
     code_trimmer: crate::util::memory::IdleCodeTrimmer,
 }
@@ -158,6 +160,7 @@ pub struct Managers {
     pub registrars: Vec<Arc<dyn crate::pod::PodRegistrar>>,
     pub device_manager: crate::cm::devicemanager::DeviceManager,
     pub cpu_manager: crate::cm::cpumanager::CpuManager,
+    pub topology_manager: Arc<crate::cm::topologymanager::TopologyManager>,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -223,6 +226,7 @@ impl Kubelet {
             registrars,
             device_manager,
             cpu_manager,
+            topology_manager,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::new(registrars));
@@ -269,6 +273,7 @@ impl Kubelet {
             node_shutdown,
             device_manager,
             cpu_manager,
+            topology_manager,
             code_trimmer: crate::util::memory::IdleCodeTrimmer::new(IDLE_CODE_TRIM_PERIOD),
         })
     }
@@ -606,15 +611,15 @@ impl Kubelet {
                 let active = self.active_pods();
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
                 let max_pods = self.settings.max_pods as i64;
-                // In upstream's order: eviction, sysctls, the resource
-                // allocators (CPUs, then devices), the predicates, node
-                // shutdown, AppArmor.
+                // In upstream's order: eviction, sysctls, the topology
+                // manager (CPUs), devices, the predicates, node shutdown,
+                // AppArmor.
                 let security = &self.settings.security;
                 let admitted = self
                     .eviction
                     .admit(&pod)
                     .and_then(|()| security.sysctls.admit(&pod))
-                    .and_then(|()| self.cpu_manager.allocate(&pod));
+                    .and_then(|()| self.topology_manager.admit(&pod));
                 let admitted = admitted.and_then(|()| {
                     self.device_manager
                         .admit(&pod, || self.device_holders())
@@ -631,7 +636,7 @@ impl Kubelet {
                                 .inspect_err(|_| self.device_manager.release(pod.uid()))
                         })
                         // And its CPUs.
-                        .inspect_err(|_| self.cpu_manager.release(pod.uid()))
+                        .inspect_err(|_| self.topology_manager.release(pod.uid()))
                 });
                 if let Err(r) = admitted {
                     self.reject_pod(&pod, &r.reason, &r.message);

@@ -1,7 +1,8 @@
 //! The CPU manager itself (upstream `cpu_manager.go`): the policy and its
-//! state behind one lock, admission (Allocate), the CPU set a container is
-//! created with (GetCPUs), and the reconcile loop that moves running
-//! containers when the shared pool changes.
+//! state behind one lock, its hints and allocations for the topology
+//! manager's admission, the CPU set a container is created with (GetCPUs),
+//! and the reconcile loop that moves running containers when the shared
+//! pool changes.
 //!
 //! With the `none` policy it holds nothing: containers get no CPU set and
 //! no thread runs. With `static`, the `cpu-manager` thread runs the
@@ -14,15 +15,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::policy_static::{self, AllocateError, PolicyError, StaticPolicy, StaticPolicyOptions};
 use super::state::{CpuManagerState, StateError};
 use super::topology::{CpuTopology, TopologyError};
 use crate::cm::cpuset::CpuSet;
+use crate::cm::topologymanager::{BitMask, HintProvider, ResourceHints};
 use crate::kubeletconfig::KubeletConfiguration;
 use crate::lifecycle::admission::Rejection;
-use crate::podutil::PodExt;
 use crate::util::worker::{self, ShutdownStage, Worker};
 
 const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
@@ -170,43 +171,6 @@ impl CpuManager {
         .map_err(CpuManagerError::Thread)
     }
 
-    /// Admission (upstream Allocate for each init, then app container):
-    /// the exclusive CPUs of every container that is to have them, or a
-    /// refusal with upstream's reason; a refused pod keeps none.
-    pub fn allocate(&self, pod: &Pod) -> Result<(), Rejection> {
-        let Some(inner) = &self.inner else {
-            return Ok(());
-        };
-        let mut core = inner.lock();
-        let Core { policy, state, .. } = &mut *core;
-        let before = state.assignments.len();
-        let containers = pod.init_containers().iter().chain(pod.containers());
-        let result = containers
-            .map(|c| policy.allocate(state, pod, c))
-            .find_map(Result::err);
-        if let Some(e) = result {
-            release_pod(policy, state, pod.uid());
-            inner.store(state);
-            return Err(rejection(&e));
-        }
-        if state.assignments.len() != before {
-            inner.store(state);
-        }
-        Ok(())
-    }
-
-    /// Gives back the CPUs of a pod that a later admission check refused.
-    pub fn release(&self, pod_uid: &str) {
-        let Some(inner) = &self.inner else {
-            return;
-        };
-        let mut core = inner.lock();
-        let Core { policy, state, .. } = &mut *core;
-        if release_pod(policy, state, pod_uid) {
-            inner.store(state);
-        }
-    }
-
     /// The CPU set a container is created with (upstream GetCPUs in
     /// PreCreateContainer): its exclusive CPUs, else the shared pool;
     /// None with the `none` policy. Remembered as what the container was
@@ -291,6 +255,60 @@ impl CpuManager {
 
     pub fn is_static(&self) -> bool {
         self.inner.is_some()
+    }
+}
+
+/// The CPU manager as the topology manager sees it: its hints, and its
+/// part of admission (upstream Allocate, for each init, then each app
+/// container). A refused pod's CPUs are released by the topology manager.
+impl HintProvider for CpuManager {
+    fn topology_hints(&self, pod: &Pod, container: &Container) -> ResourceHints {
+        let Some(inner) = &self.inner else {
+            return Vec::new();
+        };
+        let core = inner.lock();
+        core.policy.topology_hints(&core.state, pod, container)
+    }
+
+    fn pod_topology_hints(&self, pod: &Pod) -> ResourceHints {
+        let Some(inner) = &self.inner else {
+            return Vec::new();
+        };
+        let core = inner.lock();
+        core.policy.pod_topology_hints(&core.state, pod)
+    }
+
+    fn allocate(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        affinity: Option<BitMask>,
+    ) -> Result<(), Rejection> {
+        let Some(inner) = &self.inner else {
+            return Ok(());
+        };
+        let mut core = inner.lock();
+        let Core { policy, state, .. } = &mut *core;
+        let before = state.assignments.len();
+        policy
+            .allocate(state, pod, container, affinity)
+            .map_err(|e| rejection(&e))?;
+        if state.assignments.len() != before {
+            inner.store(state);
+        }
+        Ok(())
+    }
+
+    /// Gives back the CPUs of a pod that admission refused after all.
+    fn release(&self, pod_uid: &str) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        let mut core = inner.lock();
+        let Core { policy, state, .. } = &mut *core;
+        if release_pod(policy, state, pod_uid) {
+            inner.store(state);
+        }
     }
 }
 

@@ -65,6 +65,15 @@ fn running(list: &[(&str, &str)]) -> Vec<RunningContainer> {
         .collect()
 }
 
+/// Admission as the kubelet runs it with the topology manager's none
+/// policy: each container in turn, everything released on a refusal.
+fn admit(m: &CpuManager, pod: &Pod) -> Result<(), Rejection> {
+    let c = KubeletConfiguration::default();
+    let tm =
+        crate::cm::topologymanager::TopologyManager::new(&c, vec![0], vec![Box::new(m.clone())]);
+    tm.unwrap().admit(pod)
+}
+
 fn uids(list: &[&str]) -> HashSet<String> {
     list.iter().map(|u| u.to_string()).collect()
 }
@@ -74,7 +83,7 @@ fn the_none_policy_pins_nothing_and_writes_its_state() {
     let n = node();
     let m = start(&n, &config("none")).unwrap();
     assert!(!m.is_static());
-    m.allocate(&pod("g", &[], &[("1", "1Gi")])).unwrap();
+    admit(&m, &pod("g", &[], &[("1", "1Gi")])).unwrap();
     assert_eq!(m.container_cpuset("g", "app0"), None);
     assert!(state_file(&n).starts_with(r#"{"policyName":"none","defaultCpuSet":"""#));
 }
@@ -86,8 +95,8 @@ fn exclusive_cpus_at_admission_then_back_to_the_pool_when_the_pod_goes() {
     let rt = Runtime::default();
     assert!(state_file(&n).contains(r#""defaultCpuSet":"0-1""#));
 
-    m.allocate(&pod("g", &[], &[("1", "1Gi")])).unwrap();
-    m.allocate(&pod("e", &[], &[("", "")])).unwrap();
+    admit(&m, &pod("g", &[], &[("1", "1Gi")])).unwrap();
+    admit(&m, &pod("e", &[], &[("", "")])).unwrap();
     assert_eq!(m.container_cpuset("g", "app0").unwrap().to_string(), "1");
     assert_eq!(m.container_cpuset("e", "app0").unwrap().to_string(), "0");
     assert_eq!(m.exclusive_cpus("g", "app0"), vec![1]);
@@ -114,7 +123,7 @@ fn exclusive_cpus_at_admission_then_back_to_the_pool_when_the_pod_goes() {
 fn nothing_is_released_before_the_sources_are_ready() {
     let n = node();
     let m = start(&n, &config("static")).unwrap();
-    m.allocate(&pod("g", &[], &[("1", "1Gi")])).unwrap();
+    admit(&m, &pod("g", &[], &[("1", "1Gi")])).unwrap();
     m.housekeeping(&uids(&[]), false, Vec::new());
     assert_eq!(m.exclusive_cpus("g", "app0"), vec![1]);
 }
@@ -123,12 +132,12 @@ fn nothing_is_released_before_the_sources_are_ready() {
 fn assignments_survive_a_restart() {
     let n = node();
     let m = start(&n, &config("static")).unwrap();
-    m.allocate(&pod("g", &[], &[("1", "1Gi")])).unwrap();
+    admit(&m, &pod("g", &[], &[("1", "1Gi")])).unwrap();
     drop(m);
     let m = start(&n, &config("static")).unwrap();
     assert_eq!(m.exclusive_cpus("g", "app0"), vec![1]);
     // admitted again after the restart: the same CPU
-    m.allocate(&pod("g", &[], &[("1", "1Gi")])).unwrap();
+    admit(&m, &pod("g", &[], &[("1", "1Gi")])).unwrap();
     assert_eq!(m.container_cpuset("g", "app0").unwrap().to_string(), "1");
     // a container running before the restart is moved once, to the same set
     let rt = Runtime::default();
@@ -141,8 +150,8 @@ fn assignments_survive_a_restart() {
 fn a_pod_that_does_not_fit_is_refused_and_keeps_nothing() {
     let n = node();
     let m = start(&n, &config("static")).unwrap();
-    m.allocate(&pod("g", &[], &[("1", "1Gi")])).unwrap();
-    let r = m.allocate(&pod("h", &[], &[("1", "1Gi")])).unwrap_err();
+    admit(&m, &pod("g", &[], &[("1", "1Gi")])).unwrap();
+    let r = admit(&m, &pod("h", &[], &[("1", "1Gi")])).unwrap_err();
     assert_eq!(r.reason, "UnexpectedAdmissionError");
     assert_eq!(
         r.message,
@@ -150,9 +159,7 @@ fn a_pod_that_does_not_fit_is_refused_and_keeps_nothing() {
     );
     m.release("g");
     // two containers: the first fits, the second does not; neither stays
-    let r = m
-        .allocate(&pod("h", &[], &[("1", "1Gi"), ("1", "1Gi")]))
-        .unwrap_err();
+    let r = admit(&m, &pod("h", &[], &[("1", "1Gi"), ("1", "1Gi")])).unwrap_err();
     assert_eq!(r.reason, "UnexpectedAdmissionError");
     assert!(m.exclusive_cpus("h", "app0").is_empty());
     assert!(state_file(&n).contains(r#""defaultCpuSet":"0-1","checksum""#));

@@ -11,11 +11,15 @@ use super::cpu_assignment::{take_by_topology, NotEnoughCpus};
 use super::state::CpuManagerState;
 use super::topology::CpuTopology;
 use crate::cm::cpuset::CpuSet;
+use crate::cm::topologymanager::bitmask::{iterate_bit_masks, BitMask};
+use crate::cm::topologymanager::{ResourceHints, TopologyHint};
 use crate::kuberuntime::qos::{qos_class, QosClass};
 use crate::podutil::PodExt;
 use crate::util::quantity::parse_quantity;
 
 pub const POLICY_NAME: &str = "static";
+/// The resource the hints are for.
+const CPU: &str = "cpu";
 
 /// `cpuManagerPolicyOptions` the static policy knows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -148,12 +152,14 @@ impl StaticPolicy {
     }
 
     /// Gives `container` of `pod` its exclusive CPUs, if it is to have
-    /// any; a container that already has them keeps them (a restart).
+    /// any, on the topology manager's NUMA nodes as far as they go; a
+    /// container that already has them keeps them (a restart).
     pub fn allocate(
         &mut self,
         state: &mut CpuManagerState,
         pod: &Pod,
         container: &Container,
+        affinity: Option<BitMask>,
     ) -> Result<(), AllocateError> {
         let requested = guaranteed_cpus(pod, container);
         if requested == 0 {
@@ -176,16 +182,145 @@ impl StaticPolicy {
             self.update_reuse(pod, container, &cpus);
             return Ok(());
         }
-        let reusable = match &self.reuse {
-            Some((owner, cpus)) if owner == uid => cpus.clone(),
-            _ => CpuSet::default(),
-        };
-        let from = self.assignable(state).union(&reusable);
-        let cpus = take_by_topology(&self.topology, &from, requested)?;
+        let from = self.assignable(state).union(&self.reusable(uid));
+        let cpus = self.allocate_cpus(&from, requested, affinity)?;
         state.default_cpu_set = state.default_cpu_set.difference(&cpus);
         state.set_cpuset(uid, &container.name, cpus.clone());
         self.update_reuse(pod, container, &cpus);
         Ok(())
+    }
+
+    fn reusable(&self, pod_uid: &str) -> CpuSet {
+        match &self.reuse {
+            Some((owner, cpus)) if owner == pod_uid => cpus.clone(),
+            _ => CpuSet::default(),
+        }
+    }
+
+    /// upstream allocateCPUs: as many as there are on the affinity's
+    /// nodes from there, the rest from anywhere.
+    fn allocate_cpus(
+        &self,
+        from: &CpuSet,
+        n: usize,
+        affinity: Option<BitMask>,
+    ) -> Result<CpuSet, NotEnoughCpus> {
+        let mut result = CpuSet::default();
+        if let Some(mask) = affinity {
+            let aligned = from.intersection(&self.cpus_on(mask));
+            result = take_by_topology(&self.topology, &aligned, n.min(aligned.len()))?;
+        }
+        let rest = take_by_topology(&self.topology, &from.difference(&result), n - result.len())?;
+        Ok(result.union(&rest))
+    }
+
+    fn cpus_on(&self, mask: BitMask) -> CpuSet {
+        let on = self
+            .topology
+            .details()
+            .iter()
+            .filter(|d| mask.is_set(d.numa_node));
+        CpuSet::new(on.map(|d| d.cpu))
+    }
+
+    /// upstream GetTopologyHints: none for a container without exclusive
+    /// CPUs; for one that has them, the hints of where they are (none
+    /// usable if their number changed); else where the request fits.
+    pub fn topology_hints(
+        &self,
+        state: &CpuManagerState,
+        pod: &Pod,
+        container: &Container,
+    ) -> ResourceHints {
+        let requested = guaranteed_cpus(pod, container);
+        if requested == 0 {
+            return Vec::new();
+        }
+        let hints = match state.cpuset(pod.uid(), &container.name) {
+            Some(held) if held.len() != requested => Vec::new(),
+            Some(held) => self.generate_hints(held, &CpuSet::default(), requested),
+            None => self.generate_hints(
+                &self.assignable(state),
+                &self.reusable(pod.uid()),
+                requested,
+            ),
+        };
+        vec![(CPU.to_string(), hints)]
+    }
+
+    /// upstream GetPodTopologyHints: the same for the whole pod's request
+    /// (the largest init container's, or the app containers' sum).
+    pub fn pod_topology_hints(&self, state: &CpuManagerState, pod: &Pod) -> ResourceHints {
+        let each = |cs: &[Container]| {
+            cs.iter()
+                .map(|c| guaranteed_cpus(pod, c))
+                .collect::<Vec<_>>()
+        };
+        let init = each(pod.init_containers()).into_iter().max().unwrap_or(0);
+        let requested = init.max(each(pod.containers()).into_iter().sum());
+        if requested == 0 {
+            return Vec::new();
+        }
+        let mut assigned = CpuSet::default();
+        for c in pod.init_containers().iter().chain(pod.containers()) {
+            if let Some(held) = state.cpuset(pod.uid(), &c.name) {
+                if held.len() != guaranteed_cpus(pod, c) {
+                    return vec![(CPU.to_string(), Vec::new())];
+                }
+                assigned = assigned.union(held);
+            }
+        }
+        let hints = match assigned.len() == requested {
+            true => self.generate_hints(&assigned, &CpuSet::default(), requested),
+            false => {
+                let reusable = self.reusable(pod.uid()).union(&assigned);
+                self.generate_hints(&self.assignable(state), &reusable, requested)
+            }
+        };
+        vec![(CPU.to_string(), hints)]
+    }
+
+    /// upstream generateCPUTopologyHints: every NUMA node set that holds
+    /// the reusable CPUs and enough free ones; preferred are those as
+    /// small as the smallest set whose CPUs could hold the request at all.
+    fn generate_hints(
+        &self,
+        available: &CpuSet,
+        reusable: &CpuSet,
+        request: usize,
+    ) -> Vec<TopologyHint> {
+        let details = self.topology.details();
+        let nodes = self.topology.numa_nodes();
+        let numa_of = |cpu: u32| {
+            details
+                .iter()
+                .find(|d| d.cpu == cpu)
+                .map_or(0, |d| d.numa_node)
+        };
+        let mut min_size = nodes.len() as u32;
+        let mut hints = Vec::new();
+        iterate_bit_masks(&nodes, |mask| {
+            if self.cpus_on(mask).len() >= request {
+                min_size = min_size.min(mask.count());
+            }
+            if reusable.iter().any(|c| !mask.is_set(numa_of(c))) {
+                return;
+            }
+            let free = available
+                .iter()
+                .filter(|c| mask.is_set(numa_of(*c)))
+                .count();
+            if reusable.len() + free >= request {
+                hints.push(TopologyHint {
+                    affinity: Some(mask),
+                    preferred: false,
+                });
+            }
+        });
+        for h in &mut hints {
+            h.preferred = h.affinity.is_some_and(|a| a.count() == min_size);
+        }
+        hints
     }
 
     /// An init container's CPUs become reusable by the app containers

@@ -69,7 +69,9 @@ fn allocate_all(
         .chain(pod.containers())
         .cloned()
         .collect();
-    containers.iter().try_for_each(|c| p.allocate(s, pod, c))
+    containers
+        .iter()
+        .try_for_each(|c| p.allocate(s, pod, c, None))
 }
 
 fn cpus_of(s: &CpuManagerState, uid: &str, name: &str) -> Option<String> {
@@ -240,4 +242,55 @@ fn guaranteed_cpus_reads_the_limit_when_no_request_is_given() {
     assert_eq!(guaranteed_cpus(&g, &g.containers()[0].clone()), 2);
     let f = pod("f", &[], &[("1500m", "1Gi")]);
     assert_eq!(guaranteed_cpus(&f, &f.containers()[0].clone()), 0);
+}
+
+/// 2 sockets of 4 cores, 2 threads, 2 NUMA nodes (CPUs 0-3 and 8-11 on
+/// node 0, 4-7 and 12-15 on node 1), CPU 0 reserved.
+#[test]
+fn hints_name_the_nodes_a_request_fits_on() {
+    let mut p = policy("0", false);
+    let mut s = started(&p);
+    let nodes = |hints: &ResourceHints| -> Vec<(String, bool)> {
+        hints[0]
+            .1
+            .iter()
+            .map(|h| {
+                (
+                    h.affinity.map(|a| a.to_string()).unwrap_or_default(),
+                    h.preferred,
+                )
+            })
+            .collect()
+    };
+    let g = |n: &str| pod("g", &[], &[(n, "1Gi")]);
+    let hints = p.topology_hints(&s, &g("4"), &g("4").containers()[0]);
+    assert_eq!(hints[0].0, "cpu");
+    assert_eq!(
+        nodes(&hints),
+        [
+            ("0".into(), true),
+            ("1".into(), true),
+            ("0,1".into(), false)
+        ]
+    );
+    // 8 CPUs fit on node 1 alone; node 0 has only 7 left after the reserved one
+    let hints = p.topology_hints(&s, &g("8"), &g("8").containers()[0]);
+    assert_eq!(nodes(&hints), [("1".into(), true), ("0,1".into(), false)]);
+    // more than a node: both, preferred as the narrowest that fits
+    let hints = p.topology_hints(&s, &g("10"), &g("10").containers()[0]);
+    assert_eq!(nodes(&hints), [("0,1".into(), true)]);
+    // no exclusive CPUs: no hints
+    let b = pod("b", &[], &[("4", "")]);
+    assert!(p.topology_hints(&s, &b, &b.containers()[0]).is_empty());
+
+    // placed on node 1 as the hint says
+    let pod4 = g("4");
+    p.allocate(&mut s, &pod4, &pod4.containers()[0], Some(BitMask::of([1])))
+        .unwrap();
+    assert_eq!(cpus_of(&s, "g", "app0").as_deref(), Some("4-5,12-13"));
+    // held: the hints of where its CPUs are
+    let hints = p.topology_hints(&s, &pod4, &pod4.containers()[0]);
+    assert_eq!(nodes(&hints), [("1".into(), true), ("0,1".into(), false)]);
+    // the pod's hints: the same for a one-container pod
+    assert_eq!(nodes(&p.pod_topology_hints(&s, &pod4)), nodes(&hints));
 }

@@ -95,6 +95,14 @@ impl CpuTopology {
         self.count(|d| i64::from(d.numa_node))
     }
 
+    /// The NUMA nodes' numbers, ascending.
+    pub fn numa_nodes(&self) -> Vec<u32> {
+        let mut n: Vec<u32> = self.details.iter().map(|d| d.numa_node).collect();
+        n.sort_unstable();
+        n.dedup();
+        n
+    }
+
     /// Hyperthreads per core (1 without SMT).
     pub fn cpus_per_core(&self) -> usize {
         self.num_cpus() / self.num_cores().max(1)
