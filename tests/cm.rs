@@ -452,22 +452,43 @@ fn the_static_cpu_policy_pins_guaranteed_containers() {
     );
 }
 
-/// The topology manager's `single-numa-node` policy, pod scope, on this
-/// one-node machine: a Guaranteed pod whose CPU fits on node 0 is placed
-/// there; one for which no node has a CPU left is refused with upstream's
+/// The topology manager's `single-numa-node` policy, pod scope, with the
+/// CPU and memory managers' static policies, on this one-node machine: a
+/// Guaranteed pod whose CPU and memory fit on node 0 is placed there (its
+/// memory recorded as upstream's memory manager records it, `cpuset.mems`
+/// set); one for which no node has a CPU left is refused with upstream's
 /// TopologyAffinityError, as the CPU manager's hints name no node.
 #[test]
 fn single_numa_node_admits_what_fits_on_a_node_and_refuses_the_rest() {
     let mut env = Env::new("topology_single_numa_node", 86);
     env.set_config("cpuManagerPolicy", "static");
     env.set_config("reservedSystemCPUs", "'0'");
+    env.set_config("memoryManagerPolicy", "Static");
+    env.set_config("systemReserved", "{memory: 256Mi}");
+    // systemReserved and evictionHard's default memory.available (100Mi)
+    env.set_config("reservedMemory", "[{numaNode: 0, limits: {memory: 356Mi}}]");
     env.set_config("topologyManagerPolicy", "single-numa-node");
     env.set_config("topologyManagerScope", "pod");
     let guaranteed = resources(&[], &[("cpu", "1"), ("memory", "64Mi")]);
     env.write_manifest("g.yaml", &pod_yaml("g", &guaranteed));
     env.start_kubelet_healthy();
-    let (_, g_id) = running(&mut env, "g-node1");
+    let (g_uid, g_id) = running(&mut env, "g-node1");
     assert_eq!(pinning(&env, "g-node1", &g_id).cgroup, "1");
+    let pid = task_pid(&env, &g_id);
+    assert_eq!(
+        read("cpuset", &proc_cgroup(pid, "cpuset"), "cpuset.mems"),
+        "0"
+    );
+    let state = fs::read_to_string(env.root.join("memory_manager_state")).unwrap();
+    let block = format!(
+        r#""entries":{{"{g_uid}":{{"c":[{{"numaAffinity":[0],"type":"memory","size":67108864}}]}}}}"#
+    );
+    assert!(
+        state
+            .starts_with(r#"{"policyName":"Static","machineState":{"0":{"numberOfAssignments":1,"#),
+        "{state}"
+    );
+    assert!(state.contains(&block), "{state}");
     let line = eventually(secs(10), "the topology manager's hint", || {
         env.log_lines_with("topology manager: pod g-node1_default (pod scope)")
             .into_iter()

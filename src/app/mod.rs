@@ -220,6 +220,13 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         std::path::Path::new("/sys"),
     )
     .context("start cpu manager error")?;
+    let memory_manager = crate::cm::memorymanager::MemoryManager::start(
+        config,
+        &settings.root_dir,
+        std::path::Path::new("/sys"),
+        machine_memory,
+    )
+    .context("start memory manager error")?;
     let container_manager = start_container_manager(config, machine_memory)?;
     if container_manager.is_some() {
         // upstream's enforceNodeAllocatableCgroups, once kubepods is capped.
@@ -315,6 +322,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         },
         devices: Some(device_manager.clone()),
         cpus: cpu_manager.clone(),
+        memory: memory_manager.clone(),
     };
     let manager = Arc::new(KubeRuntimeManager::new(
         Arc::clone(&runtime),
@@ -395,11 +403,15 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             registrars: volume_deps.registrars.clone(),
             device_manager: device_manager.clone(),
             cpu_manager: cpu_manager.clone(),
+            memory_manager: memory_manager.clone(),
             topology_manager: Arc::new(
                 crate::cm::topologymanager::TopologyManager::for_node(
                     config,
                     std::path::Path::new("/sys"),
-                    vec![Box::new(cpu_manager.clone())],
+                    vec![
+                        Box::new(cpu_manager.clone()),
+                        Box::new(memory_manager.clone()),
+                    ],
                 )
                 .context("topology manager")?,
             ),

@@ -13,6 +13,7 @@ pub mod cpuset;
 pub mod devicemanager;
 mod error;
 pub mod helpers;
+pub mod memorymanager;
 mod node_container_manager;
 mod pod_container_manager;
 mod qos_container_manager;
@@ -414,11 +415,6 @@ pub fn unhonoured_fields(c: &KubeletConfiguration) -> Vec<&'static str> {
     check(!c.kubelet_cgroups.is_empty(), "kubeletCgroups");
     check(!c.system_cgroups.is_empty(), "systemCgroups");
     check(!c.qos_reserved.is_empty(), "qosReserved");
-    check(
-        !matches!(c.memory_manager_policy.as_str(), "" | "None"),
-        "memoryManagerPolicy",
-    );
-    check(!c.reserved_memory.is_empty(), "reservedMemory");
     check(
         c.enforce_node_allocatable
             .iter()

@@ -98,11 +98,11 @@ impl Kubelet {
 }
 
 impl Kubelet {
-    /// The CPU manager's part of housekeeping (static policy only): the
-    /// CPUs of pods no longer active go back to the shared pool, and the
-    /// reconcile loop learns which containers run.
+    /// The CPU and memory managers' part of housekeeping (static
+    /// policies only): the CPUs and memory of pods no longer active go
+    /// back, and the CPU reconcile loop learns which containers run.
     fn cpu_manager_housekeeping(&self, running: &[crate::container::RuntimePod]) {
-        if !self.cpu_manager.is_static() {
+        if !self.cpu_manager.is_static() && !self.memory_manager.is_static() {
             return;
         }
         let active: HashSet<String> =
@@ -110,6 +110,8 @@ impl Kubelet {
                 .iter()
                 .map(|p| p.uid().to_string())
                 .collect();
+        self.memory_manager
+            .housekeeping(&active, self.sources_ready());
         let containers = running
             .iter()
             .flat_map(|p| {

@@ -136,7 +136,9 @@ pub struct Kubelet {
     device_manager: crate::cm::devicemanager::DeviceManager,
     /// Exclusive CPUs: their stale assignments (housekeeping).
     cpu_manager: crate::cm::cpumanager::CpuManager,
-    /// Admission of the resources placed by NUMA node (CPUs).
+    /// Memory blocks: their stale assignments (housekeeping).
+    memory_manager: crate::cm::memorymanager::MemoryManager,
+    /// Admission of the resources placed by NUMA node (CPUs, memory).
     topology_manager: Arc<crate::cm::topologymanager::TopologyManager>,
     /// Housekeeping's own: the executable's idle code out of the RSS.
     code_trimmer: crate::util::memory::IdleCodeTrimmer,
@@ -160,6 +162,7 @@ pub struct Managers {
     pub registrars: Vec<Arc<dyn crate::pod::PodRegistrar>>,
     pub device_manager: crate::cm::devicemanager::DeviceManager,
     pub cpu_manager: crate::cm::cpumanager::CpuManager,
+    pub memory_manager: crate::cm::memorymanager::MemoryManager,
     pub topology_manager: Arc<crate::cm::topologymanager::TopologyManager>,
 }
 
@@ -226,6 +229,7 @@ impl Kubelet {
             registrars,
             device_manager,
             cpu_manager,
+            memory_manager,
             topology_manager,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
@@ -273,6 +277,7 @@ impl Kubelet {
             node_shutdown,
             device_manager,
             cpu_manager,
+            memory_manager,
             topology_manager,
             code_trimmer: crate::util::memory::IdleCodeTrimmer::new(IDLE_CODE_TRIM_PERIOD),
         })
@@ -612,7 +617,7 @@ impl Kubelet {
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
                 let max_pods = self.settings.max_pods as i64;
                 // In upstream's order: eviction, sysctls, the topology
-                // manager (CPUs), devices, the predicates, node shutdown,
+                // manager (CPUs, memory), devices, the predicates, node shutdown,
                 // AppArmor.
                 let security = &self.settings.security;
                 let admitted = self

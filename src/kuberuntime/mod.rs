@@ -202,6 +202,8 @@ pub struct RuntimeDeps {
     pub devices: Option<crate::cm::devicemanager::DeviceManager>,
     /// Each container's CPU set (the CPU manager's static policy).
     pub cpus: crate::cm::cpumanager::CpuManager,
+    /// Each container's memory nodes (the memory manager's Static policy).
+    pub memory: crate::cm::memorymanager::MemoryManager,
 }
 
 /// The set-up volumes of a pod, by volume name.
@@ -240,6 +242,7 @@ pub struct KubeRuntimeManager {
     runtime_classes: Option<Arc<crate::runtimeclass::Manager>>,
     devices: Option<crate::cm::devicemanager::DeviceManager>,
     cpus: crate::cm::cpumanager::CpuManager,
+    memory: crate::cm::memorymanager::MemoryManager,
 }
 
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
@@ -266,6 +269,7 @@ impl KubeRuntimeManager {
             on_container_stopped,
             devices,
             cpus,
+            memory,
         } = deps;
         let images = ImageManager::new(
             Arc::clone(&runtime) as Arc<dyn crate::images::puller::ImageService>,
@@ -297,6 +301,7 @@ impl KubeRuntimeManager {
             runtime_classes,
             devices,
             cpus,
+            memory,
         }
     }
 

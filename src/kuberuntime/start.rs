@@ -105,11 +105,12 @@ impl KubeRuntimeManager {
             })
             .map_err(|e| self.config_error(t.pod, c, e.to_string()))?;
         let mut config = container::with_devices(config, devices);
-        // upstream PreCreateContainer: the CPU manager's set
-        if let Some(cpus) = self.cpus.container_cpuset(t.pod.uid(), &c.name) {
-            if let Some(r) = config.linux.mut_or_insert_default().resources.as_mut() {
-                r.cpuset_cpus = cpus.to_string();
-            }
+        // upstream PreCreateContainer: the CPU and memory managers' sets
+        let cpus = self.cpus.container_cpuset(t.pod.uid(), &c.name);
+        let mems = self.memory.container_cpuset_mems(t.pod.uid(), &c.name);
+        if let Some(r) = config.linux.mut_or_insert_default().resources.as_mut() {
+            r.cpuset_cpus = cpus.map(|s| s.to_string()).unwrap_or_default();
+            r.cpuset_mems = mems.unwrap_or_default();
         }
         let kind = container_metric_label(t.pod, c);
         crate::metrics::started_container(kind);

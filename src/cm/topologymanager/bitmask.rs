@@ -7,7 +7,7 @@ use std::fmt;
 /// upstream maxAllowableNUMANodes.
 pub const MAX_NUMA_NODES: usize = 8;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BitMask(u64);
 
 impl BitMask {

@@ -68,6 +68,7 @@ pub fn validate_configuration(c: &KubeletConfiguration) -> Vec<FieldError> {
     validate_image_gc(c, &mut e);
     validate_policies(c, &mut e);
     validate_cgroups(c, &mut e);
+    validate_reserved_memory(c, &mut e);
     validate_limits(c, &mut e);
     validate_eviction(c, &mut e);
     validate_reserved(c, &mut e);
@@ -331,6 +332,48 @@ fn validate_cgroups(c: &KubeletConfiguration, e: &mut Errors) {
                 list,
                 format!("unable to parse reservedSystemCPUs (--reserved-cpus): {err}"),
             );
+        }
+    }
+}
+
+/// upstream validateReservedMemoryConfiguration: memory and huge pages
+/// only, never zero, each node and type once. Whether the sums match node
+/// allocatable's reservation is the memory manager's check at start.
+fn validate_reserved_memory(c: &KubeletConfiguration, e: &mut Errors) {
+    let mut seen = std::collections::HashSet::new();
+    for r in &c.reserved_memory {
+        let node = r.numa_node;
+        for (kind, q) in &r.limits {
+            let field = format!("reservedMemory[numaNode={node}].limits.{kind}");
+            if kind != "memory" && !kind.starts_with("hugepages-") {
+                e.push(
+                    &field,
+                    q,
+                    format!(
+                        "the limit type {kind:?} for NUMA node {node} is not supported, \
+                         only [memory hugepages-<HugePageSize>] is accepted"
+                    ),
+                );
+                continue;
+            }
+            match crate::util::quantity::parse_quantity(q) {
+                Ok(0) => e.push(
+                    &field,
+                    q,
+                    format!("reserved memory may not be zero for NUMA node {node} and resource {kind:?}"),
+                ),
+                Ok(_) => {}
+                Err(err) => e.push(&field, q, err.to_string()),
+            }
+            if !seen.insert((node, kind.clone())) {
+                e.push(
+                    &field,
+                    q,
+                    format!(
+                        "the reserved memory has a duplicate value for NUMA node {node} and resource {kind:?}"
+                    ),
+                );
+            }
         }
     }
 }

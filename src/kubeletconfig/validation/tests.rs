@@ -242,3 +242,35 @@ fn reserved_system_cpus() {
         "{errs:?}"
     );
 }
+
+/// upstream's rules for reservedMemory entries, with its wording.
+#[test]
+fn reserved_memory() {
+    use crate::kubeletconfig::MemoryReservation;
+    let entry = |node: i32, kind: &str, q: &str| MemoryReservation {
+        numa_node: node,
+        limits: [(kind.to_string(), q.to_string())].into(),
+    };
+    let ok = with(|c| {
+        c.reserved_memory = vec![entry(0, "memory", "1Gi"), entry(1, "hugepages-2Mi", "4Mi")]
+    });
+    assert!(fields(&ok).is_empty());
+    let errs = validate_configuration(&with(|c| {
+        c.reserved_memory = vec![
+            entry(0, "cpu", "1"),
+            entry(0, "memory", "0"),
+            entry(1, "memory", "1Gi"),
+            entry(1, "memory", "2Gi"),
+        ]
+    }));
+    let reasons: Vec<&str> = errs.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "the limit type \"cpu\" for NUMA node 0 is not supported, only [memory hugepages-<HugePageSize>] is accepted",
+            "reserved memory may not be zero for NUMA node 0 and resource \"memory\"",
+            "the reserved memory has a duplicate value for NUMA node 1 and resource \"memory\"",
+        ]
+    );
+    assert_eq!(errs[0].field, "reservedMemory[numaNode=0].limits.cpu");
+}

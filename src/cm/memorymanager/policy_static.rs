@@ -1,0 +1,414 @@
+//! The memory manager's `Static` policy (upstream `memorymanager/
+//! policy_static.go`): a container of a Guaranteed pod gets its memory
+//! (and huge pages) from the NUMA nodes the topology manager chose, or
+//! the narrowest set with room, and runs with `cpuset.mems` on them. The
+//! machine state keeps, per node and memory type, what is free.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::state::{Block, MemoryManagerState, MemoryTable, NumaNodeState};
+use crate::cm::topologymanager::bitmask::{iterate_bit_masks, BitMask};
+use crate::cm::topologymanager::{ResourceHints, TopologyHint};
+use crate::kuberuntime::qos::{qos_class, QosClass};
+use crate::podutil::PodExt;
+use crate::util::quantity::parse_quantity_value;
+
+pub const POLICY_NAME: &str = "Static";
+const MEMORY: &str = "memory";
+
+/// Why a container's memory could not be placed (upstream's texts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocateError {
+    #[error(
+        "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough \
+         memory is available"
+    )]
+    NoDefaultAffinity,
+    #[error("[memorymanager] failed to find NUMA nodes to extend the current topology hint")]
+    CannotExtend,
+}
+
+/// The memory a container requests, by type, in bytes: `memory` and the
+/// `hugepages-*` sizes (upstream getRequestedResources).
+pub fn requested(container: &Container) -> BTreeMap<String, u64> {
+    let res = container.resources.as_ref();
+    let list = res
+        .and_then(|r| r.requests.as_ref())
+        .or_else(|| res.and_then(|r| r.limits.as_ref()));
+    list.into_iter()
+        .flatten()
+        .filter(|(k, _)| k.as_str() == MEMORY || k.starts_with("hugepages-"))
+        .filter_map(|(k, q)| {
+            Some((
+                k.clone(),
+                u64::try_from(parse_quantity_value(&q.0).ok()?).ok()?,
+            ))
+        })
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+#[derive(Debug)]
+pub struct StaticPolicy {
+    /// The machine state with nothing given out (upstream
+    /// getDefaultMachineState).
+    initial: Vec<NumaNodeState>,
+    /// The init containers' memory of the pod being admitted, which the
+    /// containers after them take again, by (type, nodes).
+    reuse: Option<(String, BTreeMap<(String, BitMask), u64>)>,
+}
+
+impl StaticPolicy {
+    pub fn new(initial: Vec<NumaNodeState>) -> StaticPolicy {
+        StaticPolicy {
+            initial,
+            reuse: None,
+        }
+    }
+
+    fn nodes(&self) -> Vec<u32> {
+        self.initial.iter().map(|n| n.node).collect()
+    }
+
+    /// upstream validateState: a new state gets the initial machine
+    /// state; a restored one must be what its assignments make of it.
+    pub fn start(&self, state: &mut MemoryManagerState) -> Result<(), String> {
+        if state.machine.is_empty() {
+            if !state.entries.is_empty() {
+                return Err(
+                    "[memorymanager] machine state can not be empty when it has memory assignments"
+                        .into(),
+                );
+            }
+            state.machine = self.initial.clone();
+            return Ok(());
+        }
+        let mut expected = MemoryManagerState {
+            machine: self.initial.clone(),
+            ..Default::default()
+        };
+        for e in &state.entries {
+            for b in &e.blocks {
+                let known = b.numa_affinity.iter().all(|n| {
+                    expected
+                        .machine
+                        .iter()
+                        .any(|s| s.node == *n && s.table(&b.kind).is_some())
+                });
+                if !known {
+                    return Err(format!(
+                        "[memorymanager] (pod: {}, container: {}) the memory assignment uses the NUMA that does not exist",
+                        e.pod_uid, e.container
+                    ));
+                }
+                take(&mut expected, &b.numa_affinity, &b.kind, b.size);
+            }
+        }
+        if expected.machine != state.machine {
+            return Err(
+                "[memorymanager] the expected machine state is different from the real one".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// upstream Allocate: nothing for a pod that is not Guaranteed or a
+    /// container that has its blocks; else blocks on `affinity` (widened
+    /// to nodes that have room) or the narrowest node set with room.
+    pub fn allocate(
+        &mut self,
+        state: &mut MemoryManagerState,
+        pod: &Pod,
+        container: &Container,
+        affinity: Option<BitMask>,
+    ) -> Result<(), AllocateError> {
+        let wanted = requested(container);
+        if qos_class(pod) != QosClass::Guaranteed || wanted.is_empty() {
+            return Ok(());
+        }
+        if state.blocks(pod.uid(), &container.name).is_some() {
+            return Ok(());
+        }
+        let mask = match affinity {
+            None => self.default_hint(state, pod, &wanted, |_| true)?,
+            Some(m) if fits(state, m, &wanted) => m,
+            Some(m) => self
+                .default_hint(state, pod, &wanted, |h| h.and(m) == m)
+                .map_err(|_| AllocateError::CannotExtend)?,
+        };
+        let nodes: Vec<u32> = mask.nodes().collect();
+        let mut blocks = Vec::new();
+        for (kind, size) in &wanted {
+            blocks.push(Block {
+                numa_affinity: nodes.clone(),
+                kind: kind.clone(),
+                size: *size,
+            });
+            let reused = self.reusable(pod.uid(), kind, mask);
+            take(state, &nodes, kind, size.saturating_sub(reused));
+        }
+        self.update_reuse(pod, container, &blocks);
+        state.set_blocks(pod.uid(), &container.name, blocks);
+        Ok(())
+    }
+
+    fn default_hint(
+        &self,
+        state: &MemoryManagerState,
+        pod: &Pod,
+        wanted: &BTreeMap<String, u64>,
+        keep: impl Fn(BitMask) -> bool,
+    ) -> Result<BitMask, AllocateError> {
+        let hints = self.calculate_hints(state, pod, wanted);
+        let first = hints.first().map(|(_, h)| h.as_slice()).unwrap_or_default();
+        let mut best: Option<TopologyHint> = None;
+        for h in first.iter().filter(|h| h.affinity.is_some_and(&keep)) {
+            let better = match best {
+                None => true,
+                Some(b) if h.preferred != b.preferred => h.preferred,
+                Some(b) => h
+                    .affinity
+                    .unwrap_or_default()
+                    .is_narrower_than(b.affinity.unwrap_or_default()),
+            };
+            if better {
+                best = Some(*h);
+            }
+        }
+        best.and_then(|h| h.affinity)
+            .ok_or(AllocateError::NoDefaultAffinity)
+    }
+
+    fn reusable(&self, pod_uid: &str, kind: &str, mask: BitMask) -> u64 {
+        match &self.reuse {
+            Some((uid, m)) if uid == pod_uid => {
+                m.get(&(kind.to_string(), mask)).copied().unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
+
+    /// upstream updatePodReusableMemory: an init container's blocks can
+    /// be taken again (the largest per type and nodes); an app container
+    /// uses them up.
+    fn update_reuse(&mut self, pod: &Pod, container: &Container, blocks: &[Block]) {
+        let uid = pod.uid();
+        let mut reuse = match self.reuse.take() {
+            Some((owner, m)) if owner == uid => m,
+            _ => BTreeMap::new(),
+        };
+        let is_init = pod
+            .init_containers()
+            .iter()
+            .any(|c| c.name == container.name);
+        for b in blocks {
+            let key = (b.kind.clone(), BitMask::of(b.numa_affinity.iter().copied()));
+            let have = reuse.entry(key).or_insert(0);
+            *have = match is_init {
+                true => (*have).max(b.size),
+                false => have.saturating_sub(b.size),
+            };
+        }
+        self.reuse = Some((uid.to_string(), reuse));
+    }
+
+    /// upstream RemoveContainer: the blocks go back to their nodes.
+    pub fn remove_container(&self, state: &mut MemoryManagerState, pod_uid: &str, container: &str) {
+        let Some(blocks) = state.blocks(pod_uid, container).map(<[Block]>::to_vec) else {
+            return;
+        };
+        state
+            .entries
+            .retain(|e| !(e.pod_uid == pod_uid && e.container == container));
+        for b in &blocks {
+            let mut released = b.size;
+            for n in &b.numa_affinity {
+                let Some(node) = state.node_mut(*n) else {
+                    continue;
+                };
+                node.assignments = node.assignments.saturating_sub(1);
+                if node.assignments == 0 {
+                    node.cells = vec![*n];
+                }
+                let Some(t) = node.table_mut(&b.kind) else {
+                    continue;
+                };
+                let back = released.min(t.reserved);
+                t.reserved -= back;
+                t.free += back;
+                released -= back;
+            }
+        }
+    }
+
+    /// upstream GetTopologyHints: a container with blocks answers where
+    /// they are (nowhere if its request changed); else calculateHints.
+    pub fn topology_hints(
+        &self,
+        state: &MemoryManagerState,
+        pod: &Pod,
+        container: &Container,
+    ) -> ResourceHints {
+        let wanted = requested(container);
+        if qos_class(pod) != QosClass::Guaranteed || wanted.is_empty() {
+            return Vec::new();
+        }
+        match state.blocks(pod.uid(), &container.name) {
+            Some(blocks) => regenerate_hints(blocks, &wanted),
+            None => self.calculate_hints(state, pod, &wanted),
+        }
+    }
+
+    /// upstream GetPodTopologyHints: the same for the pod's request (the
+    /// largest init container's, or the app containers' sum, per type).
+    pub fn pod_topology_hints(&self, state: &MemoryManagerState, pod: &Pod) -> ResourceHints {
+        if qos_class(pod) != QosClass::Guaranteed {
+            return Vec::new();
+        }
+        let mut wanted: BTreeMap<String, u64> = BTreeMap::new();
+        for c in pod.containers() {
+            for (k, v) in requested(c) {
+                *wanted.entry(k).or_default() += v;
+            }
+        }
+        for c in pod.init_containers() {
+            for (k, v) in requested(c) {
+                let e = wanted.entry(k).or_default();
+                *e = (*e).max(v);
+            }
+        }
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        let held: Vec<Block> = pod
+            .init_containers()
+            .iter()
+            .chain(pod.containers())
+            .filter_map(|c| state.blocks(pod.uid(), &c.name))
+            .flatten()
+            .cloned()
+            .collect();
+        match held.is_empty() {
+            true => self.calculate_hints(state, pod, &wanted),
+            false => regenerate_hints(&held, &wanted),
+        }
+    }
+
+    /// upstream calculateHints: every node set with enough allocatable
+    /// and free memory of each type, not breaking up an existing group of
+    /// nodes; preferred are the smallest sets that could hold it at all.
+    fn calculate_hints(
+        &self,
+        state: &MemoryManagerState,
+        pod: &Pod,
+        wanted: &BTreeMap<String, u64>,
+    ) -> ResourceHints {
+        let mut min_size = u32::MAX;
+        let mut masks = Vec::new();
+        iterate_bit_masks(&self.nodes(), |mask| {
+            let nodes: Vec<&NumaNodeState> = state
+                .machine
+                .iter()
+                .filter(|n| mask.is_set(n.node))
+                .collect();
+            let sum = |kind: &str, f: fn(&MemoryTable) -> u64| -> u64 {
+                nodes.iter().filter_map(|n| n.table(kind)).map(f).sum()
+            };
+            if wanted.iter().any(|(k, v)| sum(k, |t| t.allocatable) < *v) {
+                return;
+            }
+            min_size = min_size.min(mask.count());
+            let single = nodes.len() == 1;
+            if single && nodes[0].cells.len() > 1 {
+                return;
+            }
+            let grouped_elsewhere = nodes.iter().any(|n| {
+                !single
+                    && n.assignments > 0
+                    && (n.cells.len() == 1 || BitMask::of(n.cells.iter().copied()) != mask)
+            });
+            if grouped_elsewhere {
+                return;
+            }
+            let room = wanted
+                .iter()
+                .all(|(k, v)| sum(k, |t| t.free) + self.reusable(pod.uid(), k, mask) >= *v);
+            if room {
+                masks.push(mask);
+            }
+        });
+        wanted
+            .keys()
+            .map(|k| {
+                let hints = masks
+                    .iter()
+                    .map(|m| TopologyHint {
+                        affinity: Some(*m),
+                        preferred: m.count() == min_size,
+                    })
+                    .collect();
+                (k.clone(), hints)
+            })
+            .collect()
+    }
+}
+
+/// Whether `mask`'s nodes have the free memory of every type.
+fn fits(state: &MemoryManagerState, mask: BitMask, wanted: &BTreeMap<String, u64>) -> bool {
+    wanted.iter().all(|(k, v)| {
+        let free: u64 = state
+            .machine
+            .iter()
+            .filter(|n| mask.is_set(n.node))
+            .filter_map(|n| n.table(k))
+            .map(|t| t.free)
+            .sum();
+        free >= *v
+    })
+}
+
+/// upstream regenerateHints: the blocks' nodes, preferred, where their
+/// size is still what is asked; else no hint for that type.
+fn regenerate_hints(blocks: &[Block], wanted: &BTreeMap<String, u64>) -> ResourceHints {
+    wanted
+        .iter()
+        .map(|(k, v)| {
+            let hints = blocks
+                .iter()
+                .filter(|b| &b.kind == k && b.size == *v)
+                .map(|b| TopologyHint {
+                    affinity: Some(BitMask::of(b.numa_affinity.iter().copied())),
+                    preferred: true,
+                })
+                .take(1)
+                .collect();
+            (k.clone(), hints)
+        })
+        .collect()
+}
+
+/// upstream updateMachineState: `size` of `kind` off the nodes in order;
+/// every node counts the assignment and joins the group.
+fn take(state: &mut MemoryManagerState, nodes: &[u32], kind: &str, size: u64) {
+    let mut left = size;
+    for n in nodes {
+        let Some(node) = state.node_mut(*n) else {
+            continue;
+        };
+        node.assignments += 1;
+        node.cells = nodes.to_vec();
+        let Some(t) = node.table_mut(kind) else {
+            continue;
+        };
+        let got = left.min(t.free);
+        t.reserved += got;
+        t.free -= got;
+        left -= got;
+    }
+}
+
+#[cfg(test)]
+#[path = "policy_static_tests.rs"]
+mod tests;

@@ -1,0 +1,175 @@
+use super::*;
+use crate::cm::cpumanager::policy_static::tests::pod;
+
+const GI: u64 = 1 << 30;
+
+/// Two NUMA nodes of 4 GiB memory, 1 GiB of each reserved.
+fn policy() -> (StaticPolicy, MemoryManagerState) {
+    let node = |n: u32| NumaNodeState {
+        node: n,
+        assignments: 0,
+        memory: vec![(
+            "memory".into(),
+            MemoryTable {
+                total: 4 * GI,
+                system_reserved: GI,
+                allocatable: 3 * GI,
+                reserved: 0,
+                free: 3 * GI,
+            },
+        )],
+        cells: vec![n],
+    };
+    let p = StaticPolicy::new(vec![node(0), node(1)]);
+    let mut s = MemoryManagerState {
+        policy: POLICY_NAME.into(),
+        ..Default::default()
+    };
+    p.start(&mut s).unwrap();
+    (p, s)
+}
+
+fn hint_list(h: &ResourceHints) -> Vec<(String, bool)> {
+    h.first()
+        .map(|(_, l)| {
+            l.iter()
+                .map(|h| {
+                    (
+                        h.affinity.map(|a| a.to_string()).unwrap_or_default(),
+                        h.preferred,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn free(s: &MemoryManagerState, node: u32) -> u64 {
+    s.machine[node as usize].table("memory").unwrap().free
+}
+
+#[test]
+fn guaranteed_memory_comes_from_the_narrowest_node_with_room() {
+    let (mut p, mut s) = policy();
+    let g = pod("g", &[], &[("1", "2Gi")]);
+    let c = g.containers()[0].clone();
+    assert_eq!(
+        hint_list(&p.topology_hints(&s, &g, &c)),
+        [
+            ("0".into(), true),
+            ("1".into(), true),
+            ("0,1".into(), false)
+        ]
+    );
+    p.allocate(&mut s, &g, &c, None).unwrap();
+    let blocks = s.blocks("g", "app0").unwrap();
+    assert_eq!(
+        (blocks[0].numa_affinity.clone(), blocks[0].size),
+        (vec![0], 2 * GI)
+    );
+    assert_eq!((free(&s, 0), free(&s, 1)), (GI, 3 * GI));
+    assert_eq!(s.machine[0].assignments, 1);
+
+    // 4 GiB fits on no single node: both, grouped
+    let big = pod("big", &[], &[("1", "4Gi")]);
+    let c = big.containers()[0].clone();
+    assert_eq!(
+        hint_list(&p.topology_hints(&s, &big, &c)),
+        [] as [(String, bool); 0]
+    );
+    // without the first pod, both nodes are the one preferred set
+    p.remove_container(&mut s, "g", "app0");
+    assert_eq!(s, policy().1, "all given back");
+    assert_eq!(
+        hint_list(&p.topology_hints(&s, &big, &c)),
+        [("0,1".into(), true)]
+    );
+    p.allocate(&mut s, &big, &c, None).unwrap();
+    assert_eq!(s.machine[1].cells, vec![0, 1]);
+    assert_eq!((free(&s, 0), free(&s, 1)), (0, 2 * GI));
+    // a grouped node is not offered alone
+    let small = pod("small", &[], &[("1", "1Gi")]);
+    let c = small.containers()[0].clone();
+    assert_eq!(
+        hint_list(&p.topology_hints(&s, &small, &c)),
+        [("0,1".into(), false)]
+    );
+}
+
+#[test]
+fn the_topology_managers_affinity_is_used_or_widened() {
+    let (mut p, mut s) = policy();
+    let g = pod("g", &[], &[("1", "1Gi")]);
+    let c = g.containers()[0].clone();
+    p.allocate(&mut s, &g, &c, Some(BitMask::of([1]))).unwrap();
+    assert_eq!(s.blocks("g", "app0").unwrap()[0].numa_affinity, vec![1]);
+    let h = pod("h", &[], &[("1", "3Gi")]);
+    let c = h.containers()[0].clone();
+    // node 1 has 2 GiB left: widened to a set that holds node 1
+    let e = p
+        .allocate(&mut s, &h, &c, Some(BitMask::of([1])))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        AllocateError::CannotExtend,
+        "node 1 is alone in its group"
+    );
+    p.allocate(&mut s, &h, &c, None).unwrap();
+    assert_eq!(s.blocks("h", "app0").unwrap()[0].numa_affinity, vec![0]);
+    let i = pod("i", &[], &[("1", "3Gi")]);
+    let e = p
+        .allocate(&mut s, &i, &i.containers()[0].clone(), None)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available"
+    );
+}
+
+#[test]
+fn only_guaranteed_pods_get_blocks_and_init_memory_is_reused() {
+    let (mut p, mut s) = policy();
+    let b = pod("b", &[], &[("", "1Gi")]);
+    p.allocate(&mut s, &b, &b.containers()[0].clone(), None)
+        .unwrap();
+    assert!(s.entries.is_empty());
+    let g = pod("g", &[("1", "2Gi")], &[("1", "2Gi")]);
+    for c in g
+        .init_containers()
+        .iter()
+        .chain(g.containers())
+        .cloned()
+        .collect::<Vec<_>>()
+    {
+        p.allocate(&mut s, &g, &c, None).unwrap();
+    }
+    assert_eq!(s.entries.len(), 2);
+    assert_eq!(
+        free(&s, 0),
+        GI,
+        "the app container took the init container's 2 GiB again"
+    );
+}
+
+#[test]
+fn a_restored_state_must_match_its_assignments() {
+    let (mut p, mut s) = policy();
+    let g = pod("g", &[], &[("1", "1Gi")]);
+    p.allocate(&mut s, &g, &g.containers()[0].clone(), None)
+        .unwrap();
+    let mut restored = s.clone();
+    assert!(p.start(&mut restored).is_ok());
+    restored.machine[0].memory[0].1.free += 1;
+    assert_eq!(
+        p.start(&mut restored).unwrap_err(),
+        "[memorymanager] the expected machine state is different from the real one"
+    );
+    let mut empty = MemoryManagerState {
+        entries: s.entries.clone(),
+        ..Default::default()
+    };
+    assert!(p
+        .start(&mut empty)
+        .unwrap_err()
+        .contains("machine state can not be empty"));
+}
