@@ -411,6 +411,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
                     vec![
                         Box::new(cpu_manager.clone()),
                         Box::new(memory_manager.clone()),
+                        Box::new(device_manager.clone()),
                     ],
                 )
                 .context("topology manager")?,

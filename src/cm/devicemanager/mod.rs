@@ -20,6 +20,7 @@
 //! and the call is made again (at most every 10 s) when the pod's worker
 //! next asks.
 
+mod admission;
 mod allocate;
 mod checkpoint;
 mod endpoint;
@@ -28,6 +29,7 @@ mod server;
 mod spew;
 #[cfg(test)]
 mod tests;
+mod topology_hints;
 mod watcher;
 
 use std::collections::HashSet;
@@ -199,6 +201,10 @@ struct State {
     pre_start: Vec<PreStart>,
     /// Pods whose allocation future is under way.
     allocating: Vec<String>,
+    /// The topology manager's NUMA affinity for containers of the pod
+    /// being admitted (upstream's topologyAffinityStore), by pod UID and
+    /// container name; taken when the pod's devices are chosen.
+    affinity: Vec<(String, String, crate::cm::topologymanager::BitMask)>,
 }
 
 impl State {
@@ -594,72 +600,6 @@ impl Inner {
             s.pre_start.retain(|p| holders.contains(&p.uid));
             self.checkpoint_changed();
         }
-    }
-
-    /// Chooses devices for each container that asks for a plugin's
-    /// resource and does not hold them yet; true when any was chosen.
-    fn reserve(&self, pod: &Pod) -> Result<bool, String> {
-        let uid = pod.uid();
-        let mut s = lock(&self.state);
-        let mut chosen: Vec<Held> = Vec::new();
-        // (resource, ids) an init container leaves to the next container.
-        let mut reusable: Vec<(String, Vec<String>)> = Vec::new();
-        let containers = pod
-            .init_containers()
-            .iter()
-            .map(|c| (c, true))
-            .chain(pod.containers().iter().map(|c| (c, false)));
-        for (c, init) in containers {
-            for (resource, needed) in device_limits(c) {
-                let reuse = reusable.iter().position(|(r, _)| r == resource);
-                if let Some(have) = s.pods.get(uid, &c.name, resource) {
-                    // Already held (a restart read them from the checkpoint).
-                    if init {
-                        reusable.push((resource.to_string(), have.ids.clone()));
-                    }
-                    continue;
-                }
-                let Some(res) = s.resource(resource) else {
-                    if s.pods.in_use(resource).is_empty() {
-                        // Not a device plugin's: the fit check counts it.
-                        continue;
-                    }
-                    return Err(format!("can't allocate unregistered device {resource}"));
-                };
-                let healthy = res.healthy();
-                let mut in_use = s.pods.in_use(resource);
-                in_use.extend(
-                    chosen
-                        .iter()
-                        .filter(|h| h.resource == resource)
-                        .flat_map(|h| h.ids.iter().map(String::as_str)),
-                );
-                let ids = pod_devices::choose(&pod_devices::Request {
-                    resource,
-                    needed,
-                    healthy: &healthy,
-                    in_use: &in_use,
-                    reusable: reuse.map(|i| reusable[i].1.as_slice()).unwrap_or(&[]),
-                })?;
-                match (init, reuse) {
-                    (true, _) => reusable.push((resource.to_string(), ids.clone())),
-                    (false, Some(i)) => reusable[i].1.retain(|id| !ids.contains(id)),
-                    (false, None) => {}
-                }
-                chosen.push(Held {
-                    uid: uid.to_string(),
-                    container: c.name.clone(),
-                    resource: resource.to_string(),
-                    ids,
-                    allocation: Allocation::Reserved,
-                });
-            }
-        }
-        let any = !chosen.is_empty();
-        for h in chosen {
-            s.pods.insert(h);
-        }
-        Ok(any)
     }
 
     fn run_options(self: &Arc<Self>, pod: &Pod, container: &str) -> Result<RunOptions, DeviceWait> {
