@@ -8,7 +8,7 @@
 pub mod policy_static;
 pub mod state;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -298,33 +298,35 @@ fn initial_machine_state(
     nodes: &[(u32, Vec<(String, u64)>)],
     machine_memory: u64,
 ) -> Result<Vec<NumaNodeState>, MemoryManagerError> {
-    let mut reserved: BTreeMap<(u32, String), u64> = BTreeMap::new();
+    // (node, type, bytes)
+    let mut reserved: Vec<(u32, String, u64)> = Vec::new();
     for r in &config.reserved_memory {
         let node = u32::try_from(r.numa_node)
             .ok()
             .filter(|n| nodes.iter().any(|(m, _)| m == n))
             .ok_or(MemoryManagerError::NoSuchNode(r.numa_node))?;
         for (kind, q) in &r.limits {
-            let bytes = parse_quantity_value(q)
-                .ok()
-                .and_then(|v| u64::try_from(v).ok())
-                .unwrap_or(0);
-            reserved.insert((node, kind.clone()), bytes);
+            reserved.push((node, kind.clone(), bytes(q)));
         }
     }
     let expected = node_allocatable_reservation(config, machine_memory);
-    let kinds: std::collections::BTreeSet<&String> = reserved
-        .keys()
-        .map(|(_, k)| k)
-        .chain(expected.keys())
+    let mut kinds: Vec<&String> = reserved
+        .iter()
+        .map(|(_, k, _)| k)
+        .chain(expected.iter().map(|(k, _)| k))
         .collect();
+    kinds.sort();
+    kinds.dedup();
     for kind in kinds {
         let total: u64 = reserved
             .iter()
-            .filter(|((_, k), _)| k == kind)
-            .map(|(_, v)| v)
+            .filter(|(_, k, _)| k == kind)
+            .map(|(_, _, v)| v)
             .sum();
-        let want = expected.get(kind).copied().unwrap_or(0);
+        let want = expected
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map_or(0, |(_, v)| *v);
         if total != want {
             return Err(MemoryManagerError::Sum {
                 total,
@@ -333,7 +335,7 @@ fn initial_machine_state(
             });
         }
     }
-    if !reserved.iter().any(|((_, k), v)| k == "memory" && *v > 0) {
+    if !reserved.iter().any(|(_, k, v)| k == "memory" && *v > 0) {
         return Err(MemoryManagerError::NothingReserved);
     }
     Ok(nodes
@@ -344,7 +346,10 @@ fn initial_machine_state(
             memory: memory
                 .iter()
                 .map(|(kind, total)| {
-                    let system = reserved.get(&(*node, kind.clone())).copied().unwrap_or(0);
+                    let system = reserved
+                        .iter()
+                        .find(|(n, k, _)| n == node && k == kind)
+                        .map_or(0, |(_, _, v)| *v);
                     let allocatable = total.saturating_sub(system);
                     let t = MemoryTable {
                         total: *total,
@@ -367,16 +372,16 @@ fn initial_machine_state(
 fn node_allocatable_reservation(
     config: &KubeletConfiguration,
     machine_memory: u64,
-) -> BTreeMap<String, u64> {
-    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+) -> policy_static::Sizes {
+    let mut out = policy_static::Sizes::new();
+    let mut add = |kind: &str, v: u64| match out.iter_mut().find(|(k, _)| k == kind) {
+        Some((_, have)) => *have += v,
+        None => out.push((kind.to_string(), v)),
+    };
     for m in [&config.kube_reserved, &config.system_reserved] {
         for (kind, q) in m {
             if kind == "memory" || kind.starts_with("hugepages-") {
-                let v = parse_quantity_value(q)
-                    .ok()
-                    .and_then(|v| u64::try_from(v).ok())
-                    .unwrap_or(0);
-                *out.entry(kind.clone()).or_default() += v;
+                add(kind, bytes(q));
             }
         }
     }
@@ -386,15 +391,20 @@ fn node_allocatable_reservation(
                 .parse::<f64>()
                 .map(|p| (machine_memory as f64 * p / 100.0) as u64)
                 .unwrap_or(0),
-            None => parse_quantity_value(q)
-                .ok()
-                .and_then(|v| u64::try_from(v).ok())
-                .unwrap_or(0),
+            None => bytes(q),
         };
-        *out.entry("memory".into()).or_default() += v;
+        add("memory", v);
     }
-    out.retain(|_, v| *v > 0);
+    out.retain(|(_, v)| *v > 0);
     out
+}
+
+/// A quantity in bytes; 0 when it does not parse (validation refused it).
+fn bytes(q: &str) -> u64 {
+    parse_quantity_value(q)
+        .ok()
+        .and_then(|v| u64::try_from(v).ok())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -4,8 +4,6 @@
 //! the narrowest set with room, and runs with `cpuset.mems` on them. The
 //! machine state keeps, per node and memory type, what is free.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::state::{Block, MemoryManagerState, MemoryTable, NumaNodeState};
@@ -30,9 +28,13 @@ pub enum AllocateError {
     CannotExtend,
 }
 
+/// Bytes by memory type, sorted by type. A list, not a map: the static
+/// binary carries no map code for it.
+pub type Sizes = Vec<(String, u64)>;
+
 /// The memory a container requests, by type, in bytes: `memory` and the
 /// `hugepages-*` sizes (upstream getRequestedResources).
-pub fn requested(container: &Container) -> BTreeMap<String, u64> {
+pub fn requested(container: &Container) -> Sizes {
     let res = container.resources.as_ref();
     let list = res
         .and_then(|r| r.requests.as_ref())
@@ -47,7 +49,18 @@ pub fn requested(container: &Container) -> BTreeMap<String, u64> {
             ))
         })
         .filter(|(_, v)| *v > 0)
-        .collect()
+        .collect() // the requests map is sorted already
+}
+
+/// Adds `n` to the size of `kind`, or keeps the larger of the two.
+fn add(sizes: &mut Sizes, kind: &str, n: u64, sum: bool) {
+    match sizes.iter_mut().find(|(k, _)| k == kind) {
+        Some((_, have)) => *have = if sum { *have + n } else { (*have).max(n) },
+        None => {
+            sizes.push((kind.to_string(), n));
+            sizes.sort();
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -57,7 +70,7 @@ pub struct StaticPolicy {
     initial: Vec<NumaNodeState>,
     /// The init containers' memory of the pod being admitted, which the
     /// containers after them take again, by (type, nodes).
-    reuse: Option<(String, BTreeMap<(String, BitMask), u64>)>,
+    reuse: Option<(String, Vec<(String, BitMask, u64)>)>,
 }
 
 impl StaticPolicy {
@@ -158,7 +171,7 @@ impl StaticPolicy {
         &self,
         state: &MemoryManagerState,
         pod: &Pod,
-        wanted: &BTreeMap<String, u64>,
+        wanted: &Sizes,
         keep: impl Fn(BitMask) -> bool,
     ) -> Result<BitMask, AllocateError> {
         let hints = self.calculate_hints(state, pod, wanted);
@@ -183,9 +196,10 @@ impl StaticPolicy {
 
     fn reusable(&self, pod_uid: &str, kind: &str, mask: BitMask) -> u64 {
         match &self.reuse {
-            Some((uid, m)) if uid == pod_uid => {
-                m.get(&(kind.to_string(), mask)).copied().unwrap_or(0)
-            }
+            Some((uid, m)) if uid == pod_uid => m
+                .iter()
+                .find(|(k, b, _)| k == kind && *b == mask)
+                .map_or(0, |(_, _, n)| *n),
             _ => 0,
         }
     }
@@ -197,15 +211,25 @@ impl StaticPolicy {
         let uid = pod.uid();
         let mut reuse = match self.reuse.take() {
             Some((owner, m)) if owner == uid => m,
-            _ => BTreeMap::new(),
+            _ => Vec::new(),
         };
         let is_init = pod
             .init_containers()
             .iter()
             .any(|c| c.name == container.name);
         for b in blocks {
-            let key = (b.kind.clone(), BitMask::of(b.numa_affinity.iter().copied()));
-            let have = reuse.entry(key).or_insert(0);
+            let mask = BitMask::of(b.numa_affinity.iter().copied());
+            let at = match reuse
+                .iter()
+                .position(|(k, m, _)| *k == b.kind && *m == mask)
+            {
+                Some(i) => i,
+                None => {
+                    reuse.push((b.kind.clone(), mask, 0));
+                    reuse.len() - 1
+                }
+            };
+            let have = &mut reuse[at].2;
             *have = match is_init {
                 true => (*have).max(b.size),
                 false => have.saturating_sub(b.size),
@@ -267,16 +291,15 @@ impl StaticPolicy {
         if qos_class(pod) != QosClass::Guaranteed {
             return Vec::new();
         }
-        let mut wanted: BTreeMap<String, u64> = BTreeMap::new();
+        let mut wanted = Sizes::new();
         for c in pod.containers() {
             for (k, v) in requested(c) {
-                *wanted.entry(k).or_default() += v;
+                add(&mut wanted, &k, v, true);
             }
         }
         for c in pod.init_containers() {
             for (k, v) in requested(c) {
-                let e = wanted.entry(k).or_default();
-                *e = (*e).max(v);
+                add(&mut wanted, &k, v, false);
             }
         }
         if wanted.is_empty() {
@@ -303,7 +326,7 @@ impl StaticPolicy {
         &self,
         state: &MemoryManagerState,
         pod: &Pod,
-        wanted: &BTreeMap<String, u64>,
+        wanted: &Sizes,
     ) -> ResourceHints {
         let mut min_size = u32::MAX;
         let mut masks = Vec::new();
@@ -340,8 +363,8 @@ impl StaticPolicy {
             }
         });
         wanted
-            .keys()
-            .map(|k| {
+            .iter()
+            .map(|(k, _)| {
                 let hints = masks
                     .iter()
                     .map(|m| TopologyHint {
@@ -356,7 +379,7 @@ impl StaticPolicy {
 }
 
 /// Whether `mask`'s nodes have the free memory of every type.
-fn fits(state: &MemoryManagerState, mask: BitMask, wanted: &BTreeMap<String, u64>) -> bool {
+fn fits(state: &MemoryManagerState, mask: BitMask, wanted: &Sizes) -> bool {
     wanted.iter().all(|(k, v)| {
         let free: u64 = state
             .machine
@@ -371,7 +394,7 @@ fn fits(state: &MemoryManagerState, mask: BitMask, wanted: &BTreeMap<String, u64
 
 /// upstream regenerateHints: the blocks' nodes, preferred, where their
 /// size is still what is asked; else no hint for that type.
-fn regenerate_hints(blocks: &[Block], wanted: &BTreeMap<String, u64>) -> ResourceHints {
+fn regenerate_hints(blocks: &[Block], wanted: &Sizes) -> ResourceHints {
     wanted
         .iter()
         .map(|(k, v)| {
