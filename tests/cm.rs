@@ -489,6 +489,21 @@ fn single_numa_node_admits_what_fits_on_a_node_and_refuses_the_rest() {
         "{state}"
     );
     assert!(state.contains(&block), "{state}");
+    // The pod resources API lists the block with its node.
+    let list = pod_resources(&env.root, &["list"]);
+    let pods = list["response"]["pod_resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let g = pods
+        .iter()
+        .find(|p| p["name"] == "g-node1")
+        .expect("g listed");
+    assert_eq!(
+        g["containers"][0]["memory"],
+        serde_json::json!([{"memory_type": "memory", "size": "67108864", "topology": {"nodes": [{}]}}]),
+        "{list}"
+    );
     let line = eventually(secs(10), "the topology manager's hint", || {
         env.log_lines_with("topology manager: pod g-node1_default (pod scope)")
             .into_iter()

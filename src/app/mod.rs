@@ -447,6 +447,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             Arc::new(move || k.active_pods()),
             device_manager.clone(),
             cpu_manager.clone(),
+            memory_manager.clone(),
         )
         .inspect_err(|e| log::error!("{e}; continuing without the pod resources API"))
         .ok()

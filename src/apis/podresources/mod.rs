@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::cm::cpumanager::CpuManager;
 use crate::cm::devicemanager::{DeviceManager, Devices};
+use crate::cm::memorymanager::{state::Block, MemoryManager};
 use crate::cri::podresources::v1::api;
 use crate::cri::podresources::v1::api_grpc::{
     METHOD_POD_RESOURCES_LISTER_GET, METHOD_POD_RESOURCES_LISTER_GET_ALLOCATABLE_RESOURCES,
@@ -49,6 +50,7 @@ struct Providers {
     pods: PodsProvider,
     devices: DeviceManager,
     cpus: CpuManager,
+    memory: MemoryManager,
 }
 
 /// Serves the API until the returned server is dropped. A stale socket of
@@ -59,6 +61,7 @@ pub fn serve(
     pods: PodsProvider,
     devices: DeviceManager,
     cpus: CpuManager,
+    memory: MemoryManager,
 ) -> Result<Server, PodResourcesError> {
     let dir = root_dir.join(POD_RESOURCES_DIR);
     std::fs::create_dir_all(&dir).map_err(|source| PodResourcesError::Dir {
@@ -78,6 +81,7 @@ pub fn serve(
         pods,
         devices,
         cpus,
+        memory,
     };
     let (p1, p2, p3) = (p.clone(), p.clone(), p);
     let service = ServiceBuilder::new()
@@ -129,8 +133,9 @@ fn get(
 }
 
 /// Every device the device manager knows, one entry per device with its
-/// NUMA nodes (upstream containerDevicesFromResourceDeviceInstances), and
-/// the CPUs the static CPU policy can give (none with the none policy).
+/// NUMA nodes (upstream containerDevicesFromResourceDeviceInstances), the
+/// CPUs the static CPU policy can give, and each NUMA node's allocatable
+/// memory under the Static memory policy (none with the default policies).
 fn allocatable(p: &Providers) -> api::AllocatableResourcesResponse {
     let devices = p
         .devices
@@ -141,6 +146,7 @@ fn allocatable(p: &Providers) -> api::AllocatableResourcesResponse {
     api::AllocatableResourcesResponse {
         devices,
         cpu_ids: p.cpus.allocatable_cpus(),
+        memory: container_memory(p.memory.allocatable_memory()),
         ..Default::default()
     }
 }
@@ -163,6 +169,7 @@ fn pod_resources(p: &Providers, pod: &Pod) -> api::PodResources {
                 .map(|d: Devices| container_devices(d.resource, d.ids, &d.numa))
                 .collect(),
             cpu_ids: p.cpus.exclusive_cpus(pod.uid(), &c.name),
+            memory: container_memory(p.memory.container_memory(pod.uid(), &c.name)),
             ..Default::default()
         })
         .collect();
@@ -174,8 +181,24 @@ fn pod_resources(p: &Providers, pod: &Pod) -> api::PodResources {
     }
 }
 
-fn container_devices(resource: String, ids: Vec<String>, numa: &[i64]) -> api::ContainerDevices {
-    let topology = (!numa.is_empty()).then(|| api::TopologyInfo {
+/// Memory blocks as the API lists them (upstream containerMemoryFromBlock).
+fn container_memory(blocks: Vec<Block>) -> Vec<api::ContainerMemory> {
+    blocks
+        .into_iter()
+        .map(|b| {
+            let numa: Vec<i64> = b.numa_affinity.iter().map(|n| i64::from(*n)).collect();
+            api::ContainerMemory {
+                memory_type: b.kind,
+                size: b.size,
+                topology: topology(&numa).into(),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+fn topology(numa: &[i64]) -> Option<api::TopologyInfo> {
+    (!numa.is_empty()).then(|| api::TopologyInfo {
         nodes: numa
             .iter()
             .map(|n| api::NUMANode {
@@ -184,11 +207,14 @@ fn container_devices(resource: String, ids: Vec<String>, numa: &[i64]) -> api::C
             })
             .collect(),
         ..Default::default()
-    });
+    })
+}
+
+fn container_devices(resource: String, ids: Vec<String>, numa: &[i64]) -> api::ContainerDevices {
     api::ContainerDevices {
         resource_name: resource,
         device_ids: ids,
-        topology: topology.into(),
+        topology: topology(numa).into(),
         ..Default::default()
     }
 }

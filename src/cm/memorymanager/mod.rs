@@ -139,6 +139,39 @@ impl MemoryManager {
         }
     }
 
+    /// A container's memory blocks (the pod resources API): type, bytes,
+    /// NUMA nodes.
+    pub fn container_memory(&self, pod_uid: &str, container: &str) -> Vec<state::Block> {
+        let Some(inner) = &self.inner else {
+            return Vec::new();
+        };
+        let core = inner.lock();
+        core.1
+            .blocks(pod_uid, container)
+            .map(<[state::Block]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// Each node's allocatable memory by type, as blocks of one node
+    /// (upstream GetAllocatableMemory).
+    pub fn allocatable_memory(&self) -> Vec<state::Block> {
+        let Some(inner) = &self.inner else {
+            return Vec::new();
+        };
+        let core = inner.lock();
+        core.1
+            .machine
+            .iter()
+            .flat_map(|n| {
+                n.memory.iter().map(|(kind, t)| state::Block {
+                    numa_affinity: vec![n.node],
+                    kind: kind.clone(),
+                    size: t.allocatable,
+                })
+            })
+            .collect()
+    }
+
     pub fn is_static(&self) -> bool {
         self.inner.is_some()
     }
