@@ -251,13 +251,13 @@ impl HintProvider for MemoryManager {
     }
 }
 
+/// A NUMA node and its memory by type.
+type NodeMemory = (u32, policy_static::Sizes);
+
 /// Each NUMA node's memory by type, in bytes: `MemTotal` of its meminfo
 /// and its huge pages (`hugepages-2Mi`, ...). Without node directories,
 /// one node 0 with the machine's memory, as cAdvisor reports it.
-fn numa_memory(
-    sysfs: &Path,
-    machine_memory: u64,
-) -> Result<Vec<(u32, Vec<(String, u64)>)>, MemoryManagerError> {
+fn numa_memory(sysfs: &Path, machine_memory: u64) -> Result<Vec<NodeMemory>, MemoryManagerError> {
     let dir = sysfs.join("devices/system/node");
     let fail = |path: &Path, reason: String| MemoryManagerError::Machine {
         path: path.to_path_buf(),
@@ -328,7 +328,7 @@ fn hugepage_resource(size_kb: u64) -> String {
 /// whose per-type sums must be node allocatable's reservation.
 fn initial_machine_state(
     config: &KubeletConfiguration,
-    nodes: &[(u32, Vec<(String, u64)>)],
+    nodes: &[NodeMemory],
     machine_memory: u64,
 ) -> Result<Vec<NumaNodeState>, MemoryManagerError> {
     // (node, type, bytes)

@@ -52,6 +52,9 @@ pub fn requested(container: &Container) -> Sizes {
         .collect() // the requests map is sorted already
 }
 
+/// Memory an init container left, by type and node set.
+type Reusable = Vec<(String, BitMask, u64)>;
+
 /// Adds `n` to the size of `kind`, or keeps the larger of the two.
 fn add(sizes: &mut Sizes, kind: &str, n: u64, sum: bool) {
     match sizes.iter_mut().find(|(k, _)| k == kind) {
@@ -70,7 +73,7 @@ pub struct StaticPolicy {
     initial: Vec<NumaNodeState>,
     /// The init containers' memory of the pod being admitted, which the
     /// containers after them take again, by (type, nodes).
-    reuse: Option<(String, Vec<(String, BitMask, u64)>)>,
+    reuse: Option<(String, Reusable)>,
 }
 
 impl StaticPolicy {

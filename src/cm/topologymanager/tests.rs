@@ -67,11 +67,11 @@ fn the_narrowest_preferred_permutation_wins() {
 fn restricted_and_single_numa_node_refuse_what_best_effort_admits() {
     let spread = cpu(&[hint(&[0, 1], true)]);
     assert_eq!(
-        merge("best-effort", &[spread.clone()]),
+        merge("best-effort", std::slice::from_ref(&spread)),
         (hint(&[0, 1], true), true)
     );
     assert_eq!(
-        merge("restricted", &[spread.clone()]),
+        merge("restricted", std::slice::from_ref(&spread)),
         (hint(&[0, 1], true), true)
     );
     // single-numa-node drops the two-node hint: nothing is left
@@ -91,11 +91,14 @@ fn restricted_and_single_numa_node_refuse_what_best_effort_admits() {
     );
 }
 
+/// A container's name and the nodes it was placed on.
+type Placed = (String, Option<String>);
+
 /// A provider that records its allocations and answers fixed hints.
 #[derive(Clone, Default)]
 struct Fake {
     hints: ResourceHints,
-    allocated: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    allocated: Arc<Mutex<Vec<Placed>>>,
     released: Arc<Mutex<Vec<String>>>,
     refuse: Option<&'static str>,
 }
