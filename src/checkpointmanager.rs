@@ -3,7 +3,28 @@
 //! checksum's hash. Each manager writes go-spew's dump of its own Go type
 //! (their `spew`/`dump` code), which this hashes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why a manager's checkpoint could not be restored or written; `manager`
+/// names it in upstream's advice ("CPU manager", "memory manager").
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error(
+        "could not restore state from checkpoint: {reason}, please drain this node and \
+         delete the {manager} checkpoint file {path:?} before restarting Kubelet"
+    )]
+    Restore {
+        manager: &'static str,
+        reason: String,
+        path: PathBuf,
+    },
+    #[error("writing the {manager} checkpoint {path:?}: {source}")]
+    Write {
+        manager: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it and renames
 /// it over `path`, so a crash leaves the old checkpoint or the new one.

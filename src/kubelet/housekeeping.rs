@@ -102,16 +102,9 @@ impl Kubelet {
     /// policies only): the CPUs and memory of pods no longer active go
     /// back, and the CPU reconcile loop learns which containers run.
     fn cpu_manager_housekeeping(&self, running: &[crate::container::RuntimePod]) {
-        if !self.cpu_manager.is_static() && !self.memory_manager.is_static() {
+        let Some(active) = self.resource_holders() else {
             return;
-        }
-        let active: HashSet<String> =
-            super::unfinished_pods(&self.pod_manager, &self.status_manager)
-                .iter()
-                .map(|p| p.uid().to_string())
-                .collect();
-        self.memory_manager
-            .housekeeping(&active, self.sources_ready());
+        };
         let containers = running
             .iter()
             .flat_map(|p| {
@@ -125,7 +118,28 @@ impl Kubelet {
                     })
             })
             .collect();
-        self.cpu_manager
-            .housekeeping(&active, self.sources_ready(), containers);
+        let ready = self.sources_ready();
+        self.memory_manager.housekeeping(&active, ready);
+        self.cpu_manager.housekeeping(&active, ready, containers);
+    }
+
+    /// Before admission, as upstream's Allocate: the CPUs and memory of
+    /// pods that finished since the last housekeeping go back first.
+    pub(super) fn release_stale_resources(&self) {
+        if let Some(active) = self.resource_holders() {
+            let ready = self.sources_ready();
+            self.memory_manager.housekeeping(&active, ready);
+            self.cpu_manager.remove_stale_state(&active, ready);
+        }
+    }
+
+    /// The pods that may hold exclusive CPUs or memory (upstream
+    /// activePods: not finished); None when no static policy is on.
+    fn resource_holders(&self) -> Option<HashSet<String>> {
+        if !self.cpu_manager.is_static() && !self.memory_manager.is_static() {
+            return None;
+        }
+        let unfinished = super::unfinished_pods(&self.pod_manager, &self.status_manager);
+        Some(unfinished.iter().map(|p| p.uid().to_string()).collect())
     }
 }

@@ -624,7 +624,10 @@ impl Kubelet {
                     .eviction
                     .admit(&pod)
                     .and_then(|()| security.sysctls.admit(&pod))
-                    .and_then(|()| self.topology_manager.admit(&pod));
+                    .and_then(|()| {
+                        self.release_stale_resources();
+                        self.topology_manager.admit(&pod)
+                    });
                 let admitted = admitted.and_then(|()| {
                     self.device_manager
                         .admit(&pod, || self.device_holders())

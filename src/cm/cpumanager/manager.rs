@@ -187,34 +187,38 @@ impl CpuManager {
         Some(cpus)
     }
 
-    /// Housekeeping's round: once the pod sources are ready, the CPUs of
-    /// pods no longer active go back to the shared pool (upstream
-    /// removeStaleState); the running containers are kept for the
-    /// reconcile loop, which is woken when the pool changed.
+    /// Housekeeping's round: the running containers are kept for the
+    /// reconcile loop, and the stale assignments go.
     pub fn housekeeping(
         &self,
         active: &HashSet<String>,
         sources_ready: bool,
         running: Vec<RunningContainer>,
     ) {
-        let Some(inner) = &self.inner else {
+        if let Some(inner) = &self.inner {
+            let running = running.into_iter().filter(|c| active.contains(&c.pod_uid));
+            inner.lock().running = running.collect();
+        }
+        self.remove_stale_state(active, sources_ready);
+    }
+
+    /// upstream removeStaleState: once the pod sources are ready, the
+    /// CPUs of pods not in `active` go back to the shared pool, and the
+    /// reconcile loop is woken. Also run at admission, as upstream's
+    /// Allocate runs it, so a pod that just finished makes room at once.
+    pub fn remove_stale_state(&self, active: &HashSet<String>, sources_ready: bool) {
+        let (Some(inner), true) = (&self.inner, sources_ready) else {
             return;
         };
         let mut core = inner.lock();
-        core.running = running
-            .into_iter()
-            .filter(|c| active.contains(&c.pod_uid))
-            .collect();
-        if !sources_ready {
-            return;
-        }
         let Core { policy, state, .. } = &mut *core;
-        let stale: Vec<String> = state
+        let mut stale: Vec<String> = state
             .assignments
             .iter()
             .filter(|a| !active.contains(&a.pod_uid))
             .map(|a| a.pod_uid.clone())
             .collect();
+        stale.dedup();
         if stale.is_empty() {
             return;
         }

@@ -11,8 +11,8 @@ use super::cpu_assignment::{take_by_topology, NotEnoughCpus};
 use super::state::CpuManagerState;
 use super::topology::CpuTopology;
 use crate::cm::cpuset::CpuSet;
-use crate::cm::topologymanager::bitmask::{iterate_bit_masks, BitMask};
-use crate::cm::topologymanager::{ResourceHints, TopologyHint};
+use crate::cm::topologymanager::bitmask::BitMask;
+use crate::cm::topologymanager::{generate_hints, ResourceHints, TopologyHint};
 use crate::kuberuntime::qos::{qos_class, QosClass};
 use crate::podutil::PodExt;
 use crate::util::quantity::parse_quantity;
@@ -257,7 +257,11 @@ impl StaticPolicy {
                 .collect::<Vec<_>>()
         };
         let init = each(pod.init_containers()).into_iter().max().unwrap_or(0);
-        let requested = init.max(each(pod.containers()).into_iter().sum());
+        let requested = init.max(
+            each(pod.containers())
+                .into_iter()
+                .fold(0, usize::saturating_add),
+        );
         if requested == 0 {
             return Vec::new();
         }
@@ -297,30 +301,18 @@ impl StaticPolicy {
                 .find(|d| d.cpu == cpu)
                 .map_or(0, |d| d.numa_node)
         };
-        let mut min_size = nodes.len() as u32;
-        let mut hints = Vec::new();
-        iterate_bit_masks(&nodes, |mask| {
-            if self.cpus_on(mask).len() >= request {
-                min_size = min_size.min(mask.count());
-            }
-            if reusable.iter().any(|c| !mask.is_set(numa_of(c))) {
-                return;
-            }
-            let free = available
-                .iter()
-                .filter(|c| mask.is_set(numa_of(*c)))
-                .count();
-            if reusable.len() + free >= request {
-                hints.push(TopologyHint {
-                    affinity: Some(mask),
-                    preferred: false,
-                });
-            }
-        });
-        for h in &mut hints {
-            h.preferred = h.affinity.is_some_and(|a| a.count() == min_size);
-        }
-        hints
+        generate_hints(
+            &nodes,
+            |mask| self.cpus_on(mask).len() >= request,
+            |mask| {
+                let all_reusable = reusable.iter().all(|c| mask.is_set(numa_of(c)));
+                let free = available
+                    .iter()
+                    .filter(|c| mask.is_set(numa_of(*c)))
+                    .count();
+                all_reusable && reusable.len() + free >= request
+            },
+        )
     }
 
     /// An init container's CPUs become reusable by the app containers

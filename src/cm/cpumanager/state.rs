@@ -14,7 +14,7 @@
 //! is read; the older one (by container ID) is refused as corrupt.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -40,20 +40,11 @@ pub struct CpuManagerState {
     pub assignments: Vec<Assignment>,
 }
 
-/// Why the state could not be restored. Displayed with upstream's advice.
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error(
-        "could not restore state from checkpoint: {reason}, please drain this node and \
-         delete the CPU manager checkpoint file {path:?} before restarting Kubelet"
-    )]
-    Restore { reason: String, path: PathBuf },
-    #[error("writing the CPU manager checkpoint {path:?}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
+/// Why the state could not be restored or written, with upstream's advice.
+pub type StateError = crate::checkpointmanager::CheckpointError;
+
+/// The manager's name in the messages.
+const MANAGER: &str = "CPU manager";
 
 /// The file, field for field (upstream CPUManagerCheckpoint). Read and
 /// written through `serde_json::Value` rather than derived code (the
@@ -210,6 +201,7 @@ impl CpuManagerState {
     pub fn restore(dir: &Path, policy: &str) -> Result<CpuManagerState, StateError> {
         let path = dir.join(STATE_FILE);
         let fail = |reason: String| StateError::Restore {
+            manager: MANAGER,
             reason,
             path: path.clone(),
         };
@@ -263,6 +255,7 @@ impl CpuManagerState {
         let body = Checkpoint::of(self).to_json();
         crate::checkpointmanager::write_atomic(&path, body.as_bytes()).map_err(|source| {
             StateError::Write {
+                manager: MANAGER,
                 path: path.clone(),
                 source,
             }

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use rkubelet_util::lock;
 
 use super::{device_limits, DeviceManager, Resource, State};
-use crate::cm::topologymanager::bitmask::{iterate_bit_masks, BitMask};
-use crate::cm::topologymanager::{HintProvider, ResourceHints, TopologyHint};
+use crate::cm::topologymanager::bitmask::{BitMask, MAX_NUMA_NODES};
+use crate::cm::topologymanager::{generate_hints, HintProvider, ResourceHints, TopologyHint};
 use crate::lifecycle::admission::Rejection;
 use crate::podutil::PodExt;
 
@@ -34,7 +34,13 @@ impl HintProvider for DeviceManager {
             .iter_mut()
             .find(|(r, _)| r == resource)
         {
-            Some((_, have)) => *have = if sum { *have + n } else { (*have).max(n) },
+            Some((_, have)) => {
+                *have = if sum {
+                    have.saturating_add(n)
+                } else {
+                    (*have).max(n)
+                }
+            }
             None => wanted.push((resource.to_string(), n)),
         };
         for c in pod.containers() {
@@ -51,12 +57,16 @@ impl HintProvider for DeviceManager {
         wanted
             .into_iter()
             .filter_map(|(resource, needed)| {
-                let held: Vec<String> = s
+                // a device an app container took over from an init
+                // container counts once, as upstream's set does
+                let mut held: Vec<String> = s
                     .pods
                     .iter()
                     .filter(|h| h.uid == pod.uid() && h.resource == resource)
                     .flat_map(|h| h.ids.iter().cloned())
                     .collect();
+                held.sort_unstable();
+                held.dedup();
                 s.hints(&resource, needed, (!held.is_empty()).then_some(held))
             })
             .collect()
@@ -109,12 +119,13 @@ impl State {
                 free.map(String::from).collect()
             }
         };
-        Some((resource.to_string(), device_hints(res, &available, needed)))
+        Some((resource.to_string(), device_hints(res, &available, needed)?))
     }
 }
 
-/// upstream generateDeviceTopologyHints.
-fn device_hints(res: &Resource, available: &[String], needed: usize) -> Vec<TopologyHint> {
+/// upstream generateDeviceTopologyHints; None (no preference) when the
+/// plugin reports more NUMA nodes than the topology manager handles.
+fn device_hints(res: &Resource, available: &[String], needed: usize) -> Option<Vec<TopologyHint>> {
     let nodes_of = |id: &str| -> Vec<u32> {
         let d = res.devices.iter().find(|d| d.id == id);
         d.map(|d| {
@@ -129,24 +140,15 @@ fn device_hints(res: &Resource, available: &[String], needed: usize) -> Vec<Topo
     let mut nodes: Vec<u32> = res.devices.iter().flat_map(|d| nodes_of(&d.id)).collect();
     nodes.sort_unstable();
     nodes.dedup();
-    let mut min_size = nodes.len() as u32;
-    let mut hints = Vec::new();
-    iterate_bit_masks(&nodes, |mask| {
-        let all = res.devices.iter().filter(|d| in_mask(mask, &d.id)).count();
-        if all >= needed {
-            min_size = min_size.min(mask.count());
-        }
-        if available.iter().filter(|id| in_mask(mask, id)).count() >= needed {
-            hints.push(TopologyHint {
-                affinity: Some(mask),
-                preferred: false,
-            });
-        }
-    });
-    for h in &mut hints {
-        h.preferred = h.affinity.is_some_and(|a| a.count() == min_size);
+    // what a plugin reports is not trusted with the mask loop's 2^n
+    if nodes.len() > MAX_NUMA_NODES || nodes.iter().any(|n| *n >= 64) {
+        return None;
     }
-    hints
+    Some(generate_hints(
+        &nodes,
+        |mask| res.devices.iter().filter(|d| in_mask(mask, &d.id)).count() >= needed,
+        |mask| available.iter().filter(|id| in_mask(mask, id)).count() >= needed,
+    ))
 }
 
 #[cfg(test)]

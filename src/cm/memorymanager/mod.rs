@@ -305,6 +305,12 @@ fn numa_memory(sysfs: &Path, machine_memory: u64) -> Result<Vec<NodeMemory>, Mem
             memory.push((hugepage_resource(size_kb), pages * size_kb * 1024));
         }
         memory.sort();
+        if node >= 64 {
+            return Err(fail(
+                &entry.path(),
+                "NUMA node numbers from 64 on are not supported".into(),
+            ));
+        }
         nodes.push((node, memory));
     }
     nodes.sort_by_key(|n| n.0);

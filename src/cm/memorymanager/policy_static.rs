@@ -7,8 +7,8 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::state::{Block, MemoryManagerState, MemoryTable, NumaNodeState};
-use crate::cm::topologymanager::bitmask::{iterate_bit_masks, BitMask};
-use crate::cm::topologymanager::{ResourceHints, TopologyHint};
+use crate::cm::topologymanager::bitmask::BitMask;
+use crate::cm::topologymanager::{generate_hints, ResourceHints, TopologyHint};
 use crate::kuberuntime::qos::{qos_class, QosClass};
 use crate::podutil::PodExt;
 use crate::util::quantity::parse_quantity_value;
@@ -58,7 +58,13 @@ type Reusable = Vec<(String, BitMask, u64)>;
 /// Adds `n` to the size of `kind`, or keeps the larger of the two.
 fn add(sizes: &mut Sizes, kind: &str, n: u64, sum: bool) {
     match sizes.iter_mut().find(|(k, _)| k == kind) {
-        Some((_, have)) => *have = if sum { *have + n } else { (*have).max(n) },
+        Some((_, have)) => {
+            *have = if sum {
+                have.saturating_add(n)
+            } else {
+                (*have).max(n)
+            }
+        }
         None => {
             sizes.push((kind.to_string(), n));
             sizes.sort();
@@ -162,8 +168,9 @@ impl StaticPolicy {
                 kind: kind.clone(),
                 size: *size,
             });
-            let reused = self.reusable(pod.uid(), kind, mask);
-            take(state, &nodes, kind, size.saturating_sub(reused));
+            let reused = self.reusable(pod.uid(), kind, mask).min(*size);
+            take(state, &nodes, kind, size - reused);
+            shrink_init_blocks(state, pod, &container.name, kind, &nodes, reused);
         }
         self.update_reuse(pod, container, &blocks);
         state.set_blocks(pod.uid(), &container.name, blocks);
@@ -308,17 +315,15 @@ impl StaticPolicy {
         if wanted.is_empty() {
             return Vec::new();
         }
-        let held: Vec<Block> = pod
+        // upstream: the first container that has blocks answers
+        let held = pod
             .init_containers()
             .iter()
             .chain(pod.containers())
-            .filter_map(|c| state.blocks(pod.uid(), &c.name))
-            .flatten()
-            .cloned()
-            .collect();
-        match held.is_empty() {
-            true => self.calculate_hints(state, pod, &wanted),
-            false => regenerate_hints(&held, &wanted),
+            .find_map(|c| state.blocks(pod.uid(), &c.name));
+        match held {
+            None => self.calculate_hints(state, pod, &wanted),
+            Some(blocks) => regenerate_hints(blocks, &wanted),
         }
     }
 
@@ -331,53 +336,71 @@ impl StaticPolicy {
         pod: &Pod,
         wanted: &Sizes,
     ) -> ResourceHints {
-        let mut min_size = u32::MAX;
-        let mut masks = Vec::new();
-        iterate_bit_masks(&self.nodes(), |mask| {
+        let sum = |mask: BitMask, kind: &str, f: fn(&MemoryTable) -> u64| -> u64 {
+            let on = state.machine.iter().filter(|n| mask.is_set(n.node));
+            on.filter_map(|n| n.table(kind)).map(f).sum()
+        };
+        let could_hold = |mask: BitMask| {
+            wanted
+                .iter()
+                .all(|(k, v)| sum(mask, k, |t| t.allocatable) >= *v)
+        };
+        let fits = |mask: BitMask| {
             let nodes: Vec<&NumaNodeState> = state
                 .machine
                 .iter()
                 .filter(|n| mask.is_set(n.node))
                 .collect();
-            let sum = |kind: &str, f: fn(&MemoryTable) -> u64| -> u64 {
-                nodes.iter().filter_map(|n| n.table(kind)).map(f).sum()
-            };
-            if wanted.iter().any(|(k, v)| sum(k, |t| t.allocatable) < *v) {
-                return;
-            }
-            min_size = min_size.min(mask.count());
             let single = nodes.len() == 1;
-            if single && nodes[0].cells.len() > 1 {
-                return;
-            }
-            let grouped_elsewhere = nodes.iter().any(|n| {
-                !single
-                    && n.assignments > 0
-                    && (n.cells.len() == 1 || BitMask::of(n.cells.iter().copied()) != mask)
+            // a node grouped with others is offered only with its group
+            let grouped_elsewhere = nodes.iter().any(|n| match single {
+                true => n.cells.len() > 1,
+                false => {
+                    n.assignments > 0
+                        && (n.cells.len() == 1 || BitMask::of(n.cells.iter().copied()) != mask)
+                }
             });
-            if grouped_elsewhere {
-                return;
-            }
             let room = wanted
                 .iter()
-                .all(|(k, v)| sum(k, |t| t.free) + self.reusable(pod.uid(), k, mask) >= *v);
-            if room {
-                masks.push(mask);
-            }
-        });
+                .all(|(k, v)| sum(mask, k, |t| t.free) + self.reusable(pod.uid(), k, mask) >= *v);
+            could_hold(mask) && !grouped_elsewhere && room
+        };
+        let hints = generate_hints(&self.nodes(), could_hold, fits);
         wanted
             .iter()
-            .map(|(k, _)| {
-                let hints = masks
-                    .iter()
-                    .map(|m| TopologyHint {
-                        affinity: Some(*m),
-                        preferred: m.count() == min_size,
-                    })
-                    .collect();
-                (k.clone(), hints)
-            })
+            .map(|(k, _)| (k.clone(), hints.clone()))
             .collect()
+    }
+}
+
+/// What a container took again of the init containers before it comes
+/// off their blocks (upstream updateInitContainersMemoryBlocks), so that
+/// the blocks always add up to what the nodes have reserved: a restart
+/// replays them, and a release gives back no more than was taken.
+fn shrink_init_blocks(
+    state: &mut MemoryManagerState,
+    pod: &Pod,
+    container: &str,
+    kind: &str,
+    nodes: &[u32],
+    mut reused: u64,
+) {
+    for init in pod.init_containers() {
+        if init.name == container || reused == 0 {
+            return;
+        }
+        let Some(mut blocks) = state.blocks(pod.uid(), &init.name).map(<[Block]>::to_vec) else {
+            continue;
+        };
+        for b in blocks
+            .iter_mut()
+            .filter(|b| b.kind == kind && b.numa_affinity == nodes)
+        {
+            let off = reused.min(b.size);
+            b.size -= off;
+            reused -= off;
+        }
+        state.set_blocks(pod.uid(), &init.name, blocks);
     }
 }
 
@@ -395,22 +418,25 @@ fn fits(state: &MemoryManagerState, mask: BitMask, wanted: &Sizes) -> bool {
     })
 }
 
-/// upstream regenerateHints: the blocks' nodes, preferred, where their
-/// size is still what is asked; else no hint for that type.
+/// upstream regenerateHints: the blocks' nodes, preferred; no preference
+/// at all when the blocks are not what is asked (another size or type), as
+/// upstream answers then, so a restarted kubelet admits its pods again.
 fn regenerate_hints(blocks: &[Block], wanted: &Sizes) -> ResourceHints {
-    wanted
+    let same = blocks.len() == wanted.len()
+        && blocks
+            .iter()
+            .all(|b| wanted.iter().any(|(k, v)| *k == b.kind && *v == b.size));
+    if !same {
+        return Vec::new();
+    }
+    blocks
         .iter()
-        .map(|(k, v)| {
-            let hints = blocks
-                .iter()
-                .filter(|b| &b.kind == k && b.size == *v)
-                .map(|b| TopologyHint {
-                    affinity: Some(BitMask::of(b.numa_affinity.iter().copied())),
-                    preferred: true,
-                })
-                .take(1)
-                .collect();
-            (k.clone(), hints)
+        .map(|b| {
+            let hint = TopologyHint {
+                affinity: Some(BitMask::of(b.numa_affinity.iter().copied())),
+                preferred: true,
+            };
+            (b.kind.clone(), vec![hint])
         })
         .collect()
 }

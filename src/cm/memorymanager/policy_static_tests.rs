@@ -149,6 +149,18 @@ fn only_guaranteed_pods_get_blocks_and_init_memory_is_reused() {
         GI,
         "the app container took the init container's 2 GiB again"
     );
+    // the init container's block gave way: the blocks add up to what is
+    // reserved, so a restart's check passes and a release frees 2 GiB
+    assert_eq!(s.blocks("g", "init0").unwrap()[0].size, 0);
+    assert!(p.start(&mut s.clone()).is_ok());
+    // re-admitted after a restart, the pod scope's hints do not refuse it
+    assert!(
+        p.pod_topology_hints(&s, &g).is_empty(),
+        "no preference: sizes differ"
+    );
+    p.remove_container(&mut s, "g", "init0");
+    p.remove_container(&mut s, "g", "app0");
+    assert_eq!(free(&s, 0), 3 * GI);
 }
 
 #[test]

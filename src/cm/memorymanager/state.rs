@@ -18,7 +18,7 @@
 //! machine, as upstream's validateState does).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
@@ -82,19 +82,11 @@ pub struct MemoryManagerState {
     pub entries: Vec<ContainerBlocks>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error(
-        "could not restore state from checkpoint: {reason}, please drain this node and \
-         delete the memory manager checkpoint file {path:?} before restarting Kubelet"
-    )]
-    Restore { reason: String, path: PathBuf },
-    #[error("writing the memory manager checkpoint {path:?}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
+/// Why the state could not be restored or written, with upstream's advice.
+pub type StateError = crate::checkpointmanager::CheckpointError;
+
+/// The manager's name in the messages.
+const MANAGER: &str = "memory manager";
 
 impl MemoryManagerState {
     pub fn blocks(&self, pod_uid: &str, container: &str) -> Option<&[Block]> {
@@ -131,6 +123,7 @@ impl MemoryManagerState {
     pub fn restore(dir: &Path, policy: &str) -> Result<Option<MemoryManagerState>, StateError> {
         let path = dir.join(STATE_FILE);
         let fail = |reason: String| StateError::Restore {
+            manager: MANAGER,
             reason,
             path: path.clone(),
         };
@@ -162,8 +155,13 @@ impl MemoryManagerState {
     pub fn store(&self, dir: &Path) -> Result<(), StateError> {
         let path = dir.join(STATE_FILE);
         let body = Checkpoint(self).to_json();
-        crate::checkpointmanager::write_atomic(&path, body.as_bytes())
-            .map_err(|source| StateError::Write { path, source })
+        crate::checkpointmanager::write_atomic(&path, body.as_bytes()).map_err(|source| {
+            StateError::Write {
+                manager: MANAGER,
+                path,
+                source,
+            }
+        })
     }
 }
 

@@ -11,8 +11,11 @@ pub const MAX_NUMA_NODES: usize = 8;
 pub struct BitMask(u64);
 
 impl BitMask {
+    /// Nodes numbered 64 and up cannot be held: the topology manager
+    /// refuses such machines at start (upstream NewBitMask refuses them).
     pub fn of(nodes: impl IntoIterator<Item = u32>) -> BitMask {
-        BitMask(nodes.into_iter().fold(0, |m, n| m | (1 << n)))
+        let bit = |n: u32| 1u64.checked_shl(n).unwrap_or(0);
+        BitMask(nodes.into_iter().fold(0, |m, n| m | bit(n)))
     }
 
     pub fn count(self) -> u32 {
@@ -62,7 +65,7 @@ pub fn iterate_bit_masks(nodes: &[u32], mut f: impl FnMut(BitMask)) {
             return;
         }
         for i in from..nodes.len() {
-            let next = BitMask(acc.0 | (1 << nodes[i]));
+            let next = BitMask(acc.0 | 1u64.checked_shl(nodes[i]).unwrap_or(0));
             choose(nodes, k - 1, i + 1, next, f);
         }
     }

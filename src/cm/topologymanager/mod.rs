@@ -98,7 +98,9 @@ impl TopologyManager {
             "pod" => Scope::Pod,
             other => return Err(TopologyManagerError::UnknownScope(other.to_string())),
         };
-        if policy != Policy::None && numa_nodes.len() > bitmask::MAX_NUMA_NODES {
+        let too_many =
+            numa_nodes.len() > bitmask::MAX_NUMA_NODES || numa_nodes.iter().any(|n| *n >= 64);
+        if policy != Policy::None && too_many {
             return Err(TopologyManagerError::TooManyNumaNodes {
                 policy: config.topology_manager_policy.clone(),
                 max: bitmask::MAX_NUMA_NODES,
@@ -210,6 +212,34 @@ impl TopologyManager {
         }
         Ok(best.affinity)
     }
+}
+
+/// The hints a provider gives, in upstream's shape (the CPU, memory and
+/// device managers' generate*TopologyHints): every node set where the
+/// free resources `fit` the request, preferred where it has as few nodes
+/// as the smallest set whose whole capacity `could_hold` it.
+pub fn generate_hints(
+    nodes: &[u32],
+    could_hold: impl Fn(BitMask) -> bool,
+    fits: impl Fn(BitMask) -> bool,
+) -> Vec<TopologyHint> {
+    let mut min_size = nodes.len() as u32;
+    let mut hints = Vec::new();
+    bitmask::iterate_bit_masks(nodes, |mask| {
+        if could_hold(mask) {
+            min_size = min_size.min(mask.count());
+        }
+        if fits(mask) {
+            hints.push(TopologyHint {
+                affinity: Some(mask),
+                preferred: false,
+            });
+        }
+    });
+    for h in &mut hints {
+        h.preferred = h.affinity.is_some_and(|a| a.count() == min_size);
+    }
+    hints
 }
 
 fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
