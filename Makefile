@@ -56,7 +56,7 @@ static: ## fully static x86_64 musl binary (cargo-zigbuild; installs its tools i
 test-static: deps static ## the end-to-end suites (real containerd, the API server double) against the static binary
 	RKUBELET_TEST_BIN=$(CURDIR)/target/static/x86_64-unknown-linux-musl/dist/rkubelet \
 		$(CARGO) test --release --features rkubelet/fault-injection --no-fail-fast \
-		--test e2e --test probes --test cluster --test kubelet_api --test volumes --test deviceplugin --test csi --test csi_block $(CARGO_TEST_ARGS)
+		--test e2e --test probes --test cluster --test kubelet_api --test volumes --test deviceplugin --test csi --test csi_block --test cm $(CARGO_TEST_ARGS)
 
 size: ## where the static binary's bytes go: cargo bloat by crate, ELF sections, the 8 MB budget, idle RSS by mapping (root)
 	bash scripts/size.sh
