@@ -23,6 +23,7 @@ mod validation;
 pub(crate) use duration::format_go_duration;
 pub use duration::{Duration, DurationError};
 pub use error::{ConfigError, LoadError};
+pub(crate) use flags::parse_go_bool;
 pub use flags::KubeletFlags;
 pub use types::*;
 pub use validation::{node_ips, FieldError};

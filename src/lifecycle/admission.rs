@@ -22,6 +22,19 @@ pub struct Rejection {
     pub message: String,
 }
 
+/// upstream lifecycle.UnexpectedAdmissionError: the reason when a resource
+/// manager cannot place a pod's resources, or no preemption could.
+pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
+
+/// upstream GetPodAdmitResult for an untyped allocation error: "Allocate
+/// failed due to <cause>, which is unexpected".
+pub fn unexpected_admission_error(cause: impl std::fmt::Display) -> Rejection {
+    reject(
+        UNEXPECTED_ADMISSION_ERROR,
+        format!("Allocate failed due to {cause}, which is unexpected"),
+    )
+}
+
 fn reject(reason: impl Into<String>, message: impl Into<String>) -> Rejection {
     Rejection {
         reason: reason.into(),
@@ -62,10 +75,7 @@ pub fn admit(
             return Err(r.clone());
         }
         if let Some(message) = crate::preemption::unrecoverable(pod, active, &missing) {
-            return Err(reject(
-                crate::preemption::UNEXPECTED_ADMISSION_ERROR,
-                message,
-            ));
+            return Err(reject(UNEXPECTED_ADMISSION_ERROR, message));
         }
         log::warn!(
             "pod {}: critical, and preempting other pods could admit it; rkubelet does not preempt",

@@ -16,9 +16,6 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::eviction::rank::{is_critical_pod, priority};
 use crate::lifecycle::fit::{request_units, InsufficientResource};
 
-/// upstream's reason when a critical pod cannot be made room for.
-pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
-
 /// One resource still missing after preempting: (name, quantity).
 type Requirement = (String, i128);
 

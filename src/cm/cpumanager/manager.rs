@@ -23,10 +23,9 @@ use super::topology::{CpuTopology, TopologyError};
 use crate::cm::cpuset::CpuSet;
 use crate::cm::topologymanager::{BitMask, HintProvider, ResourceHints};
 use crate::kubeletconfig::KubeletConfiguration;
-use crate::lifecycle::admission::Rejection;
+use crate::lifecycle::admission::{unexpected_admission_error, Rejection};
 use crate::util::worker::{self, ShutdownStage, Worker};
 
-const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
 const SMT_ALIGNMENT_ERROR: &str = "SMTAlignmentError";
 const FULL_PCPUS_ONLY: &str = "full-pcpus-only";
 
@@ -394,10 +393,7 @@ fn rejection(e: &AllocateError) -> Rejection {
             reason: SMT_ALIGNMENT_ERROR.into(),
             message: e.to_string(),
         },
-        AllocateError::NotEnough(_) => Rejection {
-            reason: UNEXPECTED_ADMISSION_ERROR.into(),
-            message: format!("Allocate failed due to {e}, which is unexpected"),
-        },
+        AllocateError::NotEnough(_) => unexpected_admission_error(e),
     }
 }
 
@@ -430,11 +426,8 @@ fn static_options(config: &KubeletConfiguration) -> Result<StaticPolicyOptions, 
         if name != FULL_PCPUS_ONLY {
             return Err(bad(": rkubelet knows full-pcpus-only"));
         }
-        options.full_pcpus_only = match value.as_str() {
-            "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
-            "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
-            _ => return Err(bad(": not a boolean")),
-        };
+        options.full_pcpus_only =
+            crate::kubeletconfig::parse_go_bool(value).map_err(|_| bad(": not a boolean"))?;
     }
     Ok(options)
 }

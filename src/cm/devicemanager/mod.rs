@@ -68,8 +68,6 @@ const REGISTRATION_QUEUE: usize = 16;
 /// How soon a failed `Allocate` is tried again, when the pod's worker
 /// asks (its own retry is later still).
 const ALLOCATE_RETRY: Duration = Duration::from_secs(10);
-/// The admission refusal's reason (upstream lifecycle.UnexpectedAdmissionError).
-const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceManagerError {
@@ -370,10 +368,7 @@ impl DeviceManager {
                 Ok(())
             }
             Ok(false) => Ok(()),
-            Err(e) => Err(Rejection {
-                reason: UNEXPECTED_ADMISSION_ERROR.into(),
-                message: format!("Allocate failed due to {e}, which is unexpected"),
-            }),
+            Err(e) => Err(crate::lifecycle::admission::unexpected_admission_error(e)),
         }
     }
 

@@ -16,12 +16,10 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::cm::topologymanager::{BitMask, HintProvider, ResourceHints};
 use crate::kubeletconfig::KubeletConfiguration;
-use crate::lifecycle::admission::Rejection;
+use crate::lifecycle::admission::{unexpected_admission_error, Rejection};
 use crate::util::quantity::parse_quantity_value;
 use policy_static::StaticPolicy;
 use state::{MemoryManagerState, MemoryTable, NumaNodeState, StateError};
-
-const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
 
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryManagerError {
@@ -220,10 +218,7 @@ impl HintProvider for MemoryManager {
         let before = state.entries.len();
         policy
             .allocate(state, pod, container, affinity)
-            .map_err(|e| Rejection {
-                reason: UNEXPECTED_ADMISSION_ERROR.into(),
-                message: format!("Allocate failed due to {e}, which is unexpected"),
-            })?;
+            .map_err(unexpected_admission_error)?;
         if state.entries.len() != before {
             inner.store(state);
         }

@@ -21,10 +21,11 @@ use clap::{ArgAction, Parser};
 pub(crate) use precedence::FlagFields;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+pub(crate) use values::parse_go_bool;
 use values::{
-    parse_duration, parse_feature_gates, parse_go_bool, parse_header_pairs, parse_langle_pairs,
-    parse_list, parse_map_string_string, parse_node_labels, parse_taints, parse_verbosity,
-    path_value_parser, Gates, List, Pairs, Taints,
+    parse_duration, parse_feature_gates, parse_header_pairs, parse_langle_pairs, parse_list,
+    parse_map_string_string, parse_node_labels, parse_taints, parse_verbosity, path_value_parser,
+    Gates, List, Pairs, Taints,
 };
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/kubelet";
