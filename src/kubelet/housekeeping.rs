@@ -60,7 +60,7 @@ impl Kubelet {
         self.volume_manager.cleanup_orphaned_pod_dirs(&active);
         self.device_manager
             .release_inactive(|| self.device_holders());
-        self.cpu_manager_housekeeping(&running);
+        self.resource_managers_housekeeping(&running);
         if let Some(cm) = &self.container_manager {
             // Only cgroups of pods neither known nor running go, and not
             // while their volumes are still set up.
@@ -99,9 +99,9 @@ impl Kubelet {
 
 impl Kubelet {
     /// The CPU and memory managers' part of housekeeping (static
-    /// policies only): the CPUs and memory of pods no longer active go
-    /// back, and the CPU reconcile loop learns which containers run.
-    fn cpu_manager_housekeeping(&self, running: &[crate::container::RuntimePod]) {
+    /// policies only): the CPU reconcile loop learns which containers
+    /// run, and the CPUs and memory of pods no longer active go back.
+    fn resource_managers_housekeeping(&self, running: &[crate::container::RuntimePod]) {
         let Some(active) = self.resource_holders() else {
             return;
         };
@@ -118,19 +118,23 @@ impl Kubelet {
                     })
             })
             .collect();
-        let ready = self.sources_ready();
-        self.memory_manager.housekeeping(&active, ready);
-        self.cpu_manager.housekeeping(&active, ready, containers);
+        self.cpu_manager.set_running(&active, containers);
+        self.remove_stale_state(&active);
     }
 
     /// Before admission, as upstream's Allocate: the CPUs and memory of
     /// pods that finished since the last housekeeping go back first.
     pub(super) fn release_stale_resources(&self) {
         if let Some(active) = self.resource_holders() {
-            let ready = self.sources_ready();
-            self.memory_manager.housekeeping(&active, ready);
-            self.cpu_manager.remove_stale_state(&active, ready);
+            self.remove_stale_state(&active);
         }
+    }
+
+    /// upstream removeStaleState, for both managers.
+    fn remove_stale_state(&self, active: &HashSet<String>) {
+        let ready = self.sources_ready();
+        self.memory_manager.remove_stale_state(active, ready);
+        self.cpu_manager.remove_stale_state(active, ready);
     }
 
     /// The pods that may hold exclusive CPUs or memory (upstream

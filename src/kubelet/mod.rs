@@ -617,8 +617,8 @@ impl Kubelet {
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
                 let max_pods = self.settings.max_pods as i64;
                 // In upstream's order: eviction, sysctls, the topology
-                // manager (CPUs, memory), devices, the predicates, node shutdown,
-                // AppArmor.
+                // manager (CPUs, memory), devices, the predicates, node
+                // shutdown, AppArmor.
                 let security = &self.settings.security;
                 let admitted = self
                     .eviction
@@ -627,26 +627,17 @@ impl Kubelet {
                     .and_then(|()| {
                         self.release_stale_resources();
                         self.topology_manager.admit(&pod)
+                    })
+                    .and_then(|()| self.device_manager.admit(&pod, || self.device_holders()))
+                    .and_then(|()| admission::admit(&pod, &active, node.as_ref(), max_pods))
+                    .and_then(|()| self.node_shutdown.admit())
+                    .and_then(|()| {
+                        crate::lifecycle::handlers::admit_apparmor(&security.apparmor, &pod)
                     });
-                let admitted = admitted.and_then(|()| {
-                    self.device_manager
-                        .admit(&pod, || self.device_holders())
-                        .and_then(|()| {
-                            admission::admit(&pod, &active, node.as_ref(), max_pods)
-                                .and_then(|()| self.node_shutdown.admit())
-                                .and_then(|()| {
-                                    crate::lifecycle::handlers::admit_apparmor(
-                                        &security.apparmor,
-                                        &pod,
-                                    )
-                                })
-                                // Devices reserved for a pod refused later go back.
-                                .inspect_err(|_| self.device_manager.release(pod.uid()))
-                        })
-                        // And its CPUs.
-                        .inspect_err(|_| self.topology_manager.release(pod.uid()))
-                });
                 if let Err(r) = admitted {
+                    // What the resource managers placed for it goes back.
+                    self.device_manager.release(pod.uid());
+                    self.topology_manager.release(pod.uid());
                     self.reject_pod(&pod, &r.reason, &r.message);
                     continue;
                 }

@@ -186,19 +186,13 @@ impl CpuManager {
         Some(cpus)
     }
 
-    /// Housekeeping's round: the running containers are kept for the
-    /// reconcile loop, and the stale assignments go.
-    pub fn housekeeping(
-        &self,
-        active: &HashSet<String>,
-        sources_ready: bool,
-        running: Vec<RunningContainer>,
-    ) {
+    /// Housekeeping's round: the running containers of `active` pods,
+    /// kept for the reconcile loop.
+    pub fn set_running(&self, active: &HashSet<String>, running: Vec<RunningContainer>) {
         if let Some(inner) = &self.inner {
             let running = running.into_iter().filter(|c| active.contains(&c.pod_uid));
             inner.lock().running = running.collect();
         }
-        self.remove_stale_state(active, sources_ready);
     }
 
     /// upstream removeStaleState: once the pod sources are ready, the

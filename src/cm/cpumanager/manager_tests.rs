@@ -74,6 +74,17 @@ fn admit(m: &CpuManager, pod: &Pod) -> Result<(), Rejection> {
     tm.unwrap().admit(pod)
 }
 
+/// A housekeeping round as the kubelet runs it.
+fn housekeeping(
+    m: &CpuManager,
+    active: &HashSet<String>,
+    ready: bool,
+    running: Vec<RunningContainer>,
+) {
+    m.set_running(active, running);
+    m.remove_stale_state(active, ready);
+}
+
 fn uids(list: &[&str]) -> HashSet<String> {
     list.iter().map(|u| u.to_string()).collect()
 }
@@ -105,12 +116,12 @@ fn exclusive_cpus_at_admission_then_back_to_the_pool_when_the_pod_goes() {
 
     // created on their CPUs: the loop has nothing to move
     let both = running(&[("g", "app0"), ("e", "app0")]);
-    m.housekeeping(&uids(&["g", "e"]), true, both);
+    housekeeping(&m, &uids(&["g", "e"]), true, both);
     m.inner.as_ref().unwrap().reconcile(&rt);
     assert_eq!(rt.take(), vec![]);
 
     // the Guaranteed pod is gone: its CPU is shared again, at once
-    m.housekeeping(&uids(&["e"]), true, running(&[("e", "app0")]));
+    housekeeping(&m, &uids(&["e"]), true, running(&[("e", "app0")]));
     assert!(m.inner.as_ref().unwrap().kick.1.try_recv().is_ok(), "woken");
     m.inner.as_ref().unwrap().reconcile(&rt);
     assert_eq!(rt.take(), vec![("e-app0".to_string(), "0-1".to_string())]);
@@ -124,7 +135,7 @@ fn nothing_is_released_before_the_sources_are_ready() {
     let n = node();
     let m = start(&n, &config("static")).unwrap();
     admit(&m, &pod("g", &[], &[("1", "1Gi")])).unwrap();
-    m.housekeeping(&uids(&[]), false, Vec::new());
+    housekeeping(&m, &uids(&[]), false, Vec::new());
     assert_eq!(m.exclusive_cpus("g", "app0"), vec![1]);
 }
 
@@ -141,7 +152,7 @@ fn assignments_survive_a_restart() {
     assert_eq!(m.container_cpuset("g", "app0").unwrap().to_string(), "1");
     // a container running before the restart is moved once, to the same set
     let rt = Runtime::default();
-    m.housekeeping(&uids(&["g", "e"]), true, running(&[("e", "app0")]));
+    housekeeping(&m, &uids(&["g", "e"]), true, running(&[("e", "app0")]));
     m.inner.as_ref().unwrap().reconcile(&rt);
     assert_eq!(rt.take(), vec![("e-app0".to_string(), "0".to_string())]);
 }

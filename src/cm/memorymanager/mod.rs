@@ -114,9 +114,10 @@ impl MemoryManager {
         (!nodes.is_empty()).then(|| nodes.join(","))
     }
 
-    /// Housekeeping: once the pod sources are ready, the memory of pods
-    /// no longer active goes back to its nodes (upstream removeStaleState).
-    pub fn housekeeping(&self, active: &HashSet<String>, sources_ready: bool) {
+    /// upstream removeStaleState: once the pod sources are ready, the
+    /// memory of pods not in `active` goes back to its nodes (housekeeping,
+    /// and before each admission).
+    pub fn remove_stale_state(&self, active: &HashSet<String>, sources_ready: bool) {
         let (Some(inner), true) = (&self.inner, sources_ready) else {
             return;
         };

@@ -278,7 +278,8 @@ impl StaticPolicy {
     }
 
     /// upstream GetTopologyHints: a container with blocks answers where
-    /// they are (nowhere if its request changed); else calculateHints.
+    /// they are (no preference if its request changed); else
+    /// calculateHints.
     pub fn topology_hints(
         &self,
         state: &MemoryManagerState,

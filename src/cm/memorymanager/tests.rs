@@ -67,7 +67,7 @@ fn reserved_memory_must_add_up_to_node_allocatables_reservation() {
     let g = pod("g", &[], &[("1", "1Gi")]);
     m.allocate(&g, &g.containers()[0].clone(), None).unwrap();
     assert_eq!(m.container_cpuset_mems("g", "app0").as_deref(), Some("0"));
-    m.housekeeping(&HashSet::new(), true);
+    m.remove_stale_state(&HashSet::new(), true);
     assert_eq!(m.container_cpuset_mems("g", "app0"), None);
 
     let e = start(&config(&[(0, "1Gi")])).0.err().unwrap().to_string();

@@ -136,7 +136,7 @@ impl TopologyManager {
     /// resources placed, or the pod refused with nothing kept.
     pub fn admit(&self, pod: &Pod) -> Result<(), Rejection> {
         let result = match (self.policy, self.scope) {
-            (Policy::None, _) => self.allocate_all(pod, |_| None),
+            (Policy::None, _) => self.allocate_all(pod, None),
             (_, Scope::Container) => self.admit_containers(pod),
             (_, Scope::Pod) => self.admit_pod(pod),
         };
@@ -164,17 +164,14 @@ impl TopologyManager {
     fn admit_pod(&self, pod: &Pod) -> Result<(), Rejection> {
         let hints = self.providers.iter().map(|p| p.pod_topology_hints(pod));
         let affinity = self.merge(hints.collect(), pod, "")?;
-        self.allocate_all(pod, |_| affinity)
+        self.allocate_all(pod, affinity)
     }
 
-    fn allocate_all(
-        &self,
-        pod: &Pod,
-        affinity: impl Fn(&Container) -> Option<BitMask>,
-    ) -> Result<(), Rejection> {
+    /// Every container's resources, on `affinity`'s nodes first.
+    fn allocate_all(&self, pod: &Pod, affinity: Option<BitMask>) -> Result<(), Rejection> {
         for c in all_containers(pod) {
             for p in &self.providers {
-                p.allocate(pod, c, affinity(c))?;
+                p.allocate(pod, c, affinity)?;
             }
         }
         Ok(())
