@@ -126,8 +126,9 @@ pub fn parse_cpu_list(text: &str) -> u64 {
     n
 }
 
-/// Huge page pools from `/sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages`.
-fn read_hugepages(dir: &Path) -> Vec<HugePages> {
+/// Huge page pools from `<dir>/hugepages-<size>kB/nr_hugepages`: the
+/// machine's (`/sys/kernel/mm/hugepages`) or a NUMA node's.
+pub(crate) fn read_hugepages(dir: &Path) -> Vec<HugePages> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

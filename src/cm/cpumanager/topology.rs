@@ -129,8 +129,8 @@ impl CpuTopology {
 
 /// `nodeN/cpulist` of each NUMA node, by node number.
 fn numa_nodes(dir: &Path) -> Result<Vec<(u32, CpuSet)>, TopologyError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
+    let dirs = match numa_node_dirs(dir) {
+        Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
             return Err(TopologyError::Read {
@@ -139,18 +139,22 @@ fn numa_nodes(dir: &Path) -> Result<Vec<(u32, CpuSet)>, TopologyError> {
             })
         }
     };
-    let mut nodes = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(n) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("node"))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        nodes.push((n, read_list(&entry.path().join("cpulist"))?));
-    }
+    dirs.into_iter()
+        .map(|(n, path)| Ok((n, read_list(&path.join("cpulist"))?)))
+        .collect()
+}
+
+/// The `nodeN` directories in `dir` (`<sysfs>/devices/system/node`), by
+/// node number: what the CPU and memory managers read each node from.
+pub(crate) fn numa_node_dirs(dir: &Path) -> std::io::Result<Vec<(u32, PathBuf)>> {
+    let mut nodes: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)?
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let n = name.to_str()?.strip_prefix("node")?.parse::<u32>().ok()?;
+            Some((n, entry.path()))
+        })
+        .collect();
     nodes.sort_unstable_by_key(|(n, _)| *n);
     Ok(nodes)
 }

@@ -254,25 +254,24 @@ type NodeMemory = (u32, policy_static::Sizes);
 /// and its huge pages (`hugepages-2Mi`, ...). Without node directories,
 /// one node 0 with the machine's memory, as cAdvisor reports it.
 fn numa_memory(sysfs: &Path, machine_memory: u64) -> Result<Vec<NodeMemory>, MemoryManagerError> {
-    let dir = sysfs.join("devices/system/node");
     let fail = |path: &Path, reason: String| MemoryManagerError::Machine {
         path: path.to_path_buf(),
         reason,
     };
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let dir = sysfs.join("devices/system/node");
+    let dirs = crate::cm::cpumanager::topology::numa_node_dirs(&dir).unwrap_or_default();
+    if dirs.is_empty() {
         return Ok(vec![(0, vec![("memory".to_string(), machine_memory)])]);
-    };
+    }
     let mut nodes = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(node) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("node"))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let meminfo = entry.path().join("meminfo");
+    for (node, path) in dirs {
+        if node >= 64 {
+            return Err(fail(
+                &path,
+                "NUMA node numbers from 64 on are not supported".into(),
+            ));
+        }
+        let meminfo = path.join("meminfo");
         let text = std::fs::read_to_string(&meminfo).map_err(|e| fail(&meminfo, e.to_string()))?;
         let kb = text
             .lines()
@@ -283,46 +282,15 @@ fn numa_memory(sysfs: &Path, machine_memory: u64) -> Result<Vec<NodeMemory>, Mem
             .and_then(|v| v.parse::<u64>().ok())
             .ok_or_else(|| fail(&meminfo, "no MemTotal".into()))?;
         let mut memory = vec![("memory".to_string(), kb * 1024)];
-        for hp in std::fs::read_dir(entry.path().join("hugepages"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let hp_name = hp.file_name().to_string_lossy().into_owned();
-            let Some(size_kb) = hp_name
-                .strip_prefix("hugepages-")
-                .and_then(|s| s.strip_suffix("kB"))
-                .and_then(|s| s.parse::<u64>().ok())
-            else {
-                continue;
-            };
-            let nr = std::fs::read_to_string(hp.path().join("nr_hugepages")).unwrap_or_default();
-            let pages = nr.trim().parse::<u64>().unwrap_or(0);
-            memory.push((hugepage_resource(size_kb), pages * size_kb * 1024));
+        // the node's pools, read and named as node status reads the machine's
+        for h in crate::nodestatus::machine::read_hugepages(&path.join("hugepages")) {
+            let name = crate::nodestatus::setters::hugepage_resource_name(h.page_size);
+            memory.push((name, h.num_pages.saturating_mul(h.page_size)));
         }
         memory.sort();
-        if node >= 64 {
-            return Err(fail(
-                &entry.path(),
-                "NUMA node numbers from 64 on are not supported".into(),
-            ));
-        }
         nodes.push((node, memory));
     }
-    nodes.sort_by_key(|n| n.0);
-    if nodes.is_empty() {
-        nodes.push((0, vec![("memory".to_string(), machine_memory)]));
-    }
     Ok(nodes)
-}
-
-/// `hugepages-2Mi`, `hugepages-1Gi`: the resource name of a page size.
-fn hugepage_resource(size_kb: u64) -> String {
-    match size_kb {
-        kb if kb % (1024 * 1024) == 0 => format!("hugepages-{}Gi", kb / (1024 * 1024)),
-        kb if kb % 1024 == 0 => format!("hugepages-{}Mi", kb / 1024),
-        kb => format!("hugepages-{kb}Ki"),
-    }
 }
 
 /// upstream getDefaultMachineState after validateReservedMemory: each
