@@ -12,8 +12,8 @@
 //!
 //! The checksum is FNV-32a over go-spew's `%#v` of the Go struct, written
 //! out in [`Checkpoint::dump`] by the rules the CPU and device managers'
-//! golden tests established; no file an upstream kubelet wrote with this
-//! type was at hand to hold it to, so a mismatch on restore is logged
+//! golden tests established; no golden file of an upstream kubelet's holds
+//! this type's dump, so a mismatch on restore is logged
 //! rather than fatal (the machine state is then checked against the
 //! machine, as upstream's validateState does).
 
