@@ -28,18 +28,23 @@ use crate::util::worker::{self, ShutdownStage, Worker};
 
 const SMT_ALIGNMENT_ERROR: &str = "SMTAlignmentError";
 const FULL_PCPUS_ONLY: &str = "full-pcpus-only";
+const DISTRIBUTE_CPUS_ACROSS_NUMA: &str = "distribute-cpus-across-numa";
+const ALIGN_BY_SOCKET: &str = "align-by-socket";
 
 /// Why the CPU manager cannot start; the kubelet stops with it.
 #[derive(Debug, thiserror::Error)]
 pub enum CpuManagerError {
     #[error("cpuManagerPolicy: unknown policy: {0:?}")]
     UnknownPolicy(String),
-    #[error("cpuManagerPolicyOptions: unsupported cpumanager option: {name:?} ({value}){why}")]
-    Option {
-        name: String,
-        value: String,
-        why: &'static str,
-    },
+    #[error("cpuManagerPolicyOptions: unknown CPU Manager Policy option: {0:?}")]
+    UnknownOption(String),
+    #[error("cpuManagerPolicyOptions: bad value for option {name:?}: {value:?} is not a boolean")]
+    BadOption { name: String, value: String },
+    #[error(
+        "cpuManagerPolicyOptions: Topology manager single-numa-node policy is incompatible \
+         with CPUManager align-by-socket policy option"
+    )]
+    AlignBySocketSingleNuma,
     #[error("cpuManagerPolicy static: reading the machine's CPUs: {0}")]
     Topology(#[from] TopologyError),
     #[error("new static policy error: {0}")]
@@ -407,21 +412,26 @@ fn new_static_policy(
     Ok(StaticPolicy::new(topology, &list, reserved_milli, options)?)
 }
 
-/// The static policy's options, upstream 1.22's one: `full-pcpus-only`,
-/// a boolean as Go's ParseBool reads it.
+/// The static policy's options, each a boolean as Go's ParseBool reads
+/// it. Upstream puts them behind the CPUManagerPolicy*Options feature
+/// gates; rkubelet asks for none.
 fn static_options(config: &KubeletConfiguration) -> Result<StaticPolicyOptions, CpuManagerError> {
     let mut options = StaticPolicyOptions::default();
     for (name, value) in &config.cpu_manager_policy_options {
-        let bad = |why| CpuManagerError::Option {
-            name: name.clone(),
-            value: value.clone(),
-            why,
+        let field = match name.as_str() {
+            FULL_PCPUS_ONLY => &mut options.full_pcpus_only,
+            DISTRIBUTE_CPUS_ACROSS_NUMA => &mut options.distribute_cpus_across_numa,
+            ALIGN_BY_SOCKET => &mut options.align_by_socket,
+            _ => return Err(CpuManagerError::UnknownOption(name.clone())),
         };
-        if name != FULL_PCPUS_ONLY {
-            return Err(bad(": rkubelet knows full-pcpus-only"));
-        }
-        options.full_pcpus_only =
-            crate::kubeletconfig::parse_go_bool(value).map_err(|_| bad(": not a boolean"))?;
+        *field =
+            crate::kubeletconfig::parse_go_bool(value).map_err(|_| CpuManagerError::BadOption {
+                name: name.clone(),
+                value: value.clone(),
+            })?;
+    }
+    if options.align_by_socket && config.topology_manager_policy == "single-numa-node" {
+        return Err(CpuManagerError::AlignBySocketSingleNuma);
     }
     Ok(options)
 }

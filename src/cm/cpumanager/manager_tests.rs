@@ -199,16 +199,28 @@ fn options_are_upstreams_or_the_start_stops() {
     let e = start(&n, &c).err().unwrap().to_string();
     assert_eq!(
         e,
-        "cpuManagerPolicyOptions: unsupported cpumanager option: \"full-pcpus-only\" (maybe): not a boolean"
+        "cpuManagerPolicyOptions: bad value for option \"full-pcpus-only\": \"maybe\" is not a boolean"
+    );
+    let mut c = config("static");
+    for option in ["distribute-cpus-across-numa", "align-by-socket"] {
+        c.cpu_manager_policy_options
+            .insert(option.into(), "1".into());
+    }
+    assert!(start(&n, &c).is_ok());
+    c.topology_manager_policy = "single-numa-node".into();
+    let e = start(&n, &c).err().unwrap().to_string();
+    assert_eq!(
+        e,
+        "cpuManagerPolicyOptions: Topology manager single-numa-node policy is incompatible with CPUManager align-by-socket policy option"
     );
     let mut c = config("static");
     c.cpu_manager_policy_options
         .insert("align-by-sockets".into(), "true".into());
-    assert!(start(&n, &c)
-        .err()
-        .unwrap()
-        .to_string()
-        .contains("\"align-by-sockets\""));
+    let e = start(&n, &c).err().unwrap().to_string();
+    assert_eq!(
+        e,
+        "cpuManagerPolicyOptions: unknown CPU Manager Policy option: \"align-by-sockets\""
+    );
     let mut c = config("static");
     c.system_reserved.clear();
     let e = start(&n, &c).err().unwrap().to_string();

@@ -7,12 +7,12 @@
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::cpu_assignment::{take_by_topology, NotEnoughCpus};
+use super::cpu_assignment::{take_by_topology, take_by_topology_numa_distributed, NotEnoughCpus};
 use super::state::CpuManagerState;
 use super::topology::CpuTopology;
 use crate::cm::cpuset::CpuSet;
 use crate::cm::topologymanager::bitmask::BitMask;
-use crate::cm::topologymanager::{generate_hints, ResourceHints, TopologyHint};
+use crate::cm::topologymanager::{generate_hints, min_affinity_size, ResourceHints, TopologyHint};
 use crate::kuberuntime::qos::{qos_class, QosClass};
 use crate::podutil::PodExt;
 use crate::util::quantity::parse_quantity;
@@ -26,6 +26,12 @@ const CPU: &str = "cpu";
 pub struct StaticPolicyOptions {
     /// `full-pcpus-only`: exclusive CPUs come in whole physical cores.
     pub full_pcpus_only: bool,
+    /// `distribute-cpus-across-numa` (upstream 1.23): a request one NUMA
+    /// node cannot hold is spread evenly over the nodes it needs.
+    pub distribute_cpus_across_numa: bool,
+    /// `align-by-socket` (upstream 1.25): CPUs are aligned to the sockets
+    /// of the topology manager's NUMA nodes rather than to the nodes.
+    pub align_by_socket: bool,
 }
 
 /// Why the policy cannot start.
@@ -43,6 +49,11 @@ pub enum PolicyError {
     Reserve { reserved: String, wanted: usize },
     #[error("static policy invalid state, please drain node and remove policy state file: {0}")]
     InvalidState(String),
+    #[error(
+        "Align by socket is not compatible with hardware where number of sockets \
+         are more than number of NUMA"
+    )]
+    AlignBySocketHardware,
 }
 
 /// Why a container could not be given its CPUs at admission.
@@ -80,6 +91,9 @@ impl StaticPolicy {
     ) -> Result<StaticPolicy, PolicyError> {
         if reserved_quantity <= 0 {
             return Err(PolicyError::NothingReserved);
+        }
+        if options.align_by_socket && topology.num_sockets() > topology.num_numa_nodes() {
+            return Err(PolicyError::AlignBySocketHardware);
         }
         let wanted = usize::try_from((reserved_quantity + 999) / 1000).unwrap_or(usize::MAX);
         let reserved = match reserved_cpus.is_empty() {
@@ -198,7 +212,8 @@ impl StaticPolicy {
     }
 
     /// upstream allocateCPUs: as many as there are on the affinity's
-    /// nodes from there, the rest from anywhere.
+    /// nodes (or, under `align-by-socket`, their sockets) from there, the
+    /// rest from anywhere.
     fn allocate_cpus(
         &self,
         from: &CpuSet,
@@ -207,11 +222,57 @@ impl StaticPolicy {
     ) -> Result<CpuSet, NotEnoughCpus> {
         let mut result = CpuSet::default();
         if let Some(mask) = affinity {
-            let aligned = from.intersection(&self.cpus_on(mask));
-            result = take_by_topology(&self.topology, &aligned, n.min(aligned.len()))?;
+            let aligned = from.intersection(&self.aligned_cpus(mask));
+            result = self.take(&aligned, n.min(aligned.len()))?;
         }
-        let rest = take_by_topology(&self.topology, &from.difference(&result), n - result.len())?;
+        let rest = self.take(&from.difference(&result), n - result.len())?;
         Ok(result.union(&rest))
+    }
+
+    /// upstream's policy takeByTopology: packed, or spread over NUMA
+    /// nodes (in whole cores under `full-pcpus-only`).
+    fn take(&self, from: &CpuSet, n: usize) -> Result<CpuSet, NotEnoughCpus> {
+        if !self.options.distribute_cpus_across_numa {
+            return take_by_topology(&self.topology, from, n);
+        }
+        let group = match self.options.full_pcpus_only {
+            true => self.topology.cpus_per_core(),
+            false => 1,
+        };
+        take_by_topology_numa_distributed(&self.topology, from, n, group)
+    }
+
+    /// upstream getAlignedCPUs: the CPUs of the mask's nodes, or of the
+    /// sockets those nodes are on.
+    fn aligned_cpus(&self, mask: BitMask) -> CpuSet {
+        if !self.options.align_by_socket {
+            return self.cpus_on(mask);
+        }
+        let sockets = self.sockets_of(mask);
+        let on = self.topology.details().iter();
+        CpuSet::new(on.filter(|d| sockets.contains(&d.socket)).map(|d| d.cpu))
+    }
+
+    /// The sockets the mask's NUMA nodes are on.
+    fn sockets_of(&self, mask: BitMask) -> Vec<i32> {
+        let on = self.topology.details().iter();
+        let mut sockets: Vec<i32> = on
+            .filter(|d| mask.is_set(d.numa_node))
+            .map(|d| d.socket)
+            .collect();
+        sockets.sort_unstable();
+        sockets.dedup();
+        sockets
+    }
+
+    /// upstream isHintSocketAligned: the mask's nodes span as few sockets
+    /// as the narrowest node set that could hold the request needs.
+    fn socket_aligned(&self, mask: BitMask, min_nodes: u32) -> bool {
+        let per_socket = self.topology.num_numa_nodes() / self.topology.num_sockets().max(1);
+        if per_socket == 0 {
+            return false;
+        }
+        self.sockets_of(mask).len() == (min_nodes as usize).div_ceil(per_socket)
     }
 
     fn cpus_on(&self, mask: BitMask) -> CpuSet {
@@ -301,18 +362,22 @@ impl StaticPolicy {
                 .find(|d| d.cpu == cpu)
                 .map_or(0, |d| d.numa_node)
         };
-        generate_hints(
-            &nodes,
-            |mask| self.cpus_on(mask).len() >= request,
-            |mask| {
-                let all_reusable = reusable.iter().all(|c| mask.is_set(numa_of(c)));
-                let free = available
-                    .iter()
-                    .filter(|c| mask.is_set(numa_of(*c)))
-                    .count();
-                all_reusable && reusable.len() + free >= request
-            },
-        )
+        let could_hold = |mask: BitMask| self.cpus_on(mask).len() >= request;
+        let mut hints = generate_hints(&nodes, could_hold, |mask| {
+            let all_reusable = reusable.iter().all(|c| mask.is_set(numa_of(c)));
+            let free = available
+                .iter()
+                .filter(|c| mask.is_set(numa_of(*c)))
+                .count();
+            all_reusable && reusable.len() + free >= request
+        });
+        if self.options.align_by_socket {
+            let min = min_affinity_size(&nodes, could_hold);
+            for h in &mut hints {
+                h.preferred |= h.affinity.is_some_and(|a| self.socket_aligned(a, min));
+            }
+        }
+        hints
     }
 
     /// An init container's CPUs become reusable by the app containers

@@ -16,7 +16,10 @@ fn set(list: &str) -> CpuSet {
 fn policy(reserved: &str, full_pcpus_only: bool) -> StaticPolicy {
     let list = set(reserved);
     let milli = list.len() as i128 * 1000;
-    let options = StaticPolicyOptions { full_pcpus_only };
+    let options = StaticPolicyOptions {
+        full_pcpus_only,
+        ..Default::default()
+    };
     StaticPolicy::new(topology(2, 4, 2, 2), &list, milli, options).unwrap()
 }
 
@@ -206,6 +209,7 @@ fn full_pcpus_only_refuses_part_of_a_core() {
         1000,
         StaticPolicyOptions {
             full_pcpus_only: true,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -293,4 +297,91 @@ fn hints_name_the_nodes_a_request_fits_on() {
     assert_eq!(nodes(&hints), [("1".into(), true), ("0,1".into(), false)]);
     // the pod's hints: the same for a one-container pod
     assert_eq!(nodes(&p.pod_topology_hints(&s, &pod4)), nodes(&hints));
+}
+
+/// `distribute-cpus-across-numa` on 2 sockets x 4 cores x 2 threads, one
+/// NUMA node each, with core 0 (CPUs 0 and 8) reserved.
+#[test]
+fn distribute_cpus_across_numa_spreads_what_one_node_cannot_hold() {
+    let new = |full_pcpus_only| {
+        let options = StaticPolicyOptions {
+            full_pcpus_only,
+            distribute_cpus_across_numa: true,
+            ..Default::default()
+        };
+        StaticPolicy::new(topology(2, 4, 2, 2), &set("0,8"), 2000, options).unwrap()
+    };
+    // packed, ten CPUs would be socket 1 and a core of socket 0
+    let mut p = policy("0,8", false);
+    let mut s = started(&p);
+    allocate_all(&mut p, &mut s, &pod("g", &[], &[("10", "1Gi")])).unwrap();
+    assert_eq!(cpus_of(&s, "g", "app0").as_deref(), Some("1,4-7,9,12-15"));
+    // spread: five on each node
+    let mut p = new(false);
+    let mut s = started(&p);
+    allocate_all(&mut p, &mut s, &pod("g", &[], &[("10", "1Gi")])).unwrap();
+    assert_eq!(cpus_of(&s, "g", "app0").as_deref(), Some("1-6,9-10,12-13"));
+    // in whole cores: two cores each, and the remainder where it leaves
+    // the free CPUs most even (node 1)
+    let mut p = new(true);
+    let mut s = started(&p);
+    allocate_all(&mut p, &mut s, &pod("g", &[], &[("10", "1Gi")])).unwrap();
+    assert_eq!(
+        cpus_of(&s, "g", "app0").as_deref(),
+        Some("1-2,4-6,9-10,12-14")
+    );
+}
+
+/// 2 sockets x 4 cores x 2 threads over 4 NUMA nodes: nodes 0 and 1 on
+/// socket 0 (cores 0-1 and 2-3), nodes 2 and 3 on socket 1.
+#[test]
+fn align_by_socket_takes_the_affinitys_socket_first() {
+    let new = |align_by_socket| {
+        let options = StaticPolicyOptions {
+            align_by_socket,
+            ..Default::default()
+        };
+        let reserved = set("0-2,8-10");
+        StaticPolicy::new(topology(2, 4, 2, 4), &reserved, 6000, options).unwrap()
+    };
+    let g = pod("g", &[], &[("6", "1Gi")]);
+    let node2 = Some(BitMask::of([2]));
+    // node 2's four, then the socket with the fewest free cores: socket 0
+    let mut p = new(false);
+    let mut s = started(&p);
+    p.allocate(&mut s, &g, &g.containers()[0], node2).unwrap();
+    assert_eq!(cpus_of(&s, "g", "app0").as_deref(), Some("3-5,11-13"));
+    // by socket: all six on node 2's socket
+    let mut p = new(true);
+    let mut s = started(&p);
+    p.allocate(&mut s, &g, &g.containers()[0], node2).unwrap();
+    assert_eq!(cpus_of(&s, "g", "app0").as_deref(), Some("4-6,12-14"));
+
+    // three CPUs fit on one node (nodes 2 and 3: node 0 is reserved, node
+    // 1 half); a hint on two nodes of one socket is preferred too, one
+    // across sockets (0,2 and the like) is not
+    let preferred = |p: &StaticPolicy| {
+        let s = started(p);
+        let g = pod("h", &[], &[("3", "1Gi")]);
+        let hints = p.topology_hints(&s, &g, &g.containers()[0]);
+        let list = hints[0].1.iter().filter(|h| h.preferred);
+        list.map(|h| h.affinity.map(|a| a.to_string()).unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(preferred(&new(false)), ["2", "3"]);
+    assert_eq!(preferred(&new(true)), ["2", "3", "2,3"]);
+}
+
+#[test]
+fn align_by_socket_needs_a_node_per_socket_at_least() {
+    let options = StaticPolicyOptions {
+        align_by_socket: true,
+        ..Default::default()
+    };
+    // two sockets, one NUMA node
+    let e = StaticPolicy::new(topology(2, 2, 1, 0), &set("0"), 1000, options).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Align by socket is not compatible with hardware where number of sockets are more than number of NUMA"
+    );
 }

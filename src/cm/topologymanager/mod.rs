@@ -220,23 +220,29 @@ pub fn generate_hints(
     could_hold: impl Fn(BitMask) -> bool,
     fits: impl Fn(BitMask) -> bool,
 ) -> Vec<TopologyHint> {
-    let mut min_size = nodes.len() as u32;
+    let min_size = min_affinity_size(nodes, could_hold);
     let mut hints = Vec::new();
+    bitmask::iterate_bit_masks(nodes, |mask| {
+        if fits(mask) {
+            hints.push(TopologyHint {
+                affinity: Some(mask),
+                preferred: mask.count() == min_size,
+            });
+        }
+    });
+    hints
+}
+
+/// The fewest nodes whose whole capacity `could_hold` the request (all of
+/// them when none does).
+pub fn min_affinity_size(nodes: &[u32], could_hold: impl Fn(BitMask) -> bool) -> u32 {
+    let mut min_size = nodes.len() as u32;
     bitmask::iterate_bit_masks(nodes, |mask| {
         if could_hold(mask) {
             min_size = min_size.min(mask.count());
         }
-        if fits(mask) {
-            hints.push(TopologyHint {
-                affinity: Some(mask),
-                preferred: false,
-            });
-        }
     });
-    for h in &mut hints {
-        h.preferred = h.affinity.is_some_and(|a| a.count() == min_size);
-    }
-    hints
+    min_size
 }
 
 fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
