@@ -249,6 +249,11 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     // update over this channel: node status is made after the kubelet,
     // whose health it reads.
     let (node_status_kick, node_status_kicks) = crossbeam_channel::bounded(1);
+    let numa_nodes = crate::cm::topologymanager::TopologyManager::machine_numa_nodes(
+        config,
+        std::path::Path::new("/sys"),
+    )
+    .context("topology manager: the machine's NUMA nodes")?;
     let device_manager = {
         let workers = Arc::clone(&pod_workers);
         let kick = node_status_kick.clone();
@@ -256,6 +261,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             &settings.root_dir,
             crate::cm::devicemanager::DeviceManagerDeps {
                 recorder: Arc::clone(&recorder),
+                numa_nodes: numa_nodes.clone(),
                 on_allocated: Arc::new(move |uid| workers.wake_pod(uid)),
                 // Never blocks; kicks coalesce.
                 on_capacity_changed: Box::new(move || {
@@ -405,9 +411,9 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             cpu_manager: cpu_manager.clone(),
             memory_manager: memory_manager.clone(),
             topology_manager: Arc::new(
-                crate::cm::topologymanager::TopologyManager::for_node(
+                crate::cm::topologymanager::TopologyManager::new(
                     config,
-                    std::path::Path::new("/sys"),
+                    numa_nodes,
                     vec![
                         Box::new(cpu_manager.clone()),
                         Box::new(memory_manager.clone()),

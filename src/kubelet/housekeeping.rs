@@ -122,12 +122,15 @@ impl Kubelet {
         self.remove_stale_state(&active);
     }
 
-    /// Before admission, as upstream's Allocate: the CPUs and memory of
-    /// pods that finished since the last housekeeping go back first.
-    pub(super) fn release_stale_resources(&self) {
+    /// Before admission, as upstream's Allocate: the CPUs, memory and
+    /// devices of pods that finished since the last housekeeping go back
+    /// first.
+    pub(super) fn release_stale_resources(&self, pod: &k8s_openapi::api::core::v1::Pod) {
         if let Some(active) = self.resource_holders() {
             self.remove_stale_state(&active);
         }
+        self.device_manager
+            .prepare_admission(pod, || self.device_holders());
     }
 
     /// upstream removeStaleState, for both managers.

@@ -617,7 +617,7 @@ impl Kubelet {
                 let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
                 let max_pods = self.settings.max_pods as i64;
                 // In upstream's order: eviction, sysctls, the topology
-                // manager (CPUs, memory), devices, the predicates, node
+                // manager (CPUs, memory, devices), the predicates, node
                 // shutdown, AppArmor.
                 let security = &self.settings.security;
                 let admitted = self
@@ -625,10 +625,9 @@ impl Kubelet {
                     .admit(&pod)
                     .and_then(|()| security.sysctls.admit(&pod))
                     .and_then(|()| {
-                        self.release_stale_resources();
+                        self.release_stale_resources(&pod);
                         self.topology_manager.admit(&pod)
                     })
-                    .and_then(|()| self.device_manager.admit(&pod, || self.device_holders()))
                     .and_then(|()| admission::admit(&pod, &active, node.as_ref(), max_pods))
                     .and_then(|()| self.node_shutdown.admit())
                     .and_then(|()| {
@@ -641,6 +640,7 @@ impl Kubelet {
                     self.reject_pod(&pod, &r.reason, &r.message);
                     continue;
                 }
+                self.device_manager.allocate_reserved(&pod);
             }
             self.prober.add_pod(&pod);
             self.dispatch(pod, UpdateType::Create);

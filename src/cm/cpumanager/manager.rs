@@ -21,7 +21,7 @@ use super::policy_static::{self, AllocateError, PolicyError, StaticPolicy, Stati
 use super::state::{CpuManagerState, StateError};
 use super::topology::{CpuTopology, TopologyError};
 use crate::cm::cpuset::CpuSet;
-use crate::cm::topologymanager::{BitMask, HintProvider, ResourceHints};
+use crate::cm::topologymanager::{HintProvider, ResourceHints, TopologyHint};
 use crate::kubeletconfig::KubeletConfiguration;
 use crate::lifecycle::admission::{unexpected_admission_error, Rejection};
 use crate::util::worker::{self, ShutdownStage, Worker};
@@ -284,7 +284,7 @@ impl HintProvider for CpuManager {
         &self,
         pod: &Pod,
         container: &Container,
-        affinity: Option<BitMask>,
+        hint: TopologyHint,
     ) -> Result<(), Rejection> {
         let Some(inner) = &self.inner else {
             return Ok(());
@@ -293,7 +293,7 @@ impl HintProvider for CpuManager {
         let Core { policy, state, .. } = &mut *core;
         let before = state.assignments.len();
         policy
-            .allocate(state, pod, container, affinity)
+            .allocate(state, pod, container, hint.affinity)
             .map_err(|e| rejection(&e))?;
         if state.assignments.len() != before {
             inner.store(state);

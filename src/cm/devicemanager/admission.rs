@@ -1,93 +1,100 @@
-//! Which devices a pod's containers get at admission (upstream
-//! devicesToAllocate with filterByAffinity): an init container's devices
-//! pass on to the containers after it; then healthy free devices, those
-//! on the topology manager's NUMA nodes first, then those without a
-//! node, then the others.
+//! Which devices a container gets at admission (upstream
+//! devicesToAllocate with filterByAffinity): what the init containers
+//! before it left, then healthy free devices, those on the topology
+//! manager's NUMA nodes first, then those without a node, then the
+//! others. The topology manager asks for each container in turn, so the
+//! next container's hints already see this one's devices taken.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use rkubelet_util::lock;
 
-use super::pod_devices::{self, Allocation, Held};
-use super::{device_limits, Inner, Resource};
+use super::pod_devices::{self, Allocation, Held, PodDevices};
+use super::{device_limits, Inner, Resource, State};
 use crate::cm::topologymanager::BitMask;
 use crate::podutil::PodExt;
 
 impl Inner {
-    /// Chooses devices for each container that asks for a plugin's
-    /// resource and does not hold them yet; true when any was chosen.
-    pub(super) fn reserve(&self, pod: &Pod) -> Result<bool, String> {
+    /// Reserves devices for each device plugin resource `container` of
+    /// `pod` asks for and does not hold yet (a restart read them from the
+    /// checkpoint).
+    pub(super) fn reserve(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        affinity: Option<BitMask>,
+    ) -> Result<(), String> {
+        lock(&self.state).reserve(pod, container, affinity)
+    }
+}
+
+impl State {
+    pub(super) fn reserve(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        affinity: Option<BitMask>,
+    ) -> Result<(), String> {
         let uid = pod.uid();
-        let mut s = lock(&self.state);
-        let affinity: Vec<(String, BitMask)> = s
-            .affinity
-            .iter()
-            .filter(|(u, _, _)| u == uid)
-            .map(|(_, c, m)| (c.clone(), *m))
-            .collect();
-        s.affinity.clear();
-        let mut chosen: Vec<Held> = Vec::new();
-        // (resource, ids) an init container leaves to the next container.
-        let mut reusable: Vec<(String, Vec<String>)> = Vec::new();
-        let containers = pod
-            .init_containers()
-            .iter()
-            .map(|c| (c, true))
-            .chain(pod.containers().iter().map(|c| (c, false)));
-        for (c, init) in containers {
-            for (resource, needed) in device_limits(c) {
-                let reuse = reusable.iter().position(|(r, _)| r == resource);
-                if let Some(have) = s.pods.get(uid, &c.name, resource) {
-                    // Already held (a restart read them from the checkpoint).
-                    if init {
-                        reusable.push((resource.to_string(), have.ids.clone()));
-                    }
+        for (resource, needed) in device_limits(container) {
+            if self.pods.get(uid, &container.name, resource).is_some() {
+                continue;
+            }
+            let Some(res) = self.resource(resource) else {
+                if self.pods.in_use(resource).is_empty() {
+                    // Not a device plugin's: the fit check counts it.
                     continue;
                 }
-                let Some(res) = s.resource(resource) else {
-                    if s.pods.in_use(resource).is_empty() {
-                        // Not a device plugin's: the fit check counts it.
-                        continue;
-                    }
-                    return Err(format!("can't allocate unregistered device {resource}"));
-                };
-                let mut healthy = res.healthy();
-                if let Some((_, mask)) = affinity.iter().find(|(name, _)| *name == c.name) {
-                    aligned_first(res, &mut healthy, *mask);
-                }
-                let mut in_use = s.pods.in_use(resource);
-                in_use.extend(
-                    chosen
-                        .iter()
-                        .filter(|h| h.resource == resource)
-                        .flat_map(|h| h.ids.iter().map(String::as_str)),
-                );
-                let ids = pod_devices::choose(&pod_devices::Request {
-                    resource,
-                    needed,
-                    healthy: &healthy,
-                    in_use: &in_use,
-                    reusable: reuse.map(|i| reusable[i].1.as_slice()).unwrap_or(&[]),
-                })?;
-                match (init, reuse) {
-                    (true, _) => reusable.push((resource.to_string(), ids.clone())),
-                    (false, Some(i)) => reusable[i].1.retain(|id| !ids.contains(id)),
-                    (false, None) => {}
-                }
-                chosen.push(Held {
-                    uid: uid.to_string(),
-                    container: c.name.clone(),
-                    resource: resource.to_string(),
-                    ids,
-                    allocation: Allocation::Reserved,
-                });
+                return Err(format!("can't allocate unregistered device {resource}"));
+            };
+            let mut healthy = res.healthy();
+            if let Some(mask) = affinity {
+                aligned_first(res, &mut healthy, mask);
             }
+            let ids = pod_devices::choose(&pod_devices::Request {
+                resource,
+                needed,
+                healthy: &healthy,
+                in_use: &self.pods.in_use(resource),
+                reusable: &reusable(&self.pods, pod, &container.name, resource),
+            })?;
+            self.pods.insert(Held {
+                uid: uid.to_string(),
+                container: container.name.clone(),
+                resource: resource.to_string(),
+                ids,
+                allocation: Allocation::Reserved,
+            });
         }
-        let any = !chosen.is_empty();
-        for h in chosen {
-            s.pods.insert(h);
-        }
-        Ok(any)
+        Ok(())
     }
+}
+
+/// The devices of `resource` that the init containers before `container`
+/// leave to it (upstream devicesToReuse): init containers run one at a
+/// time, so theirs pass on; an app container's are used up.
+pub(super) fn reusable(
+    pods: &PodDevices,
+    pod: &Pod,
+    container: &str,
+    resource: &str,
+) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    let inits = pod.init_containers().iter().map(|c| (c, true));
+    for (c, init) in inits.chain(pod.containers().iter().map(|c| (c, false))) {
+        if c.name == container {
+            break;
+        }
+        let Some(held) = pods.get(pod.uid(), &c.name, resource) else {
+            continue;
+        };
+        match init {
+            true => ids.extend(held.ids.iter().cloned()),
+            false => ids.retain(|id| !held.ids.contains(id)),
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 /// Orders `healthy` (sorted IDs) as upstream's filterByAffinity splits

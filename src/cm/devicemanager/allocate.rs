@@ -53,9 +53,10 @@ impl Inner {
                     endpoint: s.endpoint(&h.resource),
                 })
                 .collect();
-            if !jobs.is_empty() {
-                s.allocating.push(uid.to_string());
+            if jobs.is_empty() {
+                return;
             }
+            s.allocating.push(uid.to_string());
             jobs
         };
         let Some(runner) = jobs.iter().find_map(|j| j.endpoint.clone()) else {

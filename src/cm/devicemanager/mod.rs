@@ -44,7 +44,6 @@ use rkubelet_util::lock;
 use crate::cri::api;
 use crate::cri::deviceplugin::v1beta1::api as pluginapi;
 use crate::events::{EventRecorder, EventType};
-use crate::lifecycle::admission::Rejection;
 use crate::podutil::PodExt;
 use crate::util::worker::{self, ShutdownStage, Worker};
 use endpoint::Endpoint;
@@ -199,10 +198,8 @@ struct State {
     pre_start: Vec<PreStart>,
     /// Pods whose allocation future is under way.
     allocating: Vec<String>,
-    /// The topology manager's NUMA affinity for containers of the pod
-    /// being admitted (upstream's topologyAffinityStore), by pod UID and
-    /// container name; taken when the pod's devices are chosen.
-    affinity: Vec<(String, String, crate::cm::topologymanager::BitMask)>,
+    /// The machine's NUMA nodes (empty: those the plugins report).
+    numa_nodes: Vec<u32>,
 }
 
 impl State {
@@ -274,6 +271,8 @@ pub struct DeviceManager {
 
 pub struct DeviceManagerDeps {
     pub recorder: Arc<dyn EventRecorder>,
+    /// The machine's NUMA nodes, which topology hints range over.
+    pub numa_nodes: Vec<u32>,
     pub on_allocated: OnAllocated,
     pub on_capacity_changed: Box<dyn Fn() + Send + Sync>,
 }
@@ -291,7 +290,10 @@ impl DeviceManager {
         );
         let inner = Arc::new(Inner {
             dir,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                numa_nodes: deps.numa_nodes,
+                ..State::default()
+            }),
             recorder: deps.recorder,
             on_allocated: deps.on_allocated,
             on_capacity_changed: deps.on_capacity_changed,
@@ -345,35 +347,25 @@ impl DeviceManager {
         self.inner.capacity(Instant::now())
     }
 
-    /// Admission (upstream's resource allocator admit handler): reserves
-    /// devices for every container of `pod` that asks for a plugin's
-    /// resource, or refuses with upstream's reason and message. Devices of
-    /// pods not among `holders` are freed first (upstream
-    /// updateAllocatedDevices); `holders` is asked only for a pod that
-    /// wants devices, so other admissions cost nothing here. The RPCs run
-    /// afterwards, off the sync loop.
-    pub fn admit(
-        &self,
-        pod: &Pod,
-        holders: impl FnOnce() -> Option<HashSet<String>>,
-    ) -> Result<(), Rejection> {
+    /// Before admission (upstream updateAllocatedDevices): frees the
+    /// devices of pods not among `holders`, asked only for a pod that
+    /// wants devices, so other admissions cost nothing here. The topology
+    /// manager then reserves each container's devices
+    /// ([`HintProvider::allocate`](crate::cm::topologymanager::HintProvider)).
+    pub fn prepare_admission(&self, pod: &Pod, holders: impl FnOnce() -> Option<HashSet<String>>) {
         let containers = pod.init_containers().iter().chain(pod.containers());
-        if containers.map(device_limits).all(|l| l.is_empty()) {
-            return Ok(());
-        }
-        self.release_inactive(holders);
-        match self.inner.reserve(pod) {
-            Ok(true) => {
-                self.inner.spawn_allocation(pod);
-                Ok(())
-            }
-            Ok(false) => Ok(()),
-            Err(e) => Err(crate::lifecycle::admission::unexpected_admission_error(e)),
+        if !containers.map(device_limits).all(|l| l.is_empty()) {
+            self.release_inactive(holders);
         }
     }
 
-    /// Undoes [`DeviceManager::admit`] for a pod a later admission check
-    /// refused.
+    /// Once the pod is admitted: asks the plugins for its reserved devices
+    /// (upstream's Allocate RPCs), off the sync loop.
+    pub fn allocate_reserved(&self, pod: &Pod) {
+        self.inner.spawn_allocation(pod);
+    }
+
+    /// Undoes the reservations of a pod an admission check refused.
     pub fn release(&self, uid: &str) {
         lock(&self.inner.state).pods.remove_pod(uid);
     }

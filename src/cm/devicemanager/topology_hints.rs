@@ -8,6 +8,7 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 use rkubelet_util::lock;
 
+use super::admission::reusable;
 use super::{device_limits, DeviceManager, Resource, State};
 use crate::cm::topologymanager::bitmask::{BitMask, MAX_NUMA_NODES};
 use crate::cm::topologymanager::{generate_hints, HintProvider, ResourceHints, TopologyHint};
@@ -19,10 +20,7 @@ impl HintProvider for DeviceManager {
         let s = lock(&self.inner.state);
         device_limits(container)
             .into_iter()
-            .filter_map(|(resource, needed)| {
-                let held = s.pods.get(pod.uid(), &container.name, resource);
-                s.hints(resource, needed, held.map(|h| h.ids.clone()))
-            })
+            .filter_map(|(resource, needed)| s.container_hints(pod, container, resource, needed))
             .collect()
     }
 
@@ -67,65 +65,85 @@ impl HintProvider for DeviceManager {
                     .collect();
                 held.sort_unstable();
                 held.dedup();
-                s.hints(&resource, needed, (!held.is_empty()).then_some(held))
+                s.hints(&resource, needed, (!held.is_empty()).then_some(held), &[])
             })
             .collect()
     }
 
-    /// Devices are chosen by the device manager's own admission, right
-    /// after the topology manager's: the affinity is kept for it.
+    /// Reserves the container's devices, on the hint's nodes first; the
+    /// plugins are asked once the pod is admitted.
     fn allocate(
         &self,
         pod: &Pod,
         container: &Container,
-        affinity: Option<BitMask>,
+        hint: TopologyHint,
     ) -> Result<(), Rejection> {
-        if let (Some(mask), false) = (affinity, device_limits(container).is_empty()) {
-            let mut s = lock(&self.inner.state);
-            s.affinity
-                .push((pod.uid().to_string(), container.name.clone(), mask));
-        }
-        Ok(())
+        self.inner
+            .reserve(pod, container, hint.affinity)
+            .map_err(crate::lifecycle::admission::unexpected_admission_error)
     }
 
     fn release(&self, pod_uid: &str) {
-        lock(&self.inner.state)
-            .affinity
-            .retain(|(uid, _, _)| uid != pod_uid);
+        // the inherent method: the reservations go
+        DeviceManager::release(self, pod_uid);
     }
 }
 
 impl State {
+    /// upstream GetTopologyHints for one resource of one container.
+    fn container_hints(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        resource: &str,
+        needed: usize,
+    ) -> Option<(String, Vec<TopologyHint>)> {
+        let held = self.pods.get(pod.uid(), &container.name, resource);
+        let reusable = reusable(&self.pods, pod, &container.name, resource);
+        self.hints(resource, needed, held.map(|h| h.ids.clone()), &reusable)
+    }
+
     /// Hints for `needed` devices of `resource`: None when it is not a
     /// plugin's or its devices report no NUMA node (no preference); where
     /// `held` devices are (none usable if their number changed); else
-    /// where enough free healthy ones are.
+    /// where the `reusable` ones and enough free healthy ones are.
     fn hints(
         &self,
         resource: &str,
         needed: usize,
         held: Option<Vec<String>>,
+        reusable: &[String],
     ) -> Option<(String, Vec<TopologyHint>)> {
         let res = self.resource(resource)?;
         if res.devices.iter().all(|d| d.numa.is_empty()) {
             return None;
         }
-        let available: Vec<String> = match held {
+        let (available, reusable): (Vec<String>, &[String]) = match held {
             Some(ids) if ids.len() != needed => return Some((resource.to_string(), Vec::new())),
-            Some(ids) => ids,
+            Some(ids) => (ids, &[]),
             None => {
                 let in_use = self.pods.in_use(resource);
                 let free = res.healthy().into_iter().filter(|id| !in_use.contains(id));
-                free.map(String::from).collect()
+                (free.map(String::from).collect(), reusable)
             }
         };
-        Some((resource.to_string(), device_hints(res, &available, needed)?))
+        let hints = device_hints(res, &self.numa_nodes, &available, reusable, needed)?;
+        Some((resource.to_string(), hints))
     }
 }
 
-/// upstream generateDeviceTopologyHints; None (no preference) when the
-/// plugin reports more NUMA nodes than the topology manager handles.
-fn device_hints(res: &Resource, available: &[String], needed: usize) -> Option<Vec<TopologyHint>> {
+/// upstream generateDeviceTopologyHints: sets of the machine's NUMA nodes
+/// holding every reusable device that reports a node, and with it enough
+/// available ones; None (no preference) when the plugin reports more NUMA
+/// nodes than the topology manager handles. Without the machine's nodes
+/// (tests), the nodes the devices report.
+fn device_hints(
+    res: &Resource,
+    machine_nodes: &[u32],
+    available: &[String],
+    reusable: &[String],
+    needed: usize,
+) -> Option<Vec<TopologyHint>> {
     let nodes_of = |id: &str| -> Vec<u32> {
         let d = res.devices.iter().find(|d| d.id == id);
         d.map(|d| {
@@ -137,9 +155,12 @@ fn device_hints(res: &Resource, available: &[String], needed: usize) -> Option<V
         .unwrap_or_default()
     };
     let in_mask = |mask: BitMask, id: &str| nodes_of(id).iter().any(|n| mask.is_set(*n));
-    let mut nodes: Vec<u32> = res.devices.iter().flat_map(|d| nodes_of(&d.id)).collect();
-    nodes.sort_unstable();
-    nodes.dedup();
+    let mut nodes: Vec<u32> = machine_nodes.to_vec();
+    if nodes.is_empty() {
+        nodes = res.devices.iter().flat_map(|d| nodes_of(&d.id)).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+    }
     // what a plugin reports is not trusted with the mask loop's 2^n
     if nodes.len() > MAX_NUMA_NODES || nodes.iter().any(|n| *n >= 64) {
         return None;
@@ -147,7 +168,12 @@ fn device_hints(res: &Resource, available: &[String], needed: usize) -> Option<V
     Some(generate_hints(
         &nodes,
         |mask| res.devices.iter().filter(|d| in_mask(mask, &d.id)).count() >= needed,
-        |mask| available.iter().filter(|id| in_mask(mask, id)).count() >= needed,
+        |mask| {
+            let placed = reusable.iter().filter(|id| !nodes_of(id).is_empty());
+            let all_in = placed.clone().all(|id| in_mask(mask, id));
+            let free = available.iter().filter(|id| in_mask(mask, id)).count();
+            all_in && placed.count() + free >= needed
+        },
     ))
 }
 
@@ -197,7 +223,7 @@ mod tests {
         let mut s = state();
         let r = "example.com/nic";
         assert_eq!(
-            listed(s.hints(r, 1, None)),
+            listed(s.hints(r, 1, None, &[])),
             [
                 ("0".into(), true),
                 ("1".into(), true),
@@ -205,10 +231,10 @@ mod tests {
             ]
         );
         assert_eq!(
-            listed(s.hints(r, 2, None)),
+            listed(s.hints(r, 2, None, &[])),
             [("0".into(), true), ("0,1".into(), false)]
         );
-        assert_eq!(listed(s.hints(r, 3, None)), [("0,1".into(), true)]);
+        assert_eq!(listed(s.hints(r, 3, None, &[])), [("0,1".into(), true)]);
         // a taken: node 0 no longer holds two
         s.pods.insert(Held {
             uid: "u".into(),
@@ -217,23 +243,42 @@ mod tests {
             ids: vec!["a".into()],
             allocation: Allocation::Reserved,
         });
-        assert_eq!(listed(s.hints(r, 2, None)), [("0,1".into(), false)]);
+        assert_eq!(listed(s.hints(r, 2, None, &[])), [("0,1".into(), false)]);
         // held devices answer where they are; another count, nowhere
         assert_eq!(
-            listed(s.hints(r, 1, Some(vec!["c".into()]))),
+            listed(s.hints(r, 1, Some(vec!["c".into()]), &[])),
             [("1".into(), true), ("0,1".into(), false)]
         );
         assert_eq!(
-            s.hints(r, 2, Some(vec!["c".into()])).map(|h| h.1.len()),
+            s.hints(r, 2, Some(vec!["c".into()]), &[])
+                .map(|h| h.1.len()),
             Some(0)
         );
         // not a plugin's, or without NUMA nodes: no preference
-        assert!(s.hints("example.com/other", 1, None).is_none());
+        assert!(s.hints("example.com/other", 1, None, &[]).is_none());
         s.resources[0]
             .devices
             .iter_mut()
             .for_each(|d| d.numa.clear());
-        assert!(s.hints(r, 1, None).is_none());
+        assert!(s.hints(r, 1, None, &[]).is_none());
+    }
+
+    /// Hints range over the machine's nodes, as upstream's: node 2 has no
+    /// device, yet node sets with it are hints (not preferred).
+    #[test]
+    fn hints_range_over_the_machines_nodes() {
+        let mut s = state();
+        s.numa_nodes = vec![0, 1, 2];
+        let got: Vec<(String, bool)> = listed(s.hints("example.com/nic", 2, None, &[]));
+        assert_eq!(
+            got,
+            [
+                ("0".into(), true),
+                ("0,1".into(), false),
+                ("0,2".into(), false),
+                ("0,1,2".into(), false)
+            ]
+        );
     }
 
     #[test]
@@ -242,5 +287,76 @@ mod tests {
         let mut healthy = s.resources[0].healthy();
         super::super::admission::aligned_first(&s.resources[0], &mut healthy, BitMask::of([1]));
         assert_eq!(healthy, ["c", "d", "a", "b"]);
+    }
+
+    /// A pod whose containers ask for `n` NICs each, init containers first.
+    fn nic_pod(init: &[u32], app: &[u32]) -> Pod {
+        let list = |ns: &[u32], prefix: &str| {
+            ns.iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    serde_json::json!({
+                        "name": format!("{prefix}{i}"),
+                        "resources": {"limits": {"example.com/nic": n.to_string()}},
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {"initContainers": list(init, "init"), "containers": list(app, "app")},
+        }))
+        .unwrap()
+    }
+
+    fn held(s: &State, container: &str) -> Vec<String> {
+        let h = s.pods.get("u", container, "example.com/nic");
+        h.map(|h| h.ids.clone()).unwrap_or_default()
+    }
+
+    /// Under the container scope each container's devices are taken
+    /// before the next container's hints are asked for: the second
+    /// container is told where devices are still free.
+    #[test]
+    fn each_containers_devices_are_taken_before_the_next_is_hinted() {
+        let mut s = state();
+        let pod = nic_pod(&[], &[2, 1]);
+        let c = pod.containers();
+        s.reserve(&pod, &c[0], Some(BitMask::of([0]))).unwrap();
+        assert_eq!(held(&s, "app0"), ["a", "b"]);
+        let (_, hints) = s
+            .container_hints(&pod, &c[1], "example.com/nic", 1)
+            .unwrap();
+        let preferred: Vec<String> = hints
+            .iter()
+            .filter(|h| h.preferred)
+            .filter_map(|h| h.affinity.map(|a| a.to_string()))
+            .collect();
+        assert_eq!(preferred, ["1"], "node 0's devices are taken");
+        s.reserve(&pod, &c[1], Some(BitMask::of([1]))).unwrap();
+        assert_eq!(held(&s, "app1"), ["c"]);
+        // held devices stay where they are; a second call keeps them
+        s.reserve(&pod, &c[0], None).unwrap();
+        assert_eq!(held(&s, "app0"), ["a", "b"]);
+    }
+
+    /// An app container reuses its init container's device, and its hints
+    /// keep to that device's node.
+    #[test]
+    fn an_init_containers_devices_pass_on_and_anchor_the_hints() {
+        let mut s = state();
+        let pod = nic_pod(&[1], &[1]);
+        s.reserve(&pod, &pod.init_containers()[0], Some(BitMask::of([1])))
+            .unwrap();
+        assert_eq!(held(&s, "init0"), ["c"]);
+        let app = &pod.containers()[0];
+        let (_, hints) = s.container_hints(&pod, app, "example.com/nic", 1).unwrap();
+        let listed: Vec<(String, bool)> = hints
+            .iter()
+            .map(|h| (h.affinity.unwrap().to_string(), h.preferred))
+            .collect();
+        assert_eq!(listed, [("1".into(), true), ("0,1".into(), false)]);
+        s.reserve(&pod, app, Some(BitMask::of([1]))).unwrap();
+        assert_eq!(held(&s, "app0"), ["c"], "the init container's device");
     }
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use crate::cm::topologymanager::{BitMask, HintProvider, ResourceHints};
+use crate::cm::topologymanager::{HintProvider, ResourceHints, TopologyHint};
 use crate::kubeletconfig::KubeletConfiguration;
 use crate::lifecycle::admission::{unexpected_admission_error, Rejection};
 use crate::util::quantity::parse_quantity_value;
@@ -209,7 +209,7 @@ impl HintProvider for MemoryManager {
         &self,
         pod: &Pod,
         container: &Container,
-        affinity: Option<BitMask>,
+        hint: TopologyHint,
     ) -> Result<(), Rejection> {
         let Some(inner) = &self.inner else {
             return Ok(());
@@ -218,7 +218,7 @@ impl HintProvider for MemoryManager {
         let (policy, state) = &mut *core;
         let before = state.entries.len();
         policy
-            .allocate(state, pod, container, affinity)
+            .allocate(state, pod, container, hint)
             .map_err(unexpected_admission_error)?;
         if state.entries.len() != before {
             inner.store(state);

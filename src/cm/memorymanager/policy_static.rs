@@ -26,6 +26,12 @@ pub enum AllocateError {
     NoDefaultAffinity,
     #[error("[memorymanager] failed to find NUMA nodes to extend the current topology hint")]
     CannotExtend,
+    #[error("[memorymanager] failed to find the default preferred hint")]
+    DefaultNotPreferred,
+    #[error("[memorymanager] failed to find the extended preferred hint")]
+    ExtendedNotPreferred,
+    #[error("[memorymanager] preferred hint violates NUMA node allocation")]
+    ViolatesNumaAllocation,
 }
 
 /// Bytes by memory type, sorted by type. A list, not a map: the static
@@ -137,14 +143,17 @@ impl StaticPolicy {
     }
 
     /// upstream Allocate: nothing for a pod that is not Guaranteed or a
-    /// container that has its blocks; else blocks on `affinity` (widened
-    /// to nodes that have room) or the narrowest node set with room.
+    /// container that has its blocks; else blocks on the topology
+    /// manager's hint (widened to nodes that have room) or the narrowest
+    /// node set with room. A preferred hint is only ever replaced by a
+    /// preferred one, and a node never serves both a single-node and a
+    /// multi-node allocation.
     pub fn allocate(
         &mut self,
         state: &mut MemoryManagerState,
         pod: &Pod,
         container: &Container,
-        affinity: Option<BitMask>,
+        hint: TopologyHint,
     ) -> Result<(), AllocateError> {
         let wanted = requested(container);
         if qos_class(pod) != QosClass::Guaranteed || wanted.is_empty() {
@@ -153,13 +162,7 @@ impl StaticPolicy {
         if state.blocks(pod.uid(), &container.name).is_some() {
             return Ok(());
         }
-        let mask = match affinity {
-            None => self.default_hint(state, pod, &wanted, |_| true)?,
-            Some(m) if fits(state, m, &wanted) => m,
-            Some(m) => self
-                .default_hint(state, pod, &wanted, |h| h.and(m) == m)
-                .map_err(|_| AllocateError::CannotExtend)?,
-        };
+        let mask = self.placement(state, pod, &wanted, hint)?;
         let nodes: Vec<u32> = mask.nodes().collect();
         let mut blocks = Vec::new();
         for (kind, size) in &wanted {
@@ -177,13 +180,53 @@ impl StaticPolicy {
         Ok(())
     }
 
-    fn default_hint(
+    /// The nodes for a container's blocks: the hint's, or the best of
+    /// this manager's own hints (upstream getDefaultHint) when it names
+    /// none, extended to a set with room (extendTopologyManagerHint).
+    fn placement(
+        &self,
+        state: &MemoryManagerState,
+        pod: &Pod,
+        wanted: &Sizes,
+        hint: TopologyHint,
+    ) -> Result<BitMask, AllocateError> {
+        use AllocateError::*;
+        let mut best = hint;
+        if hint.affinity.is_none() {
+            let default = self
+                .best_hint(state, pod, wanted, |_| true)
+                .ok_or(NoDefaultAffinity)?;
+            if !default.preferred && hint.preferred {
+                return Err(DefaultNotPreferred);
+            }
+            best = default;
+        }
+        let mut mask = best.affinity.unwrap_or_default();
+        if !fits(state, mask, wanted) {
+            let inner = mask;
+            let extended = self
+                .best_hint(state, pod, wanted, |h| h.and(inner) == inner)
+                .ok_or(CannotExtend)?;
+            if !extended.preferred && best.preferred {
+                return Err(ExtendedNotPreferred);
+            }
+            mask = extended.affinity.unwrap_or_default();
+        }
+        if violates_numa_allocations(state, mask) {
+            return Err(ViolatesNumaAllocation);
+        }
+        Ok(mask)
+    }
+
+    /// upstream findBestHint over calculateHints' hints that `keep`
+    /// accepts: a preferred one, the narrowest.
+    fn best_hint(
         &self,
         state: &MemoryManagerState,
         pod: &Pod,
         wanted: &Sizes,
         keep: impl Fn(BitMask) -> bool,
-    ) -> Result<BitMask, AllocateError> {
+    ) -> Option<TopologyHint> {
         let hints = self.calculate_hints(state, pod, wanted);
         let first = hints.first().map(|(_, h)| h.as_slice()).unwrap_or_default();
         let mut best: Option<TopologyHint> = None;
@@ -200,8 +243,7 @@ impl StaticPolicy {
                 best = Some(*h);
             }
         }
-        best.and_then(|h| h.affinity)
-            .ok_or(AllocateError::NoDefaultAffinity)
+        best
     }
 
     fn reusable(&self, pod_uid: &str, kind: &str, mask: BitMask) -> u64 {
@@ -352,15 +394,11 @@ impl StaticPolicy {
                 .iter()
                 .filter(|n| mask.is_set(n.node))
                 .collect();
-            let single = nodes.len() == 1;
             // a node grouped with others is offered only with its group
-            let grouped_elsewhere = nodes.iter().any(|n| match single {
-                true => n.cells.len() > 1,
-                false => {
-                    n.assignments > 0
-                        && (n.cells.len() == 1 || BitMask::of(n.cells.iter().copied()) != mask)
-                }
-            });
+            let grouped_elsewhere = match nodes.as_slice() {
+                [one] => one.cells.len() > 1,
+                _ => violates_numa_allocations(state, mask),
+            };
             let room = wanted
                 .iter()
                 .all(|(k, v)| sum(mask, k, |t| t.free) + self.reusable(pod.uid(), k, mask) >= *v);
@@ -403,6 +441,16 @@ fn shrink_init_blocks(
         }
         state.set_blocks(pod.uid(), &init.name, blocks);
     }
+}
+
+/// upstream isAffinityViolatingNUMAAllocations: a multi-node set whose
+/// nodes already serve single-node allocations or another group.
+fn violates_numa_allocations(state: &MemoryManagerState, mask: BitMask) -> bool {
+    let nodes = state.machine.iter().filter(|n| mask.is_set(n.node));
+    mask.count() > 1
+        && nodes
+            .filter(|n| n.assignments > 0)
+            .any(|n| n.cells.len() == 1 || BitMask::of(n.cells.iter().copied()) != mask)
 }
 
 /// Whether `mask`'s nodes have the free memory of every type.

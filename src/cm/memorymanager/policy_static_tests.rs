@@ -3,6 +3,19 @@ use crate::cm::cpumanager::policy_static::tests::pod;
 
 const GI: u64 = 1 << 30;
 
+/// The `none` policy's hint: anywhere, not preferred.
+const ANY: TopologyHint = TopologyHint {
+    affinity: None,
+    preferred: false,
+};
+
+fn on(nodes: &[u32], preferred: bool) -> TopologyHint {
+    TopologyHint {
+        affinity: Some(BitMask::of(nodes.iter().copied())),
+        preferred,
+    }
+}
+
 /// Two NUMA nodes of 4 GiB memory, 1 GiB of each reserved.
 fn policy() -> (StaticPolicy, MemoryManagerState) {
     let node = |n: u32| NumaNodeState {
@@ -61,7 +74,7 @@ fn guaranteed_memory_comes_from_the_narrowest_node_with_room() {
             ("0,1".into(), false)
         ]
     );
-    p.allocate(&mut s, &g, &c, None).unwrap();
+    p.allocate(&mut s, &g, &c, ANY).unwrap();
     let blocks = s.blocks("g", "app0").unwrap();
     assert_eq!(
         (blocks[0].numa_affinity.clone(), blocks[0].size),
@@ -84,7 +97,7 @@ fn guaranteed_memory_comes_from_the_narrowest_node_with_room() {
         hint_list(&p.topology_hints(&s, &big, &c)),
         [("0,1".into(), true)]
     );
-    p.allocate(&mut s, &big, &c, None).unwrap();
+    p.allocate(&mut s, &big, &c, ANY).unwrap();
     assert_eq!(s.machine[1].cells, vec![0, 1]);
     assert_eq!((free(&s, 0), free(&s, 1)), (0, 2 * GI));
     // a grouped node is not offered alone
@@ -101,24 +114,22 @@ fn the_topology_managers_affinity_is_used_or_widened() {
     let (mut p, mut s) = policy();
     let g = pod("g", &[], &[("1", "1Gi")]);
     let c = g.containers()[0].clone();
-    p.allocate(&mut s, &g, &c, Some(BitMask::of([1]))).unwrap();
+    p.allocate(&mut s, &g, &c, on(&[1], false)).unwrap();
     assert_eq!(s.blocks("g", "app0").unwrap()[0].numa_affinity, vec![1]);
     let h = pod("h", &[], &[("1", "3Gi")]);
     let c = h.containers()[0].clone();
     // node 1 has 2 GiB left: widened to a set that holds node 1
-    let e = p
-        .allocate(&mut s, &h, &c, Some(BitMask::of([1])))
-        .unwrap_err();
+    let e = p.allocate(&mut s, &h, &c, on(&[1], false)).unwrap_err();
     assert_eq!(
         e,
         AllocateError::CannotExtend,
         "node 1 is alone in its group"
     );
-    p.allocate(&mut s, &h, &c, None).unwrap();
+    p.allocate(&mut s, &h, &c, ANY).unwrap();
     assert_eq!(s.blocks("h", "app0").unwrap()[0].numa_affinity, vec![0]);
     let i = pod("i", &[], &[("1", "3Gi")]);
     let e = p
-        .allocate(&mut s, &i, &i.containers()[0].clone(), None)
+        .allocate(&mut s, &i, &i.containers()[0].clone(), ANY)
         .unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -130,7 +141,7 @@ fn the_topology_managers_affinity_is_used_or_widened() {
 fn only_guaranteed_pods_get_blocks_and_init_memory_is_reused() {
     let (mut p, mut s) = policy();
     let b = pod("b", &[], &[("", "1Gi")]);
-    p.allocate(&mut s, &b, &b.containers()[0].clone(), None)
+    p.allocate(&mut s, &b, &b.containers()[0].clone(), ANY)
         .unwrap();
     assert!(s.entries.is_empty());
     let g = pod("g", &[("1", "2Gi")], &[("1", "2Gi")]);
@@ -141,7 +152,7 @@ fn only_guaranteed_pods_get_blocks_and_init_memory_is_reused() {
         .cloned()
         .collect::<Vec<_>>()
     {
-        p.allocate(&mut s, &g, &c, None).unwrap();
+        p.allocate(&mut s, &g, &c, ANY).unwrap();
     }
     assert_eq!(s.entries.len(), 2);
     assert_eq!(
@@ -167,7 +178,7 @@ fn only_guaranteed_pods_get_blocks_and_init_memory_is_reused() {
 fn a_restored_state_must_match_its_assignments() {
     let (mut p, mut s) = policy();
     let g = pod("g", &[], &[("1", "1Gi")]);
-    p.allocate(&mut s, &g, &g.containers()[0].clone(), None)
+    p.allocate(&mut s, &g, &g.containers()[0].clone(), ANY)
         .unwrap();
     let mut restored = s.clone();
     assert!(p.start(&mut restored).is_ok());
@@ -184,4 +195,56 @@ fn a_restored_state_must_match_its_assignments() {
         .start(&mut empty)
         .unwrap_err()
         .contains("machine state can not be empty"));
+}
+
+/// A hint the topology manager preferred is only replaced by a preferred
+/// one, and a node serves either single-node or multi-node blocks.
+#[test]
+fn a_preferred_hint_stays_preferred_and_groups_stay_apart() {
+    let (mut p, mut s) = policy();
+    // 4 GiB over both nodes groups them: each keeps 1 GiB free
+    let big = pod("big", &[], &[("1", "4Gi")]);
+    p.allocate(&mut s, &big, &big.containers()[0].clone(), ANY)
+        .unwrap();
+    assert_eq!(s.blocks("big", "app0").unwrap()[0].numa_affinity, [0, 1]);
+    // 2 GiB would fit one node: only the group has room, not preferred
+    let g = pod("g", &[], &[("1", "2Gi")]);
+    let c = g.containers()[0].clone();
+    let any_preferred = TopologyHint {
+        affinity: None,
+        preferred: true,
+    };
+    let e = p.allocate(&mut s, &g, &c, any_preferred).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "[memorymanager] failed to find the default preferred hint"
+    );
+    let e = p.allocate(&mut s, &g, &c, on(&[0], true)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "[memorymanager] failed to find the extended preferred hint"
+    );
+    assert!(s.blocks("g", "app0").is_none());
+    // not preferred by the topology manager: the group takes it
+    p.allocate(&mut s, &g, &c, on(&[0], false)).unwrap();
+    assert_eq!(s.blocks("g", "app0").unwrap()[0].numa_affinity, [0, 1]);
+
+    // node 0 serves a single-node block: no multi-node block joins it
+    let (mut p, mut s) = policy();
+    let one = pod("one", &[], &[("1", "1Gi")]);
+    p.allocate(&mut s, &one, &one.containers()[0].clone(), on(&[0], true))
+        .unwrap();
+    let two = pod("two", &[], &[("1", "1Gi")]);
+    let e = p
+        .allocate(
+            &mut s,
+            &two,
+            &two.containers()[0].clone(),
+            on(&[0, 1], false),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "[memorymanager] preferred hint violates NUMA node allocation"
+    );
 }

@@ -65,7 +65,8 @@ fn reserved_memory_must_add_up_to_node_allocatables_reservation() {
     let text = std::fs::read_to_string(root.path().join(state::STATE_FILE)).unwrap();
     assert!(text.starts_with(r#"{"policyName":"Static","machineState":{"0":{"numberOfAssignments":0,"memoryMap":{"hugepages-2Mi":{"total":8388608,"systemReserved":0,"allocatable":8388608,"reserved":0,"free":8388608},"memory":{"total":4294967296,"systemReserved":641728512,"#), "{text}");
     let g = pod("g", &[], &[("1", "1Gi")]);
-    m.allocate(&g, &g.containers()[0].clone(), None).unwrap();
+    m.allocate(&g, &g.containers()[0].clone(), TopologyHint::default())
+        .unwrap();
     assert_eq!(m.container_cpuset_mems("g", "app0").as_deref(), Some("0"));
     m.remove_stale_state(&HashSet::new(), true);
     assert_eq!(m.container_cpuset_mems("g", "app0"), None);
@@ -96,9 +97,10 @@ fn a_refused_pod_keeps_no_memory() {
     let (m, _root) = start(&config(&[(0, "612Mi"), (1, "512Mi")]));
     let m = m.unwrap();
     let g = pod("g", &[], &[("1", "1Gi"), ("1", "64Gi")]);
-    m.allocate(&g, &g.containers()[0].clone(), None).unwrap();
+    m.allocate(&g, &g.containers()[0].clone(), TopologyHint::default())
+        .unwrap();
     let r = m
-        .allocate(&g, &g.containers()[1].clone(), None)
+        .allocate(&g, &g.containers()[1].clone(), TopologyHint::default())
         .unwrap_err();
     assert_eq!(r.reason, "UnexpectedAdmissionError");
     assert!(r.message.starts_with(

@@ -26,8 +26,9 @@ pub const TOPOLOGY_AFFINITY_ERROR: &str = "TopologyAffinityError";
 const TOPOLOGY_AFFINITY_MESSAGE: &str = "Resources cannot be allocated with Topology locality";
 
 /// A set of NUMA nodes a provider could place a request on, and whether
-/// it is one of the narrowest such sets. `affinity` None: any node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// it is one of the narrowest such sets. `affinity` None: any node. The
+/// default (any node, not preferred) is what the `none` policy admits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TopologyHint {
     pub affinity: Option<BitMask>,
     pub preferred: bool,
@@ -43,13 +44,14 @@ pub type ResourceHints = Vec<(String, Vec<TopologyHint>)>;
 pub trait HintProvider: Send + Sync {
     fn topology_hints(&self, pod: &Pod, container: &Container) -> ResourceHints;
     fn pod_topology_hints(&self, pod: &Pod) -> ResourceHints;
-    /// Places the container's resources, on `affinity`'s nodes where it
-    /// can (None: anywhere).
+    /// Places the container's resources, on the hint's nodes where it can
+    /// (None: anywhere). The hint is the merged one the policy admitted
+    /// (upstream's affinity store), preferred or not.
     fn allocate(
         &self,
         pod: &Pod,
         container: &Container,
-        affinity: Option<BitMask>,
+        hint: TopologyHint,
     ) -> Result<(), Rejection>;
     /// Undoes every allocation of a pod that was refused after all.
     fn release(&self, pod_uid: &str);
@@ -118,25 +120,24 @@ impl TopologyManager {
         })
     }
 
-    /// The manager for this machine: its NUMA nodes from sysfs, read only
-    /// when the policy needs them.
-    pub fn for_node(
+    /// This machine's NUMA nodes, from sysfs, read only when the policy
+    /// needs them (`[0]` under `none`): the topology manager's and the
+    /// device manager's hints range over them.
+    pub fn machine_numa_nodes(
         config: &KubeletConfiguration,
         sysfs: &std::path::Path,
-        providers: Vec<Box<dyn HintProvider>>,
-    ) -> anyhow::Result<TopologyManager> {
-        let nodes = match Policy::parse(&config.topology_manager_policy) {
-            Some(Policy::None) => vec![0],
-            _ => crate::cm::cpumanager::topology::CpuTopology::discover(sysfs)?.numa_nodes(),
-        };
-        Ok(TopologyManager::new(config, nodes, providers)?)
+    ) -> Result<Vec<u32>, crate::cm::cpumanager::topology::TopologyError> {
+        match Policy::parse(&config.topology_manager_policy) {
+            Some(Policy::None) => Ok(vec![0]),
+            _ => Ok(crate::cm::cpumanager::topology::CpuTopology::discover(sysfs)?.numa_nodes()),
+        }
     }
 
     /// Admission (upstream Topology Admit Handler): every container's
     /// resources placed, or the pod refused with nothing kept.
     pub fn admit(&self, pod: &Pod) -> Result<(), Rejection> {
         let result = match (self.policy, self.scope) {
-            (Policy::None, _) => self.allocate_all(pod, None),
+            (Policy::None, _) => self.allocate_all(pod, TopologyHint::default()),
             (_, Scope::Container) => self.admit_containers(pod),
             (_, Scope::Pod) => self.admit_pod(pod),
         };
@@ -153,9 +154,9 @@ impl TopologyManager {
     fn admit_containers(&self, pod: &Pod) -> Result<(), Rejection> {
         for c in all_containers(pod) {
             let hints = self.providers.iter().map(|p| p.topology_hints(pod, c));
-            let affinity = self.merge(hints.collect(), pod, &c.name)?;
+            let hint = self.merge(hints.collect(), pod, &c.name)?;
             for p in &self.providers {
-                p.allocate(pod, c, affinity)?;
+                p.allocate(pod, c, hint)?;
             }
         }
         Ok(())
@@ -163,28 +164,28 @@ impl TopologyManager {
 
     fn admit_pod(&self, pod: &Pod) -> Result<(), Rejection> {
         let hints = self.providers.iter().map(|p| p.pod_topology_hints(pod));
-        let affinity = self.merge(hints.collect(), pod, "")?;
-        self.allocate_all(pod, affinity)
+        let hint = self.merge(hints.collect(), pod, "")?;
+        self.allocate_all(pod, hint)
     }
 
-    /// Every container's resources, on `affinity`'s nodes first.
-    fn allocate_all(&self, pod: &Pod, affinity: Option<BitMask>) -> Result<(), Rejection> {
+    /// Every container's resources, on the hint's nodes first.
+    fn allocate_all(&self, pod: &Pod, hint: TopologyHint) -> Result<(), Rejection> {
         for c in all_containers(pod) {
             for p in &self.providers {
-                p.allocate(pod, c, affinity)?;
+                p.allocate(pod, c, hint)?;
             }
         }
         Ok(())
     }
 
-    /// The policy's merge of the providers' hints: the affinity to place
-    /// on, or the pod's refusal.
+    /// The policy's merge of the providers' hints: the hint to place on,
+    /// or the pod's refusal.
     fn merge(
         &self,
         hints: Vec<ResourceHints>,
         pod: &Pod,
         container: &str,
-    ) -> Result<Option<BitMask>, Rejection> {
+    ) -> Result<TopologyHint, Rejection> {
         let (best, admit) = self.policy.merge(&self.numa_nodes, &hints);
         log::info!(
             "topology manager: pod {} {}: best hint {:?} ({})",
@@ -207,7 +208,7 @@ impl TopologyManager {
                 message: TOPOLOGY_AFFINITY_MESSAGE.into(),
             });
         }
-        Ok(best.affinity)
+        Ok(best)
     }
 }
 

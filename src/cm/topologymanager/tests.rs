@@ -110,14 +110,14 @@ impl HintProvider for Fake {
     fn pod_topology_hints(&self, _: &Pod) -> ResourceHints {
         self.hints.clone()
     }
-    fn allocate(&self, _: &Pod, c: &Container, affinity: Option<BitMask>) -> Result<(), Rejection> {
+    fn allocate(&self, _: &Pod, c: &Container, hint: TopologyHint) -> Result<(), Rejection> {
         if self.refuse == Some(c.name.as_str()) {
             return Err(Rejection {
                 reason: "UnexpectedAdmissionError".into(),
                 message: "no".into(),
             });
         }
-        let a = affinity.map(|a| a.to_string());
+        let a = hint.affinity.map(|a| a.to_string());
         self.allocated.lock().unwrap().push((c.name.clone(), a));
         Ok(())
     }
