@@ -157,6 +157,13 @@ pub fn is_restartable_init(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
+/// Whether `name` is an init container that runs to completion before the
+/// next one starts (upstream isRegularInitContainer): not a sidecar.
+pub fn is_regular_init_container(pod: &Pod, name: &str) -> bool {
+    let init = pod.init_containers().iter().find(|c| c.name == name);
+    init.is_some_and(|c| !is_restartable_init(c))
+}
+
 /// The spec of the pod's regular or init container `name`.
 pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
     pod.containers()

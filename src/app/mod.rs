@@ -414,10 +414,11 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
                 crate::cm::topologymanager::TopologyManager::new(
                     config,
                     numa_nodes,
+                    // upstream's order of AddHintProvider
                     vec![
+                        Box::new(device_manager.clone()),
                         Box::new(cpu_manager.clone()),
                         Box::new(memory_manager.clone()),
-                        Box::new(device_manager.clone()),
                     ],
                 )
                 .context("topology manager")?,

@@ -12,6 +12,7 @@
 use crate::cm::cpuset::CpuSet;
 
 use super::topology::{CpuInfo, CpuTopology};
+use crate::cm::topologymanager::bitmask::MAX_NUMA_NODES;
 
 /// upstream's message when the free CPUs cannot cover a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,7 +77,8 @@ pub fn take_by_topology(
 ///
 /// Upstream ranks node sets by the standard deviation of the free CPUs
 /// per node, rounded to 1/1000; here the same spread is compared exactly,
-/// as the integer n·Σx² − (Σx)².
+/// as the integer n·Σx² − (Σx)². The search grows as 3^n in the nodes, so
+/// machines with more than 8 (the topology manager's limit) are packed.
 pub fn take_by_topology_numa_distributed(
     topology: &CpuTopology,
     available: &CpuSet,
@@ -91,6 +93,9 @@ pub fn take_by_topology_numa_distributed(
         return Err(NotEnoughCpus);
     }
     let nodes = sorted_free_nodes(topology, available);
+    if nodes.len() > MAX_NUMA_NODES {
+        return take_by_topology(topology, available, n);
+    }
     let free: Vec<usize> = nodes.iter().map(|(_, cpus)| cpus.len()).collect();
     let (min, max) = nodes_needed(topology, nodes.len(), n, group);
     for k in min..=max {

@@ -388,10 +388,8 @@ impl StaticPolicy {
             Some((owner, set)) if owner == uid => set,
             _ => CpuSet::default(),
         };
-        let is_init = pod
-            .init_containers()
-            .iter()
-            .any(|c| c.name == container.name);
+        // a sidecar keeps running: its share is not left to those after it
+        let is_init = crate::podutil::is_regular_init_container(pod, &container.name);
         reuse = match is_init {
             true => reuse.union(cpus),
             false => reuse.difference(cpus),

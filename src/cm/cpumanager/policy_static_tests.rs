@@ -237,6 +237,22 @@ fn app_containers_reuse_their_init_containers_cpus() {
 }
 
 #[test]
+fn a_sidecars_cpus_are_not_reused() {
+    let t = topology(1, 4, 1, 0);
+    let mut p = StaticPolicy::new(t, &set("0"), 1000, Default::default()).unwrap();
+    let mut s = started(&p);
+    let mut g = pod("g", &[("1", "1Gi")], &[("1", "1Gi")]);
+    if let Some(spec) = g.spec.as_mut() {
+        for c in spec.init_containers.iter_mut().flatten() {
+            c.restart_policy = Some("Always".into());
+        }
+    }
+    allocate_all(&mut p, &mut s, &g).unwrap();
+    assert_eq!(cpus_of(&s, "g", "init0").as_deref(), Some("1"));
+    assert_eq!(cpus_of(&s, "g", "app0").as_deref(), Some("2"));
+}
+
+#[test]
 fn guaranteed_cpus_reads_the_limit_when_no_request_is_given() {
     let mut g = pod("g", &[], &[("2", "1Gi")]);
     assert_eq!(guaranteed_cpus(&g, &g.containers()[0].clone()), 2);

@@ -71,7 +71,8 @@ impl State {
 
 /// The devices of `resource` that the init containers before `container`
 /// leave to it (upstream devicesToReuse): init containers run one at a
-/// time, so theirs pass on; an app container's are used up.
+/// time, so theirs pass on; an app container's, or a sidecar's (it keeps
+/// running), are used up.
 pub(super) fn reusable(
     pods: &PodDevices,
     pod: &Pod,
@@ -87,7 +88,7 @@ pub(super) fn reusable(
         let Some(held) = pods.get(pod.uid(), &c.name, resource) else {
             continue;
         };
-        match init {
+        match init && !crate::podutil::is_restartable_init(c) {
             true => ids.extend(held.ids.iter().cloned()),
             false => ids.retain(|id| !held.ids.contains(id)),
         }

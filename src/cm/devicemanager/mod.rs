@@ -290,10 +290,7 @@ impl DeviceManager {
         );
         let inner = Arc::new(Inner {
             dir,
-            state: Mutex::new(State {
-                numa_nodes: deps.numa_nodes,
-                ..State::default()
-            }),
+            state: Mutex::new(State::default()),
             recorder: deps.recorder,
             on_allocated: deps.on_allocated,
             on_capacity_changed: deps.on_capacity_changed,
@@ -301,6 +298,8 @@ impl DeviceManager {
             checkpoint_due: crossbeam_channel::bounded(1),
         });
         inner.restore_checkpoint();
+        // after the restore, which replaces the state
+        lock(&inner.state).numa_nodes = deps.numa_nodes;
         DeviceManager { inner }
     }
 
@@ -367,7 +366,10 @@ impl DeviceManager {
 
     /// Undoes the reservations of a pod an admission check refused.
     pub fn release(&self, uid: &str) {
-        lock(&self.inner.state).pods.remove_pod(uid);
+        if lock(&self.inner.state).pods.remove_pod(uid) {
+            // a pod re-admitted from the checkpoint and then refused
+            self.inner.checkpoint_changed();
+        }
     }
 
     /// Frees the devices of pods not among `holders` (housekeeping);

@@ -88,8 +88,9 @@ impl PodDevices {
         self.0.is_empty()
     }
 
-    pub fn remove_pod(&mut self, uid: &str) {
-        self.0.retain(|x| x.uid != uid);
+    /// Drops the pod's devices; true when it held any.
+    pub fn remove_pod(&mut self, uid: &str) -> bool {
+        self.retain_pods(|u| u != uid)
     }
 
     /// The devices of `resource` held by any container (upstream

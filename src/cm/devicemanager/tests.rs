@@ -234,3 +234,30 @@ fn devices_of_keeps_the_first_of_a_repeated_id_and_drops_empty_ids() {
     assert!(got[0].id == "a" && got[0].healthy);
     assert!(got[1].id == "b" && !got[1].healthy);
 }
+
+/// The machine's NUMA nodes, which device hints range over, survive the
+/// checkpoint's restore at start.
+#[test]
+fn the_machines_numa_nodes_outlive_the_checkpoints_restore() {
+    use std::sync::Arc;
+    let root = tempfile::TempDir::with_prefix("rkubelet-root-").unwrap();
+    let dir = root.path().join(super::DEVICE_PLUGINS_DIR);
+    std::fs::create_dir_all(&dir).unwrap();
+    let golden = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/testdata/devicemanager/checkpoint-numa-1.json"
+    );
+    std::fs::copy(golden, dir.join(checkpoint::CHECKPOINT)).unwrap();
+    let dm = super::DeviceManager::new(
+        root.path(),
+        super::DeviceManagerDeps {
+            recorder: Arc::new(crate::events::LogRecorder),
+            numa_nodes: vec![0, 1, 2],
+            on_allocated: Arc::new(|_| {}),
+            on_capacity_changed: Box::new(|| {}),
+        },
+    );
+    let s = rkubelet_util::lock(&dm.inner.state);
+    assert!(!s.pods.is_empty(), "the checkpoint was read");
+    assert_eq!(s.numa_nodes, [0, 1, 2]);
+}

@@ -340,6 +340,24 @@ mod tests {
         assert_eq!(held(&s, "app0"), ["a", "b"]);
     }
 
+    /// A sidecar keeps running: its device is not passed on.
+    #[test]
+    fn a_sidecars_devices_are_not_passed_on() {
+        let mut s = state();
+        let mut pod = nic_pod(&[1], &[1]);
+        if let Some(spec) = pod.spec.as_mut() {
+            for c in spec.init_containers.iter_mut().flatten() {
+                c.restart_policy = Some("Always".into());
+            }
+        }
+        s.reserve(&pod, &pod.init_containers()[0], Some(BitMask::of([1])))
+            .unwrap();
+        assert_eq!(held(&s, "init0"), ["c"]);
+        s.reserve(&pod, &pod.containers()[0], Some(BitMask::of([1])))
+            .unwrap();
+        assert_eq!(held(&s, "app0"), ["d"], "c is the sidecar's");
+    }
+
     /// An app container reuses its init container's device, and its hints
     /// keep to that device's node.
     #[test]

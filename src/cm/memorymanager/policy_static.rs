@@ -265,10 +265,8 @@ impl StaticPolicy {
             Some((owner, m)) if owner == uid => m,
             _ => Vec::new(),
         };
-        let is_init = pod
-            .init_containers()
-            .iter()
-            .any(|c| c.name == container.name);
+        // a sidecar keeps running: its share is not left to those after it
+        let is_init = crate::podutil::is_regular_init_container(pod, &container.name);
         for b in blocks {
             let mask = BitMask::of(b.numa_affinity.iter().copied());
             let at = match reuse
@@ -427,6 +425,9 @@ fn shrink_init_blocks(
     for init in pod.init_containers() {
         if init.name == container || reused == 0 {
             return;
+        }
+        if crate::podutil::is_restartable_init(init) {
+            continue;
         }
         let Some(mut blocks) = state.blocks(pod.uid(), &init.name).map(<[Block]>::to_vec) else {
             continue;

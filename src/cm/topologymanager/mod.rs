@@ -1,6 +1,6 @@
 //! The topology manager (upstream `pkg/kubelet/cm/topologymanager`): at
-//! admission it asks each hint provider (the CPU manager, the memory
-//! manager) on which NUMA nodes it could place a container's (or a pod's)
+//! admission it asks each hint provider (the device, CPU and memory
+//! managers) on which NUMA nodes it could place a container's (or a pod's)
 //! resources, merges the answers, and under `restricted` and
 //! `single-numa-node` refuses a pod whose resources cannot share a NUMA
 //! node set the providers prefer (`TopologyAffinityError`). The merged
@@ -86,7 +86,7 @@ pub struct TopologyManager {
 
 impl TopologyManager {
     /// `numa_nodes` are the machine's (from sysfs); `providers` in
-    /// upstream's order: CPUs, then memory.
+    /// upstream's order: devices, CPUs, memory.
     pub fn new(
         config: &KubeletConfiguration,
         numa_nodes: Vec<u32>,
