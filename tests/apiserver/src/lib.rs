@@ -6,6 +6,7 @@ pub mod attachcontroller;
 pub mod authn;
 pub mod bootstraptoken;
 pub mod certs;
+pub mod charges;
 pub mod control;
 pub mod csr;
 pub mod defaults;

@@ -7,7 +7,8 @@ const USAGE: &str = "usage: apiserver-double --dir DIR [--port N] [--bind ADDR] 
     [--bookmark-interval SECONDS] [--min-request-timeout SECONDS] [--watch-history N]
     [--anonymous-auth] [--node-restriction] [--node-authorizer] [--attach-controller] [--ephemeral] [--max-connections N] [--idle-timeout SECONDS]
     [--kubelet-client-certificate FILE --kubelet-client-key FILE] [--kubelet-certificate-authority FILE]
-    [--emulate-version 1.22..1.34 (default 1.34)]";
+    [--emulate-version 1.22..1.34 (default 1.34)]
+    [--latency MS|real] [--client-qps Q --client-burst B] [--event-qps Q --event-burst B]";
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
@@ -65,6 +66,29 @@ fn main() {
                 cfg.anonymous_auth = inline.as_deref().map(|v| v != "false").unwrap_or(true)
             }
             "--node-restriction" => cfg.node_restriction = true,
+            "--latency" => {
+                let s = val("--latency");
+                cfg.latency = apiserver_double::charges::Latency::parse(&s)
+                    .unwrap_or_else(|| fail(format!("bad --latency {}", s)));
+            }
+            "--client-qps" | "--client-burst" | "--event-qps" | "--event-burst" => {
+                let s = val(&flag);
+                let n: f64 = s
+                    .parse()
+                    .ok()
+                    .filter(|n: &f64| *n > 0.0)
+                    .unwrap_or_else(|| fail(format!("{}: not a positive number: {}", flag, s)));
+                let limits = &mut cfg.client_limits;
+                let slot = match flag.starts_with("--event") {
+                    true => &mut limits.events,
+                    false => &mut limits.api,
+                };
+                let l = slot.get_or_insert(apiserver_double::charges::Limit { qps: n, burst: n });
+                match flag.ends_with("qps") {
+                    true => l.qps = n,
+                    false => l.burst = n,
+                }
+            }
             "--node-authorizer" => cfg.node_authorizer = true,
             "--attach-controller" => cfg.attach_controller = true,
             "--kubelet-client-certificate" => {

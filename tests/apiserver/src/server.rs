@@ -51,6 +51,11 @@ pub struct Config {
     /// --emulate-version: the control-plane release answered as (default
     /// the newest, 1.34).
     pub version: crate::version::Version,
+    /// --latency: each request's service time (charges.rs).
+    pub latency: crate::charges::Latency,
+    /// --client-qps/--client-burst, --event-qps/--event-burst: the client
+    /// rate limits requests are checked against (charges.rs).
+    pub client_limits: crate::charges::ClientLimits,
 }
 
 impl Config {
@@ -72,6 +77,8 @@ impl Config {
             idle_timeout: Duration::from_secs(90),
             kubelet_client: Default::default(),
             version: Default::default(),
+            latency: Default::default(),
+            client_limits: Default::default(),
         }
     }
 }
@@ -83,6 +90,7 @@ pub struct Server {
     tls: Arc<ServerConfig>,
     faults: Faults,
     stats: Stats,
+    budget: crate::charges::ClientBudget,
     audit: Audit,
     authz: Authz,
     conns: AtomicUsize,
@@ -143,6 +151,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
         tls,
         faults: Faults::default(),
         stats: Stats::default(),
+        budget: crate::charges::ClientBudget::new(cfg.client_limits),
         authz: Authz::default(),
         conns: AtomicUsize::new(0),
         url: url.clone(),
@@ -397,6 +406,8 @@ fn process<W: Write>(
     }
 
     let (target, info) = handlers::classify(req);
+    srv.budget.charge(&user_name, &info.resource, &info.sub);
+    std::thread::sleep(srv.cfg.latency.of(&info.verb));
     let decision = srv.faults.decide(&req.path, &info.verb);
     if decision.stall_ms > 0 {
         std::thread::sleep(Duration::from_millis(decision.stall_ms));
@@ -632,7 +643,11 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
                 Err(m) => bad(m),
             }
         }
-        ("GET", "/__double/stats") => (200, srv.stats.to_json()),
+        ("GET", "/__double/stats") => {
+            let mut v = srv.stats.to_json();
+            v["clientLimits"] = srv.budget.to_json();
+            (200, v)
+        }
         ("POST", "/__double/csr") => {
             let v = match body() {
                 Ok(v) => v,
@@ -656,6 +671,7 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
         }
         ("POST", "/__double/stats/reset") => {
             srv.stats.reset();
+            srv.budget.reset();
             (200, srv.stats.to_json())
         }
         ("POST", "/__double/nodes") => {
