@@ -152,6 +152,17 @@ def main():
         print(f"{time.monotonic() - t0:.2f} {len(names)}")
     elif cmd == "stats-reset":
         call("POST", "/__double/stats/reset", {})
+    elif cmd == "over-limits":
+        # Requests the client limits the double replays (--client-qps and
+        # --event-qps) could not have let through, since the last reset:
+        # "0 (of N)" when within them.
+        code, s = call("GET", "/__double/stats")
+        limits = s.get("clientLimits", {})
+        over = sum(v["overLimit"] for v in limits.values())
+        seen = sum(v["requests"] for v in limits.values())
+        detail = " ".join(f"{k.replace(' ', ':')}={v['overLimit']}/{v['requests']}"
+                          for k, v in sorted(limits.items()))
+        print(f"{over} (of {seen}; {detail})")
     elif cmd == "stats":
         user, kind = sys.argv[2], sys.argv[3]
         code, s = call("GET", "/__double/stats")

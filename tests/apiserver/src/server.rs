@@ -671,7 +671,6 @@ fn control(srv: &Server, req: &Request) -> (u16, Value) {
         }
         ("POST", "/__double/stats/reset") => {
             srv.stats.reset();
-            srv.budget.reset();
             (200, srv.stats.to_json())
         }
         ("POST", "/__double/nodes") => {
