@@ -634,8 +634,8 @@ impl Kubelet {
                         crate::lifecycle::handlers::admit_apparmor(&security.apparmor, &pod)
                     });
                 if let Err(r) = admitted {
-                    // What the resource managers placed for it goes back.
-                    self.device_manager.release(pod.uid());
+                    // What the resource managers (devices, CPUs, memory)
+                    // placed for it goes back.
                     self.topology_manager.release(pod.uid());
                     self.reject_pod(&pod, &r.reason, &r.message);
                     continue;

@@ -198,7 +198,7 @@ struct State {
     pre_start: Vec<PreStart>,
     /// Pods whose allocation future is under way.
     allocating: Vec<String>,
-    /// The machine's NUMA nodes (empty: those the plugins report).
+    /// The machine's NUMA nodes, which topology hints range over.
     numa_nodes: Vec<u32>,
 }
 
@@ -362,14 +362,6 @@ impl DeviceManager {
     /// (upstream's Allocate RPCs), off the sync loop.
     pub fn allocate_reserved(&self, pod: &Pod) {
         self.inner.spawn_allocation(pod);
-    }
-
-    /// Undoes the reservations of a pod an admission check refused.
-    pub fn release(&self, uid: &str) {
-        if lock(&self.inner.state).pods.remove_pod(uid) {
-            // a pod re-admitted from the checkpoint and then refused
-            self.inner.checkpoint_changed();
-        }
     }
 
     /// Frees the devices of pods not among `holders` (housekeeping);

@@ -10,7 +10,7 @@ use rkubelet_util::lock;
 
 use super::admission::reusable;
 use super::{device_limits, DeviceManager, Resource, State};
-use crate::cm::topologymanager::bitmask::{BitMask, MAX_NUMA_NODES};
+use crate::cm::topologymanager::bitmask::BitMask;
 use crate::cm::topologymanager::{generate_hints, HintProvider, ResourceHints, TopologyHint};
 use crate::lifecycle::admission::Rejection;
 use crate::podutil::PodExt;
@@ -83,9 +83,12 @@ impl HintProvider for DeviceManager {
             .map_err(crate::lifecycle::admission::unexpected_admission_error)
     }
 
+    /// Undoes the reservations of a pod an admission check refused.
     fn release(&self, pod_uid: &str) {
-        // the inherent method: the reservations go
-        DeviceManager::release(self, pod_uid);
+        if lock(&self.inner.state).pods.remove_pod(pod_uid) {
+            // a pod re-admitted from the checkpoint and then refused
+            self.inner.checkpoint_changed();
+        }
     }
 }
 
@@ -127,23 +130,23 @@ impl State {
                 (free.map(String::from).collect(), reusable)
             }
         };
-        let hints = device_hints(res, &self.numa_nodes, &available, reusable, needed)?;
+        let hints = device_hints(res, &self.numa_nodes, &available, reusable, needed);
         Some((resource.to_string(), hints))
     }
 }
 
 /// upstream generateDeviceTopologyHints: sets of the machine's NUMA nodes
-/// holding every reusable device that reports a node, and with it enough
-/// available ones; None (no preference) when the plugin reports more NUMA
-/// nodes than the topology manager handles. Without the machine's nodes
-/// (tests), the nodes the devices report.
+/// (at most 8, numbered below 64: the topology manager refuses to start
+/// otherwise) holding every reusable device that reports a node, and with
+/// it enough available ones. A device on a node the machine lacks is on
+/// none of them.
 fn device_hints(
     res: &Resource,
     machine_nodes: &[u32],
     available: &[String],
     reusable: &[String],
     needed: usize,
-) -> Option<Vec<TopologyHint>> {
+) -> Vec<TopologyHint> {
     let nodes_of = |id: &str| -> Vec<u32> {
         let d = res.devices.iter().find(|d| d.id == id);
         d.map(|d| {
@@ -155,18 +158,8 @@ fn device_hints(
         .unwrap_or_default()
     };
     let in_mask = |mask: BitMask, id: &str| nodes_of(id).iter().any(|n| mask.is_set(*n));
-    let mut nodes: Vec<u32> = machine_nodes.to_vec();
-    if nodes.is_empty() {
-        nodes = res.devices.iter().flat_map(|d| nodes_of(&d.id)).collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-    }
-    // what a plugin reports is not trusted with the mask loop's 2^n
-    if nodes.len() > MAX_NUMA_NODES || nodes.iter().any(|n| *n >= 64) {
-        return None;
-    }
-    Some(generate_hints(
-        &nodes,
+    generate_hints(
+        machine_nodes,
         |mask| res.devices.iter().filter(|d| in_mask(mask, &d.id)).count() >= needed,
         |mask| {
             let placed = reusable.iter().filter(|id| !nodes_of(id).is_empty());
@@ -174,7 +167,7 @@ fn device_hints(
             let free = available.iter().filter(|id| in_mask(mask, id)).count();
             all_in && placed.count() + free >= needed
         },
-    ))
+    )
 }
 
 #[cfg(test)]
@@ -190,7 +183,10 @@ mod tests {
             healthy: true,
             numa: numa.to_vec(),
         };
-        let mut s = State::default();
+        let mut s = State {
+            numa_nodes: vec![0, 1],
+            ..State::default()
+        };
         s.resources.push(Resource {
             name: "example.com/nic".into(),
             endpoint: None,

@@ -203,9 +203,8 @@ impl StaticPolicy {
         }
         let mut mask = best.affinity.unwrap_or_default();
         if !fits(state, mask, wanted) {
-            let inner = mask;
             let extended = self
-                .best_hint(state, pod, wanted, |h| h.and(inner) == inner)
+                .best_hint(state, pod, wanted, move |h| h.and(mask) == mask)
                 .ok_or(CannotExtend)?;
             if !extended.preferred && best.preferred {
                 return Err(ExtendedNotPreferred);
