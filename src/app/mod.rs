@@ -706,10 +706,11 @@ fn start_log_manager(
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Worker> {
     let rt = Arc::clone(kubelet.runtime().runtime());
+    let running = crate::logs::RunningLogs::new(Arc::clone(&rt));
     let mgr = crate::logs::LogManager::new(
-        rt.clone(),
+        rt,
         crate::logs::LogConfig::from_kubelet_config(config)?,
-        Box::new(move || crate::logs::running_container_logs(&rt)),
+        Box::new(move || running.list()),
     );
     mgr.start(shutdown.clone())
         .context("start the container log manager")

@@ -110,31 +110,83 @@ pub type ListRunning = Box<dyn Fn() -> Vec<(String, PathBuf)> + Send + Sync>;
 /// What upstream's rotateLogs lists: running containers and their log paths
 /// (ListContainers + ContainerStatus). Ready-made `list_running` for
 /// [`LogManager::new`].
-pub fn running_container_logs(runtime: &RemoteRuntime) -> Vec<(String, PathBuf)> {
-    let filter = api::ContainerFilter {
-        state: Some(api::ContainerStateValue {
-            state: api::ContainerState::CONTAINER_RUNNING.into(),
-            ..Default::default()
-        })
-        .into(),
-        ..Default::default()
-    };
-    let containers = match runtime.list_containers(Some(filter)) {
-        Ok(c) => c,
-        Err(e) => {
-            log::warn!("log rotation: listing containers: {e}");
-            return Vec::new();
-        }
-    };
-    let mut out = Vec::new();
-    for c in containers {
-        match runtime.container_status(&c.id) {
-            Ok(s) if !s.log_path.is_empty() => out.push((c.id, PathBuf::from(s.log_path))),
-            Ok(_) => {}
-            Err(e) => log::debug!("log rotation: status of {}: {e}", c.id),
+///
+/// A container's log path is fixed when it is created, so ContainerStatus
+/// is asked once per container, not on every round: with 30 containers
+/// that is 180 fewer CRI calls a minute at the default 10 s interval.
+pub struct RunningLogs {
+    runtime: Arc<RemoteRuntime>,
+    paths: LogPaths,
+}
+
+impl RunningLogs {
+    pub fn new(runtime: Arc<RemoteRuntime>) -> Self {
+        RunningLogs {
+            runtime,
+            paths: LogPaths::default(),
         }
     }
-    out
+
+    pub fn list(&self) -> Vec<(String, PathBuf)> {
+        let filter = api::ContainerFilter {
+            state: Some(api::ContainerStateValue {
+                state: api::ContainerState::CONTAINER_RUNNING.into(),
+                ..Default::default()
+            })
+            .into(),
+            ..Default::default()
+        };
+        let ids = match self.runtime.list_containers(Some(filter)) {
+            Ok(c) => c.into_iter().map(|c| c.id).collect(),
+            Err(e) => {
+                log::warn!("log rotation: listing containers: {e}");
+                return Vec::new();
+            }
+        };
+        self.paths.resolve(ids, |id| {
+            self.runtime
+                .container_status(id)
+                .map(|s| s.log_path)
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// The log path of each container seen running, by container ID; only
+/// the containers of the last listing are kept.
+#[derive(Default)]
+pub(crate) struct LogPaths(Mutex<std::collections::HashMap<String, Option<PathBuf>>>);
+
+impl LogPaths {
+    /// The (ID, log path) of `running`, asking `log_path` only for IDs not
+    /// seen before. A container without a log path is skipped; one whose
+    /// status failed is asked again next time.
+    pub(crate) fn resolve(
+        &self,
+        running: Vec<String>,
+        log_path: impl Fn(&str) -> Result<String, String>,
+    ) -> Vec<(String, PathBuf)> {
+        let mut known = lock(&self.0);
+        let mut next = std::collections::HashMap::with_capacity(running.len());
+        for id in running {
+            let path = match known.remove(&id) {
+                Some(p) => p,
+                None => match log_path(&id) {
+                    Ok(p) => (!p.is_empty()).then(|| PathBuf::from(p)),
+                    Err(e) => {
+                        log::debug!("log rotation: status of {id}: {e}");
+                        continue;
+                    }
+                },
+            };
+            next.insert(id, path);
+        }
+        *known = next;
+        known
+            .iter()
+            .filter_map(|(id, p)| Some((id.clone(), p.clone()?)))
+            .collect()
+    }
 }
 
 pub struct LogManager {

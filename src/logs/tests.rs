@@ -255,3 +255,44 @@ fn symlinks_create_remove_and_sweep() {
         0
     );
 }
+
+/// A container's log path is asked once while it keeps running; a
+/// container that stopped is forgotten, a failed status is asked again,
+/// and one without a log path is left out.
+#[test]
+fn log_paths_are_asked_once_per_running_container() {
+    use std::cell::RefCell;
+    let paths = LogPaths::default();
+    let asked = RefCell::new(Vec::new());
+    let status = |id: &str| {
+        asked.borrow_mut().push(id.to_string());
+        match id {
+            "bad" if asked.borrow().iter().filter(|a| *a == "bad").count() == 1 => {
+                Err("unavailable".to_string())
+            }
+            "nolog" => Ok(String::new()),
+            _ => Ok(format!("/logs/{id}/0.log")),
+        }
+    };
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let sorted = |mut v: Vec<(String, PathBuf)>| {
+        v.sort();
+        v
+    };
+
+    let first = sorted(paths.resolve(ids(&["a", "bad", "nolog"]), status));
+    assert_eq!(first, vec![("a".into(), PathBuf::from("/logs/a/0.log"))]);
+    let second = sorted(paths.resolve(ids(&["a", "bad", "nolog", "b"]), status));
+    assert_eq!(
+        second,
+        vec![
+            ("a".into(), PathBuf::from("/logs/a/0.log")),
+            ("b".into(), PathBuf::from("/logs/b/0.log")),
+            ("bad".into(), PathBuf::from("/logs/bad/0.log")),
+        ]
+    );
+    // "a" stopped and came back under the same ID: asked again.
+    paths.resolve(ids(&["b"]), status);
+    paths.resolve(ids(&["a", "b"]), status);
+    assert_eq!(*asked.borrow(), ["a", "bad", "nolog", "bad", "b", "a"]);
+}

@@ -376,7 +376,7 @@ fn real_containerd() {
 
     // --- log rotation with ReopenContainerLog.
     let log_path = logdir.join("app/0.log");
-    let listed = crate::logs::running_container_logs(&rt);
+    let listed = crate::logs::RunningLogs::new(Arc::clone(&rt)).list();
     assert!(
         listed.iter().any(|(id, p)| *id == app && *p == log_path),
         "{listed:?}"
