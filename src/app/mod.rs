@@ -260,6 +260,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         crate::cm::devicemanager::DeviceManager::new(
             &settings.root_dir,
             crate::cm::devicemanager::DeviceManagerDeps {
+                grpc_env: Arc::clone(runtime.grpc_env()),
                 recorder: Arc::clone(&recorder),
                 numa_nodes: numa_nodes.clone(),
                 on_allocated: Arc::new(move |uid| workers.wake_pod(uid)),
@@ -271,8 +272,8 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         )
     };
     let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
-    // CSI drivers are dialled on the device plugins' gRPC environment: no
-    // thread of their own.
+    // CSI drivers are dialled on the runtime's gRPC environment, which the
+    // device plugins share: no thread of their own.
     let csi = client.as_ref().map(|c| {
         let csi = crate::volume::csi::CsiPlugin::new(
             settings.root_dir.clone(),

@@ -135,7 +135,7 @@ pub struct RemoteRuntime {
     /// runtimeRequestTimeout: the deadline of every mutating call.
     timeout: Duration,
     observer: Arc<dyn Observer>,
-    _env: Arc<Environment>,
+    env: Arc<Environment>,
 }
 
 impl RemoteRuntime {
@@ -177,7 +177,7 @@ impl RemoteRuntime {
             image: ImageServiceClient::new(image),
             timeout,
             observer,
-            _env: env,
+            env,
         })
     }
 
@@ -197,6 +197,15 @@ impl RemoteRuntime {
 
     fn opt(&self, timeout: Duration) -> CallOption {
         CallOption::default().timeout(timeout)
+    }
+
+    /// The gRPC environment the runtime's channels poll on. Every other
+    /// gRPC client and server of the kubelet shares it: gRPC's C core has
+    /// one epoll set for all environments, so a second environment's
+    /// completion-queue thread only took turns reading the runtime's
+    /// socket, a context switch per CRI call.
+    pub fn grpc_env(&self) -> &Arc<Environment> {
+        &self.env
     }
 
     fn slow(&self) -> CallOption {

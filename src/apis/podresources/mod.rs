@@ -3,8 +3,8 @@
 //! agents which devices (and, with a CPU or memory manager, which CPUs and
 //! memory) each container of each pod holds, and which the node has.
 //!
-//! The handlers run on the plugins' completion-queue thread
-//! (`grpc-plugins-0`) and only read: the pod list and the device
+//! The handlers run on the shared gRPC completion-queue thread
+//! (`grpc-cq-0`) and only read: the pod list and the device
 //! manager's state, each under its own lock, briefly. No thread of its own.
 
 use std::path::{Path, PathBuf};

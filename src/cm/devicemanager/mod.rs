@@ -5,10 +5,11 @@
 //! capacity and allocatable, and gives containers their devices.
 //!
 //! Threads: `device-manager` (registrations, the endpoint grace period,
-//! the checkpoint's writes) and `grpc-plugins-0`, the completion-queue
-//! thread of the plugins' gRPC environment: the Registration server's
-//! handler, every plugin's `ListAndWatch` stream and every `Allocate`
-//! complete there. Neither count grows with plugins, devices or pods.
+//! the checkpoint's writes) and `grpc-cq-0`, the completion-queue thread
+//! of the gRPC environment the runtime client shares with every plugin:
+//! the Registration server's handler, every plugin's `ListAndWatch`
+//! stream and every `Allocate` complete there. Neither count grows with
+//! plugins, devices or pods.
 //!
 //! Deviation: upstream calls `GetPreferredAllocation` and `Allocate` in its
 //! admission handler, on the sync loop, and a slow plugin holds every pod.
@@ -270,6 +271,9 @@ pub struct DeviceManager {
 }
 
 pub struct DeviceManagerDeps {
+    /// The gRPC environment of the plugins' servers and channels (the
+    /// runtime client's: [`crate::cri::RemoteRuntime::grpc_env`]).
+    pub grpc_env: Arc<grpcio::Environment>,
     pub recorder: Arc<dyn EventRecorder>,
     /// The machine's NUMA nodes, which topology hints range over.
     pub numa_nodes: Vec<u32>,
@@ -282,12 +286,7 @@ impl DeviceManager {
     /// until [`DeviceManager::start`].
     pub fn new(root_dir: &Path, deps: DeviceManagerDeps) -> DeviceManager {
         let dir = root_dir.join(DEVICE_PLUGINS_DIR);
-        let env = Arc::new(
-            grpcio::EnvBuilder::new()
-                .cq_count(1)
-                .name_prefix("grpc-plugins")
-                .build(),
-        );
+        let env = deps.grpc_env;
         let inner = Arc::new(Inner {
             dir,
             state: Mutex::new(State::default()),

@@ -251,6 +251,7 @@ fn the_machines_numa_nodes_outlive_the_checkpoints_restore() {
     let dm = super::DeviceManager::new(
         root.path(),
         super::DeviceManagerDeps {
+            grpc_env: Arc::new(grpcio::EnvBuilder::new().cq_count(1).build()),
             recorder: Arc::new(crate::events::LogRecorder),
             numa_nodes: vec![0, 1, 2],
             on_allocated: Arc::new(|_| {}),
