@@ -27,8 +27,13 @@ struct KubeletDeps {
 }
 
 impl EvictionDeps for KubeletDeps {
-    fn summary(&self) -> Result<Summary, DepsError> {
-        Ok(self.kubelet.stats_provider().summary(false)?)
+    fn summary(&self, with_pods: bool) -> Result<Summary, DepsError> {
+        let stats = self.kubelet.stats_provider();
+        Ok(if with_pods {
+            stats.summary(false)?
+        } else {
+            stats.node_summary()
+        })
     }
 
     fn pods_cgroup_memory(&self) -> Option<PodsCgroupMemory> {

@@ -44,6 +44,26 @@ impl Manager {
     }
 }
 
+/// Whether the pod has a limit the local storage checks enforce: an
+/// emptyDir sizeLimit or a container's ephemeral-storage limit.
+pub(super) fn has_limit(pod: &Pod) -> bool {
+    let empty_dir_limit = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .is_some_and(|v| {
+            v.iter()
+                .any(|v| v.empty_dir.as_ref().is_some_and(|e| e.size_limit.is_some()))
+        });
+    empty_dir_limit
+        || pod.containers().iter().any(|c| {
+            c.resources
+                .as_ref()
+                .and_then(|r| r.limits.as_ref())
+                .is_some_and(|l| l.contains_key("ephemeral-storage"))
+        })
+}
+
 /// upstream emptyDirLimitEviction: an emptyDir with a positive sizeLimit
 /// that holds more.
 fn empty_dir_violation(deps: &dyn EvictionDeps, pod: &Pod) -> Option<String> {

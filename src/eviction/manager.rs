@@ -23,23 +23,22 @@ impl Manager {
         }
         let dedicated_image_fs = self.dedicated_image_fs(deps);
         let active = deps.active_pods();
-        let summary = match deps.summary() {
-            Ok(s) => s,
-            Err(e) => {
-                log::error!("eviction manager: failed to get summary stats: {e:#}");
-                return None;
-            }
-        };
+        // The signals are the node's; the pods' stats (every pod's cgroups,
+        // the runtime's stats, their log directories) are read only when
+        // a pod has a local storage limit or a pod must be ranked.
+        let limits = cfg.local_storage_capacity_isolation
+            && active.iter().any(|p| super::local_storage::has_limit(p));
+        let summary = Self::summary(deps, limits)?;
         let pods_cgroup = if cfg.watches_allocatable_memory() {
             deps.pods_cgroup_memory()
         } else {
             None
         };
         let observations = helpers::make_signal_observations(&summary, pods_cgroup);
-        let stats = StatsFunc::new(&summary);
         let thresholds = self.update_state(&observations, now);
 
-        if cfg.local_storage_capacity_isolation {
+        if limits {
+            let stats = StatsFunc::new(&summary);
             if let Some(pod) = self.local_storage_eviction(deps, &active, &stats) {
                 return Some(pod);
             }
@@ -47,14 +46,28 @@ impl Manager {
         if thresholds.is_empty() {
             return None;
         }
+        let summary = if limits {
+            summary
+        } else {
+            Self::summary(deps, true)?
+        };
         self.evict_for_thresholds(
             deps,
             thresholds,
             active,
             &observations,
-            &stats,
+            &StatsFunc::new(&summary),
             dedicated_image_fs,
         )
+    }
+
+    fn summary(
+        deps: &dyn EvictionDeps,
+        with_pods: bool,
+    ) -> Option<crate::server::stats::types::Summary> {
+        deps.summary(with_pods)
+            .inspect_err(|e| log::error!("eviction manager: failed to get summary stats: {e:#}"))
+            .ok()
     }
 
     /// The condition and threshold bookkeeping of a round; returns the
@@ -195,7 +208,7 @@ impl Manager {
                 log::warn!("eviction manager: unexpected error when attempting to reduce {signal} pressure: {e:#}");
             }
         }
-        let summary = match deps.summary() {
+        let summary = match deps.summary(false) {
             Ok(s) => s,
             Err(e) => {
                 log::error!(

@@ -26,11 +26,20 @@ struct FakeDeps {
     images_deleted: AtomicUsize,
     containers_deleted: AtomicUsize,
     empty_dir_bytes: Mutex<Option<u64>>,
+    /// Summaries asked for with the pods' stats.
+    pod_summaries: AtomicUsize,
 }
 
 impl EvictionDeps for FakeDeps {
-    fn summary(&self) -> Result<Summary, DepsError> {
-        Ok(self.summary.lock().unwrap().clone())
+    /// The pods' stats only when asked for, as the kubelet's.
+    fn summary(&self, with_pods: bool) -> Result<Summary, DepsError> {
+        let mut s = self.summary.lock().unwrap().clone();
+        if with_pods {
+            self.pod_summaries.fetch_add(1, Ordering::SeqCst);
+        } else {
+            s.pods.clear();
+        }
+        Ok(s)
     }
     fn pods_cgroup_memory(&self) -> Option<PodsCgroupMemory> {
         None
@@ -110,9 +119,13 @@ fn hard_memory_threshold_evicts_the_best_effort_pod() {
     memory_node(&deps, 1536 * MI);
     assert!(m.synchronize(&deps, t0).is_none());
     assert!(!m.is_under_memory_pressure());
+    // No threshold met and no local storage limit: the node's figures only.
+    assert_eq!(deps.pod_summaries.load(Ordering::SeqCst), 0);
 
     memory_node(&deps, 512 * MI);
     let evicted = m.synchronize(&deps, t0 + Duration::from_secs(10)).unwrap();
+    // Ranking needed the pods' stats (the node-only summary has none).
+    assert_eq!(deps.pod_summaries.load(Ordering::SeqCst), 1);
     assert_eq!(evicted.metadata.name.as_deref(), Some("hog"));
     assert!(m.is_under_memory_pressure());
     let killed = deps.killed.lock().unwrap().clone();
@@ -267,6 +280,8 @@ fn local_storage_limits_evict() {
     *deps.pods.lock().unwrap() = vec![Arc::clone(&p)];
     *deps.empty_dir_bytes.lock().unwrap() = Some(5 * MI);
     assert!(m.synchronize(&deps, Instant::now()).is_none());
+    // A pod with a limit: the pods' stats are read every round.
+    assert_eq!(deps.pod_summaries.load(Ordering::SeqCst), 1);
     // The emptyDir outgrows its limit.
     *deps.empty_dir_bytes.lock().unwrap() = Some(11 * MI);
     assert!(m.synchronize(&deps, Instant::now()).is_some());

@@ -264,6 +264,14 @@ impl SummaryProvider {
         Ok(Summary { node, pods })
     }
 
+    /// The summary without the pods: the node's figures alone, all of them.
+    pub fn node_summary(&self) -> Summary {
+        Summary {
+            node: self.node_stats(false),
+            pods: Vec::new(),
+        }
+    }
+
     fn read_proc(&self, rel: &str) -> String {
         std::fs::read_to_string(self.cfg.proc_root.join(rel)).unwrap_or_default()
     }
