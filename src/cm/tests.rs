@@ -222,6 +222,20 @@ fn orphans_are_removed_only_when_unknown_and_not_running() {
     assert!(t.path().join("cpu/kubepods/burstable/other").is_dir());
     // Outside cgroupRoot's kubepods nothing is looked at.
     assert!(t.path().join("cpu/kubepods/burstable").is_dir());
+
+    // An orphan kept for its volumes is looked at again: the scan that
+    // kept it did not count as clean.
+    cm.housekeeping(&known, &|_| false, &[]);
+    assert!(!kp.join("besteffort/podvols").exists());
+    // A clean scan is not repeated for the same pods, but a pod cgroup
+    // made since, or a pod that left, is scanned for.
+    cm.housekeeping(&known, &|_| false, &[]);
+    cm.ensure_pod_cgroup(&burstable("brief"), &Vec::new)
+        .unwrap();
+    cm.housekeeping(&known, &|_| false, &[]);
+    assert!(!kp.join("burstable/podbrief").exists());
+    cm.housekeeping(&HashSet::new(), &|_| false, &[]);
+    assert!(!kp.join("podkeep").exists());
 }
 
 #[test]
