@@ -36,14 +36,7 @@ impl Manager {
         };
         let observations = helpers::make_signal_observations(&summary, pods_cgroup);
         let thresholds = self.update_state(&observations, now);
-
-        if limits {
-            let stats = StatsFunc::new(&summary);
-            if let Some(pod) = self.local_storage_eviction(deps, &active, &stats) {
-                return Some(pod);
-            }
-        }
-        if thresholds.is_empty() {
+        if !limits && thresholds.is_empty() {
             return None;
         }
         let summary = if limits {
@@ -51,12 +44,22 @@ impl Manager {
         } else {
             Self::summary(deps, true)?
         };
+        let stats = StatsFunc::new(&summary);
+
+        if limits {
+            if let Some(pod) = self.local_storage_eviction(deps, &active, &stats) {
+                return Some(pod);
+            }
+        }
+        if thresholds.is_empty() {
+            return None;
+        }
         self.evict_for_thresholds(
             deps,
             thresholds,
             active,
             &observations,
-            &StatsFunc::new(&summary),
+            &stats,
             dedicated_image_fs,
         )
     }

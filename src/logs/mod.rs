@@ -152,10 +152,11 @@ impl RunningLogs {
     }
 }
 
-/// The log path of each container seen running, by container ID; only
-/// the containers of the last listing are kept.
+/// The log path of each container seen running, by container ID (empty:
+/// the runtime keeps no log); only the containers of the last listing are
+/// kept.
 #[derive(Default)]
-pub(crate) struct LogPaths(Mutex<std::collections::HashMap<String, Option<PathBuf>>>);
+pub(crate) struct LogPaths(Mutex<std::collections::HashMap<String, String>>);
 
 impl LogPaths {
     /// The (ID, log path) of `running`, asking `log_path` only for IDs not
@@ -167,24 +168,22 @@ impl LogPaths {
         log_path: impl Fn(&str) -> Result<String, String>,
     ) -> Vec<(String, PathBuf)> {
         let mut known = lock(&self.0);
-        let mut next = std::collections::HashMap::with_capacity(running.len());
+        known.retain(|id, _| running.contains(id));
         for id in running {
-            let path = match known.remove(&id) {
-                Some(p) => p,
-                None => match log_path(&id) {
-                    Ok(p) => (!p.is_empty()).then(|| PathBuf::from(p)),
-                    Err(e) => {
-                        log::debug!("log rotation: status of {id}: {e}");
-                        continue;
-                    }
-                },
-            };
-            next.insert(id, path);
+            if known.contains_key(&id) {
+                continue;
+            }
+            match log_path(&id) {
+                Ok(p) => {
+                    known.insert(id, p);
+                }
+                Err(e) => log::debug!("log rotation: status of {id}: {e}"),
+            }
         }
-        *known = next;
         known
             .iter()
-            .filter_map(|(id, p)| Some((id.clone(), p.clone()?)))
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(id, p)| (id.clone(), PathBuf::from(p)))
             .collect()
     }
 }
