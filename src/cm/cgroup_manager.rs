@@ -351,11 +351,8 @@ impl CgroupManager {
         first_err.map_or(Ok(()), Err)
     }
 
-    /// The names of the child cgroups of `name`, over every hierarchy, in
-    /// the order first seen. Housekeeping asks every 2 s: a child found in
-    /// the dozen v1 hierarchies is parsed once, not once per hierarchy.
+    /// The names of the child cgroups of `name`, over every hierarchy.
     pub fn children(&self, name: &CgroupName) -> Vec<CgroupName> {
-        let mut seen = std::collections::HashSet::new();
         let mut out: Vec<CgroupName> = Vec::new();
         let parent = self.name(name);
         for dir in self.paths(name) {
@@ -363,7 +360,7 @@ impl CgroupManager {
                 continue;
             };
             for e in entries.flatten() {
-                if !e.file_type().is_ok_and(|t| t.is_dir()) || !seen.insert(e.file_name()) {
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
                 let child = format!(
@@ -371,7 +368,10 @@ impl CgroupManager {
                     parent.trim_end_matches('/'),
                     e.file_name().to_string_lossy()
                 );
-                out.push(self.parse(&child));
+                let n = self.parse(&child);
+                if !out.contains(&n) {
+                    out.push(n);
+                }
             }
         }
         out
