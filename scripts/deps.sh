@@ -24,8 +24,10 @@
 set -euo pipefail
 
 pkgs=(containerd runc containernetworking-plugins busybox-static iproute2 iptables cmake g++ file binutils curl make bc dbus
-      # the device plugin test peer (tests/plugins): gRPC, protobuf and protoc for Python
-      python3-grpcio python3-protobuf protobuf-compiler)
+      # the device plugin and CSI driver test peers (tests/plugins): gRPC, protobuf and
+      # protoc for Python; libprotobuf-dev holds google/protobuf/wrappers.proto, which
+      # csi.proto imports (only a Recommends of protobuf-compiler, and we install none)
+      python3-grpcio python3-protobuf protobuf-compiler libprotobuf-dev)
 
 say() { echo "deps.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
