@@ -4,6 +4,7 @@
 //! sandbox's cgroup parent, and removed once the pod is gone.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rkubelet_util::lock;
@@ -72,12 +73,14 @@ pub struct PodContainerManager {
     cgroups: CgroupManager,
     pub namer: PodCgroupNamer,
     limits: PodLimits,
-    /// The pods the last orphan scan found every pod cgroup among, kept
-    /// while no pod cgroup has been made since. A pod cgroup is made only
-    /// here, for a pod the kubelet knows, so with the same pods known
-    /// there is nothing new to find: the scan reads a dozen v1
-    /// hierarchies every 2 s otherwise.
-    clean_for: Mutex<Option<HashSet<String>>>,
+    /// Pod cgroups made so far, counted once each is in place.
+    made: AtomicU64,
+    /// The known pods of the last orphan scan that found every pod cgroup
+    /// among them, with `made` as it stood when that scan began. A pod
+    /// cgroup is made only here, for a pod the kubelet knows, so with the
+    /// same pods known and none made since there is nothing new to find:
+    /// the scan reads a dozen v1 hierarchies every 2 s otherwise.
+    clean_for: Mutex<Option<(HashSet<String>, u64)>>,
 }
 
 impl PodContainerManager {
@@ -87,6 +90,7 @@ impl PodContainerManager {
             cgroups,
             namer,
             limits,
+            made: AtomicU64::new(0),
             clean_for: Mutex::new(None),
         }
     }
@@ -115,14 +119,17 @@ impl PodContainerManager {
             return Ok(());
         }
         let cfg = self.config(pod);
-        *lock(&self.clean_for) = None;
-        self.cgroups.create(&cfg).inspect_err(|_| {
+        let made = self.cgroups.create(&cfg).inspect_err(|_| {
             // Half made (directories without limits) would pass for an
             // existing cgroup next time and be adopted unlimited.
             if let Err(e) = self.cgroups.destroy(&cfg.name) {
                 log::warn!("remove half-made pod cgroup: {e}");
             }
-        })
+        });
+        // After the directories exist: a scan that began before this
+        // count sees them, and one that did not is not trusted.
+        self.made.fetch_add(1, Ordering::SeqCst);
+        made
     }
 
     /// Every pod cgroup under the tiers, by pod UID (upstream
@@ -168,8 +175,13 @@ impl PodContainerManager {
         volumes_exist: &dyn Fn(&str) -> bool,
     ) -> Vec<String> {
         let mut removed = Vec::new();
-        let mut clean_for = lock(&self.clean_for);
-        if clean_for.as_ref() == Some(possibly_running) {
+        // The lock is not held over the scan: a pod worker making a pod
+        // cgroup meanwhile does not wait for it.
+        let made = self.made.load(Ordering::SeqCst);
+        let unchanged = lock(&self.clean_for)
+            .as_ref()
+            .is_some_and(|(pods, at)| *at == made && pods == possibly_running);
+        if unchanged {
             return removed;
         }
         let mut clean = true;
@@ -189,7 +201,7 @@ impl PodContainerManager {
             }
         }
         if clean {
-            *clean_for = Some(possibly_running.clone());
+            *lock(&self.clean_for) = Some((possibly_running.clone(), made));
         }
         removed
     }
