@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::message;
 use super::rank::{self, FsStatsType, StatsFunc};
@@ -55,13 +55,15 @@ pub(super) fn has_limit(pod: &Pod) -> bool {
             v.iter()
                 .any(|v| v.empty_dir.as_ref().is_some_and(|e| e.size_limit.is_some()))
         });
-    empty_dir_limit
-        || pod.containers().iter().any(|c| {
-            c.resources
-                .as_ref()
-                .and_then(|r| r.limits.as_ref())
-                .is_some_and(|l| l.contains_key("ephemeral-storage"))
-        })
+    empty_dir_limit || pod.containers().iter().any(has_ephemeral_limit)
+}
+
+/// Whether the container sets an ephemeral-storage limit.
+fn has_ephemeral_limit(c: &Container) -> bool {
+    c.resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .is_some_and(|l| l.contains_key("ephemeral-storage"))
 }
 
 /// upstream emptyDirLimitEviction: an emptyDir with a positive sizeLimit
@@ -90,12 +92,7 @@ fn container_disk(c: &ContainerStats) -> i128 {
 fn pod_ephemeral_violation(deps: &dyn EvictionDeps, pod: &Pod, s: &PodStats) -> Option<String> {
     let limits = crate::cm::helpers::pod_limits(pod);
     let limit = *limits.get("ephemeral-storage")? / 1000;
-    let every = pod.containers().iter().all(|c| {
-        c.resources
-            .as_ref()
-            .and_then(|r| r.limits.as_ref())
-            .is_some_and(|l| l.contains_key("ephemeral-storage"))
-    });
+    let every = pod.containers().iter().all(has_ephemeral_limit);
     if !every || limit <= 0 {
         return None;
     }
