@@ -199,11 +199,12 @@ impl RemoteRuntime {
         CallOption::default().timeout(timeout)
     }
 
-    /// The gRPC environment the runtime's channels poll on. Every other
-    /// gRPC client and server of the kubelet shares it: gRPC's C core has
-    /// one epoll set for all environments, so a second environment's
-    /// completion-queue thread only took turns reading the runtime's
-    /// socket, a context switch per CRI call.
+    /// The gRPC environment the runtime's channels poll on. The device
+    /// plugins, the plugin manager, the pod resources server and the CSI
+    /// drivers share it: gRPC's C core has one epoll set for all
+    /// environments, so a second environment's completion-queue thread
+    /// only takes turns reading the runtime's socket, a context switch per
+    /// CRI call. (The gRPC probes still make their own, on first use.)
     pub fn grpc_env(&self) -> &Arc<Environment> {
         &self.env
     }
