@@ -104,6 +104,17 @@ pub fn spawn<F>(name: &str, stage: ShutdownStage, f: F) -> std::io::Result<Worke
 where
     F: FnOnce() + Send + 'static,
 {
+    spawn_boxed(name, stage, Box::new(f))
+}
+
+/// The spawners' one body. Boxed, so std's thread start-up and the loops
+/// below are compiled once, not once per module's closure (a few KB of the
+/// static binary each, for some fifty threads).
+fn spawn_boxed(
+    name: &str,
+    stage: ShutdownStage,
+    f: Box<dyn FnOnce() + Send>,
+) -> std::io::Result<Worker> {
     Ok(Worker {
         name: name.to_string(),
         stage,
@@ -133,39 +144,54 @@ pub fn spawn_periodic<F>(
     period: Duration,
     delay: Duration,
     shutdown: Receiver<()>,
-    mut f: F,
+    f: F,
 ) -> std::io::Result<Worker>
 where
     F: FnMut() + Send + 'static,
 {
+    periodic(name, stage, period, delay, shutdown, Box::new(f))
+}
+
+fn periodic(
+    name: &str,
+    stage: ShutdownStage,
+    period: Duration,
+    delay: Duration,
+    shutdown: Receiver<()>,
+    mut f: Box<dyn FnMut() + Send>,
+) -> std::io::Result<Worker> {
     let thread_name = name.to_string();
-    spawn(name, stage, move || {
-        select! {
-            recv(after(delay)) -> _ => {}
-            recv(shutdown) -> _ => return,
-        }
-        let ticker = tick(period);
-        let mut backoff = Exponential::new(PANIC_BACKOFF_INITIAL, PANIC_BACKOFF_MAX);
-        loop {
-            let wait = match run_contained(&thread_name, &mut f) {
-                Ok(()) => {
-                    backoff.reset();
-                    None
-                }
-                Err(()) => Some(backoff.next_delay()),
-            };
-            match wait {
-                None => select! {
-                    recv(ticker) -> _ => {}
-                    recv(shutdown) -> _ => return,
-                },
-                Some(w) => select! {
-                    recv(after(w)) -> _ => {}
-                    recv(shutdown) -> _ => return,
-                },
+    spawn_boxed(
+        name,
+        stage,
+        Box::new(move || {
+            select! {
+                recv(after(delay)) -> _ => {}
+                recv(shutdown) -> _ => return,
             }
-        }
-    })
+            let ticker = tick(period);
+            let mut backoff = Exponential::new(PANIC_BACKOFF_INITIAL, PANIC_BACKOFF_MAX);
+            loop {
+                let wait = match run_contained(&thread_name, &mut f) {
+                    Ok(()) => {
+                        backoff.reset();
+                        None
+                    }
+                    Err(()) => Some(backoff.next_delay()),
+                };
+                match wait {
+                    None => select! {
+                        recv(ticker) -> _ => {}
+                        recv(shutdown) -> _ => return,
+                    },
+                    Some(w) => select! {
+                        recv(after(w)) -> _ => {}
+                        recv(shutdown) -> _ => return,
+                    },
+                }
+            }
+        }),
+    )
 }
 
 /// Runs `run` (a module's whole loop, which returns when `shutdown`
@@ -176,29 +202,44 @@ pub fn spawn_supervised<F>(
     name: &str,
     stage: ShutdownStage,
     shutdown: Receiver<()>,
-    mut run: F,
+    run: F,
 ) -> std::io::Result<Worker>
 where
     F: FnMut(&Receiver<()>) + Send + 'static,
 {
+    supervised(name, stage, shutdown, Box::new(run))
+}
+
+/// A module's whole loop, given the shutdown channel.
+type ModuleLoop = Box<dyn FnMut(&Receiver<()>) + Send>;
+
+fn supervised(
+    name: &str,
+    stage: ShutdownStage,
+    shutdown: Receiver<()>,
+    mut run: ModuleLoop,
+) -> std::io::Result<Worker> {
     let module = name.to_string();
-    spawn(name, stage, move || {
-        let mut backoff = Exponential::new(PANIC_BACKOFF_INITIAL, PANIC_BACKOFF_MAX);
-        loop {
-            let mut round = || run(&shutdown);
-            if run_contained(&module, &mut round).is_ok() {
-                return;
+    spawn_boxed(
+        name,
+        stage,
+        Box::new(move || {
+            let mut backoff = Exponential::new(PANIC_BACKOFF_INITIAL, PANIC_BACKOFF_MAX);
+            loop {
+                if run_contained(&module, &mut || run(&shutdown)).is_ok() {
+                    return;
+                }
+                select! {
+                    recv(after(backoff.next_delay())) -> _ => {}
+                    recv(shutdown) -> _ => return,
+                }
             }
-            select! {
-                recv(after(backoff.next_delay())) -> _ => {}
-                recv(shutdown) -> _ => return,
-            }
-        }
-    })
+        }),
+    )
 }
 
 /// Runs one round of a module's work, catching a panic.
-pub fn run_contained<F: FnMut()>(module: &str, f: &mut F) -> Result<(), ()> {
+pub fn run_contained(module: &str, f: &mut dyn FnMut()) -> Result<(), ()> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         let what = payload
             .downcast_ref::<&str>()
