@@ -13,8 +13,7 @@ use crate::cri::{api, CriError};
 impl KubeRuntimeManager {
     /// Every pod the runtime holds that carries the kubelet's labels.
     pub fn get_pods(&self) -> Result<Vec<RuntimePod>, CriError> {
-        let sandboxes = self.runtime.list_pod_sandbox(None)?;
-        let containers = self.runtime.list_containers(None)?;
+        let (sandboxes, containers) = self.runtime.list_pod_sandbox_and_containers()?;
         let mut pods: HashMap<String, RuntimePod> = HashMap::new();
         for sb in sandboxes {
             let Some(pod) = pod_entry(&mut pods, &sb.labels) else {

@@ -340,6 +340,38 @@ impl RemoteRuntime {
         })
     }
 
+    /// Every sandbox and every container, both calls in flight at once
+    /// (PLEG's relist, every second): one round trip and one wake-up of
+    /// the caller, not two. Each call keeps its own deadline and metric.
+    pub fn list_pod_sandbox_and_containers(
+        &self,
+    ) -> Result<(Vec<api::PodSandbox>, Vec<api::Container>)> {
+        let started = std::time::Instant::now();
+        let sandboxes = self
+            .runtime
+            .list_pod_sandbox_async(&api::ListPodSandboxRequest::default(), self.fast());
+        let containers = self
+            .runtime
+            .list_containers_async(&api::ListContainersRequest::default(), self.fast());
+        let observer = &self.observer;
+        let (sandboxes, containers) = futures_executor::block_on(async {
+            let s = match sandboxes {
+                Ok(rx) => rx.await,
+                Err(e) => Err(e),
+            };
+            observer.runtime_op("list_pod_sandbox", started.elapsed(), s.is_ok());
+            let c = match containers {
+                Ok(rx) => rx.await,
+                Err(e) => Err(e),
+            };
+            observer.runtime_op("list_containers", started.elapsed(), c.is_ok());
+            (s, c)
+        });
+        let sandboxes = sandboxes.map_err(|e| CriError::from_grpc("ListPodSandbox", e))?;
+        let containers = containers.map_err(|e| CriError::from_grpc("ListContainers", e))?;
+        Ok((sandboxes.items, containers.containers))
+    }
+
     pub fn create_container(
         &self,
         sandbox_id: &str,
