@@ -10,6 +10,14 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
+/// Whether the spec sets `activeDeadlineSeconds` (upstream ShouldSync's
+/// first check): only such a pod can be past its deadline.
+pub fn has_active_deadline(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .is_some_and(|s| s.active_deadline_seconds.is_some())
+}
+
 /// Upstream pastActiveDeadline: `status` is the kubelet's latest status of
 /// the pod (or the API's); the clock starts at its startTime.
 pub fn past_active_deadline(pod: &Pod, status: Option<&PodStatus>, now: SystemTime) -> bool {
@@ -66,6 +74,7 @@ mod tests {
         assert!(past_active_deadline(&pod(Some(60)), Some(&began), now));
         assert!(!past_active_deadline(&pod(Some(120)), Some(&began), now));
         assert!(!past_active_deadline(&pod(None), Some(&began), now));
+        assert!(!has_active_deadline(&pod(None)) && has_active_deadline(&pod(Some(30))));
         assert!(!past_active_deadline(
             &pod(Some(30)),
             Some(&PodStatus::default()),

@@ -535,6 +535,11 @@ impl Kubelet {
                 if due.contains(p.uid()) {
                     return true;
                 }
+                // Every second: the status (a copy) only for the pods that
+                // have a deadline at all.
+                if !active_deadline::has_active_deadline(p) {
+                    return false;
+                }
                 let st = self.status_manager.get(p.uid());
                 !active_deadline::is_terminal(st.as_ref())
                     && active_deadline::past_active_deadline(p, st.as_ref(), now)
