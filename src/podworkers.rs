@@ -271,10 +271,15 @@ impl PodWorkers {
 
     /// A relist completed: workers waiting for a fresher cache look again.
     /// Taking the states lock first means a worker between its check and
-    /// its wait cannot miss this.
+    /// its wait cannot miss this. With no pod waiting for one (a steady
+    /// node), the relist wakes nobody.
     fn cache_updated(&self) {
-        drop(lock(&self.states));
-        self.wake.notify_all();
+        let waiting = lock(&self.states)
+            .values()
+            .any(|st| st.dirty && !st.working && st.needs_fresh_cache());
+        if waiting {
+            self.wake.notify_all();
+        }
     }
 
     /// Starts `n` worker threads that sync pods with `syncer`, reading
