@@ -153,6 +153,7 @@ impl Drop for Harness {
     fn drop(&mut self) {
         self.fresh.store(false, Ordering::SeqCst);
         drop(self.stop.take());
+        self.workers.wake_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -196,6 +197,28 @@ fn one_sync_per_pod_at_a_time_but_pods_in_parallel() {
     assert!(
         syncer.max_total.load(Ordering::SeqCst) > 1,
         "different pods sync concurrently"
+    );
+}
+
+#[test]
+fn idle_workers_stop_when_woken_at_shutdown_not_at_their_next_look() {
+    let syncer = Arc::new(FakeSyncer::default());
+    let mut h = Harness::new(Arc::clone(&syncer), 4);
+    let p = pod("p");
+    h.update(&p, UpdateType::Create);
+    wait_until("the pod synced", || syncer.calls("p") == 1);
+    // Every worker is now idle, waiting up to IDLE_WAIT.
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    drop(h.stop.take());
+    h.workers.wake_all();
+    wait_until("every worker stopped", || {
+        h.threads.iter().all(|t| t.is_finished())
+    });
+    assert!(
+        started.elapsed() < IDLE_WAIT / 2,
+        "stopped in {:?}",
+        started.elapsed()
     );
 }
 

@@ -565,6 +565,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         shutdown,
     });
     log::info!("sync loop stopped; stopping the modules");
+    kubelet.pod_workers().wake_all();
     crate::util::sd_notify::notify_logged(crate::util::sd_notify::STOPPING);
     stop_modules(owned);
     log::info!("exiting");
