@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use nix::sys::signal::{SigSet, Signal};
+use rkubelet_util::shutdown::Shutdown;
 
 use std::sync::RwLock;
 
@@ -147,11 +148,13 @@ fn machine_memory() -> u64 {
         })
 }
 
-/// SIGTERM and SIGINT close the returned channel, which every module's
-/// loop watches. The signals are blocked in every thread (the mask is
-/// inherited) and taken by one thread with sigwait.
-fn shutdown_on_signals() -> anyhow::Result<Receiver<()>> {
-    let (tx, rx): (Sender<()>, Receiver<()>) = crossbeam_channel::bounded(0);
+/// SIGTERM and SIGINT close the returned shutdown's channel, which every
+/// module's loop watches, and then make its descriptor readable. The
+/// signals are blocked in every thread (the mask is inherited) and taken
+/// by one thread with sigwait.
+fn shutdown_on_signals() -> anyhow::Result<Shutdown> {
+    let (trigger, shutdown) =
+        rkubelet_util::shutdown::channel().context("create the shutdown pipe")?;
     let mut set = SigSet::empty();
     set.add(Signal::SIGTERM);
     set.add(Signal::SIGINT);
@@ -161,15 +164,18 @@ fn shutdown_on_signals() -> anyhow::Result<Receiver<()>> {
         if let Ok(sig) = set.wait() {
             log::info!("received {sig}, shutting down (containers keep running)");
         }
-        drop(tx);
+        drop(trigger);
     })
     .context("spawn signal thread")?;
-    Ok(rx)
+    Ok(shutdown)
 }
 
 fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i32> {
     let node = node_name(flags)?;
-    let shutdown = shutdown_on_signals()?;
+    // The threads that wait in poll(2) take both halves (`stop`); the
+    // rest watch the channel.
+    let stop = shutdown_on_signals()?;
+    let shutdown = stop.channel.clone();
     let background = tls_bootstrap(flags, config, &node, &shutdown)?;
     let client = api_client(flags, config, background.as_ref().map(|b| b.rest.clone()))?;
     if client.is_none() {
@@ -442,7 +448,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         &kubelet,
         &device_manager,
         &recorder,
-        &shutdown,
+        &stop,
     )?);
     // Served until the kubelet exits; monitoring agents read it, pods do
     // not need it, so failing to serve it is reported, not fatal.
@@ -495,8 +501,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     );
     let healthz = healthz_checks(config, &kubelet);
     owned.extend(
-        start_healthz(config, &healthz, &shutdown)?
-            .map(|h| Worker::adopt(h, ShutdownStage::Servers)),
+        start_healthz(config, &healthz, &stop)?.map(|h| Worker::adopt(h, ShutdownStage::Servers)),
     );
     metrics::set_node_name(&node);
     // Pods run without the API server on 10250 (logs, exec, metrics):
@@ -518,7 +523,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             (&kubelet, &node, &healthz),
             client.as_ref(),
             certs.serving_slot.clone(),
-            &shutdown,
+            &stop,
         )
         .unwrap_or_else(|e| {
             log::error!("{e:#}; continuing without it");
@@ -553,8 +558,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         &kubelet, &recorder, &shutdown,
     )?);
     owned.extend(
-        crate::oom::start(Arc::clone(&recorder), kubepods_v2, &shutdown)
-            .context("spawn oom thread")?,
+        crate::oom::start(Arc::clone(&recorder), kubepods_v2, &stop).context("spawn oom thread")?,
     );
     // Upstream notifies once RunKubelet has started the kubelet and healthz.
     crate::util::sd_notify::notify_logged(crate::util::sd_notify::READY);
@@ -580,7 +584,7 @@ fn start_plugin_manager(
     kubelet: &Arc<Kubelet>,
     device_manager: &crate::cm::devicemanager::DeviceManager,
     recorder: &Arc<dyn crate::events::EventRecorder>,
-    shutdown: &Receiver<()>,
+    shutdown: &Shutdown,
 ) -> anyhow::Result<Worker> {
     use crate::pluginmanager::{GrpcDialer, Reconciler, CSI_PLUGIN, DEVICE_PLUGIN};
     let dialer = GrpcDialer::new(Arc::clone(device_manager.grpc_env()));

@@ -121,7 +121,7 @@ fn modules_check() -> Result<(), String> {
 pub(super) fn start_healthz(
     config: &KubeletConfiguration,
     healthz: &Arc<Healthz>,
-    shutdown: &Receiver<()>,
+    shutdown: &Shutdown,
 ) -> anyhow::Result<Option<JoinHandle<()>>> {
     if config.healthz_port <= 0 {
         return Ok(None);
@@ -140,7 +140,7 @@ pub(super) fn start_kubelet_server(
     (kubelet, node, healthz): (&Arc<Kubelet>, &str, &Arc<Healthz>),
     client: Option<&Client>,
     serving_cert: Option<Arc<crate::client::tls::CertSlot>>,
-    shutdown: &Receiver<()>,
+    shutdown: &Shutdown,
 ) -> anyhow::Result<Vec<Worker>> {
     if !config.enable_server {
         return Ok(Vec::new());

@@ -1,6 +1,6 @@
 //! /dev/kmsg, read as cadvisor's kmsgparser does (one record per read)
-//! but non-blocking behind poll(2), so a read never outlasts its timeout
-//! and the thread sees shutdown.
+//! but non-blocking behind poll(2) with the shutdown descriptor, so a
+//! read never outlasts its timeout and ends at once on shutdown.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use rkubelet_util::shutdown::{wait_readable, ShutdownFd, Wake};
 
 const KMSG: &str = "/dev/kmsg";
 /// The kernel's records are at most about 1 KiB of text plus dictionary;
@@ -33,17 +33,13 @@ impl Kmsg {
         Ok(Kmsg { file })
     }
 
-    /// The records that arrived, waiting at most `timeout` for the first.
-    /// Records the kernel overwrote before we read them (EPIPE) are
-    /// skipped, as kmsgparser does.
-    pub fn read(&mut self, timeout: Duration) -> io::Result<Vec<String>> {
-        let ms = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
-        let mut fds = [PollFd::new(self.file.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, ms) {
-            Ok(0) => return Ok(Vec::new()),
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => return Ok(Vec::new()),
-            Err(e) => return Err(io::Error::from(e)),
+    /// The records that arrived, waiting at most `timeout` for the first;
+    /// none when `shutdown` came. Records the kernel overwrote before we
+    /// read them (EPIPE) are skipped, as kmsgparser does.
+    pub fn read(&mut self, timeout: Duration, shutdown: &ShutdownFd) -> io::Result<Vec<String>> {
+        match wait_readable(&[self.file.as_fd()], shutdown, timeout)? {
+            Wake::Ready => {}
+            Wake::Shutdown | Wake::Timeout => return Ok(Vec::new()),
         }
         let mut out = Vec::new();
         let mut buf = vec![0u8; RECORD_BUF];

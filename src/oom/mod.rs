@@ -22,8 +22,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam_channel::RecvTimeoutError;
 use rkubelet_util::lock;
+use rkubelet_util::shutdown::Shutdown;
 
 use crate::events::{EventRecorder, EventType};
 use crate::util::worker::{self, ShutdownStage, Worker};
@@ -33,8 +34,10 @@ use parser::{parse_memory_events, system_oom_kills, MemoryEvents, OomParser};
 /// Upstream's event reason and the victim cgroup of a system OOM.
 pub const SYSTEM_OOM_EVENT: &str = "SystemOOM";
 const RECORD_EVENT_CONTAINER_NAME: &str = "/";
-/// The longest a read waits before the shutdown channel is looked at.
-const POLL_TIMEOUT: Duration = Duration::from_secs(1);
+/// The longest one wait for /dev/kmsg lasts. A record or shutdown (its
+/// descriptor is in the same poll) ends it at once, so the bound only
+/// keeps the wait finite; at 1 s it cost about 3 ms a minute.
+const IDLE_WAIT: Duration = Duration::from_secs(60);
 /// How often memory.events is read when it is the source.
 const MEMORY_EVENTS_PERIOD: Duration = Duration::from_secs(1);
 /// At most this many events for one burst of memory.events kills.
@@ -46,9 +49,9 @@ const MAX_COUNTED_CGROUPS: usize = 4096;
 /// Where OOM kills are read from.
 trait OomSource: Send {
     /// The kills since the last call, waiting at most about
-    /// [`POLL_TIMEOUT`] (returns early on shutdown). Err: the source is
+    /// [`IDLE_WAIT`] (returns early on shutdown). Err: the source is
     /// broken for good.
-    fn next(&mut self, stop: &Receiver<()>) -> Result<Vec<OomInstance>, String>;
+    fn next(&mut self, stop: &Shutdown) -> Result<Vec<OomInstance>, String>;
 }
 
 /// /dev/kmsg through the cadvisor parser.
@@ -58,10 +61,10 @@ struct KmsgSource {
 }
 
 impl OomSource for KmsgSource {
-    fn next(&mut self, _stop: &Receiver<()>) -> Result<Vec<OomInstance>, String> {
+    fn next(&mut self, stop: &Shutdown) -> Result<Vec<OomInstance>, String> {
         let records = self
             .kmsg
-            .read(POLL_TIMEOUT)
+            .read(IDLE_WAIT, &stop.fd)
             .map_err(|e| format!("read /dev/kmsg: {e}"))?;
         Ok(records
             .iter()
@@ -79,8 +82,8 @@ struct MemoryEventsSource {
 }
 
 impl OomSource for MemoryEventsSource {
-    fn next(&mut self, stop: &Receiver<()>) -> Result<Vec<OomInstance>, String> {
-        if let Err(RecvTimeoutError::Disconnected) = stop.recv_timeout(self.period) {
+    fn next(&mut self, stop: &Shutdown) -> Result<Vec<OomInstance>, String> {
+        if let Err(RecvTimeoutError::Disconnected) = stop.channel.recv_timeout(self.period) {
             return Ok(Vec::new());
         }
         let text = std::fs::read_to_string(&self.path)
@@ -139,16 +142,16 @@ impl Watcher {
 
     /// Until `stop` closes. A broken source is reported once; the thread
     /// then only waits for shutdown.
-    pub fn run(&mut self, stop: &Receiver<()>) {
+    pub fn run(&mut self, stop: &Shutdown) {
         loop {
-            if !matches!(stop.try_recv(), Err(TryRecvError::Empty)) {
+            if stop.came() {
                 return;
             }
             match self.source.next(stop) {
                 Ok(ooms) => ooms.iter().for_each(|o| self.handle(o)),
                 Err(e) => {
                     log::warn!("OOM watcher disabled: {e}");
-                    let _ = stop.recv();
+                    let _ = stop.channel.recv();
                     return;
                 }
             }
@@ -194,16 +197,17 @@ pub fn system_oom_message(oom: &OomInstance) -> String {
 pub fn start(
     recorder: Arc<dyn EventRecorder>,
     kubepods_v2: Option<PathBuf>,
-    shutdown: &Receiver<()>,
+    shutdown: &Shutdown,
 ) -> std::io::Result<Option<Worker>> {
     let Some(mut watcher) = Watcher::new(recorder, kubepods_v2) else {
         return Ok(None);
     };
+    let stop = shutdown.clone();
     worker::spawn_supervised(
         "oom",
         ShutdownStage::Workers,
-        shutdown.clone(),
-        move |stop| watcher.run(stop),
+        shutdown.channel.clone(),
+        move |_| watcher.run(&stop),
     )
     .map(Some)
 }

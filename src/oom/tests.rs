@@ -1,6 +1,5 @@
 use std::sync::Mutex;
 
-use crossbeam_channel::Receiver;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::parser::*;
@@ -162,7 +161,7 @@ impl EventRecorder for NodeEvents {
 struct Canned(Vec<Vec<OomInstance>>);
 
 impl OomSource for Canned {
-    fn next(&mut self, _: &Receiver<()>) -> Result<Vec<OomInstance>, String> {
+    fn next(&mut self, _: &Shutdown) -> Result<Vec<OomInstance>, String> {
         if self.0.is_empty() {
             return Err("done".into());
         }
@@ -180,7 +179,7 @@ fn only_system_ooms_become_node_events_and_every_kill_is_counted() {
         ])),
         recorder: events.clone(),
     };
-    let (stop_tx, stop) = crossbeam_channel::bounded::<()>(0);
+    let (stop_tx, stop) = rkubelet_util::shutdown::channel().unwrap();
     // The broken source ends in a wait for shutdown.
     let t = std::thread::spawn(move || w.run(&stop));
     std::thread::sleep(Duration::from_millis(50));
@@ -211,7 +210,7 @@ fn memory_events_source_reports_system_kills_after_its_baseline() {
         period: Duration::ZERO,
         last: None,
     };
-    let (_tx, stop) = crossbeam_channel::bounded::<()>(0);
+    let (_tx, stop) = rkubelet_util::shutdown::channel().unwrap();
     let src_next = |s: &mut MemoryEventsSource| s.next(&stop);
     assert!(
         src_next(&mut src).unwrap().is_empty(),
@@ -237,7 +236,18 @@ fn a_kmsg_read_is_bounded_by_its_timeout() {
     let Ok(mut k) = super::kmsg::Kmsg::open_at_end() else {
         return;
     };
+    let (trigger, shutdown) = rkubelet_util::shutdown::channel().unwrap();
     let t = std::time::Instant::now();
-    let _ = k.read(Duration::from_millis(50)).unwrap();
+    let _ = k.read(Duration::from_millis(50), &shutdown.fd).unwrap();
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // A long wait ends at shutdown.
+    let waiter = std::thread::spawn(move || {
+        let t = std::time::Instant::now();
+        let records = k.read(Duration::from_secs(60), &shutdown.fd).unwrap();
+        (t.elapsed(), records.is_empty())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    drop(trigger);
+    let (waited, _) = waiter.join().unwrap();
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
 }

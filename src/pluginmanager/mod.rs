@@ -17,8 +17,8 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, TryRecvError};
-use log::{error, info};
+use log::{error, info, warn};
+use rkubelet_util::shutdown::{wait_readable, Shutdown};
 
 use crate::util::worker::{self, ShutdownStage, Worker};
 use cache::{ActualStateOfWorld, DesiredStateOfWorld};
@@ -37,14 +37,14 @@ pub(crate) const DEVICE_PLUGIN: &str = "DevicePlugin";
 /// The plugin type of CSI drivers, handled by the CSI volume plugin.
 pub(crate) const CSI_PLUGIN: &str = "CSIPlugin";
 
-/// How long one wait for inotify lasts: the bound on noticing shutdown
-/// (well within a second), and on noticing the deprecated directory's
-/// events. The registry's events end the wait at once. Each idle wakeup
-/// costs CPU (at 100 ms, 38 ms a minute).
-const TICK: Duration = Duration::from_millis(500);
-/// How often plugins whose registration failed are tried again, as
-/// upstream's reconciler period.
-const RECONCILE_PERIOD: Duration = Duration::from_secs(1);
+/// The longest one wait lasts when nothing is due. Both registries'
+/// events and shutdown (all in the same poll) end it at once, and a retry
+/// or a watcher's restart shortens it, so the bound only keeps the wait
+/// finite. Each idle wakeup costs CPU: a 500 ms tick took about 7 ms a
+/// minute.
+const IDLE_WAIT: Duration = Duration::from_secs(60);
+/// The pause after poll(2) itself failed, so the loop does not spin.
+const ERROR_PAUSE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PluginManagerError {
@@ -148,29 +148,59 @@ impl PluginManager {
         }
     }
 
-    /// Watches and reconciles until `shutdown` closes or gets a message:
-    /// at once after a change, else every [`RECONCILE_PERIOD`].
-    pub fn run(&mut self, shutdown: &Receiver<()>) {
-        self.reconciler.start(shutdown);
+    /// Watches and reconciles until `shutdown` comes: at once after a
+    /// change, and when a failed registration is due again (upstream
+    /// reconciles every second; between changes and retries that finds
+    /// nothing to do).
+    pub fn run(&mut self, shutdown: &Shutdown) {
+        self.reconciler.start(&shutdown.channel);
         for w in [&mut self.watcher, &mut self.deprecated] {
             if let Err(e) = w.start(&mut self.desired) {
                 error!("Plugin watcher failed to start, trying again: {e}");
             }
         }
-        let mut last = None::<Instant>;
+        let mut first = true;
         loop {
-            // (the old directory's events wait for the tick at most)
-            let changed = self.watcher.wait(TICK, &mut self.desired)
+            let changed = self.watcher.wait(Duration::ZERO, &mut self.desired)
                 | self.deprecated.wait(Duration::ZERO, &mut self.desired);
-            if !matches!(shutdown.try_recv(), Err(TryRecvError::Empty)) {
+            if shutdown.came() {
                 break;
             }
-            if changed || last.is_none_or(|at| at.elapsed() >= RECONCILE_PERIOD) {
+            let retry_due = self
+                .reconciler
+                .next_retry()
+                .is_some_and(|at| at <= Instant::now());
+            if changed || retry_due || first {
                 self.reconciler.reconcile(&self.desired, &mut self.actual);
-                last = Some(Instant::now());
+                first = false;
             }
+            self.wait_for_work(shutdown);
         }
         info!("Plugin manager stopped");
+    }
+
+    /// Sleeps until an event in either registry, shutdown, a retry's time
+    /// or a watcher's restart, whichever is first.
+    fn wait_for_work(&self, shutdown: &Shutdown) {
+        let now = Instant::now();
+        let due = [
+            self.reconciler.next_retry(),
+            self.watcher.restart_at(),
+            self.deprecated.restart_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(now + IDLE_WAIT);
+        let timeout = due.saturating_duration_since(now).min(IDLE_WAIT);
+        let fds: Vec<_> = [self.watcher.fd(), self.deprecated.fd()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if let Err(e) = wait_readable(&fds, &shutdown.fd, timeout) {
+            warn!("Plugin manager: poll: {e}");
+            std::thread::sleep(timeout.min(ERROR_PAUSE));
+        }
     }
 }
 
@@ -179,13 +209,14 @@ impl PluginManager {
 pub(crate) fn start(
     root_dir: &Path,
     reconciler: Reconciler,
-    shutdown: Receiver<()>,
+    shutdown: Shutdown,
 ) -> std::io::Result<Worker> {
     let mut manager = PluginManager::new(root_dir, reconciler);
+    let channel = shutdown.channel.clone();
     worker::spawn_supervised(
         "plugin-manager",
         ShutdownStage::Workers,
-        shutdown,
-        move |shutdown| manager.run(shutdown),
+        channel,
+        move |_| manager.run(&shutdown),
     )
 }

@@ -127,6 +127,13 @@ impl Reconciler {
         }
     }
 
+    /// When the next failed registration is due to be tried again; None
+    /// when none failed. Nothing else makes a reconcile needed but a change
+    /// in the desired state.
+    pub fn next_retry(&self) -> Option<Instant> {
+        self.retry.iter().map(|r| r.at).min()
+    }
+
     fn failed(&mut self, socket: &Path, timestamp: u64, e: &PluginManagerError) {
         let msg = format!("plugin at {}: {e}", socket.display());
         let refused = matches!(e, PluginManagerError::Handler(_));

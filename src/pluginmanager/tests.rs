@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
 use tempfile::TempDir;
 
 use super::*;
@@ -119,7 +118,7 @@ impl PluginHandler for FakeHandler {
 struct Running {
     root: TempDir,
     log: Log,
-    stop: Sender<()>,
+    stop: rkubelet_util::shutdown::Trigger,
     worker: crate::util::worker::Worker,
 }
 
@@ -140,7 +139,8 @@ impl Running {
         self.log.lock().unwrap().iter().any(|l| l == line)
     }
 
-    /// Stops the thread; it must be gone well within a second.
+    /// Stops the thread; it must be gone well within a second, though its
+    /// idle wait is a minute: the shutdown descriptor wakes it.
     fn stop(self) {
         let started = Instant::now();
         drop(self.stop);
@@ -164,7 +164,7 @@ fn run_in(root: TempDir) -> Running {
     }));
     reconciler.add_handler(CSI_PLUGIN, Arc::new(FakeHandler(log.clone())));
     reconciler.add_handler(DEVICE_PLUGIN, Arc::new(FakeHandler(log.clone())));
-    let (stop, shutdown) = crossbeam_channel::bounded(0);
+    let (stop, shutdown) = rkubelet_util::shutdown::channel().unwrap();
     let worker = start(root.path(), reconciler, shutdown).unwrap();
     Running {
         root,

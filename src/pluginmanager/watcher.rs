@@ -8,7 +8,7 @@
 
 use std::fs::{self, DirBuilder};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -98,6 +98,20 @@ impl Watcher {
         info!("Watching plugin registry {}", self.root.display());
         self.resync(dsw);
         Ok(())
+    }
+
+    /// The inotify descriptor to poll, once started.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inotify.as_ref().map(|i| i.as_fd())
+    }
+
+    /// When [`Watcher::wait`] should next run to start the watcher: None
+    /// while it runs, now when it lost its directory.
+    pub fn restart_at(&self) -> Option<Instant> {
+        match &self.inotify {
+            Some(_) => None,
+            None => Some(self.retry_at.unwrap_or_else(Instant::now)),
+        }
     }
 
     /// Waits up to `timeout` for inotify events and applies them; true if

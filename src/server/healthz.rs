@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use super::ServerError;
-use crossbeam_channel::Receiver;
 use rkubelet_http::{Limits, Request, ResponseWriter, Server, Service, Settings};
+use rkubelet_util::shutdown::Shutdown;
 
 /// Open healthz connections, each on its own thread; more get a 503. Its
 /// clients are local probes that make one request at a time.
@@ -80,12 +80,12 @@ impl Healthz {
     }
 
     /// Serves on `addr`: the acceptor is the thread named "healthz", each
-    /// connection a "healthz-conn" thread; they stop when `shutdown` fires
-    /// or closes.
+    /// connection a "healthz-conn" thread; they stop when `shutdown`
+    /// comes.
     pub fn serve(
         self: &Arc<Self>,
         addr: SocketAddr,
-        shutdown: Receiver<()>,
+        shutdown: Shutdown,
     ) -> Result<JoinHandle<()>, ServerError> {
         let listener = TcpListener::bind(addr)
             .map_err(ServerError::io(format!("listen for healthz on {addr}")))?;
@@ -169,8 +169,8 @@ mod tests {
         let addr = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .unwrap();
-        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
-        let thread = healthz(true).serve(addr, rx).unwrap();
+        let (trigger, shutdown) = rkubelet_util::shutdown::channel().unwrap();
+        let thread = healthz(true).serve(addr, shutdown).unwrap();
         assert_eq!(thread.thread().name(), Some("healthz"));
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
@@ -191,7 +191,7 @@ mod tests {
             out.ends_with("\r\n\r\ninternal server error: relist stuck\n"),
             "{out}"
         );
-        drop(tx);
+        drop(trigger);
         thread.join().unwrap();
     }
 }

@@ -5,24 +5,27 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, TryRecvError};
+use rkubelet_util::shutdown::{wait_readable, Shutdown, Wake};
 
 use crate::conn::{Conn, Head, ReadError};
 use crate::response::write_error;
 use crate::stream::{accept_tls, Sock, Transport};
 use crate::{Limits, Request, ResponseWriter};
 
-/// How often the acceptor looks at the shutdown channel: the bound on a
-/// stop. A connection wakes it at once; each idle wakeup costs CPU (at
-/// 200 ms, healthz and the kubelet server took 25 ms a minute each).
-const POLL: Duration = Duration::from_secs(1);
+/// The longest one wait for a connection lasts. A connection or shutdown
+/// (the shutdown descriptor is in the same poll) ends it at once, so the
+/// bound only keeps the wait finite; each idle wakeup costs CPU (at 1 s,
+/// healthz and the kubelet server took about 3 ms a minute each).
+const IDLE_WAIT: Duration = Duration::from_secs(60);
+/// The pause after a failed accept (EMFILE and friends).
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 /// Threads answering 503 to connections over the bound.
 const MAX_REJECTERS: usize = 8;
 const REJECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -93,12 +96,12 @@ impl<S: Service> Server<S> {
         self.active.load(Ordering::SeqCst)
     }
 
-    /// Starts the acceptor thread on `listener`; it stops when `shutdown`
-    /// fires or closes. Connections already open finish their request.
+    /// Starts the acceptor thread on `listener`; it stops at once when
+    /// `shutdown` comes. Connections already open finish their request.
     pub fn spawn(
         self: &Arc<Self>,
         listener: TcpListener,
-        shutdown: Receiver<()>,
+        shutdown: Shutdown,
     ) -> io::Result<JoinHandle<()>> {
         listener.set_nonblocking(true)?;
         let server = Arc::clone(self);
@@ -146,19 +149,22 @@ fn acquire<S: Service>(server: &Arc<Server<S>>, rejecter: bool) -> Option<Slot<S
     })
 }
 
-fn accept_loop<S: Service>(
-    server: &Arc<Server<S>>,
-    listener: &TcpListener,
-    shutdown: &Receiver<()>,
-) {
+fn accept_loop<S: Service>(server: &Arc<Server<S>>, listener: &TcpListener, shutdown: &Shutdown) {
     loop {
-        if !matches!(shutdown.try_recv(), Err(TryRecvError::Empty)) {
+        if shutdown.came() {
             server.stopping.store(true, Ordering::SeqCst);
             log::info!("{}: shutting down", server.name());
             return;
         }
-        if !readable(listener, POLL) {
-            continue;
+        match wait_readable(&[listener.as_fd()], &shutdown.fd, IDLE_WAIT) {
+            Ok(Wake::Ready) => {}
+            // Shutdown: the channel is closed already, seen above.
+            Ok(Wake::Shutdown | Wake::Timeout) => continue,
+            Err(e) => {
+                log::warn!("{}: poll: {e}", server.name());
+                std::thread::sleep(ACCEPT_BACKOFF);
+                continue;
+            }
         }
         match listener.accept() {
             Ok((tcp, peer)) => dispatch(server, tcp, peer),
@@ -166,23 +172,10 @@ fn accept_loop<S: Service>(
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
                 log::warn!("{}: accept: {e}", server.name());
-                std::thread::sleep(POLL);
+                std::thread::sleep(ACCEPT_BACKOFF);
             }
         }
     }
-}
-
-/// Waits up to `timeout` for a pending connection.
-fn readable(listener: &TcpListener, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: one valid pollfd for the listener's open descriptor.
-    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-    n > 0
 }
 
 fn dispatch<S: Service>(server: &Arc<Server<S>>, tcp: TcpStream, peer: SocketAddr) {

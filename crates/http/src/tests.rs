@@ -43,7 +43,7 @@ fn rejects_ambiguous_or_bad_requests() {
 mod server {
     use std::io::{self, Read, Write};
     use std::net::{TcpListener, TcpStream};
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use crate::{Limits, Request, ResponseWriter, Server, Service, Settings};
 
@@ -74,7 +74,7 @@ mod server {
         }
     }
 
-    fn start(max_connections: usize) -> (std::net::SocketAddr, crossbeam_channel::Sender<()>) {
+    fn start(max_connections: usize) -> (std::net::SocketAddr, rkubelet_util::shutdown::Trigger) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let settings = Settings {
@@ -87,9 +87,9 @@ mod server {
                 ..Limits::default()
             },
         };
-        let (tx, rx) = crossbeam_channel::bounded(0);
-        Server::new(settings, Echo).spawn(l, rx).unwrap();
-        (addr, tx)
+        let (trigger, shutdown) = rkubelet_util::shutdown::channel().unwrap();
+        Server::new(settings, Echo).spawn(l, shutdown).unwrap();
+        (addr, trigger)
     }
 
     /// Reads one Content-Length response: (head, body).
@@ -161,10 +161,18 @@ mod server {
             tls: None,
             limits: Limits::default(),
         };
-        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
-        let handle = Server::new(settings, Echo).spawn(l, rx).unwrap();
+        let (trigger, shutdown) = rkubelet_util::shutdown::channel().unwrap();
+        let handle = Server::new(settings, Echo).spawn(l, shutdown).unwrap();
         assert_eq!(handle.thread().name(), Some("echo-stop"));
-        drop(tx);
+        // Well inside the acceptor's idle wait: the descriptor wakes it.
+        std::thread::sleep(Duration::from_millis(100));
+        let start = Instant::now();
+        drop(trigger);
         handle.join().unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "stopped {:?} after shutdown",
+            start.elapsed()
+        );
     }
 }

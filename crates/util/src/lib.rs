@@ -1,9 +1,11 @@
 //! The mechanisms every rkubelet layer shares, one of each: the
 //! poison-tolerant [`lock`] and the back-off ([`Backoff`] per key,
 //! [`backoff::Exponential`] for one retry loop), with the jitter they use
-//! ([`jitter`], [`random_unit`]).
+//! ([`jitter`], [`random_unit`]), and shutdown as a descriptor for threads
+//! that wait in poll(2) ([`shutdown`]).
 
 pub mod backoff;
+pub mod shutdown;
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;

@@ -89,8 +89,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::server::ServerError;
-use crossbeam_channel::Receiver;
 use k8s_openapi::api::core::v1::Pod;
+use rkubelet_util::shutdown::Shutdown;
 
 use crate::client::Client;
 use crate::kubeletconfig::{
@@ -265,14 +265,14 @@ pub(crate) struct Started {
 }
 
 /// Starts the HTTPS server (and the read-only one when configured); they
-/// stop accepting when `shutdown` fires or closes.
+/// stop accepting when `shutdown` comes.
 pub fn start(
     cfg: ServerConfig,
     host: Arc<dyn KubeletHost>,
     healthz: Arc<Healthz>,
     client: Option<Client>,
     extra_routes: Vec<(String, Arc<dyn Handler>)>,
-    shutdown: Receiver<()>,
+    shutdown: Shutdown,
 ) -> Result<Vec<Worker>, ServerError> {
     spawn_servers(cfg, host, healthz, client, extra_routes, shutdown).map(|s| s.handles)
 }
@@ -283,7 +283,7 @@ pub(crate) fn spawn_servers(
     healthz: Arc<Healthz>,
     client: Option<Client>,
     extra_routes: Vec<(String, Arc<dyn Handler>)>,
-    shutdown: Receiver<()>,
+    shutdown: Shutdown,
 ) -> Result<Started, ServerError> {
     let node = host.node_name();
     let src = tls::CertSource {

@@ -78,9 +78,16 @@ fn self_signed_certificate_is_generated_and_served() {
             self.0.container_log(ns, p, c, prev)
         }
     }
-    let (_tx, rx) = crossbeam_channel::bounded::<()>(0);
-    let started =
-        spawn_servers(cfg, Arc::new(LocalHost(host)), healthz(), None, vec![], rx).unwrap();
+    let (_trigger, shutdown) = rkubelet_util::shutdown::channel().unwrap();
+    let started = spawn_servers(
+        cfg,
+        Arc::new(LocalHost(host)),
+        healthz(),
+        None,
+        vec![],
+        shutdown,
+    )
+    .unwrap();
     let crt = std::fs::read(dir.join("pki/kubelet.crt")).unwrap();
     assert!(dir.join("pki/kubelet.key").exists());
     let chain = crate::client::tls::parse_certs(&crt).unwrap();
@@ -226,6 +233,6 @@ fn config_from_kubelet_configuration() {
         running: AtomicBool::new(false),
         restarts: 0,
     });
-    let (_tx, rx) = crossbeam_channel::bounded::<()>(0);
-    assert!(spawn_servers(cfg, host, healthz(), None, vec![], rx).is_err());
+    let (_trigger, shutdown) = rkubelet_util::shutdown::channel().unwrap();
+    assert!(spawn_servers(cfg, host, healthz(), None, vec![], shutdown).is_err());
 }

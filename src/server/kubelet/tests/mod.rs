@@ -229,7 +229,7 @@ struct Fixture {
     dir: TempDir,
     pki: Pki,
     host: Arc<FakeHost>,
-    _stop: crossbeam_channel::Sender<()>,
+    _stop: rkubelet_util::shutdown::Trigger,
 }
 
 fn base_config(dir: &Path) -> ServerConfig {
@@ -294,14 +294,14 @@ fn start_with(s: Setup) -> Fixture {
         running: AtomicBool::new(true),
         restarts: s.restarts,
     });
-    let (tx, rx) = crossbeam_channel::bounded(0);
-    let started = spawn_servers(cfg, host.clone(), healthz(), s.client, s.extra, rx).unwrap();
+    let (trigger, shutdown) = rkubelet_util::shutdown::channel().unwrap();
+    let started = spawn_servers(cfg, host.clone(), healthz(), s.client, s.extra, shutdown).unwrap();
     Fixture {
         started,
         dir: tmp,
         pki,
         host,
-        _stop: tx,
+        _stop: trigger,
     }
 }
 
