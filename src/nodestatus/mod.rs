@@ -172,13 +172,19 @@ struct SyncState {
     runtime_name: Option<String>,
 }
 
+/// What the machine is, read once: upstream's kubelet reads cadvisor's
+/// MachineInfo and the version info at start and keeps them.
+struct MachineFacts {
+    info: MachineInfo,
+    kernel_version: String,
+    os_image: String,
+}
+
 /// Everything the setters read, gathered once per status computation.
 struct Inputs {
     health: KubeletHealth,
-    machine: Result<MachineInfo, String>,
+    machine: Result<Arc<MachineFacts>, String>,
     rootfs: Option<FsInfo>,
-    kernel_version: String,
-    os_image: String,
     addresses: Result<Vec<k8s_openapi::api::core::v1::NodeAddress>, String>,
 }
 
@@ -188,6 +194,8 @@ pub struct NodeStatusManager {
     client: Client,
     health: HealthFn,
     paths: HostPaths,
+    /// Read at the first status computation that could read them.
+    machine: Mutex<Option<Arc<MachineFacts>>>,
     registered: AtomicBool,
     node: Mutex<Option<Node>>,
     sink: Option<Arc<dyn EventRecorder>>,
@@ -257,6 +265,7 @@ impl NodeStatusManager {
             client,
             health,
             paths: HostPaths::default(),
+            machine: Mutex::new(None),
             registered: AtomicBool::new(false),
             node: Mutex::new(None),
             sink: links.recorder,
@@ -354,19 +363,32 @@ impl NodeStatusManager {
         true
     }
 
+    /// The machine facts, read now if they could not be read before (the
+    /// CPU count or the memory size unknown).
+    fn machine_facts(&self) -> Result<Arc<MachineFacts>, String> {
+        let mut cached = lock(&self.machine);
+        if let Some(facts) = cached.as_ref() {
+            return Ok(Arc::clone(facts));
+        }
+        let facts = Arc::new(MachineFacts {
+            info: machine::read_machine_info(&self.paths)?,
+            kernel_version: machine::kernel_version(&self.paths),
+            os_image: machine::os_image(&self.paths),
+        });
+        *cached = Some(Arc::clone(&facts));
+        Ok(facts)
+    }
+
     /// Gathers the setters' inputs from the kubelet and the host.
     fn inputs(&self) -> Inputs {
         let health = (self.health)();
-        let machine = machine::read_machine_info(&self.paths);
         let rootfs = crate::stats::statvfs(&self.cfg.root_dir)
             .inspect_err(|e| log::debug!("node filesystem: {e}"))
             .ok();
         Inputs {
             health,
-            machine,
+            machine: self.machine_facts(),
             rootfs,
-            kernel_version: machine::kernel_version(&self.paths),
-            os_image: machine::os_image(&self.paths),
             addresses: address::detect(self.cfg.node_ip, &self.cfg.node_name, &self.paths.proc_dir),
         }
     }
@@ -381,7 +403,11 @@ impl NodeStatusManager {
         setters::set_machine_info(
             node,
             self.cfg.max_pods,
-            inputs.machine.as_ref().map_err(|e| e.clone()),
+            inputs
+                .machine
+                .as_ref()
+                .map(|m| &m.info)
+                .map_err(|e| e.clone()),
             inputs.rootfs,
             &self.cfg.reservation(),
             events,
@@ -393,10 +419,18 @@ impl NodeStatusManager {
         if let Some((name, _)) = &inputs.health.runtime_version {
             state.runtime_name = Some(name.clone());
         }
+        // Without the machine facts, the versions are read for this round.
+        let (kernel_version, os_image) = match &inputs.machine {
+            Ok(m) => (m.kernel_version.clone(), m.os_image.clone()),
+            Err(_) => (
+                machine::kernel_version(&self.paths),
+                machine::os_image(&self.paths),
+            ),
+        };
         setters::set_version_info(
             node,
-            &inputs.kernel_version,
-            &inputs.os_image,
+            &kernel_version,
+            &os_image,
             state.runtime_name.as_deref(),
             inputs
                 .health

@@ -260,9 +260,41 @@ fn machine_info_from_sample_tree() {
         Some(1024 * 1024)
     );
     assert_eq!(paths.stats().pids(), Some((100000, 250)));
-    // Missing meminfo is an error, not a panic.
+    // The manager reads the facts once and keeps them, as upstream keeps
+    // cadvisor's MachineInfo.
+    let manager = |paths: &HostPaths| {
+        let mut mgr = NodeStatusManager::new(
+            NodeStatusConfig::new("n"),
+            client("http://127.0.0.1:9"),
+            Box::new(KubeletHealth::default),
+            NodeStatusLinks::default(),
+        );
+        Arc::get_mut(&mut mgr).expect("not shared yet").paths = paths.clone();
+        mgr
+    };
+    let mgr = manager(&paths);
+    let first = mgr.machine_facts().unwrap();
+    write(
+        &paths.proc_dir.join("sys/kernel/osrelease"),
+        "6.2.0-later
+",
+    );
+    write(&paths.proc_dir.join("cpuinfo"), "processor : 0\n");
+    let again = mgr.machine_facts().unwrap();
+    assert!(Arc::ptr_eq(&first, &again));
+    assert_eq!(again.kernel_version, "6.1.0-test");
+    assert_eq!(again.info.num_cores, 2);
+    assert_eq!(again.os_image, "Test OS 1");
+    // Missing meminfo is an error, not a panic; and it is not kept: the
+    // facts are read again until they can be.
     std::fs::remove_file(paths.proc_dir.join("meminfo")).unwrap();
     assert!(machine::read_machine_info(&paths).is_err());
+    let unlucky = manager(&paths);
+    assert!(unlucky.machine_facts().is_err());
+    write(&paths.proc_dir.join("meminfo"), "MemTotal: 4096 kB\n");
+    let read = unlucky.machine_facts().expect("read once meminfo is back");
+    assert_eq!(read.info.memory_capacity, 4096 * 1024);
+    assert_eq!(read.kernel_version, "6.2.0-later");
     let _ = std::fs::remove_dir_all(&root);
 }
 
