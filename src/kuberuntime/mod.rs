@@ -12,6 +12,7 @@ pub mod kill;
 pub mod killer;
 pub mod labels;
 pub mod lifecycle;
+mod listing_memo;
 mod pods;
 pub mod post_start;
 pub mod qos;
@@ -232,6 +233,8 @@ pub struct KubeRuntimeManager {
     reasons: Mutex<HashMap<String, WaitingReasons>>,
     /// Termination messages of exited instances, read once each.
     term_messages: termination::TerminationMessages,
+    /// What GetPods kept of the last relist's listings.
+    listings: listing_memo::ListingMemo,
     /// Container stops under way, off the pod workers.
     killer: killer::Killer,
     /// postStart hooks under way or failed, off the pod workers.
@@ -292,6 +295,7 @@ impl KubeRuntimeManager {
             host_ips,
             reasons: Mutex::new(HashMap::new()),
             term_messages: termination::TerminationMessages::default(),
+            listings: listing_memo::ListingMemo::default(),
             killer: killer::Killer::new(
                 Arc::clone(&runtime) as Arc<dyn killer::StopContainer>,
                 on_container_stopped,

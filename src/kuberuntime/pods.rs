@@ -4,50 +4,29 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::listing_memo::container_state;
 use super::{from_unix_nanos, labels, sandbox, KubeRuntimeManager};
-use crate::container::{
-    ContainerState, ContainerStatus, PodStatus, RuntimeContainer, RuntimePod, RuntimeSandbox,
-};
+use crate::container::{ContainerState, ContainerStatus, PodStatus, RuntimePod};
 use crate::cri::{api, CriError};
 
 impl KubeRuntimeManager {
     /// Every pod the runtime holds that carries the kubelet's labels.
     pub fn get_pods(&self) -> Result<Vec<RuntimePod>, CriError> {
-        let (sandboxes, containers) = self.runtime.list_pod_sandbox_and_containers()?;
+        let (sandboxes, containers) = self.runtime.list_pod_sandbox_and_containers_raw()?;
+        let (sandboxes, containers) =
+            self.listings
+                .entries(&sandboxes, &containers)
+                .map_err(|e| CriError {
+                    method: "ListPodSandbox/ListContainers",
+                    code: None,
+                    message: format!("decoding the answer: {e}"),
+                })?;
         let mut pods: HashMap<String, RuntimePod> = HashMap::new();
-        for sb in sandboxes {
-            let Some(pod) = pod_entry(&mut pods, &sb.labels) else {
-                continue;
-            };
-            pod.sandboxes.push(RuntimeSandbox {
-                id: sb.id.clone(),
-                ready: sb.state.enum_value_or_default() == api::PodSandboxState::SANDBOX_READY,
-                created_at: from_unix_nanos(sb.created_at),
-            });
+        for (id, sandbox) in sandboxes.into_iter().flatten() {
+            pod_entry(&mut pods, id).sandboxes.push(sandbox);
         }
-        for c in containers {
-            let Some(pod) = pod_entry(&mut pods, &c.labels) else {
-                continue;
-            };
-            pod.containers.push(RuntimeContainer {
-                id: c.id.clone(),
-                name: c
-                    .metadata
-                    .as_ref()
-                    .map(|m| m.name.clone())
-                    .unwrap_or_default(),
-                state: container_state(c.state.enum_value_or_default()),
-                hash: c
-                    .annotations
-                    .get(labels::CONTAINER_HASH_ANNOTATION)
-                    .cloned()
-                    .unwrap_or_default(),
-                created_at: from_unix_nanos(c.created_at),
-                grace_seconds: c
-                    .annotations
-                    .get(labels::POD_TERMINATION_GRACE_PERIOD_ANNOTATION)
-                    .and_then(|v| v.parse().ok()),
-            });
+        for (id, container) in containers.into_iter().flatten() {
+            pod_entry(&mut pods, id).containers.push(container);
         }
         let mut out: Vec<RuntimePod> = pods.into_values().collect();
         for p in &mut out {
@@ -113,17 +92,10 @@ impl KubeRuntimeManager {
     }
 }
 
-/// The runtime pod an object's labels assign it to; `None` for objects
-/// that are not the kubelet's.
-fn pod_entry<'a>(
-    pods: &'a mut HashMap<String, RuntimePod>,
-    labels: &HashMap<String, String>,
-) -> Option<&'a mut RuntimePod> {
-    let id = labels::pod_identity(labels)?;
-    Some(
-        pods.entry(id.uid.clone())
-            .or_insert_with(|| runtime_pod(id)),
-    )
+/// The runtime pod an object's labels assign it to.
+fn pod_entry(pods: &mut HashMap<String, RuntimePod>, id: labels::PodIdentity) -> &mut RuntimePod {
+    pods.entry(id.uid.clone())
+        .or_insert_with(|| runtime_pod(id))
 }
 
 fn runtime_pod(id: labels::PodIdentity) -> RuntimePod {
@@ -132,15 +104,6 @@ fn runtime_pod(id: labels::PodIdentity) -> RuntimePod {
         name: id.name,
         namespace: id.namespace,
         ..Default::default()
-    }
-}
-
-fn container_state(s: api::ContainerState) -> ContainerState {
-    match s {
-        api::ContainerState::CONTAINER_CREATED => ContainerState::Created,
-        api::ContainerState::CONTAINER_RUNNING => ContainerState::Running,
-        api::ContainerState::CONTAINER_EXITED => ContainerState::Exited,
-        api::ContainerState::CONTAINER_UNKNOWN => ContainerState::Unknown,
     }
 }
 

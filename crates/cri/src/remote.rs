@@ -10,6 +10,7 @@ use grpcio::{CallOption, ChannelBuilder, EnvBuilder, Environment, RpcStatusCode}
 
 use crate::api;
 use crate::api_grpc::{ImageServiceClient, RuntimeServiceClient};
+use crate::listing::{self, RawListing};
 
 /// Upstream's maxMsgSize for CRI responses (16 MiB).
 const MAX_MSG_SIZE: i32 = 16 * 1024 * 1024;
@@ -131,6 +132,9 @@ pub struct AsyncStop {
 /// `imageServiceEndpoint` names another).
 pub struct RemoteRuntime {
     runtime: RuntimeServiceClient,
+    /// The runtime's channel for calls whose answers stay undecoded
+    /// ([`crate::listing`]).
+    raw: grpcio::Client,
     image: ImageServiceClient,
     /// runtimeRequestTimeout: the deadline of every mutating call.
     timeout: Duration,
@@ -179,6 +183,7 @@ impl RemoteRuntime {
             connect(&image_target)
         };
         Ok(RemoteRuntime {
+            raw: grpcio::Client::new(runtime.clone()),
             runtime: RuntimeServiceClient::new(runtime),
             image: ImageServiceClient::new(image),
             timeout,
@@ -346,19 +351,22 @@ impl RemoteRuntime {
         })
     }
 
-    /// Every sandbox and every container, both calls in flight at once
-    /// (PLEG's relist, every second): one round trip and one wake-up of
-    /// the caller, not two. Each call keeps its own deadline and metric.
-    pub fn list_pod_sandbox_and_containers(
-        &self,
-    ) -> Result<(Vec<api::PodSandbox>, Vec<api::Container>)> {
+    /// Every sandbox and every container, undecoded (PLEG's relist, every
+    /// second; the caller decodes what changed). Both calls are in flight
+    /// at once: one round trip and one wake-up of the caller, not two.
+    /// Each call keeps its own deadline and metric.
+    pub fn list_pod_sandbox_and_containers_raw(&self) -> Result<(RawListing, RawListing)> {
         let started = std::time::Instant::now();
-        let sandboxes = self
-            .runtime
-            .list_pod_sandbox_async(&api::ListPodSandboxRequest::default(), self.fast());
-        let containers = self
-            .runtime
-            .list_containers_async(&api::ListContainersRequest::default(), self.fast());
+        let sandboxes = self.raw.unary_call_async(
+            &listing::LIST_POD_SANDBOX,
+            &api::ListPodSandboxRequest::default(),
+            self.fast(),
+        );
+        let containers = self.raw.unary_call_async(
+            &listing::LIST_CONTAINERS,
+            &api::ListContainersRequest::default(),
+            self.fast(),
+        );
         let observer = &self.observer;
         let (sandboxes, containers) = futures_executor::block_on(async {
             let s = match sandboxes {
@@ -375,7 +383,7 @@ impl RemoteRuntime {
         });
         let sandboxes = sandboxes.map_err(|e| CriError::from_grpc("ListPodSandbox", e))?;
         let containers = containers.map_err(|e| CriError::from_grpc("ListContainers", e))?;
-        Ok((sandboxes.items, containers.containers))
+        Ok((sandboxes, containers))
     }
 
     pub fn create_container(
