@@ -195,10 +195,7 @@ pub struct PodWork {
 fn unfinished_pods(pods: &PodManager, statuses: &StatusManager) -> Vec<Arc<Pod>> {
     pods.pods()
         .into_iter()
-        .filter(|p| {
-            let status = statuses.get(p.uid());
-            !crate::types::PodPhase::of(status.as_ref()).is_terminal()
-        })
+        .filter(|p| !statuses.phase(p.uid()).is_terminal())
         .collect()
 }
 

@@ -3,15 +3,15 @@
 //! every second and little changes, so only elements whose bytes changed
 //! are decoded; the rest are taken from the last listing.
 //!
-//! The key is std's SipHash of the element's bytes, with this process's
-//! random keys: two different elements collide with probability 2⁻⁶⁴,
-//! and nobody outside the process can choose bytes that do. An element
-//! carries its ID, state and times, so a change of any of them changes
-//! its bytes.
+//! The key is [`element_key`]: std's SipHash of each of the element's
+//! fields under this process's random keys, summed, so the random order
+//! in which Go writes map entries does not matter. Two different elements
+//! collide with probability about 2⁻⁶⁴, and nobody outside the process can
+//! choose bytes that do. An element carries its ID, state and times, so a
+//! change of any of them changes its key.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 use protobuf::Message;
@@ -20,7 +20,7 @@ use rkubelet_util::lock;
 use super::{from_unix_nanos, labels};
 use crate::container::{ContainerState, RuntimeContainer, RuntimeSandbox};
 use crate::cri::api;
-use crate::cri::listing::RawListing;
+use crate::cri::listing::{element_key, RawListing};
 
 /// A sandbox as GetPods keeps it; None when it is not the kubelet's.
 pub(super) type SandboxEntry = Option<(labels::PodIdentity, RuntimeSandbox)>;
@@ -61,8 +61,8 @@ impl ListingMemo {
     }
 }
 
-/// The entries of `elements`, each taken from `memo` when its bytes were
-/// in the last listing, else decoded. `memo` then holds this listing's
+/// The entries of `elements`, each taken from `memo` when its key was in
+/// the last listing, else decoded. `memo` then holds this listing's
 /// entries only, so what went is forgotten.
 fn refresh<T: Clone>(
     memo: &mut HashMap<u64, T>,
@@ -73,7 +73,7 @@ fn refresh<T: Clone>(
     let mut next = HashMap::with_capacity(elements.len());
     let mut out = Vec::with_capacity(elements.len());
     for bytes in elements {
-        let key = keys.hash_one(bytes);
+        let key = element_key(keys, bytes)?;
         let entry = match memo.remove(&key) {
             Some(entry) => entry,
             None => decode(bytes)?,
@@ -136,25 +136,36 @@ mod tests {
 
     static DECODED: AtomicUsize = AtomicUsize::new(0);
 
+    /// An element holding only its ID (field 1).
+    fn el(id: &str) -> Vec<u8> {
+        api::Container {
+            id: id.into(),
+            ..Default::default()
+        }
+        .write_to_bytes()
+        .unwrap()
+    }
+
     fn counted(bytes: &[u8]) -> protobuf::Result<String> {
         DECODED.fetch_add(1, Ordering::SeqCst);
-        Ok(String::from_utf8_lossy(bytes).into_owned())
+        Ok(api::Container::parse_from_bytes(bytes)?.id)
     }
 
     #[test]
-    fn only_new_bytes_are_decoded_and_gone_ones_are_forgotten() {
+    fn only_new_elements_are_decoded_and_gone_ones_are_forgotten() {
         let keys = RandomState::new();
         let mut memo = HashMap::new();
-        let first = refresh(&mut memo, &keys, &[b"a", b"b"], counted).unwrap();
+        let (a, b, b2) = (el("a"), el("b"), el("b2"));
+        let first = refresh(&mut memo, &keys, &[&a, &b], counted).unwrap();
         assert_eq!(first, ["a", "b"]);
         assert_eq!(DECODED.load(Ordering::SeqCst), 2);
         // "b" changed to "b2"; "a" is as it was, in another place.
-        let second = refresh(&mut memo, &keys, &[b"b2", b"a"], counted).unwrap();
+        let second = refresh(&mut memo, &keys, &[&b2, &a], counted).unwrap();
         assert_eq!(second, ["b2", "a"]);
         assert_eq!(DECODED.load(Ordering::SeqCst), 3, "only b2 decoded");
         assert_eq!(memo.len(), 2, "b is forgotten");
         // "b" again is new again.
-        refresh(&mut memo, &keys, &[b"b"], counted).unwrap();
+        refresh(&mut memo, &keys, &[&b], counted).unwrap();
         assert_eq!(DECODED.load(Ordering::SeqCst), 4);
     }
 

@@ -156,6 +156,12 @@ impl StatusManager {
         lock(&self.inner).pods.get(uid).map(|e| e.status.clone())
     }
 
+    /// The phase of the cached status, without copying the status
+    /// (housekeeping asks it of every pod every 2 s).
+    pub fn phase(&self, uid: &str) -> crate::types::PodPhase {
+        crate::types::PodPhase::of(lock(&self.inner).pods.get(uid).map(|e| &e.status))
+    }
+
     pub fn remove(&self, uid: &str) {
         let mut inner = lock(&self.inner);
         inner.pods.remove(uid);
@@ -376,6 +382,23 @@ mod tests {
             status: s.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn phase_is_the_cached_statuses() {
+        let m = StatusManager::new();
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "d", "uid": "u1"}
+        }))
+        .unwrap();
+        assert_eq!(m.phase("u1"), crate::types::PodPhase::of(None));
+        let failed = PodStatus {
+            phase: Some("Failed".into()),
+            ..Default::default()
+        };
+        m.set_pod_status(&pod, failed);
+        assert_eq!(m.phase("u1"), crate::types::PodPhase::Failed);
+        assert!(m.phase("u1").is_terminal());
     }
 
     #[test]

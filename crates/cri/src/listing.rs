@@ -6,6 +6,8 @@
 //! the caller decodes (with the generated code) only the elements whose
 //! bytes changed since the last relist.
 
+use std::hash::BuildHasher;
+
 use grpcio::{GrpcSlice, Marshaller, MessageReader, Method, MethodType};
 use protobuf::rt::WireType;
 use protobuf::CodedInputStream;
@@ -34,10 +36,7 @@ impl RawListing {
         let mut out = Vec::new();
         let mut input = CodedInputStream::from_bytes(&self.bytes);
         while let Some(tag) = input.read_raw_tag_or_eof()? {
-            let wire = WireType::new(tag & 7).ok_or(protobuf::Error::from(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "unknown wire type",
-            )))?;
+            let wire = wire_type(tag)?;
             if tag >> 3 != ELEMENTS_FIELD || wire != WireType::LengthDelimited {
                 input.skip_field(wire)?;
                 continue;
@@ -51,6 +50,32 @@ impl RawListing {
         }
         Ok(out)
     }
+}
+
+/// A key of an encoded element under `keys` that does not depend on the
+/// order of its fields: the wrapping sum of each top-level field's keyed
+/// hash. Go's encoder writes a map's entries (labels, annotations) in a
+/// random order each time, so equal elements rarely have equal bytes; the
+/// order of top-level fields carries nothing here (no element repeats a
+/// field but its maps).
+pub fn element_key(keys: &impl BuildHasher, element: &[u8]) -> protobuf::Result<u64> {
+    let mut key = 0u64;
+    let mut input = CodedInputStream::from_bytes(element);
+    let mut start = 0;
+    while let Some(tag) = input.read_raw_tag_or_eof()? {
+        input.skip_field(wire_type(tag)?)?;
+        let end = usize::try_from(input.pos()).unwrap_or(usize::MAX);
+        let field = element.get(start..end).unwrap_or_default();
+        key = key.wrapping_add(keys.hash_one(field));
+        start = end;
+    }
+    Ok(key)
+}
+
+fn wire_type(tag: u32) -> protobuf::Result<WireType> {
+    WireType::new(tag & 7).ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, "unknown wire type").into()
+    })
 }
 
 /// The gRPC decoder: the answer's bytes, copied out of gRPC's slices.
@@ -142,6 +167,56 @@ mod tests {
             "s1"
         );
         assert!(RawListing::default().elements().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_key_ignores_the_order_of_map_entries_but_not_a_change() {
+        use protobuf::CodedOutputStream;
+        let keys = std::collections::hash_map::RandomState::new();
+        // One element with two labels, written in both orders, as Go's
+        // encoder may: field 1 (id), then field 8 entries.
+        let entry = |k: &str, v: &str| {
+            let mut e = Vec::new();
+            let mut out = CodedOutputStream::vec(&mut e);
+            out.write_string(1, k).unwrap();
+            out.write_string(2, v).unwrap();
+            out.flush().unwrap();
+            drop(out);
+            e
+        };
+        let element = |entries: &[Vec<u8>], state: u64| {
+            let mut b = Vec::new();
+            let mut out = CodedOutputStream::vec(&mut b);
+            out.write_string(1, "c1").unwrap();
+            for e in entries {
+                out.write_bytes(8, e).unwrap();
+            }
+            out.write_uint64(6, state).unwrap();
+            out.flush().unwrap();
+            drop(out);
+            b
+        };
+        let (a, b) = (entry("a", "1"), entry("b", "2"));
+        let one = element(&[a.clone(), b.clone()], 1);
+        let other = element(&[b.clone(), a.clone()], 1);
+        assert_ne!(one, other);
+        assert_eq!(
+            element_key(&keys, &one).unwrap(),
+            element_key(&keys, &other).unwrap()
+        );
+        let decoded = api::Container::parse_from_bytes(&one).unwrap();
+        assert_eq!(decoded.labels.len(), 2);
+        let exited = element(&[a.clone(), b.clone()], 2);
+        assert_ne!(
+            element_key(&keys, &one).unwrap(),
+            element_key(&keys, &exited).unwrap()
+        );
+        let relabelled = element(&[a, entry("b", "3")], 1);
+        assert_ne!(
+            element_key(&keys, &one).unwrap(),
+            element_key(&keys, &relabelled).unwrap()
+        );
+        assert!(element_key(&keys, &[8 << 3 | 2, 9]).is_err());
     }
 
     #[test]
