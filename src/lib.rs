@@ -59,23 +59,5 @@ pub mod fuzzing;
 /// Runs the kubelet: flags, configuration, then every module until a
 /// signal or a fatal error; the process's exit code.
 pub fn main() -> i32 {
-    limit_malloc_arenas();
     app::main()
-}
-
-/// glibc gives each thread that allocates its own arena (up to 8 per core)
-/// and keeps what a burst freed in it: with a fixed set of module threads
-/// that each build transient lists of all pods (summaries, status), that
-/// is megabytes of RSS holding nothing. Two arenas keep contention low for
-/// a process that is mostly idle. `MALLOC_ARENA_MAX` set by the operator
-/// wins; musl (the static build) has no arenas.
-fn limit_malloc_arenas() {
-    #[cfg(target_env = "gnu")]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt only sets an allocator parameter; called before
-        // any thread but main exists.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
-    }
 }

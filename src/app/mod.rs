@@ -70,7 +70,7 @@ const MIN_SYNC_LOOP_HEALTH: Duration = Duration::from_secs(300);
 
 /// The process entry point: returns the exit code.
 pub fn main() -> i32 {
-    crate::util::memory::limit_arenas();
+    crate::util::memory::tune_malloc();
     // `rkubelet check FLAGS...`: the preflight, with the flags a start takes.
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let check = args.get(1).is_some_and(|a| a == "check");

@@ -18,24 +18,37 @@
 mod code;
 pub use code::IdleCodeTrimmer;
 
-/// Caps glibc's malloc at two arenas, before any thread starts. glibc
-/// gives each thread that meets a busy arena a new one, up to 8 per core,
-/// and every arena keeps its own free memory; this kubelet's threads are
-/// mostly idle, and each thread's cache (tcache) keeps the common small
-/// allocations off the arenas' locks anyway. An operator's
-/// MALLOC_ARENA_MAX still wins.
+/// Sets glibc's malloc up for a mostly idle process with a fixed set of
+/// threads, before any thread starts. An operator's own setting of either
+/// (MALLOC_ARENA_MAX, GLIBC_TUNABLES) wins.
+///
+/// - At most two arenas. glibc gives each thread that meets a busy arena a
+///   new one, up to 8 per core, and every arena keeps its own free memory;
+///   each thread's cache (tcache) keeps the common small allocations off
+///   the arenas' locks anyway.
+/// - No fastbins (`M_MXFAST` 0). A small chunk freed past the tcache then
+///   merges with its neighbours at once, instead of waiting in a fastbin
+///   until the next large request consolidates them all. Every CRI call
+///   makes such a request (gRPC's call arena), and the relist frees a few
+///   hundred small strings each second, so that consolidation was about a
+///   fifth of PLEG's idle CPU (docs/performance.md).
 #[cfg(target_env = "gnu")]
-pub fn limit_arenas() {
+pub fn tune_malloc() {
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         // SAFETY: mallopt only sets a malloc parameter; called from main
         // before any other thread exists.
         unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
     }
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if !tunables.contains("glibc.malloc.mxfast") {
+        // SAFETY: as above.
+        unsafe { libc::mallopt(libc::M_MXFAST, 0) };
+    }
 }
 
-/// musl: one allocator state for all threads already.
+/// musl: one allocator state for all threads already, and no fastbins.
 #[cfg(not(target_env = "gnu"))]
-pub fn limit_arenas() {}
+pub fn tune_malloc() {}
 
 /// Returns the free pages of every malloc arena to the kernel. True when
 /// glibc released any memory.
