@@ -5,25 +5,25 @@ use super::*;
 use std::thread::JoinHandle;
 
 /// What node status reports about the kubelet's own health (the Ready
-/// condition, runtime version, images), read fresh at every update.
+/// condition, runtime version, images), read fresh at every update; the
+/// images listed every 30 s, as upstream's image cache.
 pub(super) fn kubelet_health(
     kubelet: &Arc<Kubelet>,
 ) -> Box<dyn Fn() -> KubeletHealth + Send + Sync> {
+    use crate::images::list_cache::{ImageListCache, IMAGE_LIST_PERIOD};
     let k = Arc::clone(kubelet);
+    let image_list = ImageListCache::new(IMAGE_LIST_PERIOD);
     Box::new(move || {
-        let images = match k.runtime().runtime().list_images() {
-            Ok(list) => list
-                .into_iter()
-                .map(|i| ImageInfo {
-                    names: i.repo_tags.into_iter().chain(i.repo_digests).collect(),
-                    size_bytes: i.size,
-                })
-                .collect(),
-            Err(e) => {
-                log::debug!("node status: list images: {e}");
-                Vec::new()
-            }
-        };
+        let images = image_list.get(|| {
+            k.runtime().runtime().list_images().map(|list| {
+                list.into_iter()
+                    .map(|i| ImageInfo {
+                        names: i.repo_tags.into_iter().chain(i.repo_digests).collect(),
+                        size_bytes: i.size,
+                    })
+                    .collect()
+            })
+        });
         KubeletHealth {
             runtime_errors: k.runtime_state().runtime_errors(),
             network_error: k.runtime_state().network_error(),
