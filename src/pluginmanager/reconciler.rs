@@ -114,6 +114,11 @@ impl Reconciler {
         let now = Instant::now();
         for plugin in desired.plugins() {
             if actual.is_current(&plugin.socket_path, plugin.timestamp) {
+                // Registered, even when its handler then refused it (as
+                // upstream, it stays in the actual state): nothing of it
+                // is to be tried again, so no retry may keep the manager
+                // waking for it.
+                self.retry.retain(|r| r.socket != plugin.socket_path);
                 continue;
             }
             let waiting = self.retry.iter().find(|r| r.socket == plugin.socket_path);

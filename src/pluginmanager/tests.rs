@@ -105,8 +105,12 @@ impl PluginHandler for FakeHandler {
         Ok(())
     }
 
+    /// Refuses plugins whose name has `refused`, after validating them.
     fn register_plugin(&self, name: &str, _: &str, _: &[String]) -> Result<(), PluginManagerError> {
         self.0.lock().unwrap().push(format!("register {name}"));
+        if name.contains("refused") {
+            return Err(PluginManagerError::Handler("no room".into()));
+        }
         Ok(())
     }
 
@@ -389,4 +393,34 @@ fn the_deprecated_directory_is_watched_one_level_deep() {
     );
     assert!(m.lines("failure").is_empty(), "{:?}", m.lines("failure"));
     m.stop();
+}
+
+#[test]
+fn a_plugin_refused_after_validation_leaves_no_retry_to_wake_for() {
+    let root = TempDir::with_prefix("rkubelet-plugins-").unwrap();
+    let socket = root.path().join("csi-refused.sock");
+    bind(&socket);
+    let log = Log::default();
+    let mut reconciler = Reconciler::new(Box::new(FakeDialer(log.clone())));
+    reconciler.add_handler(CSI_PLUGIN, Arc::new(FakeHandler(log.clone())));
+    let mut desired = DesiredStateOfWorld::default();
+    desired.add_or_update(&socket);
+    let mut actual = ActualStateOfWorld::default();
+    reconciler.reconcile(&desired, &mut actual);
+    assert!(log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.starts_with("notify csi-refused false")));
+    // As upstream, it stays in the actual state and is not tried again;
+    // a retry left for it would be due at once forever after.
+    reconciler.reconcile(&desired, &mut actual);
+    assert_eq!(reconciler.next_retry(), None);
+    let registers = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| *l == "register csi-refused")
+        .count();
+    assert_eq!(registers, 1);
 }
