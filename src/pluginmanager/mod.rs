@@ -161,8 +161,8 @@ impl PluginManager {
         }
         let mut first = true;
         loop {
-            let changed = self.watcher.wait(Duration::ZERO, &mut self.desired)
-                | self.deprecated.wait(Duration::ZERO, &mut self.desired);
+            let changed = self.watcher.take_events(&mut self.desired)
+                | self.deprecated.take_events(&mut self.desired);
             if shutdown.came() {
                 break;
             }

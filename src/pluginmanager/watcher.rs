@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 use nix::errno::Errno;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
 
 use super::cache::DesiredStateOfWorld;
@@ -105,8 +104,8 @@ impl Watcher {
         self.inotify.as_ref().map(|i| i.as_fd())
     }
 
-    /// When [`Watcher::wait`] should next run to start the watcher: None
-    /// while it runs, now when it lost its directory.
+    /// When [`Watcher::take_events`] should next run to start the
+    /// watcher: None while it runs, now when it lost its directory.
     pub fn restart_at(&self) -> Option<Instant> {
         match &self.inotify {
             Some(_) => None,
@@ -114,25 +113,27 @@ impl Watcher {
         }
     }
 
-    /// Waits up to `timeout` for inotify events and applies them; true if
-    /// the desired state may have changed. A watcher that could not start
-    /// (or lost its directory) tries again here.
-    pub fn wait(&mut self, timeout: Duration, dsw: &mut DesiredStateOfWorld) -> bool {
+    /// Applies the inotify events pending now (the manager polls [`fd`]
+    /// for them); true if the desired state may have changed. A watcher
+    /// that could not start (or lost its directory) tries again here once
+    /// [`restart_at`] has come.
+    ///
+    /// [`fd`]: Watcher::fd
+    /// [`restart_at`]: Watcher::restart_at
+    pub fn take_events(&mut self, dsw: &mut DesiredStateOfWorld) -> bool {
         if self.inotify.is_none() {
             if self.retry_at.is_some_and(|at| Instant::now() < at) {
-                std::thread::sleep(timeout);
                 return false;
             }
             if let Err(e) = self.start(dsw) {
                 warn!("Plugin watcher: {e}; trying again in {RESTART_DELAY:?}");
                 self.retry_at = Some(Instant::now() + RESTART_DELAY);
-                std::thread::sleep(timeout);
                 return false;
             }
             self.retry_at = None;
             return true;
         }
-        let events = self.read(timeout);
+        let events = self.read();
         let mut changed = false;
         for event in &events {
             changed |= self.apply(event, dsw);
@@ -148,23 +149,12 @@ impl Watcher {
         changed
     }
 
-    /// Polls the inotify descriptor (bounded, so the caller sees shutdown)
-    /// and reads everything pending.
-    fn read(&mut self, timeout: Duration) -> Vec<InotifyEvent> {
+    /// Reads everything pending; the descriptor is non-blocking, so none
+    /// pending is EAGAIN at once.
+    fn read(&mut self) -> Vec<InotifyEvent> {
         let Some(inotify) = &self.inotify else {
             return Vec::new();
         };
-        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-        let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(0) | Err(Errno::EINTR) => return Vec::new(),
-            Ok(_) => {}
-            Err(e) => {
-                warn!("Plugin watcher: poll: {e}");
-                std::thread::sleep(timeout);
-                return Vec::new();
-            }
-        }
         let mut all = Vec::new();
         loop {
             match inotify.read_events() {
@@ -416,13 +406,14 @@ mod tests {
         let mut w = Watcher::new(&root);
         w.start(&mut dsw).unwrap();
         UnixListener::bind(root.join("old.sock")).unwrap();
-        assert!(w.wait(Duration::from_secs(1), &mut dsw));
+        // The kernel queues the event before bind returns.
+        assert!(w.take_events(&mut dsw));
         fs::remove_file(root.join("old.sock")).unwrap();
         UnixListener::bind(root.join("new.sock")).unwrap();
         // Drop the pending events, as an overflow would.
         w.start(&mut DesiredStateOfWorld::default()).unwrap();
         w.rewalk = true;
-        assert!(w.wait(Duration::ZERO, &mut dsw));
+        assert!(w.take_events(&mut dsw));
         let paths: Vec<_> = dsw.paths().collect();
         assert_eq!(paths, [root.join("new.sock")]);
     }
