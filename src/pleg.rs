@@ -132,21 +132,25 @@ impl GenericPleg {
                 return;
             }
         };
-        let current = records(&pods);
-        let (old, reinspect) = {
+        let (old, reinspect, unchanged) = {
             let mut st = self.state();
             st.last_relist = Some(Instant::now());
             (
                 std::mem::take(&mut st.records),
                 std::mem::take(&mut st.reinspect),
+                // The runtime gives back its last snapshot when nothing
+                // changed: then there is nothing to diff.
+                Arc::ptr_eq(&st.pods, &pods),
             )
         };
-
-        let mut events = Vec::new();
-        let uids: HashSet<&String> = old.keys().chain(current.keys()).collect();
-        for uid in uids {
-            events.extend(pod_events(uid, old.get(uid), current.get(uid)));
-        }
+        let (current, events) = if unchanged {
+            (old, Vec::new())
+        } else {
+            let current = records(&pods);
+            let events = diff(&old, &current);
+            record_running(&pods);
+            (current, events)
+        };
         let changed: HashSet<String> = events
             .iter()
             .map(|e| e.pod_uid.clone())
@@ -173,12 +177,11 @@ impl GenericPleg {
         }
         self.cache.update_time(timestamp);
         crate::metrics::pleg_relist(timestamp.elapsed(), interval);
-        record_running(&pods);
         {
             let mut st = self.state();
             st.records = current;
             st.reinspect = failed;
-            st.pods = Arc::new(pods);
+            st.pods = pods;
         }
         for e in events
             .into_iter()
@@ -190,6 +193,14 @@ impl GenericPleg {
             }
         }
     }
+}
+
+/// The events between two relists' records.
+fn diff(old: &Records, current: &Records) -> Vec<PodLifecycleEvent> {
+    let uids: HashSet<&String> = old.keys().chain(current.keys()).collect();
+    uids.into_iter()
+        .flat_map(|uid| pod_events(uid, old.get(uid), current.get(uid)))
+        .collect()
 }
 
 /// kubelet_running_pods and kubelet_running_containers from a relist.

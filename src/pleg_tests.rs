@@ -94,10 +94,15 @@ fn a_new_pod_starts_its_sandbox_and_containers_and_is_cached() {
 fn an_unchanged_pod_emits_nothing_and_is_not_inspected_again() {
     let s = with_running_pod();
     s.relist();
+    let first = s.pleg.running_pods();
     s.rt.clear_calls();
     let before = Instant::now();
     assert!(s.relist().is_empty());
     assert!(s.inspected().is_empty());
+    assert!(
+        Arc::ptr_eq(&first, &s.pleg.running_pods()),
+        "the runtime gave back its snapshot: nothing was diffed"
+    );
     // The relist still stamps the cache, so waiting workers see it fresh.
     assert!(s.cache.get_if_newer("a", Some(before)).is_some());
 }
@@ -190,7 +195,12 @@ fn a_failed_inspection_is_cached_and_retried_on_the_next_relist() {
     let (_, err) = s.cached("a");
     assert!(err.is_some_and(|e| e.contains("timeout")));
     s.rt.clear_calls();
+    let listed = s.pleg.running_pods();
     assert!(s.relist().is_empty());
+    assert!(
+        Arc::ptr_eq(&listed, &s.pleg.running_pods()),
+        "nothing changed"
+    );
     assert_eq!(s.inspected(), ["a"], "re-inspected without a new event");
     let (status, err) = s.cached("a");
     assert_eq!((status.containers.len(), err), (1, None));

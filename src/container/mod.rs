@@ -148,8 +148,9 @@ pub fn pod_full_name(name: &str, namespace: &str) -> String {
 /// `kubecontainer.Runtime` it uses): the runtime manager, or the in-memory
 /// fake in tests.
 pub trait PodSource: Send + Sync {
-    /// Every pod the runtime holds, without inspecting them.
-    fn get_pods(&self) -> Result<Vec<RuntimePod>, crate::cri::CriError>;
+    /// Every pod the runtime holds, without inspecting them. A source may
+    /// give back the very snapshot of its last call when nothing changed.
+    fn get_pods(&self) -> Result<std::sync::Arc<Vec<RuntimePod>>, crate::cri::CriError>;
     /// One pod's sandboxes and containers, inspected.
     fn get_pod_status(
         &self,

@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use grpcio::RpcStatusCode;
@@ -144,6 +144,9 @@ pub struct FakeRuntime {
     state: Mutex<FakeState>,
     calls: Mutex<Vec<Call>>,
     faults: Mutex<Faults>,
+    /// GetPods' last answer, given back while nothing changes, as the
+    /// runtime manager's listing memo does.
+    listed: Mutex<Option<Arc<Vec<RuntimePod>>>>,
 }
 
 /// An error as the runtime would return it, without a gRPC status.
@@ -351,8 +354,9 @@ fn to_cri_container(c: &FakeContainer) -> api::Container {
 
 impl PodSource for FakeRuntime {
     /// The pods as the runtime manager lists them: grouped by pod UID,
-    /// newest sandbox and container first.
-    fn get_pods(&self) -> Result<Vec<RuntimePod>, CriError> {
+    /// newest sandbox and container first; the last snapshot again when
+    /// nothing changed.
+    fn get_pods(&self) -> Result<Arc<Vec<RuntimePod>>, CriError> {
         self.enter("GetPods", &[])?;
         let st = self.state();
         let mut pods: HashMap<String, RuntimePod> = HashMap::new();
@@ -391,7 +395,12 @@ impl PodSource for FakeRuntime {
             p.containers
                 .sort_by_key(|c| std::cmp::Reverse(c.created_at));
         }
-        Ok(out)
+        out.sort_by(|a, b| a.uid.cmp(&b.uid));
+        let mut listed = lock(&self.listed);
+        match &*listed {
+            Some(last) if **last == out => Ok(Arc::clone(last)),
+            _ => Ok(Arc::clone(listed.insert(Arc::new(out)))),
+        }
     }
 
     fn get_pod_status(&self, uid: &str, name: &str, ns: &str) -> Result<PodStatus, CriError> {

@@ -21,7 +21,7 @@ impl KubeRuntimeManager {
         desired: &HashSet<String>,
         all_sources_ready: bool,
     ) -> Result<(), CriError> {
-        for pod in self.get_pods()? {
+        for pod in self.get_pods()?.iter() {
             let deleted = all_sources_ready && !desired.contains(&pod.uid);
             if deleted && !pod.is_running() {
                 log::info!(
@@ -33,7 +33,7 @@ impl KubeRuntimeManager {
                 self.remove_pod(&pod.uid)?;
                 continue;
             }
-            for c in evictable_containers(&pod) {
+            for c in evictable_containers(pod) {
                 log::debug!(
                     "removing dead container {} ({}) of pod {}",
                     c.id,
@@ -42,17 +42,17 @@ impl KubeRuntimeManager {
                 );
                 self.remove_container(&c.id)?;
             }
-            for sb in evictable_sandboxes(&pod) {
+            for sb in evictable_sandboxes(pod) {
                 ignore_not_found(self.runtime.remove_pod_sandbox(&sb))?;
             }
         }
         self.gc_backoffs();
         let running: std::collections::HashSet<String> = self
             .get_pods()?
-            .into_iter()
-            .flat_map(|p| p.containers)
+            .iter()
+            .flat_map(|p| &p.containers)
             .filter(|c| c.state == ContainerState::Running)
-            .map(|c| c.id)
+            .map(|c| c.id.clone())
             .collect();
         crate::logs::cleanup_dangling_symlinks(&self.cfg.container_logs_dir, &|id| {
             running.contains(id)

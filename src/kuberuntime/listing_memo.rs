@@ -9,16 +9,20 @@
 //! collide with probability about 2⁻⁶⁴, and nobody outside the process can
 //! choose bytes that do. An element carries its ID, state and times, so a
 //! change of any of them changes its key.
+//!
+//! A listing whose keys are all those of the last one (the idle relist,
+//! every second) gives back the last listing's pods as they were: the
+//! same `Arc`, so the PLEG can tell nothing changed without a diff.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use protobuf::Message;
 use rkubelet_util::lock;
 
 use super::{from_unix_nanos, labels};
-use crate::container::{ContainerState, RuntimeContainer, RuntimeSandbox};
+use crate::container::{ContainerState, RuntimeContainer, RuntimePod, RuntimeSandbox};
 use crate::cri::api;
 use crate::cri::listing::{element_key, RawListing};
 
@@ -38,27 +42,63 @@ struct Memo {
     keys: RandomState,
     sandboxes: HashMap<u64, SandboxEntry>,
     containers: HashMap<u64, ContainerEntry>,
+    /// The last listing: its sandboxes' and containers' keys, each
+    /// sorted, and the pods grouped from it.
+    last: Option<Last>,
 }
 
+struct Last {
+    sandboxes: Vec<u64>,
+    containers: Vec<u64>,
+    pods: Arc<Vec<RuntimePod>>,
+}
+
+/// Groups a listing's entries into pods (GetPods).
+pub(super) type Group = fn(Vec<SandboxEntry>, Vec<ContainerEntry>) -> Vec<RuntimePod>;
+
 impl ListingMemo {
-    /// The entries of these listings, decoding only what is new.
-    pub fn entries(
+    /// The pods of these listings: the last ones when no element changed,
+    /// else grouped from entries of which only the new are decoded.
+    pub fn pods(
         &self,
         sandboxes: &RawListing,
         containers: &RawListing,
-    ) -> protobuf::Result<(Vec<SandboxEntry>, Vec<ContainerEntry>)> {
-        let sandboxes = sandboxes.elements()?;
-        let containers = containers.elements()?;
+        group: Group,
+    ) -> protobuf::Result<Arc<Vec<RuntimePod>>> {
         let mut memo = lock(&self.inner);
-        let Memo {
-            keys,
-            sandboxes: old_sandboxes,
-            containers: old_containers,
-        } = &mut *memo;
-        let s = refresh(old_sandboxes, keys, &sandboxes, sandbox_entry)?;
-        let c = refresh(old_containers, keys, &containers, container_entry)?;
-        Ok((s, c))
+        let sandboxes = keyed(&memo.keys, &sandboxes.elements()?)?;
+        let containers = keyed(&memo.keys, &containers.elements()?)?;
+        // (the runtime lists its elements in no particular order)
+        let (sandbox_keys, container_keys) = (sorted_keys(&sandboxes), sorted_keys(&containers));
+        if let Some(last) = &memo.last {
+            if last.sandboxes == sandbox_keys && last.containers == container_keys {
+                return Ok(Arc::clone(&last.pods));
+            }
+        }
+        let s = refresh(&mut memo.sandboxes, &sandboxes, sandbox_entry)?;
+        let c = refresh(&mut memo.containers, &containers, container_entry)?;
+        let pods = Arc::new(group(s, c));
+        memo.last = Some(Last {
+            sandboxes: sandbox_keys,
+            containers: container_keys,
+            pods: Arc::clone(&pods),
+        });
+        Ok(pods)
     }
+}
+
+/// Each element with its key.
+fn keyed<'a>(keys: &RandomState, elements: &[&'a [u8]]) -> protobuf::Result<Vec<(u64, &'a [u8])>> {
+    elements
+        .iter()
+        .map(|bytes| Ok((element_key(keys, bytes)?, *bytes)))
+        .collect()
+}
+
+fn sorted_keys(elements: &[(u64, &[u8])]) -> Vec<u64> {
+    let mut keys: Vec<u64> = elements.iter().map(|e| e.0).collect();
+    keys.sort_unstable();
+    keys
 }
 
 /// The entries of `elements`, each taken from `memo` when its key was in
@@ -66,14 +106,12 @@ impl ListingMemo {
 /// entries only, so what went is forgotten.
 fn refresh<T: Clone>(
     memo: &mut HashMap<u64, T>,
-    keys: &RandomState,
-    elements: &[&[u8]],
+    elements: &[(u64, &[u8])],
     decode: fn(&[u8]) -> protobuf::Result<T>,
 ) -> protobuf::Result<Vec<T>> {
     let mut next = HashMap::with_capacity(elements.len());
     let mut out = Vec::with_capacity(elements.len());
-    for bytes in elements {
-        let key = element_key(keys, bytes)?;
+    for &(key, bytes) in elements {
         let entry = match memo.remove(&key) {
             Some(entry) => entry,
             None => decode(bytes)?,
@@ -156,16 +194,16 @@ mod tests {
         let keys = RandomState::new();
         let mut memo = HashMap::new();
         let (a, b, b2) = (el("a"), el("b"), el("b2"));
-        let first = refresh(&mut memo, &keys, &[&a, &b], counted).unwrap();
+        let first = refresh(&mut memo, &keyed(&keys, &[&a, &b]).unwrap(), counted).unwrap();
         assert_eq!(first, ["a", "b"]);
         assert_eq!(DECODED.load(Ordering::SeqCst), 2);
         // "b" changed to "b2"; "a" is as it was, in another place.
-        let second = refresh(&mut memo, &keys, &[&b2, &a], counted).unwrap();
+        let second = refresh(&mut memo, &keyed(&keys, &[&b2, &a]).unwrap(), counted).unwrap();
         assert_eq!(second, ["b2", "a"]);
         assert_eq!(DECODED.load(Ordering::SeqCst), 3, "only b2 decoded");
         assert_eq!(memo.len(), 2, "b is forgotten");
         // "b" again is new again.
-        refresh(&mut memo, &keys, &[&b], counted).unwrap();
+        refresh(&mut memo, &keyed(&keys, &[&b]).unwrap(), counted).unwrap();
         assert_eq!(DECODED.load(Ordering::SeqCst), 4);
     }
 
@@ -208,9 +246,23 @@ mod tests {
         .unwrap()
     }
 
+    fn pods(
+        memo: &ListingMemo,
+        sandboxes: &RawListing,
+        containers: &[Vec<u8>],
+    ) -> Arc<Vec<RuntimePod>> {
+        memo.pods(
+            sandboxes,
+            &listing(containers),
+            super::super::pods::group_pods,
+        )
+        .unwrap()
+    }
+
     #[test]
-    fn a_state_change_is_seen_and_foreign_containers_are_kept_as_none() {
+    fn a_state_change_is_seen_and_foreign_containers_are_left_out() {
         let memo = ListingMemo::default();
+        let none = RawListing::default();
         let running = encoded_container("c1", api::ContainerState::CONTAINER_RUNNING);
         let foreign = api::Container {
             id: "not-ours".into(),
@@ -218,23 +270,36 @@ mod tests {
         }
         .write_to_bytes()
         .unwrap();
-        let (_, c) = memo
-            .entries(&RawListing::default(), &listing(&[running, foreign]))
-            .unwrap();
-        let (pod, first) = c[0].clone().unwrap();
+        let first = pods(&memo, &none, &[running, foreign]);
+        assert_eq!(first.len(), 1, "the foreign container is no pod's");
+        let pod = &first[0];
         assert_eq!((pod.uid.as_str(), pod.name.as_str()), ("uid-1", "web"));
+        let c = &pod.containers[0];
         assert_eq!(
-            (first.id.as_str(), first.name.as_str(), first.hash.as_str()),
+            (c.id.as_str(), c.name.as_str(), c.hash.as_str()),
             ("c1", "app", "h1")
         );
-        assert_eq!(first.state, ContainerState::Running);
-        assert!(c[1].is_none());
+        assert_eq!(c.state, ContainerState::Running);
         let exited = encoded_container("c1", api::ContainerState::CONTAINER_EXITED);
-        let (_, c) = memo
-            .entries(&RawListing::default(), &listing(&[exited]))
-            .unwrap();
-        assert_eq!(c.len(), 1);
-        assert_eq!(c[0].as_ref().unwrap().1.state, ContainerState::Exited);
+        let second = pods(&memo, &none, &[exited]);
+        assert_eq!(second[0].containers.len(), 1);
+        assert_eq!(second[0].containers[0].state, ContainerState::Exited);
+    }
+
+    #[test]
+    fn an_unchanged_listing_gives_back_the_same_pods_in_any_order() {
+        let memo = ListingMemo::default();
+        let none = RawListing::default();
+        let c1 = encoded_container("c1", api::ContainerState::CONTAINER_RUNNING);
+        let c2 = encoded_container("c2", api::ContainerState::CONTAINER_RUNNING);
+        let first = pods(&memo, &none, &[c1.clone(), c2.clone()]);
+        let again = pods(&memo, &none, &[c2, c1.clone()]);
+        assert!(Arc::ptr_eq(&first, &again));
+        // One change anywhere makes new pods.
+        let c2_exited = encoded_container("c2", api::ContainerState::CONTAINER_EXITED);
+        let changed = pods(&memo, &none, &[c1, c2_exited]);
+        assert!(!Arc::ptr_eq(&first, &changed));
+        assert_eq!(changed[0].containers.len(), 2);
     }
 
     #[test]
@@ -242,6 +307,7 @@ mod tests {
         let memo = ListingMemo::default();
         // Field 1, 2 bytes long, holding a truncated varint field.
         let bad = RawListing::from_bytes(vec![(1 << 3) | 2, 2, 8 << 3, 0x80]);
-        assert!(memo.entries(&bad, &RawListing::default()).is_err());
+        let group = super::super::pods::group_pods;
+        assert!(memo.pods(&bad, &RawListing::default(), group).is_err());
     }
 }

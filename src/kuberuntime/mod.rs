@@ -251,7 +251,7 @@ pub struct KubeRuntimeManager {
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
 /// and housekeeping also call directly.
 impl crate::container::PodSource for KubeRuntimeManager {
-    fn get_pods(&self) -> Result<Vec<RuntimePod>, CriError> {
+    fn get_pods(&self) -> Result<Arc<Vec<RuntimePod>>, CriError> {
         KubeRuntimeManager::get_pods(self)
     }
 

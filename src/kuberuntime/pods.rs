@@ -3,41 +3,25 @@
 //! labels make up, and one pod's statuses inspected.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-use super::listing_memo::container_state;
+use super::listing_memo::{self, container_state};
 use super::{from_unix_nanos, labels, sandbox, KubeRuntimeManager};
 use crate::container::{ContainerState, ContainerStatus, PodStatus, RuntimePod};
 use crate::cri::{api, CriError};
 
 impl KubeRuntimeManager {
-    /// Every pod the runtime holds that carries the kubelet's labels.
-    pub fn get_pods(&self) -> Result<Vec<RuntimePod>, CriError> {
+    /// Every pod the runtime holds that carries the kubelet's labels; the
+    /// same snapshot as the last call's when nothing changed since.
+    pub fn get_pods(&self) -> Result<Arc<Vec<RuntimePod>>, CriError> {
         let (sandboxes, containers) = self.runtime.list_pod_sandbox_and_containers_raw()?;
-        let (sandboxes, containers) =
-            self.listings
-                .entries(&sandboxes, &containers)
-                .map_err(|e| CriError {
-                    method: "ListPodSandbox/ListContainers",
-                    code: None,
-                    message: format!("decoding the answer: {e}"),
-                })?;
-        let mut pods: HashMap<String, RuntimePod> = HashMap::new();
-        for (id, sandbox) in sandboxes.into_iter().flatten() {
-            pod_entry(&mut pods, id).sandboxes.push(sandbox);
-        }
-        for (id, container) in containers.into_iter().flatten() {
-            pod_entry(&mut pods, id).containers.push(container);
-        }
-        let mut out: Vec<RuntimePod> = pods.into_values().collect();
-        for p in &mut out {
-            // The PLEG keeps this list until the next relist: no spare room.
-            p.sandboxes.shrink_to_fit();
-            p.containers.shrink_to_fit();
-            p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
-            p.containers
-                .sort_by_key(|x| std::cmp::Reverse(x.created_at));
-        }
-        Ok(out)
+        self.listings
+            .pods(&sandboxes, &containers, group_pods)
+            .map_err(|e| CriError {
+                method: "ListPodSandbox/ListContainers",
+                code: None,
+                message: format!("decoding the answer: {e}"),
+            })
     }
 
     /// Inspects one pod's sandboxes and containers (upstream GetPodStatus).
@@ -90,6 +74,30 @@ impl KubeRuntimeManager {
             containers,
         })
     }
+}
+
+/// The kubelet's sandboxes and containers grouped by pod, newest first.
+pub(super) fn group_pods(
+    sandboxes: Vec<listing_memo::SandboxEntry>,
+    containers: Vec<listing_memo::ContainerEntry>,
+) -> Vec<RuntimePod> {
+    let mut pods: HashMap<String, RuntimePod> = HashMap::new();
+    for (id, sandbox) in sandboxes.into_iter().flatten() {
+        pod_entry(&mut pods, id).sandboxes.push(sandbox);
+    }
+    for (id, container) in containers.into_iter().flatten() {
+        pod_entry(&mut pods, id).containers.push(container);
+    }
+    let mut out: Vec<RuntimePod> = pods.into_values().collect();
+    for p in &mut out {
+        // The PLEG keeps this list until the listing changes: no spare room.
+        p.sandboxes.shrink_to_fit();
+        p.containers.shrink_to_fit();
+        p.sandboxes.sort_by_key(|x| std::cmp::Reverse(x.created_at));
+        p.containers
+            .sort_by_key(|x| std::cmp::Reverse(x.created_at));
+    }
+    out
 }
 
 /// The runtime pod an object's labels assign it to.
