@@ -41,11 +41,12 @@ impl Kubelet {
     /// source wants (left over from before a restart).
     pub(super) fn handle_pod_cleanups(&self) {
         let desired = self.pod_manager.uids();
-        for uid in self.pod_workers.sync_known_pods(&desired) {
-            self.status_manager.remove(&uid);
-            self.syncer.forget_eviction(&uid);
-            self.cache.delete(&uid);
-            self.runtime.forget_pod(&uid);
+        let forgotten = self.pod_workers.sync_known_pods(&desired);
+        for uid in &forgotten {
+            self.status_manager.remove(uid);
+            self.syncer.forget_eviction(uid);
+            self.cache.delete(uid);
+            self.runtime.forget_pod(uid);
         }
         self.delete_orphaned_mirror_pods();
         // One relist snapshot for both: a pod that still runs keeps its
@@ -91,7 +92,7 @@ impl Kubelet {
         }
         // What the pods that came and went left free in malloc's arenas
         // goes back to the kernel (as Go's scavenger does upstream).
-        crate::util::memory::release_free_heap();
+        self.heap_trimmer.maybe_release(!forgotten.is_empty());
         // And the code that ran once (the start, a burst) leaves the RSS.
         self.code_trimmer.maybe_trim();
     }

@@ -59,6 +59,9 @@ pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 /// How often housekeeping unmaps the executable's idle code
 /// (util::memory::IdleCodeTrimmer): what ran within the last minute stays.
 const IDLE_CODE_TRIM_PERIOD: Duration = Duration::from_secs(60);
+/// How often housekeeping gives the heap's free pages back when no pod
+/// went meanwhile (util::memory::HeapTrimmer).
+const HEAP_TRIM_PERIOD: Duration = Duration::from_secs(30);
 /// The runtime is considered down when its status has not been confirmed
 /// for this long (upstream maxWaitForContainerRuntime).
 const RUNTIME_SYNC_THRESHOLD: Duration = Duration::from_secs(30);
@@ -142,6 +145,7 @@ pub struct Kubelet {
     topology_manager: Arc<crate::cm::topologymanager::TopologyManager>,
     /// Housekeeping's own: the executable's idle code out of the RSS.
     code_trimmer: crate::util::memory::IdleCodeTrimmer,
+    heap_trimmer: crate::util::memory::HeapTrimmer,
 }
 
 /// The managers the kubelet is built from besides the runtime (upstream
@@ -277,6 +281,7 @@ impl Kubelet {
             memory_manager,
             topology_manager,
             code_trimmer: crate::util::memory::IdleCodeTrimmer::new(IDLE_CODE_TRIM_PERIOD),
+            heap_trimmer: crate::util::memory::HeapTrimmer::new(HEAP_TRIM_PERIOD),
         })
     }
 
