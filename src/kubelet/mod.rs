@@ -87,6 +87,9 @@ struct RuntimeStateInner {
     network_error: Option<String>,
     runtime_name: String,
     runtime_version: String,
+    /// Status checks since CRI Version was last asked; None before the
+    /// first answer and after a failed check.
+    checks_since_version: Option<u32>,
 }
 
 /// The channels the sync loop selects over, besides its own tickers.
@@ -405,16 +408,21 @@ impl Kubelet {
         (self.sources_ready)(seen)
     }
 
-    /// Queries CRI Status once and records the result (upstream
-    /// updateRuntimeUp; called every 5 s from its own thread).
+    /// Queries CRI Status once, and Version when it is due, and records
+    /// the result (upstream updateRuntimeUp; called every 5 s from its own
+    /// thread).
     pub fn update_runtime_up(&self) {
         let rt = self.runtime.runtime();
-        let result = rt
-            .version()
+        let version = if self.runtime_state.version_due() {
+            rt.version()
+                .map(|v| Some((v.runtime_name, v.runtime_version)))
+        } else {
+            Ok(None)
+        };
+        let result = version
             .and_then(|v| rt.status().map(|s| (v, s)))
-            .map(|(v, s)| RuntimeStatus {
-                name: v.runtime_name,
-                version: v.runtime_version,
+            .map(|(version, s)| RuntimeStatus {
+                version,
                 conditions: s
                     .status
                     .iter()

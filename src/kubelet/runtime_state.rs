@@ -6,13 +6,18 @@ use rkubelet_util::lock;
 use super::*;
 use crate::cri::CriError;
 
-/// One CRI Version + Status answer.
+/// One CRI Status answer, and CRI Version's when it was asked too.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuntimeStatus {
-    pub name: String,
-    pub version: String,
+    /// The runtime's `(name, version)`.
+    pub version: Option<(String, String)>,
     pub conditions: Vec<RuntimeCondition>,
 }
+
+/// CRI Version is asked on every this many status checks (every 10 s, as
+/// upstream's node status asks it; upstream's status check asks only
+/// Status), and on the first check after a failed one.
+const VERSION_EVERY_CHECKS: u32 = 2;
 
 /// A CRI runtime condition (RuntimeReady, NetworkReady, ...).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,6 +85,15 @@ impl RuntimeState {
         lock(&self.inner).network_error.clone()
     }
 
+    /// Whether the next check asks CRI Version too.
+    pub fn version_due(&self) -> bool {
+        let st = lock(&self.inner);
+        st.runtime_error.is_some()
+            || st
+                .checks_since_version
+                .is_none_or(|n| n >= VERSION_EVERY_CHECKS)
+    }
+
     /// `(name, version)` from CRI Version, once the runtime answered.
     pub fn runtime_version(&self) -> Option<(String, String)> {
         let st = lock(&self.inner);
@@ -118,7 +132,10 @@ impl RuntimeState {
     fn record(&self, result: Result<RuntimeStatus, CriError>) {
         let mut st = lock(&self.inner);
         match result {
-            Err(e) => st.runtime_error = Some(format!("container runtime is down: {e}")),
+            Err(e) => {
+                st.runtime_error = Some(format!("container runtime is down: {e}"));
+                st.checks_since_version = None;
+            }
             Ok(status) => {
                 st.runtime_error = status
                     .not_true("RuntimeReady")
@@ -126,8 +143,14 @@ impl RuntimeState {
                 st.network_error = status
                     .not_true("NetworkReady")
                     .map(|m| format!("container runtime network not ready: {m}"));
-                st.runtime_name = status.name;
-                st.runtime_version = status.version;
+                st.checks_since_version = match status.version {
+                    Some((name, version)) => {
+                        st.runtime_name = name;
+                        st.runtime_version = version;
+                        Some(1)
+                    }
+                    None => st.checks_since_version.map(|n| n + 1),
+                };
                 if st.runtime_error.is_none() {
                     st.last_base_sync = Some(Instant::now());
                 }
@@ -151,8 +174,7 @@ mod tests {
 
     fn ready() -> Result<RuntimeStatus, CriError> {
         Ok(RuntimeStatus {
-            name: "containerd".into(),
-            version: "1.7".into(),
+            version: Some(("containerd".into(), "1.7".into())),
             conditions: ["RuntimeReady", "NetworkReady"]
                 .into_iter()
                 .map(|t| RuntimeCondition {
@@ -187,5 +209,29 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 2, "still down");
         state.update(ready());
         assert_eq!(calls.load(Ordering::SeqCst), 3, "back");
+    }
+
+    #[test]
+    fn version_is_asked_every_other_check_and_after_a_failure() {
+        let state = RuntimeState::new(None);
+        assert!(state.version_due(), "nothing known yet");
+        state.update(ready());
+        assert_eq!(
+            state.runtime_version(),
+            Some(("containerd".into(), "1.7".into()))
+        );
+        assert!(!state.version_due(), "just asked");
+        let status_only = || ready().map(|s| RuntimeStatus { version: None, ..s });
+        state.update(status_only());
+        assert!(state.version_due(), "two checks since");
+        assert_eq!(
+            state.runtime_version().map(|v| v.1),
+            Some("1.7".into()),
+            "kept"
+        );
+        state.update(ready());
+        assert!(!state.version_due());
+        state.update(refused());
+        assert!(state.version_due(), "the runtime may have been replaced");
     }
 }
