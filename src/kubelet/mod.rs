@@ -678,8 +678,7 @@ impl Kubelet {
             .into_iter()
             .filter(|p| {
                 let uid = p.uid();
-                let terminal =
-                    crate::types::PodPhase::of(self.status_manager.get(uid).as_ref()).is_terminal();
+                let terminal = self.status_manager.phase(uid).is_terminal();
                 !terminal && self.pod_workers.is_known(uid) && !p.is_being_deleted()
             })
             .collect()
