@@ -6,6 +6,7 @@
 //! Detection never panics: when nothing fits it returns an error.
 
 use std::net::{IpAddr, Ipv6Addr};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::NodeAddress;
@@ -164,12 +165,162 @@ pub fn node_addresses(
     ])
 }
 
-/// Detects the node's addresses on this host.
-pub fn detect(
-    node_ip: Option<IpAddr>,
-    hostname: &str,
-    proc_dir: &Path,
-) -> Result<Vec<NodeAddress>, String> {
+/// The route table (`net/route` under `proc_dir`) and the interfaces'
+/// addresses.
+fn read_host_network(proc_dir: &Path) -> (String, Vec<InterfaceAddr>) {
     let routes = std::fs::read_to_string(proc_dir.join("net/route")).unwrap_or_default();
-    node_addresses(node_ip, hostname, &routes, &host_addrs())
+    (routes, host_addrs())
+}
+
+/// The host's route table and interface addresses, read again only when
+/// the kernel has announced a change of links, addresses or routes since
+/// the last read. Node status needs them every 10 s, and getifaddrs dumps
+/// every link with its statistics: with a veth per pod that was half of
+/// node status's CPU. The announcements wait in a netlink socket that is
+/// drained without blocking before each use, so no thread waits on it.
+pub struct HostNetwork {
+    /// None when the socket could not be made: then every use reads.
+    changes: Option<OwnedFd>,
+    last: Option<(String, Vec<InterfaceAddr>)>,
+}
+
+/// Links, IPv4 and IPv6 addresses and routes.
+const CHANGE_GROUPS: libc::c_int = libc::RTMGRP_LINK
+    | libc::RTMGRP_IPV4_IFADDR
+    | libc::RTMGRP_IPV4_ROUTE
+    | libc::RTMGRP_IPV6_IFADDR
+    | libc::RTMGRP_IPV6_ROUTE;
+
+impl HostNetwork {
+    /// Subscribes to the changes first, so none is missed between the
+    /// first read and the subscription.
+    pub fn new() -> Self {
+        let changes = subscribe()
+            .inspect_err(|e| log::info!("host network changes not watched; read each time: {e}"))
+            .ok();
+        Self::with_changes(changes)
+    }
+
+    fn with_changes(changes: Option<OwnedFd>) -> Self {
+        Self {
+            changes,
+            last: None,
+        }
+    }
+
+    /// Detects the node's addresses on this host, from the last read when
+    /// nothing changed since.
+    pub fn detect(
+        &mut self,
+        node_ip: Option<IpAddr>,
+        hostname: &str,
+        proc_dir: &Path,
+    ) -> Result<Vec<NodeAddress>, String> {
+        let (routes, addrs) = self.current(|| read_host_network(proc_dir));
+        node_addresses(node_ip, hostname, routes, addrs)
+    }
+
+    fn current(
+        &mut self,
+        read: impl FnOnce() -> (String, Vec<InterfaceAddr>),
+    ) -> &(String, Vec<InterfaceAddr>) {
+        if self.changes.as_ref().is_none_or(drain) {
+            self.last = None;
+        }
+        self.last.get_or_insert_with(read)
+    }
+}
+
+impl Default for HostNetwork {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A non-blocking rtnetlink socket in the change groups.
+fn subscribe() -> nix::Result<OwnedFd> {
+    use nix::sys::socket::{
+        bind, socket, AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType,
+    };
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkRoute,
+    )?;
+    bind(fd.as_raw_fd(), &NetlinkAddr::new(0, CHANGE_GROUPS as u32))?;
+    Ok(fd)
+}
+
+/// Whether anything was announced since the last drain; reads it all.
+/// An error (ENOBUFS: announcements were dropped) counts as a change.
+fn drain(fd: &OwnedFd) -> bool {
+    use nix::errno::Errno;
+    use nix::sys::socket::{recv, MsgFlags};
+    // (bounded: a host whose network changes without pause is read anyway)
+    const MAX_MESSAGES: usize = 256;
+    let mut buf = [0u8; 8192];
+    let mut changed = false;
+    for _ in 0..MAX_MESSAGES {
+        match recv(fd.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
+            Ok(_) => changed = true,
+            Err(Errno::EAGAIN) => return changed,
+            Err(Errno::EINTR) => {}
+            Err(_) => return true,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixDatagram;
+
+    fn counting(reads: &mut usize) -> impl FnOnce() -> (String, Vec<InterfaceAddr>) + '_ {
+        move || {
+            *reads += 1;
+            (format!("read {reads}"), Vec::new())
+        }
+    }
+
+    #[test]
+    fn the_host_network_is_read_again_only_after_an_announcement() {
+        let (ours, kernel) = UnixDatagram::pair().expect("socketpair");
+        let mut net = HostNetwork::with_changes(Some(OwnedFd::from(ours)));
+        let mut reads = 0;
+        net.current(counting(&mut reads));
+        assert_eq!(net.current(counting(&mut reads)).0, "read 1");
+        assert_eq!(reads, 1, "nothing announced: the last read serves");
+        kernel.send(b"link").expect("send");
+        kernel.send(b"route").expect("send");
+        assert_eq!(net.current(counting(&mut reads)).0, "read 2");
+        net.current(counting(&mut reads));
+        assert_eq!(reads, 2, "two announcements, one read");
+    }
+
+    #[test]
+    fn without_announcements_every_use_reads() {
+        let mut net = HostNetwork::with_changes(None);
+        let mut reads = 0;
+        net.current(counting(&mut reads));
+        net.current(counting(&mut reads));
+        assert_eq!(reads, 2);
+    }
+
+    #[test]
+    fn a_socket_that_errs_counts_as_a_change() {
+        // (ENOTSOCK here; ENOBUFS from the kernel when it dropped some)
+        let fd = std::fs::File::open("/dev/null")
+            .map(OwnedFd::from)
+            .expect("null");
+        assert!(drain(&fd));
+    }
+
+    #[test]
+    fn the_kernel_accepts_the_subscription_and_draining_does_not_block() {
+        let fd = subscribe().expect("rtnetlink subscription");
+        // Non-blocking: returns at once whether or not the host changed.
+        drain(&fd);
+    }
 }

@@ -196,6 +196,8 @@ pub struct NodeStatusManager {
     paths: HostPaths,
     /// Read at the first status computation that could read them.
     machine: Mutex<Option<Arc<MachineFacts>>>,
+    /// The route table and interface addresses, as last read.
+    host_network: Mutex<address::HostNetwork>,
     registered: AtomicBool,
     node: Mutex<Option<Node>>,
     sink: Option<Arc<dyn EventRecorder>>,
@@ -266,6 +268,7 @@ impl NodeStatusManager {
             health,
             paths: HostPaths::default(),
             machine: Mutex::new(None),
+            host_network: Mutex::new(address::HostNetwork::new()),
             registered: AtomicBool::new(false),
             node: Mutex::new(None),
             sink: links.recorder,
@@ -389,7 +392,11 @@ impl NodeStatusManager {
             health,
             machine: self.machine_facts(),
             rootfs,
-            addresses: address::detect(self.cfg.node_ip, &self.cfg.node_name, &self.paths.proc_dir),
+            addresses: lock(&self.host_network).detect(
+                self.cfg.node_ip,
+                &self.cfg.node_name,
+                &self.paths.proc_dir,
+            ),
         }
     }
 

@@ -96,7 +96,8 @@ fn address_detection_never_panics_on_garbage() {
         let _ = address::node_addresses(None, "n", routes, &[]);
     }
     // The real host: an answer or an error, never a panic.
-    let _ = address::detect(None, "n", std::path::Path::new("/proc"));
-    let _ = address::detect(None, "n", std::path::Path::new("/nonexistent"));
+    let mut host = address::HostNetwork::new();
+    let _ = host.detect(None, "n", std::path::Path::new("/proc"));
+    let _ = address::HostNetwork::new().detect(None, "n", std::path::Path::new("/nonexistent"));
     let _ = address::host_addrs();
 }
