@@ -386,12 +386,14 @@ impl PodWorkers {
     pub fn sync_known_pods(&self, desired: &HashSet<String>) -> Vec<String> {
         let now = Instant::now();
         let mut forgotten = Vec::new();
+        let mut newly_removed = false;
         let mut states = lock(&self.states);
         for (uid, st) in states.iter_mut() {
             if desired.contains(uid) {
                 continue;
             }
             if !st.removed {
+                newly_removed = true;
                 st.removed = true;
                 if st.phase == Phase::Syncing {
                     st.phase = Phase::Terminating;
@@ -409,7 +411,11 @@ impl PodWorkers {
             !gone
         });
         drop(states);
-        self.wake.notify_all();
+        // Only a pod marked for termination here is new work; every 2 s
+        // otherwise this woke each idle worker for nothing.
+        if newly_removed {
+            self.wake.notify_all();
+        }
         forgotten
     }
 

@@ -223,6 +223,34 @@ fn idle_workers_stop_when_woken_at_shutdown_not_at_their_next_look() {
 }
 
 #[test]
+fn a_pod_no_source_wants_is_terminated_at_once_then_forgotten() {
+    let syncer = Arc::new(FakeSyncer::default());
+    let h = Harness::new(Arc::clone(&syncer), 2);
+    let p = pod("p");
+    h.update(&p, UpdateType::Create);
+    wait_until("the pod synced", || syncer.calls("p") == 1);
+    // Both workers are now idle, waiting up to IDLE_WAIT.
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    let none = HashSet::new();
+    assert!(h.workers.sync_known_pods(&none).is_empty(), "still running");
+    wait_until("the pod terminated", || {
+        FakeSyncer::count(&syncer.terminated, "p") == 1
+    });
+    // (woken by the next relist the termination waits for, not at the
+    // workers' next idle look)
+    assert!(
+        started.elapsed() < IDLE_WAIT / 2,
+        "terminated after {:?}",
+        started.elapsed()
+    );
+    wait_until("the pod forgotten", || {
+        h.workers.sync_known_pods(&none) == ["p"]
+    });
+    assert!(!h.workers.is_known("p"));
+}
+
+#[test]
 fn a_panicking_sync_does_not_kill_the_worker_and_is_retried() {
     let syncer = Arc::new(FakeSyncer::default());
     syncer.panic_once.lock().unwrap().insert("boom".into());
