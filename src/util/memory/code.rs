@@ -12,10 +12,13 @@
 //! scavenger does the same for a heap's idle spans.
 //!
 //! Only private mappings of the executable's own file that are not
-//! writable and hold no private copies (`Anonymous: 0` in smaps) are
-//! dropped: for those, dropping the mapping gives back exactly the file's
-//! bytes. A RELRO segment that the loader wrote before sealing it has
-//! private copies and is left alone, as are shared libraries.
+//! writable and hold no private copies are dropped: for those, dropping
+//! the mapping gives back exactly the file's bytes. A RELRO segment that
+//! the loader wrote before sealing it has private copies and is left
+//! alone, as are shared libraries. The mappings come from /proc/self/maps
+//! and their pages' kinds from /proc/self/pagemap, for those mappings
+//! only: smaps would walk the page tables of every mapping, each thread's
+//! stack and each malloc arena included, to count what is not needed.
 
 use std::ops::Range;
 use std::sync::Mutex;
@@ -87,49 +90,56 @@ impl MappedFile {
 
 /// Drops every trimmable mapping of `exe`; returns the bytes they span.
 fn trim(exe: &MappedFile) -> std::io::Result<usize> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let pagemap = PageMap::of_self()?;
     let mut spanned = 0;
-    for range in trimmable_mappings(&smaps, exe) {
+    for range in maps.lines().filter_map(|line| parse_header(line, exe)) {
+        if pagemap.has_private_pages(&range)? {
+            continue;
+        }
         drop_mapping_pages(&range)?;
         spanned += range.len();
     }
     Ok(spanned)
 }
 
-/// The private, non-writable mappings of `file` without private copies,
-/// from a /proc/PID/smaps text.
-fn trimmable_mappings(smaps: &str, file: &MappedFile) -> Vec<Range<usize>> {
-    let mut found = Vec::new();
-    // The mapping being read, while it qualifies, until its Anonymous line.
-    let mut candidate: Option<Range<usize>> = None;
-    for line in smaps.lines() {
-        if let Some(anon) = line.strip_prefix("Anonymous:") {
-            if let Some(range) = candidate.take() {
-                if anon.trim() == "0 kB" {
-                    found.push(range);
-                }
-            }
-        } else if is_mapping_header(line) {
-            candidate = parse_header(line, file);
-        }
-    }
-    found
+/// /proc/self/pagemap: one 64-bit entry per virtual page.
+struct PageMap {
+    file: std::fs::File,
+    page_size: usize,
 }
 
-/// A smaps mapping line ("start-end perms offset dev inode [path]"), as
-/// opposed to a "Key: value" line; the device field has a colon too.
-fn is_mapping_header(line: &str) -> bool {
-    line.split_whitespace()
-        .next()
-        .and_then(|range| range.split_once('-'))
-        .is_some_and(|(a, b)| {
-            let hex = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_hexdigit());
-            hex(a) && hex(b)
+impl PageMap {
+    const PRESENT: u64 = 1 << 63;
+    const SWAPPED: u64 = 1 << 62;
+    /// A page of a file, or shared anonymous memory (Linux 3.5 on).
+    const FILE_OR_SHARED: u64 = 1 << 61;
+
+    fn of_self() -> std::io::Result<Self> {
+        // SAFETY: sysconf only reads a system value.
+        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        Ok(Self {
+            file: std::fs::File::open("/proc/self/pagemap")?,
+            page_size: usize::try_from(page_size).unwrap_or(4096),
         })
+    }
+
+    /// Whether any page of `range` is a private copy: resident and not
+    /// the file's, or swapped out (only anonymous pages swap).
+    fn has_private_pages(&self, range: &Range<usize>) -> std::io::Result<bool> {
+        use std::os::unix::fs::FileExt;
+        let mut entries = vec![0u8; range.len() / self.page_size * 8];
+        let offset = (range.start / self.page_size * 8) as u64;
+        self.file.read_exact_at(&mut entries, offset)?;
+        Ok(entries.chunks_exact(8).any(|e| {
+            let e = e.try_into().map_or(Self::SWAPPED, u64::from_ne_bytes);
+            e & Self::SWAPPED != 0 || (e & Self::PRESENT != 0 && e & Self::FILE_OR_SHARED == 0)
+        }))
+    }
 }
 
-/// The range of a mapping header line when it is a private, non-writable
-/// mapping of `file`.
+/// The range of a /proc/PID/maps line ("start-end perms offset dev inode
+/// [path]") when it is a private, non-writable mapping of `file`.
 fn parse_header(line: &str, file: &MappedFile) -> Option<Range<usize>> {
     let mut fields = line.split_whitespace();
     let (range, perms) = (fields.next()?, fields.next()?);
@@ -155,7 +165,7 @@ fn parse_header(line: &str, file: &MappedFile) -> Option<Range<usize>> {
 /// table entries go; the next access maps the page cache's page again.
 fn drop_mapping_pages(range: &Range<usize>) -> std::io::Result<()> {
     // SAFETY: the range is a whole private mapping of the executable that
-    // is not writable and held no private copies when smaps was read (it
+    // is not writable and held no private copies when pagemap was read (it
     // cannot gain one since: a copy needs a write). Dropping its pages
     // leaves exactly the file's bytes behind them.
     let rc = unsafe {
@@ -181,55 +191,21 @@ mod tests {
         inode: 5398544,
     };
 
-    /// One smaps entry, with the fields that matter here.
-    fn entry(header: &str, anon_kb: u64) -> String {
-        format!(
-            "{header}\nSize:               2048 kB\nRss:                 64 kB\n\
-             Anonymous:       {anon_kb} kB\nVmFlags: rd mr mw me\n"
-        )
-    }
-
     #[test]
-    fn only_clean_private_read_only_mappings_of_the_executable_are_picked() {
-        let smaps = [
-            entry(
-                "55d4c7a00000-55d4c7c00000 r--p 00000000 fe:00 5398544 /usr/bin/rkubelet",
-                0,
-            ),
-            entry(
-                "55d4c7c00000-55d4c8400000 r-xp 00200000 fe:00 5398544 /usr/bin/rkubelet",
-                0,
-            ),
-            // RELRO, written by the loader before it was sealed.
-            entry(
-                "55d4c8400000-55d4c8440000 r--p 00a00000 fe:00 5398544 /usr/bin/rkubelet",
-                8,
-            ),
-            entry(
-                "55d4c8440000-55d4c8450000 rw-p 00a40000 fe:00 5398544 /usr/bin/rkubelet",
-                0,
-            ),
-            entry("55d4c8450000-55d4c8460000 rw-p 00000000 00:00 0", 0),
-            entry(
-                "7f0000000000-7f0000100000 r-xp 00000000 fe:00 1234 /usr/lib/libc.so.6",
-                0,
-            ),
-            entry(
-                "7f0000200000-7f0000300000 r-xp 00000000 fe:01 5398544 /other/device",
-                0,
-            ),
-            entry(
-                "7f0000400000-7f0000500000 r--s 00000000 fe:00 5398544 /usr/bin/rkubelet",
-                0,
-            ),
-            entry(
-                "7f0000600000-7f0000700000 r-xp 00000000 fe:00 5398544 /usr/bin/rkubelet (deleted)",
-                0,
-            ),
-        ]
-        .concat();
+    fn only_private_read_only_mappings_of_the_executable_are_picked() {
+        let maps = [
+            "55d4c7a00000-55d4c7c00000 r--p 00000000 fe:00 5398544 /usr/bin/rkubelet",
+            "55d4c7c00000-55d4c8400000 r-xp 00200000 fe:00 5398544 /usr/bin/rkubelet",
+            "55d4c8440000-55d4c8450000 rw-p 00a40000 fe:00 5398544 /usr/bin/rkubelet",
+            "55d4c8450000-55d4c8460000 rw-p 00000000 00:00 0",
+            "7f0000000000-7f0000100000 r-xp 00000000 fe:00 1234 /usr/lib/libc.so.6",
+            "7f0000200000-7f0000300000 r-xp 00000000 fe:01 5398544 /other/device",
+            "7f0000400000-7f0000500000 r--s 00000000 fe:00 5398544 /usr/bin/rkubelet",
+            "7f0000600000-7f0000700000 r-xp 00000000 fe:00 5398544 /usr/bin/rkubelet (deleted)",
+        ];
+        let picked: Vec<_> = maps.iter().filter_map(|l| parse_header(l, &EXE)).collect();
         assert_eq!(
-            trimmable_mappings(&smaps, &EXE),
+            picked,
             vec![
                 0x55d4c7a00000..0x55d4c7c00000,
                 0x55d4c7c00000..0x55d4c8400000,
@@ -239,17 +215,53 @@ mod tests {
     }
 
     #[test]
-    fn a_mapping_without_its_anonymous_line_is_not_picked() {
-        // (a truncated read, or a kernel that words smaps differently)
-        let smaps = "55d4c7a00000-55d4c7c00000 r-xp 00000000 fe:00 5398544 /x\nRss: 4 kB\n\
-                     55d4c8450000-55d4c8460000 rw-p 00000000 00:00 0\nAnonymous: 0 kB\n";
-        assert!(trimmable_mappings(smaps, &EXE).is_empty());
+    fn garbage_is_skipped() {
+        for line in ["nonsense", "zz-yy r-xp 0 fe:00 5398544 x", "", "-", ": :"] {
+            assert_eq!(parse_header(line, &EXE), None, "{line:?}");
+        }
     }
 
     #[test]
-    fn garbage_is_skipped() {
-        let smaps = "nonsense\nzz-yy r-xp 0 fe:00 5398544 x\nAnonymous: 0 kB\n\n-\n: :\n";
-        assert!(trimmable_mappings(smaps, &EXE).is_empty());
+    fn a_written_page_of_a_private_file_mapping_is_a_private_copy() {
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join(format!("pagemap-probe-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 2 * 4096]).expect("write");
+        let file = std::fs::File::open(&path).expect("open");
+        let _ = std::fs::remove_file(&path);
+        let len = 2 * 4096;
+        // SAFETY: a fresh private mapping, unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        let start = addr as usize;
+        let pagemap = PageMap::of_self().expect("pagemap");
+        // SAFETY: inside the mapping; read, then written.
+        let first = unsafe { std::ptr::read_volatile(addr as *const u8) };
+        let clean = pagemap.has_private_pages(&(start..start + len));
+        // SAFETY: as above; the write makes the first page a private copy.
+        unsafe { std::ptr::write_volatile(addr as *mut u8, first + 1) };
+        let written = pagemap.has_private_pages(&(start..start + len));
+        let second_page = pagemap.has_private_pages(&(start + 4096..start + len));
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(addr, len) };
+        assert_eq!(first, 7);
+        assert!(
+            !clean.expect("pagemap read"),
+            "a page only read is the file's"
+        );
+        assert!(written.expect("pagemap read"), "the written page is a copy");
+        assert!(
+            !second_page.expect("pagemap read"),
+            "the other page is untouched"
+        );
     }
 
     /// Resident KB of this process's mapping that starts at `start`.
