@@ -119,6 +119,16 @@ impl GenericPleg {
         Arc::clone(&self.state().pods)
     }
 
+    /// The IDs of the containers running at the last successful relist.
+    pub fn running_container_ids(&self) -> Vec<String> {
+        self.running_pods()
+            .iter()
+            .flat_map(|p| &p.containers)
+            .filter(|c| c.state == ContainerState::Running)
+            .map(|c| c.id.clone())
+            .collect()
+    }
+
     pub fn relist(&self) {
         let timestamp = Instant::now();
         let interval = self

@@ -225,3 +225,17 @@ fn a_vanished_pod_is_inspected_and_cached_empty() {
     assert!(status.containers.is_empty() && status.sandboxes.is_empty());
     assert!(s.pleg.running_pods().is_empty());
 }
+
+#[test]
+fn the_running_containers_of_the_last_relist_are_listed_for_log_rotation() {
+    let s = with_running_pod();
+    let done = FakeContainer::running("c2", "a", "done", "sha256:done");
+    s.rt.state().containers.push(done);
+    s.set_state("c2", ContainerState::Exited);
+    assert!(
+        s.pleg.running_container_ids().is_empty(),
+        "before any relist"
+    );
+    s.relist();
+    assert_eq!(s.pleg.running_container_ids(), ["c1"]);
+}

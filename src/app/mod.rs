@@ -712,7 +712,11 @@ fn start_log_manager(
     shutdown: &Receiver<()>,
 ) -> anyhow::Result<Worker> {
     let rt = Arc::clone(kubelet.runtime().runtime());
-    let running = crate::logs::RunningLogs::new(Arc::clone(&rt));
+    let pleg = Arc::clone(kubelet.pleg());
+    let running = crate::logs::RunningLogs::new(
+        Arc::clone(&rt),
+        Box::new(move || pleg.running_container_ids()),
+    );
     let mgr = crate::logs::LogManager::new(
         rt,
         crate::logs::LogConfig::from_kubelet_config(config)?,

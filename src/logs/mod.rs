@@ -29,7 +29,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use rkubelet_util::lock;
 
-use crate::cri::{api, RemoteRuntime};
+use crate::cri::RemoteRuntime;
 
 /// Upstream ContainerLogsDir: the legacy symlink directory.
 pub const CONTAINER_LOGS_DIR: &str = "/var/log/containers";
@@ -107,43 +107,36 @@ impl LogRuntime for RemoteRuntime {
 /// Lists (container ID, current log path) of every running container.
 pub type ListRunning = Box<dyn Fn() -> Vec<(String, PathBuf)> + Send + Sync>;
 
+/// The IDs of the running containers.
+pub type RunningIds = Box<dyn Fn() -> Vec<String> + Send + Sync>;
+
 /// What upstream's rotateLogs lists: running containers and their log paths
 /// (ListContainers + ContainerStatus). Ready-made `list_running` for
 /// [`LogManager::new`].
 ///
+/// The kubelet takes the running containers from the PLEG's last relist
+/// (at most a relist period old), not from a ListContainers of its own
+/// every round as upstream: the relist lists them every second anyway.
 /// A container's log path is fixed when it is created, so ContainerStatus
 /// is asked once per container, not on every round: with 30 containers
 /// that is 180 fewer CRI calls a minute at the default 10 s interval.
 pub struct RunningLogs {
     runtime: Arc<RemoteRuntime>,
+    running: RunningIds,
     paths: LogPaths,
 }
 
 impl RunningLogs {
-    pub fn new(runtime: Arc<RemoteRuntime>) -> Self {
+    pub fn new(runtime: Arc<RemoteRuntime>, running: RunningIds) -> Self {
         RunningLogs {
             runtime,
+            running,
             paths: LogPaths::default(),
         }
     }
 
     pub fn list(&self) -> Vec<(String, PathBuf)> {
-        let filter = api::ContainerFilter {
-            state: Some(api::ContainerStateValue {
-                state: api::ContainerState::CONTAINER_RUNNING.into(),
-                ..Default::default()
-            })
-            .into(),
-            ..Default::default()
-        };
-        let ids = match self.runtime.list_containers(Some(filter)) {
-            Ok(c) => c.into_iter().map(|c| c.id).collect(),
-            Err(e) => {
-                log::warn!("log rotation: listing containers: {e}");
-                return Vec::new();
-            }
-        };
-        self.paths.resolve(ids, |id| {
+        self.paths.resolve((self.running)(), |id| {
             self.runtime
                 .container_status(id)
                 .map(|s| s.log_path)

@@ -376,7 +376,25 @@ fn real_containerd() {
 
     // --- log rotation with ReopenContainerLog.
     let log_path = logdir.join("app/0.log");
-    let listed = crate::logs::RunningLogs::new(Arc::clone(&rt)).list();
+    let lister = Arc::clone(&rt);
+    let listed = crate::logs::RunningLogs::new(
+        Arc::clone(&rt),
+        Box::new(move || {
+            let running = crate::cri::api::ContainerFilter {
+                state: Some(crate::cri::api::ContainerStateValue {
+                    state: crate::cri::api::ContainerState::CONTAINER_RUNNING.into(),
+                    ..Default::default()
+                })
+                .into(),
+                ..Default::default()
+            };
+            let listed = lister
+                .list_containers(Some(running))
+                .expect("ListContainers");
+            listed.into_iter().map(|c| c.id).collect()
+        }),
+    )
+    .list();
     assert!(
         listed.iter().any(|(id, p)| *id == app && *p == log_path),
         "{listed:?}"
