@@ -192,3 +192,31 @@ fn orphaned_dirs_of_active_pods_are_kept() {
     assert!(!root.join("pods/gone").exists());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn the_orphan_scan_runs_again_when_the_active_pods_change() {
+    let root = std::env::temp_dir().join(format!("rkubelet-vm-rescan-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("pods/keep")).unwrap();
+    let vm = VolumeManager::new(
+        Arc::new(FakeHost::default()),
+        root.clone(),
+        Arc::new(crate::events::LogRecorder),
+        Box::new(|_| {}),
+    );
+    let keep = HashSet::from(["keep".to_string()]);
+    vm.cleanup_orphaned_pod_dirs(&keep);
+    // Nothing but the kubelet makes a pod directory; this one stands for
+    // a pod that came and went between two housekeepings.
+    std::fs::create_dir_all(root.join("pods/late")).unwrap();
+    vm.cleanup_orphaned_pod_dirs(&keep);
+    assert!(
+        root.join("pods/late").exists(),
+        "the same active set after a clean scan: no new scan yet"
+    );
+    let changed = HashSet::from(["keep".to_string(), "new".to_string()]);
+    vm.cleanup_orphaned_pod_dirs(&changed);
+    assert!(!root.join("pods/late").exists(), "scanned again");
+    assert!(root.join("pods/keep").exists());
+    let _ = std::fs::remove_dir_all(&root);
+}
