@@ -20,13 +20,11 @@ pub struct InterfaceAddr {
     pub ip: IpAddr,
 }
 
-/// The host's interface addresses (getifaddrs); empty when unreadable.
-pub fn host_addrs() -> Vec<InterfaceAddr> {
+/// The host's interface addresses (getifaddrs).
+pub fn host_addrs() -> nix::Result<Vec<InterfaceAddr>> {
     use nix::net::if_::InterfaceFlags;
-    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
-        return Vec::new();
-    };
-    addrs
+    let addrs = nix::ifaddrs::getifaddrs()?;
+    Ok(addrs
         .filter_map(|a| {
             let storage = a.address?;
             let ip = if let Some(v4) = storage.as_sockaddr_in() {
@@ -43,7 +41,7 @@ pub fn host_addrs() -> Vec<InterfaceAddr> {
                 ip,
             })
         })
-        .collect()
+        .collect())
 }
 
 /// Interfaces holding an IPv4 default route in /proc/net/route, in file order.
@@ -165,11 +163,23 @@ pub fn node_addresses(
     ])
 }
 
-/// The route table (`net/route` under `proc_dir`) and the interfaces'
-/// addresses.
-fn read_host_network(proc_dir: &Path) -> (String, Vec<InterfaceAddr>) {
-    let routes = std::fs::read_to_string(proc_dir.join("net/route")).unwrap_or_default();
-    (routes, host_addrs())
+/// One read of the route table (`net/route` under `proc_dir`) and the
+/// interfaces' addresses.
+struct HostRead {
+    routes: String,
+    addrs: Vec<InterfaceAddr>,
+    /// Both were read; a read that failed is not kept.
+    complete: bool,
+}
+
+fn read_host_network(proc_dir: &Path) -> HostRead {
+    let routes = std::fs::read_to_string(proc_dir.join("net/route"));
+    let addrs = host_addrs();
+    HostRead {
+        complete: routes.is_ok() && addrs.is_ok(),
+        routes: routes.unwrap_or_default(),
+        addrs: addrs.unwrap_or_default(),
+    }
 }
 
 /// The host's route table and interface addresses, read again only when
@@ -181,7 +191,7 @@ fn read_host_network(proc_dir: &Path) -> (String, Vec<InterfaceAddr>) {
 pub struct HostNetwork {
     /// None when the socket could not be made: then every use reads.
     changes: Option<OwnedFd>,
-    last: Option<(String, Vec<InterfaceAddr>)>,
+    last: Option<HostRead>,
 }
 
 /// Links, IPv4 and IPv6 addresses and routes.
@@ -216,15 +226,15 @@ impl HostNetwork {
         hostname: &str,
         proc_dir: &Path,
     ) -> Result<Vec<NodeAddress>, String> {
-        let (routes, addrs) = self.current(|| read_host_network(proc_dir));
-        node_addresses(node_ip, hostname, routes, addrs)
+        let read = self.current(|| read_host_network(proc_dir));
+        node_addresses(node_ip, hostname, &read.routes, &read.addrs)
     }
 
-    fn current(
-        &mut self,
-        read: impl FnOnce() -> (String, Vec<InterfaceAddr>),
-    ) -> &(String, Vec<InterfaceAddr>) {
-        if self.changes.as_ref().is_none_or(drain) {
+    /// The last read, or a new one when something was announced since or
+    /// the last read failed.
+    fn current(&mut self, read: impl FnOnce() -> HostRead) -> &HostRead {
+        let changed = self.changes.as_ref().is_none_or(drain);
+        if changed || self.last.as_ref().is_some_and(|r| !r.complete) {
             self.last = None;
         }
         self.last.get_or_insert_with(read)
@@ -277,10 +287,14 @@ mod tests {
     use super::*;
     use std::os::unix::net::UnixDatagram;
 
-    fn counting(reads: &mut usize) -> impl FnOnce() -> (String, Vec<InterfaceAddr>) + '_ {
+    fn counting(reads: &mut usize) -> impl FnOnce() -> HostRead + '_ {
         move || {
             *reads += 1;
-            (format!("read {reads}"), Vec::new())
+            HostRead {
+                routes: format!("read {reads}"),
+                addrs: Vec::new(),
+                complete: true,
+            }
         }
     }
 
@@ -290,13 +304,33 @@ mod tests {
         let mut net = HostNetwork::with_changes(Some(OwnedFd::from(ours)));
         let mut reads = 0;
         net.current(counting(&mut reads));
-        assert_eq!(net.current(counting(&mut reads)).0, "read 1");
+        assert_eq!(net.current(counting(&mut reads)).routes, "read 1");
         assert_eq!(reads, 1, "nothing announced: the last read serves");
         kernel.send(b"link").expect("send");
         kernel.send(b"route").expect("send");
-        assert_eq!(net.current(counting(&mut reads)).0, "read 2");
+        assert_eq!(net.current(counting(&mut reads)).routes, "read 2");
         net.current(counting(&mut reads));
         assert_eq!(reads, 2, "two announcements, one read");
+    }
+
+    #[test]
+    fn a_failed_read_is_not_kept() {
+        let (ours, _kernel) = UnixDatagram::pair().expect("socketpair");
+        let mut net = HostNetwork::with_changes(Some(OwnedFd::from(ours)));
+        let mut reads = 0;
+        let failing = |reads: &mut usize| {
+            *reads += 1;
+            HostRead {
+                routes: String::new(),
+                addrs: Vec::new(),
+                complete: false,
+            }
+        };
+        net.current(|| failing(&mut reads));
+        net.current(counting(&mut reads));
+        assert_eq!(reads, 2, "read again after the failure");
+        net.current(counting(&mut reads));
+        assert_eq!(reads, 2, "a complete read is kept");
     }
 
     #[test]

@@ -64,7 +64,8 @@ struct OrphanScan {
     /// The order-free hash of the active set it ran with.
     active: u64,
     at: Option<Instant>,
-    /// It left no orphaned directory behind.
+    /// It found no orphaned directory (one it removed is looked for
+    /// again at the next housekeeping).
     clean: bool,
     keys: std::collections::hash_map::RandomState,
 }
