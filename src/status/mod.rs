@@ -157,7 +157,8 @@ impl StatusManager {
     }
 
     /// The phase of the cached status, without copying the status
-    /// (housekeeping asks it of every pod every 2 s).
+    /// (housekeeping asks it of every pod every 2 s, and the active pods'
+    /// filter whenever the eviction manager and others ask for them).
     pub fn phase(&self, uid: &str) -> crate::types::PodPhase {
         crate::types::PodPhase::of(lock(&self.inner).pods.get(uid).map(|e| &e.status))
     }
