@@ -50,42 +50,17 @@ pub struct VolumeManager {
     /// (upstream ReconcilerStatesHasBeenSynced): until then the volumes in
     /// use are not known, and node status leaves `volumesInUse` alone.
     synced: std::sync::atomic::AtomicBool,
-    /// What the last orphaned-directory scan saw.
-    orphan_scan: Mutex<OrphanScan>,
-}
-
-/// The last scan for orphaned pod directories: housekeeping asks every
-/// 2 s, and a directory only becomes an orphan when its pod leaves the
-/// active set, so an unchanged set after a scan that left nothing behind
-/// needs no new one. Once a minute the scan runs anyway (a pod that came
-/// and went between two housekeepings leaves the set as it was).
-#[derive(Default)]
-struct OrphanScan {
-    /// The order-free hash of the active set it ran with.
-    active: u64,
-    at: Option<Instant>,
-    /// It found no orphaned directory (one it removed is looked for
-    /// again at the next housekeeping).
-    clean: bool,
-    keys: std::collections::hash_map::RandomState,
+    /// The active set the last orphaned-directory scan found no orphan
+    /// for, and when it ran (as the pod cgroups' `clean_for`). Housekeeping
+    /// asks every 2 s, and a directory only becomes an orphan when its pod
+    /// leaves the active set, so an unchanged set needs no new scan. Once a
+    /// minute the scan runs anyway: a pod that came and went between two
+    /// housekeepings leaves the set as it was.
+    orphans_clean_for: Mutex<Option<(HashSet<String>, Instant)>>,
 }
 
 /// How long an unchanged active set skips the orphaned-directory scan.
 const ORPHAN_RESCAN: Duration = Duration::from_secs(60);
-
-impl OrphanScan {
-    fn set_key(&self, active: &HashSet<String>) -> u64 {
-        use std::hash::BuildHasher;
-        active
-            .iter()
-            .map(|uid| self.keys.hash_one(uid))
-            .fold(0, u64::wrapping_add)
-    }
-
-    fn needed(&self, key: u64) -> bool {
-        !(self.clean && self.active == key && self.at.is_some_and(|t| t.elapsed() < ORPHAN_RESCAN))
-    }
-}
 
 /// Upstream's podAttachAndMountTimeout: how long a pod sync waits on its
 /// volumes before it reports them.
@@ -143,7 +118,7 @@ impl VolumeManager {
             recorder,
             on_pod_ready,
             synced: std::sync::atomic::AtomicBool::new(false),
-            orphan_scan: Mutex::default(),
+            orphans_clean_for: Mutex::new(None),
         })
     }
 
@@ -290,14 +265,12 @@ impl VolumeManager {
     /// down (volumes unmounted, even those left by a killed kubelet) and
     /// removed without crossing into another filesystem.
     pub fn cleanup_orphaned_pod_dirs(&self, active: &HashSet<String>) {
-        let key = {
-            let scan = lock(&self.orphan_scan);
-            let key = scan.set_key(active);
-            if !scan.needed(key) {
-                return;
-            }
-            key
-        };
+        let unchanged = lock(&self.orphans_clean_for)
+            .as_ref()
+            .is_some_and(|(pods, at)| pods == active && at.elapsed() < ORPHAN_RESCAN);
+        if unchanged {
+            return;
+        }
         let pods_dir = self.root_dir.join("pods");
         let Ok(entries) = std::fs::read_dir(&pods_dir) else {
             return;
@@ -318,12 +291,8 @@ impl VolumeManager {
                 Err(e) => log::warn!("orphaned pod directory {}: {e}", dir.display()),
             }
         }
-        {
-            let mut scan = lock(&self.orphan_scan);
-            scan.active = key;
-            scan.at = Some(Instant::now());
-            scan.clean = clean;
-        }
+        // (a directory found, even one removed now, is looked for again)
+        *lock(&self.orphans_clean_for) = clean.then(|| (active.clone(), Instant::now()));
         // (their CSI volumes are now being torn down, and so in use)
         let first = !self.synced.swap(true, std::sync::atomic::Ordering::SeqCst);
         if let Some(csi) = self.host.csi().filter(|_| first) {
