@@ -23,34 +23,52 @@ use std::time::{Duration, Instant};
 
 use rkubelet_util::lock;
 
-/// Releases the heap's free pages (`release_free_heap`) when pods went,
-/// and otherwise at most once a period. A trim walks every arena's bins
-/// and gives back the top of each heap, which the next second's work
-/// faults in again: every 2 s it cost about a fifth of an idle sync
-/// loop's CPU, while what an idle node frees meanwhile is a few pages.
-pub struct HeapTrimmer {
+/// The trimmers' cadence: due once a period has passed since the last
+/// time it was due, the first time one period after it was made.
+struct Period {
     period: Duration,
     last: Mutex<Instant>,
 }
 
-impl HeapTrimmer {
-    /// The first trim without pods going comes one period after this.
-    pub fn new(period: Duration) -> Self {
+impl Period {
+    fn new(period: Duration) -> Self {
         Self {
             period,
             last: Mutex::new(Instant::now()),
         }
     }
 
-    /// Trims when `pods_went` or a period has passed since the last trim;
-    /// true when it trimmed.
-    pub fn maybe_release(&self, pods_went: bool) -> bool {
+    /// Whether it is due now, or `anyway`; when it is, the next period
+    /// starts now.
+    fn due(&self, anyway: bool) -> bool {
         let mut last = lock(&self.last);
-        if !pods_went && last.elapsed() < self.period {
+        if !anyway && last.elapsed() < self.period {
             return false;
         }
         *last = Instant::now();
-        drop(last);
+        true
+    }
+}
+
+/// Releases the heap's free pages (`release_free_heap`) when pods went,
+/// and otherwise at most once a period. A trim walks every arena's bins
+/// and gives back the top of each heap, which the next second's work
+/// faults in again: every 2 s it cost about a fifth of an idle sync
+/// loop's CPU, while what an idle node frees meanwhile is a few pages.
+pub struct HeapTrimmer(Period);
+
+impl HeapTrimmer {
+    /// The first trim without pods going comes one period after this.
+    pub fn new(period: Duration) -> Self {
+        Self(Period::new(period))
+    }
+
+    /// Trims when `pods_went` or a period has passed since the last trim;
+    /// true when it trimmed.
+    pub fn maybe_release(&self, pods_went: bool) -> bool {
+        if !self.0.due(pods_went) {
+            return false;
+        }
         release_free_heap();
         true
     }

@@ -21,17 +21,15 @@
 //! stack and each malloc arena included, to count what is not needed.
 
 use std::ops::Range;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rkubelet_util::lock;
+use super::Period;
 
 /// Drops the executable's idle read-only mappings at most once a period.
 pub struct IdleCodeTrimmer {
     /// None when /proc/self/exe could not be read (logged once).
     exe: Option<MappedFile>,
-    period: Duration,
-    last: Mutex<Instant>,
+    period: Period,
 }
 
 impl IdleCodeTrimmer {
@@ -42,8 +40,7 @@ impl IdleCodeTrimmer {
             .ok();
         Self {
             exe,
-            period,
-            last: Mutex::new(Instant::now()),
+            period: Period::new(period),
         }
     }
 
@@ -53,12 +50,8 @@ impl IdleCodeTrimmer {
         let Some(exe) = &self.exe else {
             return;
         };
-        {
-            let mut last = lock(&self.last);
-            if last.elapsed() < self.period {
-                return;
-            }
-            *last = Instant::now();
+        if !self.period.due(false) {
+            return;
         }
         match trim(exe) {
             Ok(bytes) => log::trace!("unmapped {bytes} bytes of the executable's idle code"),
@@ -348,14 +341,18 @@ mod tests {
     fn the_trimmer_waits_a_period_between_trims() {
         let trimmer = IdleCodeTrimmer::new(Duration::from_secs(3600));
         assert!(trimmer.exe.is_some());
-        let before = *trimmer.last.lock().expect("lock");
+        let before = *trimmer.period.last.lock().expect("lock");
         trimmer.maybe_trim();
-        assert_eq!(*trimmer.last.lock().expect("lock"), before, "trimmed early");
+        assert_eq!(
+            *trimmer.period.last.lock().expect("lock"),
+            before,
+            "trimmed early"
+        );
         let due = IdleCodeTrimmer::new(Duration::ZERO);
-        let before = *due.last.lock().expect("lock");
+        let before = *due.period.last.lock().expect("lock");
         due.maybe_trim();
         assert!(
-            *due.last.lock().expect("lock") > before,
+            *due.period.last.lock().expect("lock") > before,
             "a due trim did not run"
         );
     }
