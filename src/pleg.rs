@@ -121,11 +121,8 @@ impl GenericPleg {
 
     /// The IDs of the containers running at the last successful relist.
     pub fn running_container_ids(&self) -> Vec<String> {
-        self.running_pods()
-            .iter()
-            .flat_map(|p| &p.containers)
-            .filter(|c| c.state == ContainerState::Running)
-            .map(|c| c.id.clone())
+        crate::container::running_container_ids(&self.running_pods())
+            .map(str::to_owned)
             .collect()
     }
 

@@ -139,6 +139,14 @@ impl RuntimePod {
     }
 }
 
+/// The IDs of the running containers of `pods`.
+pub fn running_container_ids(pods: &[RuntimePod]) -> impl Iterator<Item = &str> {
+    pods.iter()
+        .flat_map(|p| &p.containers)
+        .filter(|c| c.state == ContainerState::Running)
+        .map(|c| c.id.as_str())
+}
+
 /// `name_namespace`, as upstream's GetPodFullName.
 pub fn pod_full_name(name: &str, namespace: &str) -> String {
     format!("{name}_{namespace}")

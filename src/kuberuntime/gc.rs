@@ -47,13 +47,10 @@ impl KubeRuntimeManager {
             }
         }
         self.gc_backoffs();
-        let running: std::collections::HashSet<String> = self
-            .get_pods()?
-            .iter()
-            .flat_map(|p| &p.containers)
-            .filter(|c| c.state == ContainerState::Running)
-            .map(|c| c.id.clone())
-            .collect();
+        let running: std::collections::HashSet<String> =
+            crate::container::running_container_ids(&self.get_pods()?)
+                .map(str::to_owned)
+                .collect();
         crate::logs::cleanup_dangling_symlinks(&self.cfg.container_logs_dir, &|id| {
             running.contains(id)
         });
