@@ -37,10 +37,11 @@ test: deps ## THE test command: install missing system packages, then cargo test
 demo: ## run rkubelet with etc/manifests against a private containerd (root; Ctrl-C cleans up)
 	bash scripts/demo.sh
 
-bench: build static ## the benchmarks: standalone, cluster mode (free, then as a real server charges), probes; then the 8 MB budget of the static binary (fails when over)
+bench: build static ## the benchmarks: standalone, cluster mode (free, then as a real server charges), the runtime's own floor under it, probes; then the 8 MB budget of the static binary (fails when over)
 	bash tests/bench/run.sh
 	bash tests/bench/cluster.sh
 	bash tests/bench/realistic.sh
+	bash tests/bench/runtime_floor.sh
 	bash tests/bench/probes.sh
 	bash tests/bench/budget.sh
 

@@ -22,6 +22,9 @@ anon_kb() { awk '/^Anonymous:/ {print $2}' "/proc/$kpid/smaps_rollup"; }
 rss_split() { awk '/^Rss:/ {r=$2} /^Anonymous:/ {a=$2} END {printf "anon=%s file=%s", a, r-a}' "/proc/$kpid/smaps_rollup"; }
 threads() { awk '/^Threads/ {print $2}' "/proc/$kpid/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$kpid/stat"; }
+# The whole machine's busy CPU (all but idle and iowait), in clock ticks:
+# what the runtime, the bench and rkubelet spent together.
+machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 # unmount_under DIR: detach every mount below DIR, deepest first (volumes a
 # killed rkubelet left), so that removing DIR neither fails nor leaks mounts.
 unmount_under() {
