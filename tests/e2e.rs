@@ -40,6 +40,14 @@ fn pod_log_file(
         .filter(|p| p.is_file())
 }
 
+/// `kubelet_runtime_operations_total` of one CRI call, from /metrics.
+fn runtime_ops(ro_port: u16, op: &str) -> Option<f64> {
+    let series = format!("kubelet_runtime_operations_total{{operation_type=\"{op}\"}} ");
+    read_only_text(ro_port, "/metrics")?
+        .lines()
+        .find_map(|l| l.strip_prefix(&series)?.parse().ok())
+}
+
 // 1 -------------------------------------------------------------------------------
 
 #[test]
@@ -398,6 +406,7 @@ fn init_containers_in_order() {
 #[test]
 fn removing_manifest_removes_pod() {
     let mut env = Env::new("removing_manifest_removes_pod", 5);
+    let ro_port = env.open_read_only_port();
     env.put_pod(&pod("keep", vec![ctn("keep", SLEEPER)]));
     env.put_pod(&pod("gone", vec![ctn("gone", SLEEPER)]));
     env.start_kubelet();
@@ -421,6 +430,13 @@ fn removing_manifest_removes_pod() {
         last.summary()
     );
     eprintln!("removed pod gone after {:?}", t0.elapsed());
+    // Its sandbox was stopped once: each StopPodSandbox runs the CNI
+    // teardown again, and RemovePodSandbox needs none first.
+    assert_eq!(
+        runtime_ops(ro_port, "stop_pod_sandbox"),
+        Some(1.0),
+        "StopPodSandbox calls for one removed pod"
+    );
 
     let after = env.snapshot();
     let keep = after

@@ -578,7 +578,13 @@ impl KubeRuntimeManager {
             ..Default::default()
         };
         for sb in self.runtime.list_pod_sandbox(Some(sb_filter))? {
-            ignore_not_found(self.runtime.stop_pod_sandbox(&sb.id))?;
+            // A stopped sandbox is not stopped again: each StopPodSandbox
+            // runs the CNI teardown once more, and RemovePodSandbox stops
+            // what still runs anyway (CRI); upstream's GC removes only
+            // sandboxes that are not ready.
+            if sb.state.enum_value_or_default() == api::PodSandboxState::SANDBOX_READY {
+                ignore_not_found(self.runtime.stop_pod_sandbox(&sb.id))?;
+            }
             ignore_not_found(self.runtime.remove_pod_sandbox(&sb.id))?;
         }
         self.forget_pod(uid);
