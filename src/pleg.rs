@@ -167,12 +167,14 @@ impl GenericPleg {
         let by_uid: HashMap<&str, &RuntimePod> = pods.iter().map(|p| (p.uid.as_str(), p)).collect();
         let mut failed = HashSet::new();
         for uid in &changed {
-            let (name, ns) = by_uid
-                .get(uid.as_str())
-                .map_or((String::new(), String::new()), |p| {
-                    (p.name.clone(), p.namespace.clone())
-                });
-            match self.runtime.get_pod_status(uid, &name, &ns) {
+            // Not in the relist: nothing of the pod is left to inspect, so
+            // its status goes, and reads as empty from this relist on
+            // (upstream updateCache).
+            let Some(p) = by_uid.get(uid.as_str()) else {
+                self.cache.delete(uid);
+                continue;
+            };
+            match self.runtime.get_pod_status(uid, &p.name, &p.namespace) {
                 Ok(status) => self.cache.set(uid, status, None, timestamp),
                 Err(e) => {
                     log::warn!("PLEG: inspect pod {uid}: {e}");

@@ -207,11 +207,13 @@ fn a_failed_inspection_is_cached_and_retried_on_the_next_relist() {
 }
 
 #[test]
-fn a_vanished_pod_is_inspected_and_cached_empty() {
+fn a_vanished_pod_is_not_inspected_and_reads_empty() {
     let s = with_running_pod();
     s.relist();
+    let before = Instant::now();
     s.rt.state().sandboxes.clear();
     s.rt.state().containers.clear();
+    s.rt.clear_calls();
     assert_eq!(
         s.relist(),
         [
@@ -221,7 +223,12 @@ fn a_vanished_pod_is_inspected_and_cached_empty() {
             ev("a", ContainerRemoved, "s1"),
         ]
     );
+    // Nothing of it is left in the listing: no runtime call to learn that.
+    assert!(s.inspected().is_empty());
     let (status, _) = s.cached("a");
+    assert!(status.containers.is_empty() && status.sandboxes.is_empty());
+    // A worker waiting for a status newer than its last sync gets it.
+    let (status, _) = s.cache.get_if_newer("a", Some(before)).expect("newer");
     assert!(status.containers.is_empty() && status.sandboxes.is_empty());
     assert!(s.pleg.running_pods().is_empty());
 }
