@@ -57,6 +57,8 @@ struct State {
     last_relist: Option<Instant>,
     /// The pods of the last successful relist, for housekeeping.
     pods: Arc<Vec<RuntimePod>>,
+    /// When the relist that listed `pods` began.
+    listed_at: Option<Instant>,
 }
 
 pub struct GenericPleg {
@@ -117,6 +119,13 @@ impl GenericPleg {
     /// The pods seen by the last successful relist.
     pub fn running_pods(&self) -> Arc<Vec<RuntimePod>> {
         Arc::clone(&self.state().pods)
+    }
+
+    /// The pods seen by the last successful relist, and when it began:
+    /// what was done to the runtime after then may not show in them.
+    pub fn listed_pods(&self) -> (Arc<Vec<RuntimePod>>, Option<Instant>) {
+        let st = self.state();
+        (Arc::clone(&st.pods), st.listed_at)
     }
 
     /// The IDs of the containers running at the last successful relist.
@@ -191,6 +200,7 @@ impl GenericPleg {
             st.records = current;
             st.reinspect = failed;
             st.pods = pods;
+            st.listed_at = Some(timestamp);
         }
         for e in events
             .into_iter()

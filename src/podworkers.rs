@@ -46,6 +46,9 @@ const IDLE_WAIT: Duration = Duration::from_secs(5);
 /// A terminating pod whose stops are under way is looked at again after
 /// this even if no completion wakes it.
 pub const STOP_RECHECK: Duration = Duration::from_secs(5);
+/// How long the time a pod was forgotten is kept: far longer than a relist
+/// takes, so housekeeping can tell a listing from before it.
+const FORGOTTEN_KEPT: Duration = Duration::from_secs(60);
 
 /// What a finished step asks for next.
 enum Next {
@@ -249,6 +252,8 @@ struct Job {
 
 pub struct PodWorkers {
     states: Mutex<HashMap<String, PodState>>,
+    /// When each pod was last forgotten, for FORGOTTEN_KEPT.
+    forgotten_at: Mutex<HashMap<String, Instant>>,
     wake: Condvar,
     /// The kubelet's resync queue: successful syncs come back after
     /// `resync_interval`, failed ones after their back-off.
@@ -260,6 +265,7 @@ impl PodWorkers {
     pub fn new(work_queue: Arc<WorkQueue>, resync_interval: Duration) -> Arc<Self> {
         Arc::new(PodWorkers {
             states: Mutex::new(HashMap::new()),
+            forgotten_at: Mutex::new(HashMap::new()),
             wake: Condvar::new(),
             work_queue,
             resync_interval,
@@ -416,7 +422,17 @@ impl PodWorkers {
         if newly_removed {
             self.wake.notify_all();
         }
+        let mut at = lock(&self.forgotten_at);
+        at.retain(|_, t| now.duration_since(*t) < FORGOTTEN_KEPT);
+        at.extend(forgotten.iter().map(|uid| (uid.clone(), now)));
         forgotten
+    }
+
+    /// Whether the pod was forgotten at or after `t`. Its containers and
+    /// sandboxes were removed before that, so a runtime listing that began
+    /// before `t` may still show them.
+    pub fn forgotten_since(&self, uid: &str, t: Instant) -> bool {
+        lock(&self.forgotten_at).get(uid).is_some_and(|f| *f >= t)
     }
 
     /// Shutdown has closed the workers' channel: the idle ones stop now,

@@ -244,10 +244,16 @@ fn a_pod_no_source_wants_is_terminated_at_once_then_forgotten() {
         "terminated after {:?}",
         started.elapsed()
     );
+    let before = Instant::now();
     wait_until("the pod forgotten", || {
         h.workers.sync_known_pods(&none) == ["p"]
     });
     assert!(!h.workers.is_known("p"));
+    // A runtime listing begun before it was forgotten may still show it;
+    // one begun after cannot.
+    assert!(h.workers.forgotten_since("p", before));
+    assert!(!h.workers.forgotten_since("p", Instant::now()));
+    assert!(!h.workers.forgotten_since("other", before));
 }
 
 #[test]

@@ -51,7 +51,7 @@ impl Kubelet {
         self.delete_orphaned_mirror_pods();
         // One relist snapshot for both: a pod that still runs keeps its
         // directory, and is killed below if no source wants it.
-        let running = self.pleg.running_pods();
+        let (running, listed_at) = self.pleg.listed_pods();
         let active: HashSet<String> = desired
             .iter()
             .cloned()
@@ -74,6 +74,12 @@ impl Kubelet {
         }
         for rp in running.iter() {
             if desired.contains(&rp.uid) || self.pod_workers.is_known(&rp.uid) {
+                continue;
+            }
+            // Removed and forgotten since that relist began: the listing
+            // may predate the removal, and the next one will tell
+            // (upstream lists afresh here, ForceUpdateIfOlder).
+            if listed_at.is_none_or(|t| self.pod_workers.forgotten_since(&rp.uid, t)) {
                 continue;
             }
             log::info!(
