@@ -379,19 +379,14 @@ fn real_containerd() {
     let lister = Arc::clone(&rt);
     let listed = crate::logs::RunningLogs::new(
         Arc::clone(&rt),
+        // The running app container as the runtime lists it (the kubelet
+        // takes it from the PLEG's relist).
         Box::new(move || {
-            let running = crate::cri::api::ContainerFilter {
-                state: Some(crate::cri::api::ContainerStateValue {
-                    state: crate::cri::api::ContainerState::CONTAINER_RUNNING.into(),
-                    ..Default::default()
-                })
-                .into(),
-                ..Default::default()
-            };
-            let listed = lister
-                .list_containers(Some(running))
-                .expect("ListContainers");
-            listed.into_iter().map(|c| c.id).collect()
+            lister
+                .running_container_id(UID, "app")
+                .expect("ListContainers")
+                .into_iter()
+                .collect()
         }),
     )
     .list();
