@@ -1,20 +1,19 @@
 //! What GetPods needs of each sandbox and container of the last listing,
-//! kept by the hash of the element's bytes. The relist lists everything
-//! every second and little changes, so only elements whose bytes changed
-//! are decoded; the rest are taken from the last listing.
+//! kept by the element's ID and state. The relist lists everything every
+//! second and little changes, so only new elements, and elements whose
+//! state changed, are decoded; the rest are taken from the last listing.
 //!
-//! The key is [`element_key`]: std's SipHash of each of the element's
-//! fields under this process's random keys, summed, so the random order
-//! in which Go writes map entries does not matter. Two different elements
-//! collide with probability about 2⁻⁶⁴, and nobody outside the process can
-//! choose bytes that do. An element carries its ID, state and times, so a
-//! change of any of them changes its key.
+//! The key is [`ElementKey`]: the element's ID and state, read from its
+//! bytes without decoding it. CRI fixes everything else GetPods reads of
+//! an element (its labels, its name, the kubelet's annotations, its
+//! creation time) when the runtime creates it, so the key needs no hash
+//! of the rest, and the random order in which Go writes map entries does
+//! not matter.
 //!
 //! A listing whose keys are all those of the last one (the idle relist,
 //! every second) gives back the last listing's pods as they were: the
 //! same `Arc`, so the PLEG can tell nothing changed without a diff.
 
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -24,14 +23,14 @@ use rkubelet_util::lock;
 use super::{from_unix_nanos, labels};
 use crate::container::{ContainerState, RuntimeContainer, RuntimePod, RuntimeSandbox};
 use crate::cri::api;
-use crate::cri::listing::{element_key, RawListing};
+use crate::cri::listing::{element_key, ElementKey, ElementKind, RawListing};
 
 /// A sandbox as GetPods keeps it; None when it is not the kubelet's.
 pub(super) type SandboxEntry = Option<(labels::PodIdentity, RuntimeSandbox)>;
 /// A container as GetPods keeps it; None when it is not the kubelet's.
 pub(super) type ContainerEntry = Option<(labels::PodIdentity, RuntimeContainer)>;
 
-/// The last listing's entries, by element hash.
+/// The last listing's entries, by element ID.
 #[derive(Default)]
 pub(super) struct ListingMemo {
     inner: Mutex<Memo>,
@@ -39,17 +38,22 @@ pub(super) struct ListingMemo {
 
 #[derive(Default)]
 struct Memo {
-    keys: RandomState,
-    sandboxes: HashMap<u64, SandboxEntry>,
-    containers: HashMap<u64, ContainerEntry>,
+    sandboxes: Entries<SandboxEntry>,
+    containers: Entries<ContainerEntry>,
     /// The last listing: its sandboxes' and containers' keys, each
     /// sorted, and the pods grouped from it.
     last: Option<Last>,
 }
 
+/// Each element's state and entry, by ID.
+type Entries<T> = HashMap<Box<[u8]>, (u64, T)>;
+
+/// An [`ElementKey`] kept past its listing.
+type OwnedKey = (Box<[u8]>, u64);
+
 struct Last {
-    sandboxes: Vec<u64>,
-    containers: Vec<u64>,
+    sandboxes: Vec<OwnedKey>,
+    containers: Vec<OwnedKey>,
     pods: Arc<Vec<RuntimePod>>,
 }
 
@@ -66,12 +70,14 @@ impl ListingMemo {
         group: Group,
     ) -> protobuf::Result<Arc<Vec<RuntimePod>>> {
         let mut memo = lock(&self.inner);
-        let sandboxes = keyed(&memo.keys, &sandboxes.elements()?)?;
-        let containers = keyed(&memo.keys, &containers.elements()?)?;
+        let sandboxes = keyed(ElementKind::Sandbox, &sandboxes.elements()?)?;
+        let containers = keyed(ElementKind::Container, &containers.elements()?)?;
         // (the runtime lists its elements in no particular order)
         let (sandbox_keys, container_keys) = (sorted_keys(&sandboxes), sorted_keys(&containers));
         if let Some(last) = &memo.last {
-            if last.sandboxes == sandbox_keys && last.containers == container_keys {
+            if same_keys(&last.sandboxes, &sandbox_keys)
+                && same_keys(&last.containers, &container_keys)
+            {
                 return Ok(Arc::clone(&last.pods));
             }
         }
@@ -79,8 +85,8 @@ impl ListingMemo {
         let c = refresh(&mut memo.containers, &containers, container_entry)?;
         let pods = Arc::new(group(s, c));
         memo.last = Some(Last {
-            sandboxes: sandbox_keys,
-            containers: container_keys,
+            sandboxes: owned(&sandbox_keys),
+            containers: owned(&container_keys),
             pods: Arc::clone(&pods),
         });
         Ok(pods)
@@ -88,36 +94,51 @@ impl ListingMemo {
 }
 
 /// Each element with its key.
-fn keyed<'a>(keys: &RandomState, elements: &[&'a [u8]]) -> protobuf::Result<Vec<(u64, &'a [u8])>> {
+fn keyed<'a>(
+    kind: ElementKind,
+    elements: &[&'a [u8]],
+) -> protobuf::Result<Vec<(ElementKey<'a>, &'a [u8])>> {
     elements
         .iter()
-        .map(|bytes| Ok((element_key(keys, bytes)?, *bytes)))
+        .map(|bytes| Ok((element_key(kind, bytes)?, *bytes)))
         .collect()
 }
 
-fn sorted_keys(elements: &[(u64, &[u8])]) -> Vec<u64> {
-    let mut keys: Vec<u64> = elements.iter().map(|e| e.0).collect();
+fn sorted_keys<'a>(elements: &[(ElementKey<'a>, &[u8])]) -> Vec<ElementKey<'a>> {
+    let mut keys: Vec<ElementKey<'a>> = elements.iter().map(|e| e.0).collect();
     keys.sort_unstable();
     keys
 }
 
-/// The entries of `elements`, each taken from `memo` when its key was in
-/// the last listing, else decoded. `memo` then holds this listing's
-/// entries only, so what went is forgotten.
+fn same_keys(last: &[OwnedKey], now: &[ElementKey<'_>]) -> bool {
+    last.len() == now.len()
+        && last
+            .iter()
+            .zip(now)
+            .all(|((id, state), k)| **id == *k.id && *state == k.state)
+}
+
+fn owned(keys: &[ElementKey<'_>]) -> Vec<OwnedKey> {
+    keys.iter().map(|k| (Box::from(k.id), k.state)).collect()
+}
+
+/// The entries of `elements`, each taken from `memo` when an element of
+/// its ID and state was in the last listing, else decoded. `memo` then
+/// holds this listing's entries only, so what went is forgotten.
 fn refresh<T: Clone>(
-    memo: &mut HashMap<u64, T>,
-    elements: &[(u64, &[u8])],
+    memo: &mut Entries<T>,
+    elements: &[(ElementKey<'_>, &[u8])],
     decode: fn(&[u8]) -> protobuf::Result<T>,
 ) -> protobuf::Result<Vec<T>> {
     let mut next = HashMap::with_capacity(elements.len());
     let mut out = Vec::with_capacity(elements.len());
     for &(key, bytes) in elements {
-        let entry = match memo.remove(&key) {
-            Some(entry) => entry,
-            None => decode(bytes)?,
+        let entry = match memo.remove(key.id) {
+            Some((state, entry)) if state == key.state => entry,
+            _ => decode(bytes)?,
         };
         out.push(entry.clone());
-        next.insert(key, entry);
+        next.insert(Box::from(key.id), (key.state, entry));
     }
     *memo = next;
     Ok(out)
@@ -191,19 +212,21 @@ mod tests {
 
     #[test]
     fn only_new_elements_are_decoded_and_gone_ones_are_forgotten() {
-        let keys = RandomState::new();
         let mut memo = HashMap::new();
+        fn keyed<'a>(els: &[&'a [u8]]) -> Vec<(ElementKey<'a>, &'a [u8])> {
+            super::keyed(ElementKind::Container, els).unwrap()
+        }
         let (a, b, b2) = (el("a"), el("b"), el("b2"));
-        let first = refresh(&mut memo, &keyed(&keys, &[&a, &b]).unwrap(), counted).unwrap();
+        let first = refresh(&mut memo, &keyed(&[&a, &b]), counted).unwrap();
         assert_eq!(first, ["a", "b"]);
         assert_eq!(DECODED.load(Ordering::SeqCst), 2);
         // "b" changed to "b2"; "a" is as it was, in another place.
-        let second = refresh(&mut memo, &keyed(&keys, &[&b2, &a]).unwrap(), counted).unwrap();
+        let second = refresh(&mut memo, &keyed(&[&b2, &a]), counted).unwrap();
         assert_eq!(second, ["b2", "a"]);
         assert_eq!(DECODED.load(Ordering::SeqCst), 3, "only b2 decoded");
         assert_eq!(memo.len(), 2, "b is forgotten");
         // "b" again is new again.
-        refresh(&mut memo, &keyed(&keys, &[&b]).unwrap(), counted).unwrap();
+        refresh(&mut memo, &keyed(&[&b]), counted).unwrap();
         assert_eq!(DECODED.load(Ordering::SeqCst), 4);
     }
 

@@ -3,10 +3,8 @@
 //! generated decoder rebuilds each one: every label and annotation is two
 //! strings and a map insert. That was about half of the relist's CPU.
 //! These calls keep the answer's bytes and split it into its elements, so
-//! the caller decodes (with the generated code) only the elements whose
-//! bytes changed since the last relist.
-
-use std::hash::BuildHasher;
+//! the caller decodes (with the generated code) only the elements that
+//! are new or changed state since the last relist ([`element_key`]).
 
 use grpcio::{GrpcSlice, Marshaller, MessageReader, Method, MethodType};
 use protobuf::rt::WireType;
@@ -52,22 +50,58 @@ impl RawListing {
     }
 }
 
-/// A key of an encoded element under `keys` that does not depend on the
-/// order of its fields: the wrapping sum of each top-level field's keyed
-/// hash. Go's encoder writes a map's entries (labels, annotations) in a
-/// random order each time, so equal elements rarely have equal bytes; the
-/// order of top-level fields carries nothing here (no element repeats a
-/// field but its maps).
-pub fn element_key(keys: &impl BuildHasher, element: &[u8]) -> protobuf::Result<u64> {
-    let mut key = 0u64;
+/// Which answer an element came from: where its state is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElementKind {
+    /// A `PodSandbox` of ListPodSandbox (`state = 3`).
+    Sandbox,
+    /// A `Container` of ListContainers (`state = 6`).
+    Container,
+}
+
+impl ElementKind {
+    fn state_field(self) -> u32 {
+        match self {
+            ElementKind::Sandbox => 3,
+            ElementKind::Container => 6,
+        }
+    }
+}
+
+/// What tells an element of one listing from another, and from itself in
+/// an earlier listing: its ID (`id = 1` in both messages) and its state
+/// (0, proto3's default, when the field is absent). CRI fixes a sandbox's
+/// or container's other fields (metadata, labels, annotations, image,
+/// creation time) when the runtime creates it; no call changes them. So
+/// an element with the ID and state of one in the last listing is that
+/// element as it was, whatever order Go wrote its map entries in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ElementKey<'a> {
+    pub id: &'a [u8],
+    pub state: u64,
+}
+
+/// The key of an encoded element. Every top-level field is walked, so a
+/// malformed element is an error here, not only when it is decoded; the
+/// last occurrence of a field wins, as in protobuf's decoder.
+pub fn element_key(kind: ElementKind, element: &[u8]) -> protobuf::Result<ElementKey<'_>> {
+    let mut key = ElementKey { id: &[], state: 0 };
     let mut input = CodedInputStream::from_bytes(element);
-    let mut start = 0;
     while let Some(tag) = input.read_raw_tag_or_eof()? {
-        input.skip_field(wire_type(tag)?)?;
-        let end = usize::try_from(input.pos()).unwrap_or(usize::MAX);
-        let field = element.get(start..end).unwrap_or_default();
-        key = key.wrapping_add(keys.hash_one(field));
-        start = end;
+        let wire = wire_type(tag)?;
+        match (tag >> 3, wire) {
+            (1, WireType::LengthDelimited) => {
+                let len = input.read_raw_varint32()?;
+                let start = usize::try_from(input.pos()).unwrap_or(usize::MAX);
+                // Bounds-checked by the skip: a length past the end fails it.
+                input.skip_raw_bytes(len)?;
+                key.id = &element[start..start.saturating_add(len as usize)];
+            }
+            (field, WireType::Varint) if field == kind.state_field() => {
+                key.state = input.read_raw_varint64()?;
+            }
+            _ => input.skip_field(wire)?,
+        }
     }
     Ok(key)
 }
@@ -170,11 +204,10 @@ mod tests {
     }
 
     #[test]
-    fn the_key_ignores_the_order_of_map_entries_but_not_a_change() {
+    fn the_key_is_the_id_and_state_whatever_the_order_of_map_entries() {
         use protobuf::CodedOutputStream;
-        let keys = std::collections::hash_map::RandomState::new();
-        // One element with two labels, written in both orders, as Go's
-        // encoder may: field 1 (id), then field 8 entries.
+        // One container with two labels, written in both orders, as Go's
+        // encoder does: field 1 (id), field 8 entries, field 6 (state).
         let entry = |k: &str, v: &str| {
             let mut e = Vec::new();
             let mut out = CodedOutputStream::vec(&mut e);
@@ -184,10 +217,10 @@ mod tests {
             drop(out);
             e
         };
-        let element = |entries: &[Vec<u8>], state: u64| {
+        let element = |id: &str, entries: &[Vec<u8>], state: u64| {
             let mut b = Vec::new();
             let mut out = CodedOutputStream::vec(&mut b);
-            out.write_string(1, "c1").unwrap();
+            out.write_string(1, id).unwrap();
             for e in entries {
                 out.write_bytes(8, e).unwrap();
             }
@@ -196,27 +229,66 @@ mod tests {
             drop(out);
             b
         };
+        fn key(bytes: &[u8]) -> ElementKey<'_> {
+            element_key(ElementKind::Container, bytes).unwrap()
+        }
         let (a, b) = (entry("a", "1"), entry("b", "2"));
-        let one = element(&[a.clone(), b.clone()], 1);
-        let other = element(&[b.clone(), a.clone()], 1);
+        let one = element("c1", &[a.clone(), b.clone()], 1);
+        let other = element("c1", &[b.clone(), a.clone()], 1);
         assert_ne!(one, other);
+        assert_eq!(key(&one), key(&other));
         assert_eq!(
-            element_key(&keys, &one).unwrap(),
-            element_key(&keys, &other).unwrap()
+            key(&one),
+            ElementKey {
+                id: b"c1",
+                state: 1
+            }
         );
         let decoded = api::Container::parse_from_bytes(&one).unwrap();
         assert_eq!(decoded.labels.len(), 2);
-        let exited = element(&[a.clone(), b.clone()], 2);
-        assert_ne!(
-            element_key(&keys, &one).unwrap(),
-            element_key(&keys, &exited).unwrap()
+        let exited = element("c1", &[a.clone(), b.clone()], 2);
+        assert_ne!(key(&one), key(&exited));
+        let another = element("c2", &[a, b], 1);
+        assert_ne!(key(&one), key(&another));
+        assert!(element_key(ElementKind::Container, &[8 << 3 | 2, 9]).is_err());
+    }
+
+    #[test]
+    fn a_sandbox_state_is_its_own_field_and_ready_is_the_default() {
+        let sandbox = |state: api::PodSandboxState| api::PodSandbox {
+            id: "s1".into(),
+            state: state.into(),
+            annotations: [("a".to_string(), "1".to_string())].into(),
+            ..Default::default()
+        };
+        let ready = sandbox(api::PodSandboxState::SANDBOX_READY)
+            .write_to_bytes()
+            .unwrap();
+        let not_ready = sandbox(api::PodSandboxState::SANDBOX_NOTREADY)
+            .write_to_bytes()
+            .unwrap();
+        // (proto3 leaves a default state out of the bytes)
+        assert_eq!(
+            element_key(ElementKind::Sandbox, &ready).unwrap(),
+            ElementKey {
+                id: b"s1",
+                state: 0
+            }
         );
-        let relabelled = element(&[a, entry("b", "3")], 1);
-        assert_ne!(
-            element_key(&keys, &one).unwrap(),
-            element_key(&keys, &relabelled).unwrap()
+        assert_eq!(
+            element_key(ElementKind::Sandbox, &not_ready).unwrap(),
+            ElementKey {
+                id: b"s1",
+                state: 1
+            }
         );
-        assert!(element_key(&keys, &[8 << 3 | 2, 9]).is_err());
+        // Read as a container's, the sandbox's field 3 is not its state.
+        assert_eq!(
+            element_key(ElementKind::Container, &not_ready)
+                .unwrap()
+                .state,
+            0
+        );
     }
 
     #[test]
