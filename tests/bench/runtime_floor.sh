@@ -2,7 +2,8 @@
 # The runtime's own floor under realistic.sh's burst and delete, with no
 # kubelet: the harness containerd, and crates/cri's runtime_floor example
 # making 30 pods straight through CRI (a sandbox on the harness's CNI
-# network, one busybox sleep each), PARALLEL at a time, then stopping
+# network, one busybox sleep each, both configured as the kubelet
+# configures realistic.sh's pods), PARALLEL at a time, then stopping
 # them all at once with grace 2 s. Prints, per PARALLEL in
 # BENCH_FLOOR_PARALLEL (default "4 30"):
 #

@@ -2,7 +2,14 @@
 //! N pods (a sandbox on the runtime's CNI network, one busybox `sleep`
 //! container) made straight through CRI, K at a time, then all stopped at
 //! once with a grace period, as `tests/bench/realistic.sh` asks of
-//! rkubelet. Run by `tests/bench/runtime_floor.sh`, which starts the
+//! rkubelet. Each sandbox and container is configured as the kubelet
+//! (upstream's and rkubelet's) configures realistic.sh's BestEffort pods,
+//! in what costs the runtime work: the sandbox's RuntimeDefault seccomp
+//! profile (which runc compiles for each pause container), the default
+//! masked and read-only paths, the BestEffort CPU shares and OOM score,
+//! and the /etc/hosts and termination-log mounts. Without these the
+//! "floor" was about a second below the runtime's work for a kubelet.
+//! Run by `tests/bench/runtime_floor.sh`, which starts the
 //! harness containerd. Prints, in seconds from the first call:
 //!
 //!   the last StartContainer's return (the floor under "all Ready")
@@ -17,6 +24,29 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
+/// Upstream's `defaultMaskedPaths` and read-only paths, which the
+/// kubelet sends for every unprivileged container (rkubelet:
+/// src/kuberuntime/security_context.rs).
+const MASKED_PATHS: &[&str] = &[
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+];
+const READONLY_PATHS: &[&str] = &[
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
 
 struct Args {
     endpoint: String,
@@ -74,6 +104,12 @@ fn sandbox_config(i: usize, a: &Args) -> api::PodSandboxConfig {
             cgroup_parent: format!("{}/{name}", a.cgroup_parent),
             security_context: Some(api::LinuxSandboxSecurityContext {
                 namespace_options: namespaces(),
+                // (upstream forces RuntimeDefault on every sandbox)
+                seccomp: Some(api::SecurityProfile {
+                    profile_type: api::security_profile::ProfileType::RuntimeDefault.into(),
+                    ..Default::default()
+                })
+                .into(),
                 ..Default::default()
             })
             .into(),
@@ -84,7 +120,7 @@ fn sandbox_config(i: usize, a: &Args) -> api::PodSandboxConfig {
     }
 }
 
-fn container_config() -> api::ContainerConfig {
+fn container_config(pod_dir: &str) -> api::ContainerConfig {
     api::ContainerConfig {
         metadata: Some(api::ContainerMetadata {
             name: "sleep".into(),
@@ -98,9 +134,29 @@ fn container_config() -> api::ContainerConfig {
         .into(),
         command: vec!["sleep".into(), "100000".into()],
         log_path: "sleep/0.log".into(),
+        mounts: [
+            ("/etc/hosts", "etc-hosts"),
+            ("/dev/termination-log", "termination-log"),
+        ]
+        .iter()
+        .map(|(to, from)| api::Mount {
+            container_path: to.to_string(),
+            host_path: format!("{pod_dir}/{from}"),
+            ..Default::default()
+        })
+        .collect(),
         linux: Some(api::LinuxContainerConfig {
             security_context: Some(api::LinuxContainerSecurityContext {
                 namespace_options: namespaces(),
+                masked_paths: MASKED_PATHS.iter().map(|p| p.to_string()).collect(),
+                readonly_paths: READONLY_PATHS.iter().map(|p| p.to_string()).collect(),
+                ..Default::default()
+            })
+            .into(),
+            // BestEffort: the least CPU shares, the first to be OOM-killed.
+            resources: Some(api::LinuxContainerResources {
+                cpu_shares: 2,
+                oom_score_adj: 1000,
                 ..Default::default()
             })
             .into(),
@@ -134,13 +190,20 @@ type Made = (String, String);
 
 fn make_pod(rt: &RemoteRuntime, i: usize, a: &Args) -> Result<Made, String> {
     let sandbox = sandbox_config(i, a);
-    std::fs::create_dir_all(&sandbox.log_directory)
-        .map_err(|e| format!("{}: {e}", sandbox.log_directory))?;
+    let pod_dir = &sandbox.log_directory;
+    std::fs::create_dir_all(pod_dir).map_err(|e| format!("{pod_dir}: {e}"))?;
+    for (file, text) in [
+        ("etc-hosts", "127.0.0.1\tlocalhost\n"),
+        ("termination-log", ""),
+    ] {
+        std::fs::write(format!("{pod_dir}/{file}"), text)
+            .map_err(|e| format!("{pod_dir}/{file}: {e}"))?;
+    }
     let sid = rt
         .run_pod_sandbox(sandbox.clone(), "")
         .map_err(|e| e.to_string())?;
     let cid = rt
-        .create_container(&sid, container_config(), sandbox)
+        .create_container(&sid, container_config(pod_dir), sandbox)
         .map_err(|e| e.to_string())?;
     rt.start_container(&cid).map_err(|e| e.to_string())?;
     Ok((sid, cid))
