@@ -283,11 +283,15 @@ impl PodWorkers {
     /// its wait cannot miss this. With no pod waiting for one (a steady
     /// node), the relist wakes nobody.
     fn cache_updated(&self) {
-        let waiting = lock(&self.states)
+        let states = lock(&self.states);
+        let waiting = states
             .values()
-            .any(|st| st.dirty && !st.working && st.needs_fresh_cache());
-        if waiting {
-            self.wake.notify_all();
+            .filter(|st| st.dirty && !st.working && st.needs_fresh_cache())
+            .count();
+        drop(states);
+        // One worker per waiting pod: the rest would wake for nothing.
+        for _ in 0..waiting {
+            self.wake.notify_one();
         }
     }
 
@@ -643,8 +647,14 @@ impl PodWorkers {
                 st.mark_dirty(now);
             }
         }
+        // This worker looks for work again at once. Another is woken only
+        // when there is more than it can take: a pod made dirty while every
+        // worker was busy found none waiting.
+        let more = states.values().filter(|st| st.dirty && !st.working).count() > 1;
         drop(states);
-        self.wake.notify_one();
+        if more {
+            self.wake.notify_one();
+        }
     }
 }
 

@@ -272,14 +272,16 @@ impl Core {
 
     /// Records the containers' state; a new container ID starts its probes
     /// afresh, and a readiness probe not passing yet is run now (upstream
-    /// UpdatePodStatus's manual trigger).
+    /// UpdatePodStatus's manual trigger). Returns whether the pod has a
+    /// probe on any of these containers: without one, nothing the
+    /// scheduler does changed.
     pub fn update_pod_status(
         &mut self,
         uid: &str,
         pod_ip: Option<&str>,
         containers: &[ContainerInfo],
         now: Now,
-    ) {
+    ) -> bool {
         let entry = self.pods.entry(uid.to_string()).or_default();
         entry.pod_ip = pod_ip.map(str::to_string);
         entry.containers = containers
@@ -296,12 +298,14 @@ impl Core {
                     .map(|c| (k.clone(), c.clone()))
             })
             .collect();
+        let probed = !work.is_empty();
         for (key, info) in work {
             self.apply_container(&key, &info, now);
             if key.kind == ProbeKind::Readiness {
                 self.trigger_readiness(&key, &info, now);
             }
         }
+        probed
     }
 
     fn apply_container(&mut self, key: &ProbeKey, info: &ContainerInfo, now: Now) {

@@ -104,15 +104,19 @@ impl ProberManager {
     }
 
     /// The containers' current instances and the pod IP; a new container ID
-    /// restarts that container's probes (counters, initial delay).
+    /// restarts that container's probes (counters, initial delay). The
+    /// scheduler is woken only for a pod with probes: every sync of every
+    /// pod comes here.
     pub fn update_pod_status(
         &self,
         pod_uid: &str,
         pod_ip: Option<&str>,
         containers: &[ContainerInfo],
     ) {
-        lock(&self.core).update_pod_status(pod_uid, pod_ip, containers, Now::real());
-        self.wake();
+        let probed = lock(&self.core).update_pod_status(pod_uid, pod_ip, containers, Now::real());
+        if probed {
+            self.wake();
+        }
     }
 
     pub fn is_ready(&self, pod_uid: &str, container_name: &str) -> bool {

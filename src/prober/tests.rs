@@ -699,3 +699,25 @@ fn many_probes_few_threads_and_low_jitter() {
     assert!(calls > 110 * 2 * 8, "{calls} checks");
     assert!(pct(99) < Duration::from_millis(100), "p99 {:?}", pct(99));
 }
+
+#[test]
+fn only_a_pod_with_probes_changes_the_schedule() {
+    let t0 = Now::real();
+    let mut c = core(t0);
+    let a = |id: &str| [running("a", id, t0.wall)];
+    c.add_pod(&pod("plain", vec![container("a", None, None, None)]), t0);
+    assert!(!c.update_pod_status("plain", None, &a("c1"), t0));
+    assert_eq!(c.next_deadline(), None, "nothing to run for the plain pod");
+    assert!(c.take_due(t0.plus(60 * SEC)).is_empty());
+    // An unknown pod has no probes either.
+    assert!(!c.update_pod_status("unknown", None, &a("c2"), t0));
+    c.add_pod(
+        &pod(
+            "probed",
+            vec![container("a", Some(probe(0, 5, 3, 1)), None, None)],
+        ),
+        t0,
+    );
+    assert!(c.update_pod_status("probed", None, &a("c3"), t0));
+    assert!(!c.take_due(t0.plus(5 * SEC)).is_empty());
+}
