@@ -16,28 +16,11 @@ use crate::apparmor;
 use crate::cri::api;
 use crate::podutil::PodExt;
 
-/// Upstream's defaults for what an unprivileged container may not see
-/// (`defaultMaskedPaths`, kept in step with moby).
-const DEFAULT_MASKED_PATHS: &[&str] = &[
-    "/proc/asound",
-    "/proc/acpi",
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/proc/sched_debug",
-    "/proc/scsi",
-    "/sys/firmware",
-    "/sys/devices/virtual/powercap",
-];
-const DEFAULT_READONLY_PATHS: &[&str] = &[
-    "/proc/bus",
-    "/proc/fs",
-    "/proc/irq",
-    "/proc/sys",
-    "/proc/sysrq-trigger",
-];
+// Upstream's defaults for what an unprivileged container may not see or
+// change.
+use crate::cri::defaults::{
+    MASKED_PATHS as DEFAULT_MASKED_PATHS, READONLY_PATHS as DEFAULT_READONLY_PATHS,
+};
 const PROC_MOUNT_UNMASKED: &str = "Unmasked";
 
 /// What the security context depends on besides the pod.

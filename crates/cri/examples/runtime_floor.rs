@@ -18,35 +18,13 @@
 //! each with the CPU the whole machine spent meanwhile (/proc/stat).
 //!
 //! Usage: runtime_floor ENDPOINT PODS PARALLEL GRACE_SECS CGROUP_PARENT LOG_DIR
+use rkubelet_cri::defaults::{MASKED_PATHS, READONLY_PATHS};
 use rkubelet_cri::{api, RemoteRuntime};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
-/// Upstream's `defaultMaskedPaths` and read-only paths, which the
-/// kubelet sends for every unprivileged container (rkubelet:
-/// src/kuberuntime/security_context.rs).
-const MASKED_PATHS: &[&str] = &[
-    "/proc/asound",
-    "/proc/acpi",
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/proc/sched_debug",
-    "/proc/scsi",
-    "/sys/firmware",
-    "/sys/devices/virtual/powercap",
-];
-const READONLY_PATHS: &[&str] = &[
-    "/proc/bus",
-    "/proc/fs",
-    "/proc/irq",
-    "/proc/sys",
-    "/proc/sysrq-trigger",
-];
 
 struct Args {
     endpoint: String,

@@ -70,6 +70,7 @@ pub mod pluginregistration {
     }
 }
 pub mod core_plugins;
+pub mod defaults;
 pub mod listing;
 pub mod remote;
 pub mod services;
