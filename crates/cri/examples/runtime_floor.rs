@@ -25,6 +25,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
+/// The files the kubelet mounts into every container from the pod's
+/// directory: the path in the container, the file, its first content.
+const POD_FILES: &[(&str, &str, &str)] = &[
+    ("/etc/hosts", "etc-hosts", "127.0.0.1\tlocalhost\n"),
+    ("/dev/termination-log", "termination-log", ""),
+];
 
 struct Args {
     endpoint: String,
@@ -112,17 +118,14 @@ fn container_config(pod_dir: &str) -> api::ContainerConfig {
         .into(),
         command: vec!["sleep".into(), "100000".into()],
         log_path: "sleep/0.log".into(),
-        mounts: [
-            ("/etc/hosts", "etc-hosts"),
-            ("/dev/termination-log", "termination-log"),
-        ]
-        .iter()
-        .map(|(to, from)| api::Mount {
-            container_path: to.to_string(),
-            host_path: format!("{pod_dir}/{from}"),
-            ..Default::default()
-        })
-        .collect(),
+        mounts: POD_FILES
+            .iter()
+            .map(|(to, file, _)| api::Mount {
+                container_path: to.to_string(),
+                host_path: format!("{pod_dir}/{file}"),
+                ..Default::default()
+            })
+            .collect(),
         linux: Some(api::LinuxContainerConfig {
             security_context: Some(api::LinuxContainerSecurityContext {
                 namespace_options: namespaces(),
@@ -170,10 +173,7 @@ fn make_pod(rt: &RemoteRuntime, i: usize, a: &Args) -> Result<Made, String> {
     let sandbox = sandbox_config(i, a);
     let pod_dir = &sandbox.log_directory;
     std::fs::create_dir_all(pod_dir).map_err(|e| format!("{pod_dir}: {e}"))?;
-    for (file, text) in [
-        ("etc-hosts", "127.0.0.1\tlocalhost\n"),
-        ("termination-log", ""),
-    ] {
+    for (_, file, text) in POD_FILES {
         std::fs::write(format!("{pod_dir}/{file}"), text)
             .map_err(|e| format!("{pod_dir}/{file}: {e}"))?;
     }

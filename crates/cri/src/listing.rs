@@ -39,12 +39,7 @@ impl RawListing {
                 input.skip_field(wire)?;
                 continue;
             }
-            let len = input.read_raw_varint32()?;
-            let start = usize::try_from(input.pos()).unwrap_or(usize::MAX);
-            let end = start.saturating_add(len as usize);
-            // Bounds-checked by the skip: a length past the end fails it.
-            input.skip_raw_bytes(len)?;
-            out.push(&self.bytes[start..end]);
+            out.push(length_delimited(&mut input, &self.bytes)?);
         }
         Ok(out)
     }
@@ -90,13 +85,7 @@ pub fn element_key(kind: ElementKind, element: &[u8]) -> protobuf::Result<Elemen
     while let Some(tag) = input.read_raw_tag_or_eof()? {
         let wire = wire_type(tag)?;
         match (tag >> 3, wire) {
-            (1, WireType::LengthDelimited) => {
-                let len = input.read_raw_varint32()?;
-                let start = usize::try_from(input.pos()).unwrap_or(usize::MAX);
-                // Bounds-checked by the skip: a length past the end fails it.
-                input.skip_raw_bytes(len)?;
-                key.id = &element[start..start.saturating_add(len as usize)];
-            }
+            (1, WireType::LengthDelimited) => key.id = length_delimited(&mut input, element)?,
             (field, WireType::Varint) if field == kind.state_field() => {
                 key.state = input.read_raw_varint64()?;
             }
@@ -104,6 +93,19 @@ pub fn element_key(kind: ElementKind, element: &[u8]) -> protobuf::Result<Elemen
         }
     }
     Ok(key)
+}
+
+/// The bytes of the length-delimited field whose tag `input` (reading
+/// `bytes`) has just read.
+fn length_delimited<'a>(
+    input: &mut CodedInputStream<'_>,
+    bytes: &'a [u8],
+) -> protobuf::Result<&'a [u8]> {
+    let len = input.read_raw_varint32()?;
+    let start = usize::try_from(input.pos()).unwrap_or(usize::MAX);
+    // Bounds-checked by the skip: a length past the end fails it.
+    input.skip_raw_bytes(len)?;
+    Ok(&bytes[start..start.saturating_add(len as usize)])
 }
 
 fn wire_type(tag: u32) -> protobuf::Result<WireType> {
