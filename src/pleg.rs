@@ -3,12 +3,19 @@
 //! One thread relists the runtime every period, diffs each container's
 //! state against the previous relist, refreshes the status cache for pods
 //! that changed and reports the changes to the sync loop.
+//!
+//! It also relists when a pod worker asks ([`RelistSoon`]), after a sync
+//! that made a sandbox or started a container, at most once per
+//! [`RELIST_SOON_MIN_GAP`]. Upstream's generic PLEG waits for its period,
+//! and a started pod's Running and Ready status waits with it (up to 1 s;
+//! its pod worker calls that latency a TODO). A node that starts nothing
+//! is never asked, so it relists exactly as upstream.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{after, select, tick, Receiver, Sender, TrySendError};
 use rkubelet_util::lock;
 
 use crate::container::cache::Cache;
@@ -19,6 +26,27 @@ pub const CHANNEL_CAPACITY: usize = 1000;
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// PLEG is unhealthy when no relist has completed for this long.
 pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
+/// Asked-for relists begin at least this long after the last one began,
+/// so a burst of starts costs the runtime a few listings, not one each.
+pub const RELIST_SOON_MIN_GAP: Duration = Duration::from_millis(100);
+
+/// A pod worker's way to ask PLEG for a relist before its period ends.
+/// Asks coalesce and never block: one pending ask is one relist, which
+/// begins after the ask.
+#[derive(Clone)]
+pub struct RelistSoon(Sender<()>);
+
+impl RelistSoon {
+    /// The asking end and the end [`GenericPleg::start`] reads.
+    pub fn channel() -> (RelistSoon, Receiver<()>) {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        (RelistSoon(tx), rx)
+    }
+
+    pub fn ask(&self) {
+        let _ = self.0.try_send(());
+    }
+}
 
 /// Upstream's PodLifeCycleEventType names, kept so its docs map onto ours.
 #[allow(clippy::enum_variant_names)]
@@ -65,19 +93,24 @@ pub struct GenericPleg {
     runtime: Arc<dyn PodSource>,
     cache: Arc<Cache>,
     events: Sender<PodLifecycleEvent>,
+    /// [`RelistSoon`]'s asks.
+    asks: Receiver<()>,
     state: Mutex<State>,
 }
 
 impl GenericPleg {
+    /// `asks` is the reading end of [`RelistSoon::channel`].
     pub fn new(
         runtime: Arc<dyn PodSource>,
         cache: Arc<Cache>,
+        asks: Receiver<()>,
     ) -> (Arc<Self>, Receiver<PodLifecycleEvent>) {
         let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
         let pleg = Arc::new(GenericPleg {
             runtime,
             cache,
             events: tx,
+            asks,
             state: Mutex::new(State::default()),
         });
         (pleg, rx)
@@ -87,20 +120,39 @@ impl GenericPleg {
         lock(&self.state)
     }
 
-    /// Relists every RELIST_PERIOD until `shutdown` fires.
+    /// Relists every RELIST_PERIOD, and when asked, until `shutdown`
+    /// fires. A panicking relist is contained by the supervisor.
     pub fn start(
         self: &Arc<Self>,
         shutdown: Receiver<()>,
     ) -> std::io::Result<crate::util::worker::Worker> {
         let pleg = Arc::clone(self);
-        crate::util::worker::spawn_periodic(
+        crate::util::worker::spawn_supervised(
             "pleg",
             crate::util::worker::ShutdownStage::Workers,
-            RELIST_PERIOD,
-            Duration::ZERO,
             shutdown,
-            move || pleg.relist(),
+            move |shutdown| pleg.run(shutdown),
         )
+    }
+
+    fn run(&self, shutdown: &Receiver<()>) {
+        let asks = &self.asks;
+        let ticker = tick(RELIST_PERIOD);
+        loop {
+            let began = Instant::now();
+            self.relist();
+            select! {
+                recv(ticker) -> _ => {}
+                recv(asks) -> _ => {
+                    let gap = RELIST_SOON_MIN_GAP.saturating_sub(began.elapsed());
+                    select! {
+                        recv(after(gap)) -> _ => {}
+                        recv(shutdown) -> _ => return,
+                    }
+                }
+                recv(shutdown) -> _ => return,
+            }
+        }
     }
 
     /// Healthy while relists keep completing (upstream `Healthy`).

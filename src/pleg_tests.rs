@@ -12,17 +12,24 @@ struct Setup {
     cache: Arc<Cache>,
     pleg: Arc<GenericPleg>,
     rx: Receiver<PodLifecycleEvent>,
+    relist_soon: RelistSoon,
 }
 
 fn setup() -> Setup {
     let rt = Arc::new(FakeRuntime::new());
     let cache = Arc::new(Cache::new());
-    let (pleg, rx) = GenericPleg::new(Arc::clone(&rt) as Arc<dyn PodSource>, Arc::clone(&cache));
+    let (relist_soon, asks) = RelistSoon::channel();
+    let (pleg, rx) = GenericPleg::new(
+        Arc::clone(&rt) as Arc<dyn PodSource>,
+        Arc::clone(&cache),
+        asks,
+    );
     Setup {
         rt,
         cache,
         pleg,
         rx,
+        relist_soon,
     }
 }
 
@@ -245,4 +252,52 @@ fn the_running_containers_of_the_last_relist_are_listed_for_log_rotation() {
     );
     s.relist();
     assert_eq!(s.pleg.running_container_ids(), ["c1"]);
+}
+
+/// The relists the PLEG thread has made so far.
+fn relists(rt: &FakeRuntime) -> usize {
+    rt.calls_to("GetPods").len()
+}
+
+fn wait_for_relists(rt: &FakeRuntime, n: usize, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while relists(rt) < n {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    true
+}
+
+#[test]
+fn an_ask_relists_before_the_period_and_asks_coalesce() {
+    let s = setup();
+    let (stop, shutdown) = crossbeam_channel::bounded::<()>(0);
+    let thread = s.pleg.start(shutdown).expect("start PLEG");
+    assert!(
+        wait_for_relists(&s.rt, 1, Duration::from_secs(5)),
+        "no first relist"
+    );
+    // Asked: the next relist comes after RELIST_SOON_MIN_GAP, not RELIST_PERIOD.
+    let asked = Instant::now();
+    s.relist_soon.ask();
+    assert!(wait_for_relists(&s.rt, 2, Duration::from_secs(5)));
+    assert!(
+        asked.elapsed() < RELIST_PERIOD / 2,
+        "asked relist took {:?}",
+        asked.elapsed()
+    );
+    // A storm of asks for 300 ms: at most one relist per gap, plus the
+    // period's tick and the one pending ask.
+    let before = relists(&s.rt);
+    let storm = Instant::now();
+    while storm.elapsed() < Duration::from_millis(300) {
+        s.relist_soon.ask();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let during = relists(&s.rt) - before;
+    assert!(during <= 5, "{during} relists in 300 ms of asks");
+    drop(stop);
+    thread.join().expect("PLEG thread");
 }

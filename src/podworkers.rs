@@ -32,6 +32,7 @@ use rkubelet_util::lock;
 
 use crate::container::cache::Cache;
 use crate::container::{PodStatus, RuntimePod};
+use crate::pleg::RelistSoon;
 use crate::podutil::PodExt;
 use crate::util::worker::{self, ShutdownStage, Worker};
 use crate::util::workqueue::WorkQueue;
@@ -54,10 +55,24 @@ const FORGOTTEN_KEPT: Duration = Duration::from_secs(60);
 enum Next {
     /// Stay in the phase; resync after the resync interval.
     Resync,
+    /// As `Resync`, after a sync that made a sandbox or started a
+    /// container: PLEG is asked to relist now, so the pod's next sync (its
+    /// Running and Ready status) need not wait for the relist period.
+    Started,
     /// Move on to this phase.
     Phase(Phase),
     /// Stops are under way: wait for a wake-up (or the recheck).
     WaitForStops,
+}
+
+/// What a sync of a pod that should run found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synced {
+    /// The pod runs on; `started` when the sync made a sandbox or started
+    /// a container.
+    Running { started: bool },
+    /// The pod reached a terminal phase and is to be terminated.
+    Terminal,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,14 +149,13 @@ impl SyncFailure {
 
 /// What the workers call; the kubelet implements it.
 pub trait PodSyncer: Send + Sync {
-    /// Syncs a pod that should run. `Ok(true)` means it reached a terminal
-    /// phase and should be terminated.
+    /// Syncs a pod that should run.
     fn sync_pod(
         &self,
         update: UpdateType,
         pod: &Arc<Pod>,
         status: &PodStatus,
-    ) -> Result<bool, SyncFailure>;
+    ) -> Result<Synced, SyncFailure>;
     /// Stops everything of the pod, without waiting for grace periods.
     /// `pod` is `None` for orphans found only in the runtime.
     fn sync_terminating_pod(
@@ -259,15 +273,22 @@ pub struct PodWorkers {
     /// `resync_interval`, failed ones after their back-off.
     work_queue: Arc<WorkQueue>,
     resync_interval: Duration,
+    /// Told after a sync that started something (`Next::Started`).
+    relist_soon: RelistSoon,
 }
 
 impl PodWorkers {
-    pub fn new(work_queue: Arc<WorkQueue>, resync_interval: Duration) -> Arc<Self> {
+    pub fn new(
+        work_queue: Arc<WorkQueue>,
+        resync_interval: Duration,
+        relist_soon: RelistSoon,
+    ) -> Arc<Self> {
         Arc::new(PodWorkers {
             states: Mutex::new(HashMap::new()),
             forgotten_at: Mutex::new(HashMap::new()),
             wake: Condvar::new(),
             work_queue,
+            relist_soon,
             resync_interval,
         })
     }
@@ -588,6 +609,7 @@ impl PodWorkers {
     }
 
     fn complete(&self, job: &Job, result: Result<Next, SyncFailure>) {
+        let started = matches!(result, Ok(Next::Started));
         let now = Instant::now();
         let mut states = lock(&self.states);
         let Some(st) = states.get_mut(&job.uid) else {
@@ -624,7 +646,7 @@ impl PodWorkers {
                             st.finished = true;
                         }
                     }
-                    Next::Resync => {
+                    Next::Resync | Next::Started => {
                         self.work_queue.enqueue(&job.uid, self.resync_interval);
                     }
                 }
@@ -655,6 +677,11 @@ impl PodWorkers {
         if more {
             self.wake.notify_one();
         }
+        // After `last_sync_end` is set: the relist asked for begins after
+        // it, so it is fresh enough for the pod's next sync.
+        if started {
+            self.relist_soon.ask();
+        }
     }
 }
 
@@ -667,12 +694,10 @@ fn run_step(syncer: &dyn PodSyncer, job: &Job) -> Result<Next, SyncFailure> {
         Phase::Syncing => match &job.pod {
             Some(pod) => syncer
                 .sync_pod(job.update_type, pod, &job.status)
-                .map(|terminal| {
-                    if terminal {
-                        Next::Phase(Phase::Terminating)
-                    } else {
-                        Next::Resync
-                    }
+                .map(|synced| match synced {
+                    Synced::Terminal => Next::Phase(Phase::Terminating),
+                    Synced::Running { started: true } => Next::Started,
+                    Synced::Running { started: false } => Next::Resync,
                 }),
             None => Ok(Next::Phase(Phase::Terminating)),
         },

@@ -25,6 +25,8 @@ struct FakeSyncer {
     terminating: Mutex<HashMap<String, usize>>,
     terminated: Mutex<HashMap<String, usize>>,
     delay: Duration,
+    /// Pods whose syncs report a container started.
+    starts: Mutex<HashSet<String>>,
 }
 
 impl FakeSyncer {
@@ -42,7 +44,7 @@ impl PodSyncer for FakeSyncer {
         _update: UpdateType,
         pod: &Arc<Pod>,
         _status: &PodStatus,
-    ) -> Result<bool, SyncFailure> {
+    ) -> Result<Synced, SyncFailure> {
         let uid = pod.uid().to_string();
         *self.calls.lock().unwrap().entry(uid.clone()).or_default() += 1;
         if self.panic_once.lock().unwrap().remove(&uid) {
@@ -58,7 +60,8 @@ impl PodSyncer for FakeSyncer {
         }
         std::thread::sleep(self.delay);
         *self.running.lock().unwrap().get_mut(&uid).unwrap() -= 1;
-        Ok(false)
+        let started = self.starts.lock().unwrap().contains(&uid);
+        Ok(Synced::Running { started })
     }
 
     fn sync_terminating_pod(
@@ -107,6 +110,8 @@ fn pod(uid: &str) -> Arc<Pod> {
 
 struct Harness {
     workers: Arc<PodWorkers>,
+    /// What the workers asked PLEG for (`RelistSoon`).
+    relist_asks: crossbeam_channel::Receiver<()>,
     stop: Option<crossbeam_channel::Sender<()>>,
     fresh: Arc<AtomicBool>,
     threads: Vec<crate::util::worker::Worker>,
@@ -115,7 +120,12 @@ struct Harness {
 
 impl Harness {
     fn new(syncer: Arc<FakeSyncer>, n: usize) -> Self {
-        let workers = PodWorkers::new(Arc::new(WorkQueue::new()), Duration::from_secs(60));
+        let (relist_soon, relist_asks) = RelistSoon::channel();
+        let workers = PodWorkers::new(
+            Arc::new(WorkQueue::new()),
+            Duration::from_secs(60),
+            relist_soon,
+        );
         let cache = Arc::new(Cache::with_on_update(workers.cache_listener()));
         let (stop, rx) = crossbeam_channel::bounded::<()>(0);
         let syncer = syncer as Arc<dyn PodSyncer>;
@@ -131,6 +141,7 @@ impl Harness {
         });
         Harness {
             workers,
+            relist_asks,
             stop: Some(stop),
             fresh,
             threads,
@@ -346,4 +357,28 @@ fn a_shorter_grace_while_terminating_is_taken() {
         FakeSyncer::count(&syncer.terminating, "g") == 2
     });
     assert_eq!(lock(&h.workers.states)["g"].grace_override, Some(0));
+}
+
+#[test]
+fn a_sync_that_started_something_asks_for_a_relist_after_it_ends() {
+    let syncer = Arc::new(FakeSyncer::default());
+    let h = Harness::new(Arc::clone(&syncer), 2);
+    let quiet = pod("quiet");
+    h.update(&quiet, UpdateType::Create);
+    wait_until("the quiet pod synced", || syncer.calls("quiet") >= 1);
+    // A sync that started nothing (every resync of a steady pod) asks
+    // nothing: an idle node relists on the period alone.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(h.relist_asks.try_recv().is_err());
+
+    let starting = pod("starting");
+    syncer.starts.lock().unwrap().insert("starting".into());
+    h.update(&starting, UpdateType::Create);
+    let asked = h.relist_asks.recv_timeout(Duration::from_secs(5));
+    assert!(asked.is_ok(), "no relist asked for after a start");
+    // Asked once the step had ended: a relist that begins now is fresh
+    // enough for the pod's next sync.
+    let states = lock(&h.workers.states);
+    let st = states.get("starting").expect("known pod");
+    assert!(st.last_sync_end.is_some() && !st.working);
 }

@@ -249,7 +249,12 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     // The pod workers' pool before the managers that wake and re-queue
     // pods through it (see kubelet::PodWork).
     let work_queue = Arc::new(WorkQueue::new());
-    let pod_workers = PodWorkers::new(Arc::clone(&work_queue), settings.sync_frequency);
+    let (relist_soon, relist_asks) = crate::pleg::RelistSoon::channel();
+    let pod_workers = PodWorkers::new(
+        Arc::clone(&work_queue),
+        settings.sync_frequency,
+        relist_soon,
+    );
     let cache = Arc::new(Cache::with_on_update(pod_workers.cache_listener()));
     // The runtime state and the device manager ask node status for an
     // update over this channel: node status is made after the kubelet,
@@ -361,6 +366,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     let (pleg, pleg_rx) = GenericPleg::new(
         Arc::clone(&manager) as Arc<dyn crate::container::PodSource>,
         Arc::clone(&cache),
+        relist_asks,
     );
     let pc = Arc::clone(&pod_config);
     let cluster = client.as_ref().map(|c| ClusterDeps {

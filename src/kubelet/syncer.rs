@@ -8,7 +8,7 @@ use super::sync_error::PodSyncError;
 use super::*;
 use crate::kuberuntime::actions::ProbeResults;
 use crate::kuberuntime::KillProgress;
-use crate::podworkers::Termination;
+use crate::podworkers::{Synced, Termination};
 use crate::types::PodPhase;
 
 /// What the pod workers call: turns a pod and its runtime status into CRI
@@ -343,7 +343,7 @@ impl PodSyncer for Syncer {
         update: UpdateType,
         pod: &Arc<Pod>,
         status: &PodStatus,
-    ) -> Result<bool, SyncFailure> {
+    ) -> Result<Synced, SyncFailure> {
         log::debug!("pod {}: sync ({update:?})", pod.full_name());
         // The prober first: a container without a readiness probe is ready
         // once the prober knows it runs, and the status below reads that
@@ -352,7 +352,7 @@ impl PodSyncer for Syncer {
         let phase = self.update_status(pod, status, false);
         if phase.is_terminal() {
             log::info!("pod {} reached phase {phase}", pod.full_name());
-            return Ok(true);
+            return Ok(Synced::Terminal);
         }
         self.make_pod_dirs(pod).map_err(PodSyncError::PodDirs)?;
         if is_static_pod(pod) {
@@ -383,17 +383,19 @@ impl PodSyncer for Syncer {
         self.ensure_pod_cgroup(pod)?;
         let probes = self.probe_results(pod, status);
         let reasons = self.runtime.waiting_reasons(pod.uid());
-        let errors = self.runtime.sync_pod(pod, status, &probes);
+        let result = self.runtime.sync_pod(pod, status, &probes);
         // A start that failed for a new reason (CrashLoopBackOff,
         // ErrImagePull, ...) or succeeded after one makes the status set
         // above stale: make it again now rather than at the next sync.
         if self.runtime.waiting_reasons(pod.uid()) != reasons {
             self.update_status(pod, status, false);
         }
-        if errors.is_empty() {
-            Ok(false)
+        if result.errors.is_empty() {
+            Ok(Synced::Running {
+                started: result.started,
+            })
         } else {
-            Err(PodSyncError::Containers(errors).into())
+            Err(PodSyncError::Containers(result.errors).into())
         }
     }
 

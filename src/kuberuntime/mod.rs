@@ -260,6 +260,16 @@ impl crate::container::PodSource for KubeRuntimeManager {
     }
 }
 
+/// What one SyncPod did.
+#[derive(Debug, Default)]
+pub struct SyncPodResult {
+    /// What failed; empty is success.
+    pub errors: Vec<SyncError>,
+    /// A sandbox was made or a container started: the next relist reports
+    /// a change, and the pod's status waits for it.
+    pub started: bool,
+}
+
 impl KubeRuntimeManager {
     pub fn new(runtime: Arc<RemoteRuntime>, cfg: RuntimeManagerConfig, deps: RuntimeDeps) -> Self {
         let RuntimeDeps {
@@ -330,12 +340,26 @@ impl KubeRuntimeManager {
     }
 
     /// Brings the pod's runtime state one step closer to its spec (upstream
-    /// SyncPod). Returns what failed; an empty list is success.
+    /// SyncPod).
     pub fn sync_pod(
         &self,
         pod: &Pod,
         status: &PodStatus,
         probes: &actions::ProbeResults,
+    ) -> SyncPodResult {
+        let mut started = false;
+        let errors = self.sync_pod_steps(pod, status, probes, &mut started);
+        SyncPodResult { errors, started }
+    }
+
+    /// SyncPod's steps; returns what failed, and sets `started` when a
+    /// sandbox was made or a container started.
+    fn sync_pod_steps(
+        &self,
+        pod: &Pod,
+        status: &PodStatus,
+        probes: &actions::ProbeResults,
+        started: &mut bool,
     ) -> Vec<SyncError> {
         let plan = actions::compute_pod_actions(pod, status, probes);
         log::debug!("pod {}: actions {plan:?}", pod.full_name());
@@ -389,7 +413,10 @@ impl KubeRuntimeManager {
 
         let (sandbox_id, pod_ips) = if plan.create_sandbox {
             match self.create_sandbox(pod, plan.attempt) {
-                Ok(v) => v,
+                Ok(v) => {
+                    *started = true;
+                    v
+                }
                 Err(e) => {
                     errors.push(e);
                     return errors;
@@ -418,8 +445,9 @@ impl KubeRuntimeManager {
             .filter_map(|&i| pod.ephemeral_containers().get(i))
         {
             let c = crate::podutil::ephemeral_as_container(ec);
-            if let Err(e) = self.start_container(&target, &c) {
-                errors.push(e);
+            match self.start_container(&target, &c) {
+                Ok(()) => *started = true,
+                Err(e) => errors.push(e),
             }
         }
         for c in plan
@@ -427,13 +455,16 @@ impl KubeRuntimeManager {
             .iter()
             .filter_map(|&i| pod.init_containers().get(i))
         {
-            if let Err(e) = self.start_container(&target, c) {
-                errors.push(e);
-                // A sidecar that cannot start yet (back-off) must not hold
-                // back the others or the app containers; a regular init
-                // container must finish before anything after it.
-                if !crate::podutil::is_restartable_init(c) {
-                    return errors;
+            match self.start_container(&target, c) {
+                Ok(()) => *started = true,
+                Err(e) => {
+                    errors.push(e);
+                    // A sidecar that cannot start yet (back-off) must not
+                    // hold back the others or the app containers; a regular
+                    // init container must finish before anything after it.
+                    if !crate::podutil::is_restartable_init(c) {
+                        return errors;
+                    }
                 }
             }
             if self.post_start.running(pod.uid()) {
@@ -441,8 +472,9 @@ impl KubeRuntimeManager {
             }
         }
         for &i in &plan.containers_to_start {
-            if let Err(e) = self.start_container(&target, &pod.containers()[i]) {
-                errors.push(e);
+            match self.start_container(&target, &pod.containers()[i]) {
+                Ok(()) => *started = true,
+                Err(e) => errors.push(e),
             }
             if self.post_start.running(pod.uid()) {
                 break;
