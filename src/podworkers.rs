@@ -8,6 +8,8 @@
 //! (upstream's lastSyncTime), so no sync acts on a view older than its own
 //! last action. Follow-up termination steps are exempt (`needs_fresh_cache`):
 //! they act on stops the killer remembers, not on the cached view.
+//! A free worker takes a pod that has run a step before ahead of one still
+//! to be created, then the one waiting longest (`next_job`).
 //!
 //! Lock order: the workers' `states` lock is taken first and the status
 //! cache's lock inside it (`next_job` asks the cache while choosing a pod).
@@ -518,7 +520,14 @@ impl PodWorkers {
         let mut states = lock(&self.states);
         let now = Instant::now();
         let mut soonest: Option<Instant> = None;
-        let mut pick: Option<(String, Instant)> = None;
+        // A pod that has run a step before goes first, then the one that
+        // asked longest ago. A pod's first step is its creation, the
+        // costly one; a started pod's next sync only reports its Running
+        // and Ready status, and waiting behind a burst of creations it
+        // was seconds late (upstream's goroutine per pod never waits).
+        // No pod waits for ever: each other pod's sync needs a relist
+        // newer than its last one.
+        let mut pick: Option<(String, (bool, Instant))> = None;
         for (uid, st) in states.iter() {
             if !st.dirty || st.working {
                 continue;
@@ -533,11 +542,9 @@ impl PodWorkers {
             if st.phase == Phase::Syncing && static_pod_must_wait(&states, uid, st) {
                 continue;
             }
-            if pick
-                .as_ref()
-                .is_none_or(|(_, since)| st.dirty_since < *since)
-            {
-                pick = Some((uid.clone(), st.dirty_since));
+            let rank = (st.last_step.is_none(), st.dirty_since);
+            if pick.as_ref().is_none_or(|(_, best)| rank < *best) {
+                pick = Some((uid.clone(), rank));
             }
         }
         let Some((uid, _)) = pick else {

@@ -27,6 +27,10 @@ struct FakeSyncer {
     delay: Duration,
     /// Pods whose syncs report a container started.
     starts: Mutex<HashSet<String>>,
+    /// Syncs of pods that should run, in the order they began.
+    order: Mutex<Vec<String>>,
+    /// Pods whose syncs take this long instead of `delay`.
+    slow: Mutex<HashMap<String, Duration>>,
 }
 
 impl FakeSyncer {
@@ -47,6 +51,7 @@ impl PodSyncer for FakeSyncer {
     ) -> Result<Synced, SyncFailure> {
         let uid = pod.uid().to_string();
         *self.calls.lock().unwrap().entry(uid.clone()).or_default() += 1;
+        self.order.lock().unwrap().push(uid.clone());
         if self.panic_once.lock().unwrap().remove(&uid) {
             panic!("injected panic in the sync of {uid}");
         }
@@ -58,7 +63,8 @@ impl PodSyncer for FakeSyncer {
             let total = r.values().sum();
             self.max_total.fetch_max(total, Ordering::SeqCst);
         }
-        std::thread::sleep(self.delay);
+        let delay = self.slow.lock().unwrap().get(&uid).copied();
+        std::thread::sleep(delay.unwrap_or(self.delay));
         *self.running.lock().unwrap().get_mut(&uid).unwrap() -= 1;
         let started = self.starts.lock().unwrap().contains(&uid);
         Ok(Synced::Running { started })
@@ -381,4 +387,30 @@ fn a_sync_that_started_something_asks_for_a_relist_after_it_ends() {
     let states = lock(&h.workers.states);
     let st = states.get("starting").expect("known pod");
     assert!(st.last_sync_end.is_some() && !st.working);
+}
+
+#[test]
+fn a_started_pod_syncs_before_a_creation_that_asked_first() {
+    let syncer = Arc::new(FakeSyncer::default());
+    let h = Harness::new(Arc::clone(&syncer), 1);
+    let started = pod("started");
+    h.update(&started, UpdateType::Create);
+    wait_until("the pod was created", || syncer.calls("started") == 1);
+    // Its one worker busy with another pod's long creation, a new pod asks
+    // to be created and then the started pod to sync (its Running status).
+    syncer
+        .slow
+        .lock()
+        .unwrap()
+        .insert("busy".into(), Duration::from_millis(100));
+    h.update(&pod("busy"), UpdateType::Create);
+    wait_until("the long creation began", || syncer.calls("busy") == 1);
+    h.update(&pod("new"), UpdateType::Create);
+    std::thread::sleep(Duration::from_millis(5));
+    h.update(&started, UpdateType::Sync);
+    wait_until("both synced", || {
+        syncer.calls("new") == 1 && syncer.calls("started") == 2
+    });
+    let order = syncer.order.lock().unwrap().clone();
+    assert_eq!(order, ["started", "busy", "started", "new"]);
 }
