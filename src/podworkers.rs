@@ -525,8 +525,9 @@ impl PodWorkers {
         // costly one; a started pod's next sync only reports its Running
         // and Ready status, and waiting behind a burst of creations it
         // was seconds late (upstream's goroutine per pod never waits).
-        // No pod waits for ever: each other pod's sync needs a relist
-        // newer than its last one.
+        // No creation waits for ever: a started pod's next sync needs a
+        // relist newer than its last step, and its termination has a few
+        // steps only.
         let mut pick: Option<(String, (bool, Instant))> = None;
         for (uid, st) in states.iter() {
             if !st.dirty || st.working {
