@@ -296,8 +296,11 @@ impl Writes {
                 .as_str()
                 .or(e["eventTime"].as_str())
                 .and_then(rfc3339_secs);
-            // firstTimestamp has whole seconds: t0's second counts.
-            if first.is_none_or(|t| t < self.t0.floor() || t > self.t0 + WINDOW) {
+            // firstTimestamp has whole seconds, and is taken when the event
+            // is recorded, before its POST: the birth cry, recorded just
+            // before the kubelet's first request, carries the second before
+            // t0's when a second begins between the two.
+            if first.is_none_or(|t| t < self.t0.floor() - 1.0 || t > self.t0 + WINDOW) {
                 continue;
             }
             out.entry(about).or_default().insert(Kind {
