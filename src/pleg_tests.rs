@@ -5,6 +5,7 @@
 use super::*;
 use crate::container::PodStatus;
 use crate::kuberuntime::fake_runtime::{cri_error, FakeContainer, FakeRuntime, FakeSandbox};
+use crate::util::testing::eventually;
 use EventType::*;
 
 struct Setup {
@@ -259,30 +260,16 @@ fn relists(rt: &FakeRuntime) -> usize {
     rt.calls_to("GetPods").len()
 }
 
-fn wait_for_relists(rt: &FakeRuntime, n: usize, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    while relists(rt) < n {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    true
-}
-
 #[test]
 fn an_ask_relists_before_the_period_and_asks_coalesce() {
     let s = setup();
     let (stop, shutdown) = crossbeam_channel::bounded::<()>(0);
     let thread = s.pleg.start(shutdown).expect("start PLEG");
-    assert!(
-        wait_for_relists(&s.rt, 1, Duration::from_secs(5)),
-        "no first relist"
-    );
+    eventually("the first relist", || relists(&s.rt) >= 1);
     // Asked: the next relist comes after RELIST_SOON_MIN_GAP, not RELIST_PERIOD.
     let asked = Instant::now();
     s.relist_soon.ask();
-    assert!(wait_for_relists(&s.rt, 2, Duration::from_secs(5)));
+    eventually("the asked relist", || relists(&s.rt) >= 2);
     assert!(
         asked.elapsed() < RELIST_PERIOD / 2,
         "asked relist took {:?}",

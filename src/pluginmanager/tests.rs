@@ -186,13 +186,7 @@ fn bind(path: &Path) {
     UnixListener::bind(path).unwrap();
 }
 
-fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use crate::util::testing::eventually;
 
 #[test]
 fn existing_sockets_are_registered_at_start() {

@@ -12,5 +12,7 @@ pub mod memory;
 pub mod quantity;
 pub mod sd_notify;
 pub mod strategicpatch;
+#[cfg(test)]
+pub mod testing;
 pub mod worker;
 pub mod workqueue;

@@ -55,11 +55,7 @@ fn pod_ev(r: &ApiRecorder, reason: &str, message: &str) -> Event {
 }
 
 fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(5));
-    }
+    crate::util::testing::eventually_within(what, Duration::from_secs(10), cond);
 }
 
 /// What the apiserver would store: the event with a resourceVersion.

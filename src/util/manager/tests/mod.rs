@@ -4,7 +4,6 @@ mod strategies;
 mod watch;
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use rkubelet_util::lock;
@@ -43,16 +42,6 @@ pub fn threads_named(name: &str) -> usize {
         .count()
 }
 
-/// Waits up to 5 s for `cond`.
-pub fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let until = std::time::Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < until,
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+pub use crate::util::testing::eventually;
 
 pub type Shared<T> = Arc<Mutex<T>>;
