@@ -15,8 +15,6 @@ struct FakeSyncer {
     /// The most syncs of one pod seen at once, and of all pods.
     max_per_pod: AtomicUsize,
     max_total: AtomicUsize,
-    /// Syncs begun, by pod UID.
-    calls: Mutex<HashMap<String, usize>>,
     /// Pods whose first sync panics.
     panic_once: Mutex<HashSet<String>>,
     /// Pods whose container stops are still under way.
@@ -34,8 +32,14 @@ struct FakeSyncer {
 }
 
 impl FakeSyncer {
+    /// Syncs begun of the pod.
     fn calls(&self, uid: &str) -> usize {
-        *self.calls.lock().unwrap().get(uid).unwrap_or(&0)
+        self.order
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|u| *u == uid)
+            .count()
     }
     fn count(map: &Mutex<HashMap<String, usize>>, uid: &str) -> usize {
         *map.lock().unwrap().get(uid).unwrap_or(&0)
@@ -50,7 +54,6 @@ impl PodSyncer for FakeSyncer {
         _status: &PodStatus,
     ) -> Result<Synced, SyncFailure> {
         let uid = pod.uid().to_string();
-        *self.calls.lock().unwrap().entry(uid.clone()).or_default() += 1;
         self.order.lock().unwrap().push(uid.clone());
         if self.panic_once.lock().unwrap().remove(&uid) {
             panic!("injected panic in the sync of {uid}");
@@ -180,13 +183,7 @@ impl Drop for Harness {
     }
 }
 
-fn wait_until(what: &str, f: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+use crate::util::testing::eventually;
 
 #[test]
 fn one_sync_per_pod_at_a_time_but_pods_in_parallel() {
@@ -207,7 +204,7 @@ fn one_sync_per_pod_at_a_time_but_pods_in_parallel() {
         }
         std::thread::sleep(Duration::from_millis(3));
     }
-    wait_until("every pod synced twice", || {
+    eventually("every pod synced twice", || {
         pods.iter().all(|p| syncer.calls(p.uid()) >= 2)
     });
     assert_eq!(syncer.max_per_pod.load(Ordering::SeqCst), 1);
@@ -223,13 +220,13 @@ fn idle_workers_stop_when_woken_at_shutdown_not_at_their_next_look() {
     let mut h = Harness::new(Arc::clone(&syncer), 4);
     let p = pod("p");
     h.update(&p, UpdateType::Create);
-    wait_until("the pod synced", || syncer.calls("p") == 1);
+    eventually("the pod synced", || syncer.calls("p") == 1);
     // Every worker is now idle, waiting up to IDLE_WAIT.
     std::thread::sleep(Duration::from_millis(50));
     let started = Instant::now();
     drop(h.stop.take());
     h.workers.wake_all();
-    wait_until("every worker stopped", || {
+    eventually("every worker stopped", || {
         h.threads.iter().all(|t| t.is_finished())
     });
     assert!(
@@ -245,13 +242,13 @@ fn a_pod_no_source_wants_is_terminated_at_once_then_forgotten() {
     let h = Harness::new(Arc::clone(&syncer), 2);
     let p = pod("p");
     h.update(&p, UpdateType::Create);
-    wait_until("the pod synced", || syncer.calls("p") == 1);
+    eventually("the pod synced", || syncer.calls("p") == 1);
     // Both workers are now idle, waiting up to IDLE_WAIT.
     std::thread::sleep(Duration::from_millis(50));
     let started = Instant::now();
     let none = HashSet::new();
     assert!(h.workers.sync_known_pods(&none).is_empty(), "still running");
-    wait_until("the pod terminated", || {
+    eventually("the pod terminated", || {
         FakeSyncer::count(&syncer.terminated, "p") == 1
     });
     // (woken by the next relist the termination waits for, not at the
@@ -262,7 +259,7 @@ fn a_pod_no_source_wants_is_terminated_at_once_then_forgotten() {
         started.elapsed()
     );
     let before = Instant::now();
-    wait_until("the pod forgotten", || {
+    eventually("the pod forgotten", || {
         h.workers.sync_known_pods(&none) == ["p"]
     });
     assert!(!h.workers.is_known("p"));
@@ -281,17 +278,17 @@ fn a_panicking_sync_does_not_kill_the_worker_and_is_retried() {
     let h = Harness::new(Arc::clone(&syncer), 1);
     let boom = pod("boom");
     h.update(&boom, UpdateType::Create);
-    wait_until("the panicking sync ran", || syncer.calls("boom") == 1);
+    eventually("the panicking sync ran", || syncer.calls("boom") == 1);
     let other = pod("other");
     h.update(&other, UpdateType::Create);
-    wait_until("the same worker syncs another pod", || {
+    eventually("the same worker syncs another pod", || {
         syncer.calls("other") == 1
     });
     // The panicked pod backs off (WORKER_BACKOFF); a resync request, as
     // the work queue sends, runs it again at once.
     assert_eq!(syncer.calls("boom"), 1, "backing off");
     h.update(&boom, UpdateType::Sync);
-    wait_until("the panicked pod is retried", || syncer.calls("boom") == 2);
+    eventually("the panicked pod is retried", || syncer.calls("boom") == 2);
     assert!(h.workers.is_known("boom"));
 }
 
@@ -309,7 +306,7 @@ fn stopping_pods_do_not_hold_the_worker_and_finish_when_woken() {
     for p in &pods {
         h.update(p, UpdateType::Kill);
     }
-    wait_until("every pod started stopping", || {
+    eventually("every pod started stopping", || {
         pods.iter()
             .all(|p| FakeSyncer::count(&syncer.terminating, p.uid()) >= 1)
     });
@@ -327,7 +324,7 @@ fn stopping_pods_do_not_hold_the_worker_and_finish_when_woken() {
         syncer.stopping.lock().unwrap().remove(p.uid());
         h.workers.wake_pod(p.uid());
     }
-    wait_until("every pod terminated", || {
+    eventually("every pod terminated", || {
         pods.iter()
             .all(|p| FakeSyncer::count(&syncer.terminated, p.uid()) == 1)
     });
@@ -349,7 +346,7 @@ fn a_shorter_grace_while_terminating_is_taken() {
         })
     };
     kill(Some(30));
-    wait_until("terminating", || {
+    eventually("terminating", || {
         FakeSyncer::count(&syncer.terminating, "g") == 1
     });
     // The same grace again changes nothing: the pod waits for its stops.
@@ -359,7 +356,7 @@ fn a_shorter_grace_while_terminating_is_taken() {
     assert_eq!(lock(&h.workers.states)["g"].grace_override, Some(30));
     // A forced delete is looked at at once, with the shorter grace.
     kill(Some(0));
-    wait_until("the forced delete is looked at", || {
+    eventually("the forced delete is looked at", || {
         FakeSyncer::count(&syncer.terminating, "g") == 2
     });
     assert_eq!(lock(&h.workers.states)["g"].grace_override, Some(0));
@@ -371,7 +368,7 @@ fn a_sync_that_started_something_asks_for_a_relist_after_it_ends() {
     let h = Harness::new(Arc::clone(&syncer), 2);
     let quiet = pod("quiet");
     h.update(&quiet, UpdateType::Create);
-    wait_until("the quiet pod synced", || syncer.calls("quiet") >= 1);
+    eventually("the quiet pod synced", || syncer.calls("quiet") >= 1);
     // A sync that started nothing (every resync of a steady pod) asks
     // nothing: an idle node relists on the period alone.
     std::thread::sleep(Duration::from_millis(50));
@@ -395,7 +392,7 @@ fn a_started_pod_syncs_before_a_creation_that_asked_first() {
     let h = Harness::new(Arc::clone(&syncer), 1);
     let started = pod("started");
     h.update(&started, UpdateType::Create);
-    wait_until("the pod was created", || syncer.calls("started") == 1);
+    eventually("the pod was created", || syncer.calls("started") == 1);
     // Its one worker busy with another pod's long creation, a new pod asks
     // to be created and then the started pod to sync (its Running status).
     syncer
@@ -404,11 +401,11 @@ fn a_started_pod_syncs_before_a_creation_that_asked_first() {
         .unwrap()
         .insert("busy".into(), Duration::from_millis(100));
     h.update(&pod("busy"), UpdateType::Create);
-    wait_until("the long creation began", || syncer.calls("busy") == 1);
+    eventually("the long creation began", || syncer.calls("busy") == 1);
     h.update(&pod("new"), UpdateType::Create);
     std::thread::sleep(Duration::from_millis(5));
     h.update(&started, UpdateType::Sync);
-    wait_until("both synced", || {
+    eventually("both synced", || {
         syncer.calls("new") == 1 && syncer.calls("started") == 2
     });
     let order = syncer.order.lock().unwrap().clone();
