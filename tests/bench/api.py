@@ -10,6 +10,7 @@ url = os.environ["URL"]
 host, port = url.split("//")[1].split(":")
 ctx = ssl.create_default_context(cafile=f"{work}/api/ca.crt")
 token = open(f"{work}/api/admin-token").read().strip()
+headers = {"Authorization": "Bearer " + token, "User-Agent": "rk-bench/1"}
 conn = None
 
 def call(method, path, body=None):
@@ -18,7 +19,7 @@ def call(method, path, body=None):
         try:
             if conn is None:
                 conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
-            h = {"Authorization": "Bearer " + token, "User-Agent": "rk-bench/1"}
+            h = dict(headers)
             data = None
             if body is not None:
                 data = json.dumps(body)
@@ -44,15 +45,15 @@ class PodWatch:
     measures. Opened before the bench's own writes, so no change is missed."""
 
     def __init__(self, selector, limit):
-        code, lst = call("GET", "/api/v1/namespaces/default/pods?labelSelector=" + selector)
+        path = "/api/v1/namespaces/default/pods?labelSelector=" + selector
+        code, lst = call("GET", path)
         if code != 200:
             sys.exit(f"list pods: {code} {lst}")
         self.pods = {p["metadata"]["name"]: p for p in lst["items"]}
         rv = lst["metadata"]["resourceVersion"]
         self.conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=limit)
-        self.conn.request("GET", f"/api/v1/namespaces/default/pods?labelSelector={selector}"
-                          f"&watch=true&resourceVersion={rv}&timeoutSeconds={int(limit) + 5}",
-                          headers={"Authorization": "Bearer " + token, "User-Agent": "rk-bench/1"})
+        self.conn.request("GET", f"{path}&watch=true&resourceVersion={rv}&timeoutSeconds={int(limit) + 5}",
+                          headers=headers)
         self.resp = self.conn.getresponse()
         if self.resp.status != 200:
             sys.exit(f"watch pods: {self.resp.status} {self.resp.read()[:200]}")
