@@ -32,7 +32,7 @@ impl EvictionDeps for KubeletDeps {
         Ok(if with_pods {
             stats.summary(false)?
         } else {
-            stats.node_summary()
+            stats.eviction_node_summary()
         })
     }
 

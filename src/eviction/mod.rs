@@ -94,8 +94,8 @@ impl Config {
 /// provider, podFunc, killPodFunc, podCleanedUpFunc, image and container
 /// GC, recorder). The manager only logs their errors.
 pub trait EvictionDeps: Send + Sync {
-    /// The stats summary (upstream summaryProvider.Get); the pods' stats
-    /// only `with_pods`, the node's always.
+    /// The stats summary (upstream summaryProvider.Get): `with_pods`, the
+    /// whole of it; without, only the node's figures the signals read.
     fn summary(&self, with_pods: bool) -> Result<Summary, DepsError>;
     /// The kubepods cgroup's memory, when allocatable memory is watched.
     fn pods_cgroup_memory(&self) -> Option<PodsCgroupMemory>;

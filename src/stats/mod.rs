@@ -107,7 +107,6 @@ impl Provider {
     /// from `/proc/meminfo`, page faults from `/proc/vmstat` when it can be
     /// read (they are left out otherwise).
     pub fn memory(&self) -> Result<NodeMemory, StatsError> {
-        let meminfo = self.meminfo()?;
         let vmstat = match self.read("vmstat") {
             Ok(text) => node::parse_vmstat(&text),
             Err(e) => {
@@ -115,7 +114,18 @@ impl Provider {
                 BTreeMap::new()
             }
         };
-        node::node_memory(&meminfo, &vmstat).ok_or_else(|| self.missing("meminfo", "MemTotal"))
+        self.memory_with(&vmstat)
+    }
+
+    /// The node's memory from `/proc/meminfo` alone: [`Provider::memory`]
+    /// without the page faults, for readers that need no `/proc/vmstat`.
+    pub fn memory_without_page_faults(&self) -> Result<NodeMemory, StatsError> {
+        self.memory_with(&BTreeMap::new())
+    }
+
+    fn memory_with(&self, vmstat: &BTreeMap<String, u64>) -> Result<NodeMemory, StatsError> {
+        let meminfo = self.meminfo()?;
+        node::node_memory(&meminfo, vmstat).ok_or_else(|| self.missing("meminfo", "MemTotal"))
     }
 
     /// The task limit (the smaller of kernel.pid_max and kernel.threads-max)

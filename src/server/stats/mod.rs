@@ -264,10 +264,25 @@ impl SummaryProvider {
         Ok(Summary { node, pods })
     }
 
-    /// The summary without the pods: the node's figures alone, all of them.
-    pub fn node_summary(&self) -> Summary {
+    /// The node's figures the eviction signals are made from, without the
+    /// pods: memory, the node and image filesystems and the task count.
+    /// Upstream's manager reads the whole summary each round; the CPU, the
+    /// network and the page faults feed no signal, so they are not read.
+    pub fn eviction_node_summary(&self) -> Summary {
+        let now = Time::now();
+        let memory = self
+            .host
+            .memory_without_page_faults()
+            .inspect_err(|e| log::debug!("node memory: {e}"))
+            .ok();
+        let mut node = NodeStats {
+            node_name: self.cfg.node_name.clone(),
+            memory: memory.as_ref().map(|m| node::memory_stats(m, now)),
+            ..Default::default()
+        };
+        self.add_signal_sources(&mut node, now);
         Summary {
-            node: self.node_stats(false),
+            node,
             pods: Vec::new(),
         }
     }
@@ -304,6 +319,13 @@ impl SummaryProvider {
         let default_iface = node::default_route_interface(&self.read_proc("net/route"));
         stats.network =
             node::network_stats(&self.read_proc("net/dev"), default_iface.as_deref(), now);
+        self.add_signal_sources(&mut stats, now);
+        stats
+    }
+
+    /// The node filesystem, the runtime's filesystems and the task count:
+    /// with the memory, what the eviction signals read.
+    fn add_signal_sources(&self, stats: &mut NodeStats, now: Time) {
         stats.fs = statvfs(&self.cfg.root_dir).map(|i| node::fs_stats(i, now));
         stats.runtime = self.runtime_stats();
         // The pid.available signal's one definition (the host provider's).
@@ -313,7 +335,6 @@ impl SummaryProvider {
             max_pid: pids.and_then(|(max, _)| i64::try_from(max).ok()),
             num_of_running_processes: pids.and_then(|(_, n)| i64::try_from(n).ok()),
         });
-        stats
     }
 
     fn node_cpu(&self, stat: &str, now: Time) -> Option<CpuStats> {

@@ -538,6 +538,38 @@ fn only_cpu_and_memory_skips_fs() {
 }
 
 #[test]
+fn eviction_node_summary_reads_only_what_the_signals_need() {
+    let tmp = TempDir::with_prefix("rkubelet-stats-eviction-").unwrap();
+    let p = provider(&tmp, runtime(&tmp));
+    let full = p.summary(false).unwrap().node;
+    let s = p.eviction_node_summary();
+    assert!(s.pods.is_empty());
+    let n = s.node;
+    // The signals' sources agree with the full summary's.
+    let mem = n.memory.expect("memory");
+    let full_mem = full.memory.expect("full memory");
+    assert_eq!(mem.available_bytes, full_mem.available_bytes);
+    assert_eq!(mem.working_set_bytes, full_mem.working_set_bytes);
+    assert_eq!(
+        n.fs.map(|f| f.capacity_bytes),
+        full.fs.map(|f| f.capacity_bytes)
+    );
+    let image_fs = |r: Option<RuntimeStats>| r.and_then(|r| r.image_fs).map(|f| f.used_bytes);
+    assert_eq!(image_fs(n.runtime), Some(Some(1 << 20)));
+    let rlimit = n.rlimit.expect("rlimit");
+    assert_eq!(
+        (rlimit.max_pid, rlimit.num_of_running_processes),
+        (Some(4194304), Some(350))
+    );
+    // What no signal reads is left out: /proc/stat, net/dev, vmstat.
+    assert!(full.cpu.is_some() && full.network.is_some());
+    assert!(full_mem.page_faults.is_some());
+    assert!(n.cpu.is_none(), "{:?}", n.cpu);
+    assert!(n.network.is_none(), "{:?}", n.network);
+    assert_eq!(mem.page_faults, None);
+}
+
+#[test]
 fn resource_metrics_parse_with_upstream_names() {
     let tmp = TempDir::with_prefix("rkubelet-stats-resource-").unwrap();
     let p = provider(&tmp, runtime(&tmp));
