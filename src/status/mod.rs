@@ -9,6 +9,9 @@ pub mod conditions;
 pub mod generate;
 mod probes;
 
+#[cfg(test)]
+mod api_tests;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -54,9 +57,21 @@ struct Entry {
     namespace: String,
     /// A static pod's status goes to its mirror pod.
     is_static: bool,
+    deletion: ApiDeletion,
+}
+
+/// Where the removal of a pod's API object stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ApiDeletion {
+    /// Not asked for.
+    NotAsked,
     /// The pod is being deleted and the kubelet has stopped it: remove it
     /// from the API.
-    delete: bool,
+    Due,
+    /// The object of this UID is gone from the API for good (our DELETE
+    /// with its UID precondition, or someone else's): nothing more is
+    /// written for it, however often the kubelet marks or updates it.
+    Done,
 }
 
 #[derive(Default)]
@@ -107,7 +122,10 @@ impl StatusManager {
         // Kept until the next change: no spare room in its lists.
         crate::podutil::shrink_status_to_fit(&mut status);
         let version = inner.pods.get(&uid).map_or(1, |e| e.version + 1);
-        let delete = inner.pods.get(&uid).is_some_and(|e| e.delete);
+        let deletion = inner
+            .pods
+            .get(&uid)
+            .map_or(ApiDeletion::NotAsked, |e| e.deletion);
         inner.pods.insert(
             uid.clone(),
             Entry {
@@ -116,7 +134,7 @@ impl StatusManager {
                 name: pod.name().to_string(),
                 namespace: pod.namespace().to_string(),
                 is_static: is_static_pod(pod),
-                delete,
+                deletion,
             },
         );
         drop(inner);
@@ -131,10 +149,10 @@ impl StatusManager {
         let Some(e) = inner.pods.get_mut(uid) else {
             return;
         };
-        if e.is_static || e.delete {
+        if e.is_static || e.deletion != ApiDeletion::NotAsked {
             return;
         }
-        e.delete = true;
+        e.deletion = ApiDeletion::Due;
         drop(inner);
         self.wake(uid.to_string());
     }
@@ -200,9 +218,7 @@ impl StatusManager {
             inner
                 .pods
                 .iter()
-                .filter(|(uid, e)| {
-                    e.delete || inner.api_versions.get(*uid).is_none_or(|v| *v < e.version)
-                })
+                .filter(|(uid, e)| inner.is_due(uid, e))
                 .map(|(uid, _)| uid.clone())
                 .collect()
         };
@@ -215,23 +231,25 @@ impl StatusManager {
     fn sync_pod(&self, client: &Client, uid: &str) {
         let (status, version, name, namespace, is_static, delete) = {
             let inner = lock(&self.inner);
-            let Some(e) = inner.pods.get(uid) else { return };
-            if !e.delete && inner.api_versions.get(uid).is_some_and(|v| *v >= e.version) {
+            let Some(e) = inner.pods.get(uid).filter(|e| inner.is_due(uid, e)) else {
                 return;
-            }
+            };
             (
                 e.status.clone(),
                 e.version,
                 e.name.clone(),
                 e.namespace.clone(),
                 e.is_static,
-                e.delete,
+                e.deletion == ApiDeletion::Due,
             )
         };
         let api_pod: Pod = match client.get(&paths::pod(&namespace, &name)) {
             Ok(p) => p,
             Err(e) if e.is_not_found() => {
                 log::debug!("status manager: pod {namespace}/{name} not found in the API; nothing to update");
+                if delete {
+                    self.deleted(uid);
+                }
                 return;
             }
             Err(e) => {
@@ -241,6 +259,9 @@ impl StatusManager {
         };
         if !same_pod(&api_pod, uid, is_static) {
             log::debug!("status manager: pod {namespace}/{name} in the API is not {uid}; skipping");
+            if delete {
+                self.deleted(uid);
+            }
             return;
         }
         let mut merged = merge_pod_status(api_pod.status.as_ref(), status);
@@ -262,6 +283,13 @@ impl StatusManager {
         }
     }
 
+    /// The pod's API object is gone for good: stop writing to it.
+    fn deleted(&self, uid: &str) {
+        if let Some(e) = lock(&self.inner).pods.get_mut(uid) {
+            e.deletion = ApiDeletion::Done;
+        }
+    }
+
     /// Removes a pod whose graceful deletion the kubelet has completed:
     /// grace period 0, guarded by its UID (upstream).
     fn delete_pod(&self, client: &Client, pod: &Pod) {
@@ -279,12 +307,23 @@ impl StatusManager {
                     "pod {} fully terminated and removed from the API",
                     pod.namespaced_name()
                 );
-                if let Some(e) = lock(&self.inner).pods.get_mut(pod.uid()) {
-                    e.delete = false;
-                }
+                self.deleted(pod.uid());
             }
-            Err(e) if e.is_not_found() => {}
+            // Gone already, or the name now holds a pod of another UID.
+            Err(e) if e.is_not_found() || e.is_conflict() => self.deleted(pod.uid()),
             Err(e) => log::warn!("status manager: {e}"),
+        }
+    }
+}
+
+impl Inner {
+    /// Whether a pod's API object needs a request: its removal is due, or
+    /// the API has not seen its latest status and the object still exists.
+    fn is_due(&self, uid: &str, e: &Entry) -> bool {
+        match e.deletion {
+            ApiDeletion::Due => true,
+            ApiDeletion::Done => false,
+            ApiDeletion::NotAsked => self.api_versions.get(uid).is_none_or(|v| *v < e.version),
         }
     }
 }
