@@ -6,6 +6,7 @@ use rkubelet_util::lock;
 use super::*;
 use crate::credentialprovider::RegistryAuth;
 use crate::kuberuntime::fake_runtime::{cri_error, FakeRuntime};
+use crate::util::testing::eventually;
 
 /// The shared fake runtime, with pulled images of 1234 bytes.
 fn images() -> FakeRuntime {
@@ -108,11 +109,9 @@ fn ensure(s: &Setup, uid: &str, c: &Container) -> Result<String, PullError> {
 }
 
 fn wait_requeued(s: &Setup, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while s.requeued.lock().unwrap().len() < n {
-        assert!(Instant::now() < deadline, "{n} pods re-queued");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually(&format!("{n} pods re-queued"), || {
+        s.requeued.lock().unwrap().len() >= n
+    });
 }
 
 #[test]

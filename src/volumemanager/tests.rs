@@ -1,5 +1,6 @@
 use super::*;
 use crate::fieldpath::NodeAllocatable;
+use crate::util::testing::eventually;
 use crate::volume::HostError;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, EmptyDirVolumeSource, PodSpec, Secret, Volume,
@@ -136,10 +137,7 @@ fn waits_for_a_missing_config_map_then_mounts_updates_and_tears_down() {
         .unwrap();
     let file = root.join("pods/u1/volumes/kubernetes.io~configmap/cfg/key");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "v1");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while ready.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually("the pod re-queued", || ready.load(Ordering::SeqCst) > 0);
     assert_eq!(ready.load(Ordering::SeqCst), 1, "the pod is re-queued once");
     let mounted = vm.get_mounted_volumes_for_pod("u1");
     assert_eq!(mounted["cfg"].host_path, file.parent().unwrap());
@@ -151,10 +149,9 @@ fn waits_for_a_missing_config_map_then_mounts_updates_and_tears_down() {
         .unwrap()
         .insert("ns/app".into(), config_map("v2"));
     changes.send(app_changed()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::fs::read_to_string(&file).unwrap() != "v2" && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually("the remount with v2", || {
+        std::fs::read_to_string(&file).unwrap() == "v2"
+    });
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "v2");
 
     assert!(vm.remove_pod("u1", Duration::from_secs(5)));

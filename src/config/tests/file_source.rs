@@ -94,9 +94,7 @@ fn file_source_stops_when_shutdown_sender_dropped() {
         start_file_source(dir.path(), NODE, Duration::from_secs(60), tx, shutdown).unwrap();
     recv_within(&rx, Duration::from_secs(2));
     drop(stop);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !handle.is_finished() {
-        assert!(Instant::now() < deadline);
-        thread::sleep(Duration::from_millis(10));
-    }
+    eventually_within("the file source to stop", Duration::from_secs(2), || {
+        handle.is_finished()
+    });
 }

@@ -25,6 +25,7 @@ use super::common::*;
 use super::file::{extract_from_dir, extract_from_file};
 use super::*;
 use crate::types::*;
+use crate::util::testing::eventually_within;
 
 mod defaults;
 mod file_source;
@@ -105,11 +106,9 @@ struct Running {
 impl Running {
     fn stop(self) {
         self.stop.send(()).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while !self.handle.is_finished() {
-            assert!(Instant::now() < deadline, "source thread did not stop");
-            thread::sleep(Duration::from_millis(10));
-        }
+        eventually_within("the source thread to stop", Duration::from_secs(2), || {
+            self.handle.is_finished()
+        });
         self.handle.join().unwrap();
     }
 }
