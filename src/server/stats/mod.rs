@@ -171,6 +171,11 @@ fn u64v(f: &MessageField<api::UInt64Value>) -> Option<u64> {
 }
 
 /// The filesystem holding `path`; None (logged) when statvfs fails.
+/// The node's memory as read, or None (logged) when it cannot be.
+fn node_memory(read: Result<host::NodeMemory, host::StatsError>) -> Option<host::NodeMemory> {
+    read.inspect_err(|e| log::debug!("node memory: {e}")).ok()
+}
+
 fn statvfs(path: impl AsRef<std::path::Path>) -> Option<FsInfo> {
     host::statvfs(path.as_ref())
         .inspect_err(|e| log::debug!("filesystem stats: {e}"))
@@ -270,11 +275,7 @@ impl SummaryProvider {
     /// network and the page faults feed no signal, so they are not read.
     pub fn eviction_node_summary(&self) -> Summary {
         let now = Time::now();
-        let memory = self
-            .host
-            .memory_without_page_faults()
-            .inspect_err(|e| log::debug!("node memory: {e}"))
-            .ok();
+        let memory = node_memory(self.host.memory_without_page_faults());
         let mut node = NodeStats {
             node_name: self.cfg.node_name.clone(),
             memory: memory.as_ref().map(|m| node::memory_stats(m, now)),
@@ -298,11 +299,7 @@ impl SummaryProvider {
             .map(Time::from_secs)
             .unwrap_or_default();
         let cpu = self.node_cpu(&stat, now);
-        let memory = self
-            .host
-            .memory()
-            .inspect_err(|e| log::debug!("node memory: {e}"))
-            .ok();
+        let memory = node_memory(self.host.memory());
         let mut stats = NodeStats {
             node_name: self.cfg.node_name.clone(),
             start_time,
