@@ -170,12 +170,12 @@ fn u64v(f: &MessageField<api::UInt64Value>) -> Option<u64> {
     f.as_ref().map(|v| v.value)
 }
 
-/// The filesystem holding `path`; None (logged) when statvfs fails.
 /// The node's memory as read, or None (logged) when it cannot be.
 fn node_memory(read: Result<host::NodeMemory, host::StatsError>) -> Option<host::NodeMemory> {
     read.inspect_err(|e| log::debug!("node memory: {e}")).ok()
 }
 
+/// The filesystem holding `path`; None (logged) when statvfs fails.
 fn statvfs(path: impl AsRef<std::path::Path>) -> Option<FsInfo> {
     host::statvfs(path.as_ref())
         .inspect_err(|e| log::debug!("filesystem stats: {e}"))
