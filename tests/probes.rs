@@ -338,24 +338,34 @@ fn startup_probe_delays_liveness() {
 #[test]
 fn tcp_and_http_probes_pass_and_fail() {
     let mut env = env("tcp_and_http_probes_pass_and_fail", 54);
-    let live = |probe: Value, threshold: u32| {
+    // The pods served by httpd wait 2 s before their first probe, as a real
+    // pod whose server needs time to listen would: with a threshold of 1, a
+    // probe in the milliseconds between the container's start and httpd's
+    // listen(2) fails ("connection refused") and restarts it, and a busy
+    // machine widens that window. http-bad must fail on its 404, not there.
+    let live = |probe: Value, threshold: u32, delay: u32| {
         let mut p = probe;
         merge(
             &mut p,
-            json!({"periodSeconds": 1, "failureThreshold": threshold}),
+            json!({"periodSeconds": 1, "failureThreshold": threshold,
+                   "initialDelaySeconds": delay}),
         );
         json!({ "livenessProbe": p })
     };
     let pods = [
-        ("tcp-ok", live(json!({"tcpSocket": {"port": 8080}}), 1)),
-        ("tcp-bad", live(json!({"tcpSocket": {"port": 9999}}), 2)),
+        ("tcp-ok", live(json!({"tcpSocket": {"port": 8080}}), 1, 2)),
+        ("tcp-bad", live(json!({"tcpSocket": {"port": 9999}}), 2, 0)),
         (
             "http-ok",
-            live(json!({"httpGet": {"path": "/index.html", "port": 8080}}), 1),
+            live(
+                json!({"httpGet": {"path": "/index.html", "port": 8080}}),
+                1,
+                2,
+            ),
         ),
         (
             "http-bad",
-            live(json!({"httpGet": {"path": "/nope", "port": 8080}}), 1),
+            live(json!({"httpGet": {"path": "/nope", "port": 8080}}), 1, 2),
         ),
     ];
     for (name, extra) in &pods {
