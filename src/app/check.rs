@@ -43,7 +43,7 @@ pub fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> i32 {
     let mut r = Report::default();
     let runtime = check_runtime(&mut r, config);
     match &runtime {
-        Some(rt) => match super::check_cgroup_driver(config, rt) {
+        Some(rt) => match super::kubelet::check_cgroup_driver(config, rt) {
             Ok(()) => r.ok(
                 "cgroup driver",
                 format!("cgroupDriver {} (the runtime agrees or does not say)", config.cgroup_driver),

@@ -1,7 +1,9 @@
 //! Startup, in upstream's order (`cmd/kubelet/app/server.go`): parse flags,
-//! load and validate the KubeletConfiguration, build the dependencies, start
-//! healthz, create the kubelet (constructors do no work), start each module
-//! on its own thread, then run the sync loop on the main thread.
+//! load and validate the KubeletConfiguration, bootstrap the client, build
+//! the kubelet and its managers (`kubelet.rs`, upstream NewMainKubelet),
+//! start the resource managers, the cluster modules, healthz and the
+//! servers, then each module of upstream's Kubelet.Run on its own thread,
+//! and run the sync loop on the main thread.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,39 +21,27 @@ use k8s_openapi::api::core::v1::Node;
 use crate::nodestatus::{ImageInfo, KubeletHealth};
 
 use crate::client::Client;
-use crate::config::{self as podconfig, PodConfig};
-use crate::container::cache::Cache;
-use crate::cri::RemoteRuntime;
-use crate::envvars::ApiEnvSource;
 use crate::events::{self, EventRecorder, EventType};
-use crate::kubelet::{ClusterDeps, Kubelet, LoopChannels, Managers, PodWork, Settings};
+use crate::kubelet::{Kubelet, LoopChannels};
 use crate::kubeletconfig::{self, KubeletConfiguration, KubeletFlags, LoadError};
-use crate::kuberuntime::lifecycle::RuntimeExec;
-use crate::kuberuntime::{KubeRuntimeManager, RuntimeDeps, RuntimeManagerConfig};
-use crate::lifecycle::handlers::SecurityAdmitHandlers;
 use crate::metrics;
-use crate::pleg::GenericPleg;
-use crate::pod::mirror_client::MirrorClient;
-use crate::podworkers::PodWorkers;
-use crate::prober::ProberManager;
 use crate::server::healthz::{Healthz, NamedCheck};
 use crate::server::host::{self as server_host, ServerHost};
 use crate::server::kubelet::{self as kubelet_server, ServerConfig};
-use crate::server::stats::{StatsConfig, SummaryProvider};
-use crate::types;
 use crate::util::worker::{self, ShutdownStage, Worker};
-use crate::util::workqueue::WorkQueue;
 
 mod certificates;
 mod check;
 mod cluster;
 mod eviction;
+mod kubelet;
 mod nodeshutdown;
 mod servers;
 mod shutdown;
 mod volumes;
 
 use cluster::*;
+use kubelet::{new_main_kubelet, MainKubelet};
 use servers::*;
 use shutdown::*;
 
@@ -138,16 +128,6 @@ fn node_name(flags: &KubeletFlags) -> anyhow::Result<String> {
     Ok(name)
 }
 
-/// MemTotal in bytes; 0, logged, when it cannot be read.
-fn machine_memory() -> u64 {
-    crate::stats::Provider::default()
-        .memory_capacity()
-        .unwrap_or_else(|e| {
-            log::warn!("machine memory unknown: {e}");
-            0
-        })
-}
-
 /// SIGTERM and SIGINT close the returned shutdown's channel, which every
 /// module's loop watches, and then make its descriptor readable. The
 /// signals are blocked in every thread (the mask is inherited) and taken
@@ -197,281 +177,30 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         "Starting kubelet.",
     );
 
-    // Dependencies.
-    let runtime = Arc::new(
-        RemoteRuntime::with_image_endpoint(
-            &config.container_runtime_endpoint,
-            config.effective_image_service_endpoint(),
-            config.runtime_request_timeout.0,
-            Arc::new(crate::metrics::RuntimeOps),
-        )
-        .context("container runtime or image service endpoint")?,
-    );
-    let settings = Settings {
-        node_ip: flags.node_ip.clone(),
-        root_dir: flags.root_dir.clone(),
-        pod_logs_dir: config.pod_logs_dir.clone().into(),
-        sync_frequency: config.sync_frequency.0,
-        max_pods: usize::try_from(config.max_pods).unwrap_or(0),
-        pod_workers: POD_WORKER_THREADS,
-        security: SecurityAdmitHandlers::for_node(&config.allowed_unsafe_sysctls)?,
-    };
-    std::fs::create_dir_all(&settings.root_dir)
-        .with_context(|| format!("create root directory {}", settings.root_dir.display()))?;
-    let machine_memory = machine_memory();
-    check_cgroup_driver(config, &runtime)?;
-    let cpu_manager = crate::cm::cpumanager::CpuManager::start(
-        config,
-        &settings.root_dir,
-        std::path::Path::new("/sys"),
-    )
-    .context("start cpu manager error")?;
-    let memory_manager = crate::cm::memorymanager::MemoryManager::start(
-        config,
-        &settings.root_dir,
-        std::path::Path::new("/sys"),
-        machine_memory,
-    )
-    .context("start memory manager error")?;
-    let container_manager = start_container_manager(config, machine_memory)?;
-    if container_manager.is_some() {
-        // upstream's enforceNodeAllocatableCgroups, once kubepods is capped.
-        recorder.node_event(
-            crate::events::EventType::Normal,
-            crate::events::NODE_ALLOCATABLE_ENFORCED,
-            "Updated Node Allocatable limit across pods",
-        );
-    }
-    let kubepods_v2 = container_manager
-        .as_ref()
-        .and_then(|cm| cm.kubepods_dir_v2());
-    let allocatable = volumes::node_allocatable(&settings.root_dir, machine_memory);
-    // The pod workers' pool before the managers that wake and re-queue
-    // pods through it (see kubelet::PodWork).
-    let work_queue = Arc::new(WorkQueue::new());
-    let (relist_soon, relist_asks) = crate::pleg::RelistSoon::channel();
-    let pod_workers = PodWorkers::new(
-        Arc::clone(&work_queue),
-        settings.sync_frequency,
-        relist_soon,
-    );
-    let cache = Arc::new(Cache::with_on_update(pod_workers.cache_listener()));
-    // The runtime state and the device manager ask node status for an
-    // update over this channel: node status is made after the kubelet,
-    // whose health it reads.
-    let (node_status_kick, node_status_kicks) = crossbeam_channel::bounded(1);
-    let numa_nodes = crate::cm::topologymanager::TopologyManager::machine_numa_nodes(
-        config,
-        std::path::Path::new("/sys"),
-    )
-    .context("topology manager: the machine's NUMA nodes")?;
-    let device_manager = {
-        let workers = Arc::clone(&pod_workers);
-        let kick = node_status_kick.clone();
-        crate::cm::devicemanager::DeviceManager::new(
-            &settings.root_dir,
-            crate::cm::devicemanager::DeviceManagerDeps {
-                grpc_env: Arc::clone(runtime.grpc_env()),
-                recorder: Arc::clone(&recorder),
-                numa_nodes: numa_nodes.clone(),
-                on_allocated: Arc::new(move |uid| workers.wake_pod(uid)),
-                // Never blocks; kicks coalesce.
-                on_capacity_changed: Box::new(move || {
-                    let _ = kick.try_send(());
-                }),
-            },
-        )
-    };
-    let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
-    // CSI drivers are dialled on the runtime's gRPC environment, which the
-    // device plugins share: no thread of their own.
-    let csi = client.as_ref().map(|c| {
-        let csi = crate::volume::csi::CsiPlugin::new(
-            settings.root_dir.clone(),
-            node.clone(),
-            Arc::clone(device_manager.grpc_env()),
-            c.clone(),
-            config.volume_stats_agg_period.0,
-            Arc::clone(&node_object),
-        );
-        // A volume joins volumesInUse before it is staged, and the
-        // attach-detach controller must see it there first.
-        let kick = node_status_kick.clone();
-        csi.set_status_kick(Box::new(move || {
-            let _ = kick.try_send(());
-        }));
-        csi
-    });
-    let volume_deps = volumes::volume_managers(
-        flags,
-        config,
-        client.as_ref(),
-        allocatable,
-        &recorder,
-        requeue(&work_queue),
-        csi.clone(),
-    )?;
-    let runtime_deps = RuntimeDeps {
-        recorder: Arc::clone(&recorder),
-        env_source: volume_deps.objects.as_ref().map(|o| {
-            Arc::new(ApiEnvSource::new(
-                Arc::clone(&o.services),
-                Arc::clone(&o.config_maps),
-                Arc::clone(&o.secrets),
-            )) as Arc<dyn crate::kuberuntime::container::EnvSource>
-        }),
-        volumes: Arc::clone(&volume_deps.volume_manager) as _,
-        host_ips: {
-            let (node_ip, node) = (flags.node_ip.clone(), Arc::clone(&node_object));
-            Box::new(move || crate::kubelet::host_ips(node_ip.as_deref(), &node))
-        },
-        runtime_classes: match &volume_deps.watches {
-            Some(w) => {
-                Some(crate::runtimeclass::Manager::start(w).context("watch RuntimeClasses")?)
-            }
-            None => None,
-        },
-        on_image_pulled: requeue(&work_queue),
-        // A finished container stop wakes its pod at once (the pod worker
-        // did not wait for it).
-        on_container_stopped: {
-            let workers = Arc::clone(&pod_workers);
-            Arc::new(move |uid| workers.wake_pod(uid))
-        },
-        devices: Some(device_manager.clone()),
-        cpus: cpu_manager.clone(),
-        memory: memory_manager.clone(),
-    };
-    let manager = Arc::new(KubeRuntimeManager::new(
-        Arc::clone(&runtime),
-        RuntimeManagerConfig {
-            root_dir: settings.root_dir.clone(),
-            pod_logs_dir: settings.pod_logs_dir.clone(),
-            resolv_conf: config.resolv_conf.clone().into(),
-            cluster_dns: config.cluster_dns.clone(),
-            cluster_domain: config.cluster_domain.clone(),
-            cpu_cfs_quota: config.cpu_cfs_quota,
-            cpu_cfs_quota_period_us: config.cpu_cfs_quota_period.0.as_micros() as i64,
-            machine_memory,
-            image_pulls: crate::images::PullerConfig::from_kubelet_config(config),
-            container_logs_dir: container_logs_dir(&config.pod_logs_dir),
-            node_allocatable: allocatable,
-            pod_cgroups: container_manager.as_ref().map(|cm| cm.namer()),
-            seccomp_default: config.seccomp_default,
-        },
-        runtime_deps,
-    ));
-    let pod_config = Arc::new(PodConfig::try_new().context("start the pod config merger")?);
-    owned.extend(start_sources(config, &node, &pod_config, &shutdown)?);
-    let (pleg, pleg_rx) = GenericPleg::new(
-        Arc::clone(&manager) as Arc<dyn crate::container::PodSource>,
-        Arc::clone(&cache),
-        relist_asks,
-    );
-    let pc = Arc::clone(&pod_config);
-    let cluster = client.as_ref().map(|c| ClusterDeps {
-        mirror_client: Arc::new(MirrorClient::new(
-            c.clone(),
-            node.clone(),
-            node_uid(&node_object),
-        )),
-        node: Arc::clone(&node_object),
-        on_runtime_change: Box::new(move || {
-            // Never blocks; kicks coalesce.
-            let _ = node_status_kick.try_send(());
-        }),
-    });
-    let (probe_tx, probe_rx) = crossbeam_channel::bounded(PROBE_CHANNEL_CAPACITY);
-    let prober = ProberManager::new(
-        Arc::new(RuntimeExec(Arc::clone(manager.runtime()))),
-        Arc::clone(&recorder),
-        probe_tx,
-        PROBE_WORKER_THREADS,
-    );
-    // The one stats provider: /stats/summary and the eviction manager read
-    // it; pod memory comes from the pod cgroups when there are some.
-    let mut stats_cfg = StatsConfig::new(&node, settings.root_dir.clone());
-    stats_cfg.pod_logs_dir = settings.pod_logs_dir.clone();
-    stats_cfg.volume_stats = csi.clone().map(volumes::csi_volume_stats);
-    let stats_provider = SummaryProvider::with_pod_cgroups(
-        Arc::clone(&runtime) as Arc<dyn crate::server::stats::StatsRuntime>,
-        stats_cfg,
-        container_manager
-            .clone()
-            .map(|cm| cm as Arc<dyn crate::server::stats::PodCgroups>),
-    );
-    let kubelet = Kubelet::new(
-        settings,
-        manager,
-        pleg,
-        PodWork {
-            queue: work_queue,
-            workers: pod_workers,
-            cache,
-        },
-        Box::new(move |seen| pc.seen_all_sources(seen)),
-        cluster,
-        Managers {
-            prober: Arc::clone(&prober),
-            volume_manager: Arc::clone(&volume_deps.volume_manager),
-            token_manager: volume_deps.tokens.clone(),
-            container_manager,
-            eviction: eviction::eviction_manager(config)?,
-            stats_provider,
-            node_shutdown: crate::nodeshutdown::Manager::from_config(config),
-            registrars: volume_deps.registrars.clone(),
-            device_manager: device_manager.clone(),
-            cpu_manager: cpu_manager.clone(),
-            memory_manager: memory_manager.clone(),
-            topology_manager: Arc::new(
-                crate::cm::topologymanager::TopologyManager::new(
-                    config,
-                    numa_nodes,
-                    // upstream's order of AddHintProvider
-                    vec![
-                        Box::new(device_manager.clone()),
-                        Box::new(cpu_manager.clone()),
-                        Box::new(memory_manager.clone()),
-                    ],
-                )
-                .context("topology manager")?,
-            ),
-        },
-    );
-    owned.push(
-        device_manager
-            .start(shutdown.clone())
-            .context("start the device-manager thread")?,
-    );
-    let cpu_runtime = Arc::clone(&runtime) as Arc<dyn crate::cm::cpumanager::UpdateCpuset>;
-    owned.extend(
-        cpu_manager
-            .start_reconciler(cpu_runtime, shutdown.clone())
-            .context("cpu manager")?,
-    );
-    owned.push(start_plugin_manager(
-        csi.as_ref(),
+    let MainKubelet {
+        kubelet,
+        pod_config,
+        pleg_events,
+        prober,
+        probe_results,
+        cpu_manager,
+        memory_manager,
+        csi,
+        volumes: volume_deps,
+        node_object,
+        node_status_kicks,
+        kubepods_v2,
+        threads,
+    } = new_main_kubelet(flags, config, &node, client.as_ref(), &recorder, &shutdown)?;
+    owned.extend(threads);
+    let (resource_threads, _pod_resources) = start_resource_managers(
         &kubelet,
-        &device_manager,
+        (&cpu_manager, &memory_manager),
+        csi.as_ref(),
         &recorder,
         &stop,
-    )?);
-    // Served until the kubelet exits; monitoring agents read it, pods do
-    // not need it, so failing to serve it is reported, not fatal.
-    let _pod_resources = {
-        let root_dir = kubelet.settings().root_dir.clone();
-        let k = Arc::clone(&kubelet);
-        crate::apis::podresources::serve(
-            device_manager.grpc_env(),
-            &root_dir,
-            Arc::new(move || k.active_pods()),
-            device_manager.clone(),
-            cpu_manager.clone(),
-            memory_manager.clone(),
-        )
-        .inspect_err(|e| log::error!("{e}; continuing without the pod resources API"))
-        .ok()
-    };
+    )?;
+    owned.extend(resource_threads);
     let cluster_threads = match (&client, &volume_deps.objects) {
         (Some(c), Some(objects)) => start_cluster_modules(
             flags,
@@ -541,37 +270,20 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }
-    let cri = kubelet.runtime().runtime();
-    let image_gc = Arc::new(crate::images::gc::ImageGcManager::new(
-        Arc::clone(cri) as Arc<dyn crate::cri::ImageService>,
-        Arc::clone(cri) as Arc<dyn crate::cri::RuntimeService>,
-        crate::images::gc::ImageGcPolicy::from_kubelet_config(config),
-        flags.pod_infra_container_image.clone(),
-        Arc::clone(&recorder),
-    ));
-    owned.extend(start_modules(
+    owned.extend(start_kubelet_modules(
+        flags,
+        config,
         &kubelet,
-        Arc::clone(&image_gc),
-        volume_deps.tokens.clone(),
-        &shutdown,
+        (&recorder, &prober),
+        (volume_deps.tokens.clone(), kubepods_v2),
+        &stop,
     )?);
-    owned.push(eviction::start_eviction_manager(
-        &kubelet, image_gc, &shutdown,
-    )?);
-    owned.extend(prober.start(shutdown.clone()).context("start the prober")?);
-    owned.push(start_log_manager(config, &kubelet, &shutdown)?);
-    owned.extend(nodeshutdown::start_node_shutdown_manager(
-        &kubelet, &recorder, &shutdown,
-    )?);
-    owned.extend(
-        crate::oom::start(Arc::clone(&recorder), kubepods_v2, &stop).context("spawn oom thread")?,
-    );
     // Upstream notifies once RunKubelet has started the kubelet and healthz.
     crate::util::sd_notify::notify_logged(crate::util::sd_notify::READY);
     kubelet.sync_loop(&LoopChannels {
         config: pod_config.updates(),
-        pleg: pleg_rx,
-        probes: probe_rx,
+        pleg: pleg_events,
+        probes: probe_results,
         shutdown,
     });
     log::info!("sync loop stopped; stopping the modules");
@@ -580,6 +292,93 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     stop_modules(owned);
     log::info!("exiting");
     Ok(0)
+}
+
+/// The device manager's thread, the CPU manager's reconciler, the plugin
+/// manager that registers device plugins and CSI drivers, and the pod
+/// resources API. The API is served until the kubelet exits; monitoring
+/// agents read it and pods do not need it, so failing to serve it is
+/// reported, not fatal.
+fn start_resource_managers(
+    kubelet: &Arc<Kubelet>,
+    (cpu_manager, memory_manager): (
+        &crate::cm::cpumanager::CpuManager,
+        &crate::cm::memorymanager::MemoryManager,
+    ),
+    csi: Option<&Arc<crate::volume::csi::CsiPlugin>>,
+    recorder: &Arc<dyn EventRecorder>,
+    stop: &Shutdown,
+) -> anyhow::Result<(Vec<Worker>, Option<grpcio::Server>)> {
+    let device_manager = kubelet.device_manager();
+    let mut threads = vec![device_manager
+        .start(stop.channel.clone())
+        .context("start the device-manager thread")?];
+    let cpu_runtime =
+        Arc::clone(kubelet.runtime().runtime()) as Arc<dyn crate::cm::cpumanager::UpdateCpuset>;
+    threads.extend(
+        cpu_manager
+            .start_reconciler(cpu_runtime, stop.channel.clone())
+            .context("cpu manager")?,
+    );
+    threads.push(start_plugin_manager(
+        csi,
+        kubelet,
+        device_manager,
+        recorder,
+        stop,
+    )?);
+    let k = Arc::clone(kubelet);
+    let pod_resources = crate::apis::podresources::serve(
+        device_manager.grpc_env(),
+        &kubelet.settings().root_dir,
+        Arc::new(move || k.active_pods()),
+        device_manager.clone(),
+        cpu_manager.clone(),
+        memory_manager.clone(),
+    )
+    .inspect_err(|e| log::error!("{e}; continuing without the pod resources API"))
+    .ok();
+    Ok((threads, pod_resources))
+}
+
+/// What upstream's Kubelet.Run starts beside the sync loop once the
+/// kubelet serves (not in runonce mode): the runtime status check, PLEG,
+/// the pod workers and the garbage collectors, the eviction manager, the
+/// prober, container log rotation, graceful node shutdown and the OOM
+/// watcher.
+fn start_kubelet_modules(
+    flags: &KubeletFlags,
+    config: &KubeletConfiguration,
+    kubelet: &Arc<Kubelet>,
+    (recorder, prober): (&Arc<dyn EventRecorder>, &Arc<crate::prober::ProberManager>),
+    (tokens, kubepods_v2): (
+        Option<Arc<crate::token::TokenManager>>,
+        Option<std::path::PathBuf>,
+    ),
+    stop: &Shutdown,
+) -> anyhow::Result<Vec<Worker>> {
+    let shutdown = &stop.channel;
+    let cri = kubelet.runtime().runtime();
+    let image_gc = Arc::new(crate::images::gc::ImageGcManager::new(
+        Arc::clone(cri) as Arc<dyn crate::cri::ImageService>,
+        Arc::clone(cri) as Arc<dyn crate::cri::RuntimeService>,
+        crate::images::gc::ImageGcPolicy::from_kubelet_config(config),
+        flags.pod_infra_container_image.clone(),
+        Arc::clone(recorder),
+    ));
+    let mut threads = start_modules(kubelet, Arc::clone(&image_gc), tokens, shutdown)?;
+    threads.push(eviction::start_eviction_manager(
+        kubelet, image_gc, shutdown,
+    )?);
+    threads.extend(prober.start(shutdown.clone()).context("start the prober")?);
+    threads.push(start_log_manager(config, kubelet, shutdown)?);
+    threads.extend(nodeshutdown::start_node_shutdown_manager(
+        kubelet, recorder, shutdown,
+    )?);
+    threads.extend(
+        crate::oom::start(Arc::clone(recorder), kubepods_v2, stop).context("spawn oom thread")?,
+    );
+    Ok(threads)
 }
 
 /// The plugin manager on `<root-dir>/plugins_registry`, its registration
@@ -618,97 +417,6 @@ fn start_plugin_manager(
     }));
     crate::pluginmanager::start(&kubelet.settings().root_dir, reconciler, shutdown.clone())
         .context("start the plugin manager")
-}
-
-/// Exits when the runtime names a cgroup driver other than cgroupDriver.
-/// A runtime that cannot say (UNIMPLEMENTED before containerd 2.0) or is
-/// not up yet is taken at its word: the configured driver stands.
-fn check_cgroup_driver(
-    config: &KubeletConfiguration,
-    runtime: &RemoteRuntime,
-) -> anyhow::Result<()> {
-    let configured = crate::cm::Driver::parse(&config.cgroup_driver)?;
-    let resp = match runtime.runtime_config() {
-        Ok(resp) => resp,
-        Err(e) => {
-            log::info!(
-                "the runtime's cgroup driver is unknown ({e}); using cgroupDriver {:?}",
-                config.cgroup_driver
-            );
-            return Ok(());
-        }
-    };
-    match crate::cm::Driver::from_runtime_config(&resp) {
-        Some(runtime_driver) => Ok(crate::cm::check_runtime_driver(configured, runtime_driver)?),
-        None => Ok(()),
-    }
-}
-
-/// failSwapOn, cgroupDriver, and with cgroupsPerQOS the kubepods
-/// hierarchy, capped by node allocatable over the same machine figures
-/// node status reports (upstream NewContainerManager + Start).
-fn start_container_manager(
-    config: &KubeletConfiguration,
-    machine_memory: u64,
-) -> anyhow::Result<Option<Arc<crate::cm::ContainerManager>>> {
-    let paths = crate::nodestatus::machine::HostPaths::default();
-    let cores = crate::nodestatus::machine::read_machine_info(&paths)
-        .map(|m| m.num_cores)
-        .map_err(|e| anyhow::anyhow!("machine info: {e}"))?;
-    let capacity = crate::cm::Capacity::read(cores, machine_memory);
-    crate::cm::start_from_config(config, capacity).context("container manager")
-}
-
-fn start_sources(
-    config: &KubeletConfiguration,
-    node: &str,
-    pod_config: &PodConfig,
-    shutdown: &Receiver<()>,
-) -> anyhow::Result<Vec<Worker>> {
-    let mut handles = Vec::new();
-    if !config.static_pod_path.is_empty() {
-        log::info!("adding static pod path {}", config.static_pod_path);
-        handles.push(
-            podconfig::start_file_source(
-                config.static_pod_path.as_str(),
-                node,
-                config.file_check_frequency.0,
-                pod_config.channel(types::FILE_SOURCE),
-                shutdown.clone(),
-            )
-            .context("start the file pod source")?,
-        );
-    }
-    if !config.static_pod_url.is_empty() {
-        log::info!("adding pod URL {} with headers", config.static_pod_url);
-        let headers = config
-            .static_pod_url_header
-            .iter()
-            .flat_map(|(k, vs)| vs.iter().map(move |v| (k.clone(), v.clone())))
-            .collect();
-        handles.push(
-            podconfig::start_http_source(
-                &config.static_pod_url,
-                headers,
-                node,
-                config.http_check_frequency.0,
-                pod_config.channel(types::HTTP_SOURCE),
-                shutdown.clone(),
-            )
-            .context("start the URL pod source")?,
-        );
-    }
-    Ok(handles)
-}
-
-/// /var/log/containers for the default /var/log/pods, else `containers`
-/// beside a custom podLogsDir, so a node (or a test) with its own log
-/// directory keeps its symlinks there too.
-fn container_logs_dir(pod_logs_dir: &str) -> std::path::PathBuf {
-    std::path::Path::new(pod_logs_dir).parent().map_or_else(
-        || crate::logs::CONTAINER_LOGS_DIR.into(),
-        |p| p.join("containers"),
-    )
 }
 
 /// Rotates container logs by containerLogMaxSize/containerLogMaxFiles.
@@ -802,12 +510,6 @@ fn garbage_collect(
     if let Some(tokens) = tokens {
         tokens.cleanup();
     }
-}
-
-/// Re-queues a pod for sync at once.
-fn requeue(queue: &Arc<WorkQueue>) -> Box<dyn Fn(&str) + Send + Sync> {
-    let queue = Arc::clone(queue);
-    Box::new(move |uid| queue.enqueue(uid, Duration::ZERO))
 }
 
 /// Runs `f` every `period` (first after `delay`) on its own named,
