@@ -234,39 +234,14 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
             .start_threads(&shutdown)
             .context("start the image puller and the hook runner")?,
     );
-    let healthz = healthz_checks(config, &kubelet);
-    owned.extend(
-        start_healthz(config, &healthz, &stop)?.map(|h| Worker::adopt(h, ShutdownStage::Servers)),
-    );
-    metrics::set_node_name(&node);
-    // Pods run without the API server on 10250 (logs, exec, metrics):
-    // failing to start it is reported, not fatal (upstream exits).
-    let certs = certificates::certificate_managers(
+    owned.extend(start_servers(
         flags,
         config,
+        (&kubelet, &node, &node_object),
         (client.as_ref(), background.map(|b| b.bootstrap)),
         &recorder,
-        &node,
-        &node_object,
-    );
-    let server = if flags.runonce {
-        Vec::new()
-    } else {
-        start_kubelet_server(
-            flags,
-            config,
-            (&kubelet, &node, &healthz),
-            client.as_ref(),
-            certs.serving_slot.clone(),
-            &stop,
-        )
-        .unwrap_or_else(|e| {
-            log::error!("{e:#}; continuing without it");
-            Vec::new()
-        })
-    };
-    owned.extend(server);
-    owned.extend(certificates::start(certs, &shutdown)?);
+        &stop,
+    )?);
     if flags.runonce {
         return Ok(crate::runonce::run_once(&kubelet, &pod_config.updates()));
     }

@@ -1,5 +1,6 @@
 //! The servers startup brings up: healthz (with the kubelet's own health
-//! checks) and the kubelet API server on 10250 and the read-only port.
+//! checks), the kubelet API server on 10250 and the read-only port, and
+//! the certificate managers whose serving certificate 10250 uses.
 
 use super::*;
 use std::thread::JoinHandle;
@@ -167,6 +168,52 @@ pub(super) fn start_kubelet_server(
         shutdown.clone(),
     )
     .context("start the kubelet API server")
+}
+
+/// healthz, the certificate managers and, unless in runonce mode, the
+/// kubelet API server. Pods run without the API server on 10250 (logs,
+/// exec, metrics): failing to start it is reported, not fatal (upstream
+/// exits).
+pub(super) fn start_servers(
+    flags: &KubeletFlags,
+    config: &KubeletConfiguration,
+    (kubelet, node, node_object): (&Arc<Kubelet>, &str, &Arc<RwLock<Option<Node>>>),
+    (client, bootstrap): (Option<&Client>, Option<Client>),
+    recorder: &Arc<dyn EventRecorder>,
+    stop: &Shutdown,
+) -> anyhow::Result<Vec<Worker>> {
+    let healthz = healthz_checks(config, kubelet);
+    let mut threads: Vec<Worker> = start_healthz(config, &healthz, stop)?
+        .map(|h| Worker::adopt(h, ShutdownStage::Servers))
+        .into_iter()
+        .collect();
+    metrics::set_node_name(node);
+    let certs = certificates::certificate_managers(
+        flags,
+        config,
+        (client, bootstrap),
+        recorder,
+        node,
+        node_object,
+    );
+    if !flags.runonce {
+        threads.extend(
+            start_kubelet_server(
+                flags,
+                config,
+                (kubelet, node, &healthz),
+                client,
+                certs.serving_slot.clone(),
+                stop,
+            )
+            .unwrap_or_else(|e| {
+                log::error!("{e:#}; continuing without it");
+                Vec::new()
+            }),
+        );
+    }
+    threads.extend(certificates::start(certs, &stop.channel)?);
+    Ok(threads)
 }
 
 #[cfg(test)]
