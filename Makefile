@@ -12,9 +12,9 @@ SHELL := /bin/bash
 CARGO ?= cargo
 # Extra arguments for `cargo test`, e.g. make test CARGO_TEST_ARGS='config -- --nocapture'
 CARGO_TEST_ARGS ?=
-# Tests run at once in each test binary; empty keeps libtest's default, the
-# core count. Most of a test waits on containerd or a timer, so four take
-# about 160 s off the suite on two cores (docs/testing.md).
+# Tests run at once in each test binary (TEST_THREADS= keeps libtest's
+# default, the core count). Most of a test waits on containerd or a timer,
+# so four take about 160 s off the suite on two cores (docs/testing.md).
 TEST_THREADS ?= 4
 TEST_THREADS_ENV = $(if $(TEST_THREADS),RUST_TEST_THREADS=$(TEST_THREADS))
 CLIPPY_FLAGS ?= -D warnings
