@@ -54,12 +54,8 @@ pub(super) struct MainKubelet {
     /// Cluster mode only.
     pub csi: Option<Arc<CsiPlugin>>,
     pub volumes: volumes::VolumeDeps,
-    /// This node's Node object, as the Node reflector fills it.
-    pub node_object: Arc<RwLock<Option<Node>>>,
     /// The managers' requests for a node status update.
     pub node_status_kicks: Receiver<()>,
-    /// The kubepods cgroup on cgroup v2, for the OOM watcher.
-    pub kubepods_v2: Option<PathBuf>,
     /// The pod sources' threads.
     pub threads: Vec<Worker>,
 }
@@ -250,9 +246,7 @@ pub(super) fn new_main_kubelet(
         memory_manager: cm.memory,
         csi,
         volumes: volume_deps,
-        node_object,
         node_status_kicks,
-        kubepods_v2: cm.kubepods_v2,
         threads,
     })
 }
@@ -268,7 +262,6 @@ struct ContainerManagers {
     numa_nodes: Vec<u32>,
     /// None when cgroupsPerQOS is off.
     pods: Option<Arc<ContainerManager>>,
-    kubepods_v2: Option<PathBuf>,
 }
 
 /// The cgroup driver checked against the runtime's, then each manager
@@ -297,7 +290,6 @@ fn container_managers(
             "Updated Node Allocatable limit across pods",
         );
     }
-    let kubepods_v2 = pods.as_ref().and_then(|cm| cm.kubepods_dir_v2());
     let numa_nodes = TopologyManager::machine_numa_nodes(config, sysfs)
         .context("topology manager: the machine's NUMA nodes")?;
     let devices = {
@@ -324,7 +316,6 @@ fn container_managers(
         devices,
         numa_nodes,
         pods,
-        kubepods_v2,
     })
 }
 

@@ -187,9 +187,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         memory_manager,
         csi,
         volumes: volume_deps,
-        node_object,
         node_status_kicks,
-        kubepods_v2,
         threads,
     } = new_main_kubelet(flags, config, &node, client.as_ref(), &recorder, &shutdown)?;
     owned.extend(threads);
@@ -237,7 +235,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
     owned.extend(start_servers(
         flags,
         config,
-        (&kubelet, &node, &node_object),
+        (&kubelet, &node),
         (client.as_ref(), background.map(|b| b.bootstrap)),
         &recorder,
         &stop,
@@ -250,7 +248,7 @@ fn run(flags: &KubeletFlags, config: &KubeletConfiguration) -> anyhow::Result<i3
         config,
         &kubelet,
         (&recorder, &prober),
-        (volume_deps.tokens.clone(), kubepods_v2),
+        volume_deps.tokens.clone(),
         &stop,
     )?);
     // Upstream notifies once RunKubelet has started the kubelet and healthz.
@@ -326,10 +324,7 @@ fn start_kubelet_modules(
     config: &KubeletConfiguration,
     kubelet: &Arc<Kubelet>,
     (recorder, prober): (&Arc<dyn EventRecorder>, &Arc<crate::prober::ProberManager>),
-    (tokens, kubepods_v2): (
-        Option<Arc<crate::token::TokenManager>>,
-        Option<std::path::PathBuf>,
-    ),
+    tokens: Option<Arc<crate::token::TokenManager>>,
     stop: &Shutdown,
 ) -> anyhow::Result<Vec<Worker>> {
     let shutdown = &stop.channel;
@@ -350,6 +345,10 @@ fn start_kubelet_modules(
     threads.extend(nodeshutdown::start_node_shutdown_manager(
         kubelet, recorder, shutdown,
     )?);
+    // On cgroup v2, kubepods' memory.events feeds the OOM watcher.
+    let kubepods_v2 = kubelet
+        .container_manager()
+        .and_then(|cm| cm.kubepods_dir_v2());
     threads.extend(
         crate::oom::start(Arc::clone(recorder), kubepods_v2, stop).context("spawn oom thread")?,
     );

@@ -177,7 +177,7 @@ pub(super) fn start_kubelet_server(
 pub(super) fn start_servers(
     flags: &KubeletFlags,
     config: &KubeletConfiguration,
-    (kubelet, node, node_object): (&Arc<Kubelet>, &str, &Arc<RwLock<Option<Node>>>),
+    (kubelet, node): (&Arc<Kubelet>, &str),
     (client, bootstrap): (Option<&Client>, Option<Client>),
     recorder: &Arc<dyn EventRecorder>,
     stop: &Shutdown,
@@ -194,7 +194,7 @@ pub(super) fn start_servers(
         (client, bootstrap),
         recorder,
         node,
-        node_object,
+        kubelet.node(),
     );
     if !flags.runonce {
         threads.extend(
