@@ -1,9 +1,11 @@
-//! A small synchronous D-Bus client: what talking to logind needs and no
-//! more (upstream uses godbus). Unix-socket transport, SASL EXTERNAL with
-//! unix-fd passing, the wire format for basic types and variants, method
-//! calls with a deadline, signals, and replies (so a test can stand in for
-//! logind with the same code). Arrays and structs in bodies are not
-//! supported: no message logind sends us has them.
+//! A small synchronous D-Bus client: what talking to logind and to
+//! systemd's manager needs and no more (upstream uses godbus). Unix-socket
+//! transport, SASL EXTERNAL with unix-fd passing, the wire format for basic
+//! types, variants, arrays and structs (systemd's unit properties are
+//! `a(sv)`), method calls with a deadline, signals, and replies (so a test
+//! can stand in for logind with the same code). Dict entries are read as
+//! two-field structs; doubles are not supported: nothing we talk to sends
+//! one.
 
 mod conn;
 #[cfg(feature = "fuzzing")]
@@ -58,6 +60,14 @@ pub enum Value {
     /// An index into the message's fds.
     Fd(u32),
     Variant(Box<Value>),
+    /// An array of values of the complete type `elem` (a signature such
+    /// as `"s"` or `"(sv)"`), kept even when the array is empty.
+    Array {
+        elem: String,
+        items: Vec<Value>,
+    },
+    /// A struct; on reading, a dict entry too.
+    Struct(Vec<Value>),
 }
 
 impl Value {
@@ -74,7 +84,25 @@ impl Value {
             Value::Sig(_) => "g".into(),
             Value::Fd(_) => "h".into(),
             Value::Variant(_) => "v".into(),
+            Value::Array { elem, .. } => format!("a{elem}"),
+            Value::Struct(fields) => {
+                let inner: String = fields.iter().map(Value::signature).collect();
+                format!("({inner})")
+            }
         }
+    }
+
+    /// An array of strings (`as`).
+    pub fn strings<I: IntoIterator<Item = S>, S: Into<String>>(items: I) -> Value {
+        Value::Array {
+            elem: "s".into(),
+            items: items.into_iter().map(|s| Value::Str(s.into())).collect(),
+        }
+    }
+
+    /// This value in a variant.
+    pub fn into_variant(self) -> Value {
+        Value::Variant(Box::new(self))
     }
 
     pub fn as_str(&self) -> Option<&str> {

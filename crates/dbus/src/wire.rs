@@ -109,9 +109,90 @@ impl Writer {
                 self.sig(&inner.signature())?;
                 self.value(inner)?;
             }
+            Value::Array { elem, items } => {
+                self.u32(0);
+                let len_at = self.buf.len() - 4;
+                // The length counts from the first element, after the
+                // padding to its alignment, even when there is none.
+                self.align(alignment(elem.as_bytes().first().copied()));
+                let start = self.buf.len();
+                for item in items {
+                    if item.signature() != *elem {
+                        return Err(proto(format!(
+                            "array of {elem} holds a {}",
+                            item.signature()
+                        )));
+                    }
+                    self.value(item)?;
+                }
+                let len =
+                    u32::try_from(self.buf.len() - start).map_err(|_| proto("array too long"))?;
+                self.buf[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
+            }
+            Value::Struct(fields) => {
+                if fields.is_empty() {
+                    return Err(proto("empty struct"));
+                }
+                self.align(8);
+                for f in fields {
+                    self.value(f)?;
+                }
+            }
         }
         Ok(())
     }
+}
+
+/// The alignment of a value whose signature starts with `code`.
+fn alignment(code: Option<u8>) -> usize {
+    match code {
+        Some(b'x' | b't' | b'd' | b'(' | b'{') => 8,
+        Some(b'b' | b'i' | b'u' | b'h' | b's' | b'o' | b'a') => 4,
+        _ => 1,
+    }
+}
+
+/// Nesting deeper than this is refused (the spec allows 64 of arrays and
+/// 64 of structs; nothing we talk to comes near).
+const MAX_DEPTH: u8 = 32;
+
+/// The length of the single complete type at the start of `sig`.
+fn complete_type_len(sig: &[u8], depth: u8) -> Result<usize> {
+    if depth > MAX_DEPTH {
+        return Err(proto("signature nested too deep"));
+    }
+    match sig.first() {
+        None => Err(proto("signature ends inside a type")),
+        Some(b'a') => Ok(1 + complete_type_len(&sig[1..], depth + 1)?),
+        Some(&open @ (b'(' | b'{')) => {
+            let close = if open == b'(' { b')' } else { b'}' };
+            let mut at = 1;
+            while sig.get(at) != Some(&close) {
+                at += complete_type_len(&sig[at..], depth + 1)?;
+            }
+            if at == 1 {
+                return Err(proto("empty struct in signature"));
+            }
+            Ok(at + 1)
+        }
+        Some(b'y' | b'b' | b'i' | b'u' | b'h' | b'x' | b't' | b's' | b'o' | b'g' | b'v') => Ok(1),
+        Some(other) => Err(proto(format!(
+            "unsupported type {:?} in signature",
+            char::from(*other)
+        ))),
+    }
+}
+
+/// Splits a signature into its complete types.
+fn split_signature(sig: &str) -> Result<Vec<&str>> {
+    let mut out = Vec::new();
+    let mut rest = sig;
+    while !rest.is_empty() {
+        let n = complete_type_len(rest.as_bytes(), 0)?;
+        out.push(&rest[..n]);
+        rest = &rest[n..];
+    }
+    Ok(out)
 }
 
 /// Unmarshalling of one message's bytes, either byte order.
@@ -174,8 +255,15 @@ impl Reader<'_> {
         self.text(n)
     }
 
-    /// One value of single complete type `t` (basic or variant).
-    fn value(&mut self, t: u8, depth: u8) -> Result<Value> {
+    /// One value of the single complete type `sig`.
+    fn value(&mut self, sig: &str, depth: u8) -> Result<Value> {
+        if depth > MAX_DEPTH {
+            return Err(proto("value nested too deep"));
+        }
+        let bytes = sig.as_bytes();
+        let Some(&t) = bytes.first() else {
+            return Err(proto("empty type"));
+        };
         Ok(match t {
             b'y' => Value::Byte(self.take(1)?[0]),
             b'b' => Value::Bool(self.u32()? != 0),
@@ -187,12 +275,41 @@ impl Reader<'_> {
             b's' => Value::Str(self.string()?),
             b'o' => Value::Path(self.string()?),
             b'g' => Value::Sig(self.sig()?),
-            b'v' if depth < 8 => {
-                let sig = self.sig()?;
-                let [inner] = sig.as_bytes() else {
-                    return Err(proto(format!("unsupported variant type {sig:?}")));
+            b'v' => {
+                let inner = self.sig()?;
+                let [one] = split_signature(&inner)?[..] else {
+                    return Err(proto(format!(
+                        "variant of {inner:?}: not one complete type"
+                    )));
                 };
-                Value::Variant(Box::new(self.value(*inner, depth + 1)?))
+                Value::Variant(Box::new(self.value(one, depth + 1)?))
+            }
+            b'a' => {
+                let elem = &sig[1..];
+                let len = self.u32()? as usize;
+                self.align(alignment(elem.as_bytes().first().copied()))?;
+                let end = self.pos.checked_add(len).filter(|&e| e <= self.buf.len());
+                let end = end.ok_or_else(|| proto("array longer than its message"))?;
+                let mut items = Vec::new();
+                while self.pos < end {
+                    items.push(self.value(elem, depth + 1)?);
+                }
+                if self.pos != end {
+                    return Err(proto("array element runs past the array"));
+                }
+                Value::Array {
+                    elem: elem.to_string(),
+                    items,
+                }
+            }
+            b'(' | b'{' => {
+                self.align(8)?;
+                let inner = &sig[1..sig.len() - 1];
+                let mut fields = Vec::new();
+                for f in split_signature(inner)? {
+                    fields.push(self.value(f, depth + 1)?);
+                }
+                Value::Struct(fields)
             }
             other => return Err(proto(format!("unsupported type {:?}", char::from(other)))),
         })
@@ -248,7 +365,7 @@ fn decode(buf: &[u8]) -> Result<(Message, usize)> {
     while r.pos < fields_end {
         r.align(8)?;
         let code = r.take(1)?[0];
-        let Value::Variant(v) = r.value(b'v', 0)? else {
+        let Value::Variant(v) = r.value("v", 0)? else {
             return Err(proto("header field"));
         };
         match (code, *v) {
@@ -270,7 +387,7 @@ fn decode(buf: &[u8]) -> Result<(Message, usize)> {
         pos: 0,
         big,
     };
-    for t in sig.bytes() {
+    for t in split_signature(&sig)? {
         m.body.push(body.value(t, 0)?);
     }
     Ok((m, nfds))
@@ -320,6 +437,66 @@ mod tests {
         assert!(back.is("org.freedesktop.login1.Manager", "Inhibit"));
         assert_eq!(back.destination.as_deref(), Some("org.freedesktop.login1"));
         assert_eq!(back.body, m.body);
+    }
+
+    #[test]
+    fn arrays_and_structs_round_trip_as_systemd_takes_them() {
+        // StartTransientUnit(s name, s mode, a(sv) properties, a(sa(sv)) aux)
+        let prop = |k: &str, v: Value| Value::Struct(vec![Value::Str(k.into()), v.into_variant()]);
+        let body = vec![
+            Value::Str("kubepods.slice".into()),
+            Value::Str("replace".into()),
+            Value::Array {
+                elem: "(sv)".into(),
+                items: vec![
+                    prop("Wants", Value::strings(["-.slice"])),
+                    prop("MemoryMax", Value::U64(2_062_479_360)),
+                    prop("DefaultDependencies", Value::Bool(false)),
+                ],
+            },
+            Value::Array {
+                elem: "(sa(sv))".into(),
+                items: Vec::new(),
+            },
+        ];
+        let mut m = Message::method_call("d", "/p", "i.f", "StartTransientUnit", body);
+        m.serial = 3;
+        let bytes = m.encode().unwrap();
+        assert_eq!(message_len(&bytes).unwrap(), Some(bytes.len()));
+        let (back, _) = decode(&bytes).unwrap();
+        assert_eq!(back.body, m.body);
+        assert_eq!(
+            m.body.iter().map(Value::signature).collect::<String>(),
+            "ssa(sv)a(sa(sv))"
+        );
+        // An array whose item is not of its element type is refused.
+        let bad = Message::signal(
+            "/p",
+            "i.f",
+            "X",
+            vec![Value::Array {
+                elem: "s".into(),
+                items: vec![Value::U32(1)],
+            }],
+        );
+        assert!(bad.encode().is_err());
+    }
+
+    #[test]
+    fn an_array_length_past_its_message_is_an_error() {
+        let m = Message::signal("/p", "i.f", "X", vec![Value::strings(["a", "b"])]);
+        let mut bytes = m.encode().unwrap();
+        let body_len = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+        let body_at = bytes.len() - body_len;
+        bytes[body_at..body_at + 4].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(decode(&bytes).is_err());
+        for sig in ["a", "(", "()", "(s", "aa", "d"] {
+            assert!(split_signature(sig).is_err(), "{sig:?} accepted");
+        }
+        assert_eq!(
+            split_signature("sa{sv}(ub)").unwrap(),
+            ["s", "a{sv}", "(ub)"]
+        );
     }
 
     #[test]
