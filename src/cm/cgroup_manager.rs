@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::cgroup_name::CgroupName;
 use super::helpers::{cpu_shares_to_weight, ResourceConfig};
+use super::systemd::{Systemd, SystemdError};
 use super::{CgroupError, CmError, Driver};
 
 /// The cgroup version of the host.
@@ -222,14 +223,29 @@ fn limit_or_max(v: i64) -> String {
 }
 
 /// Creates, updates and removes cgroups by name, in the driver's syntax
-/// and the version's files.
+/// and the version's files. Under the systemd driver on a real host,
+/// systemd's units carry the same limits (see [`super::systemd`]).
 #[derive(Clone, Debug)]
 pub struct CgroupManager {
     pub driver: Driver,
     pub hierarchies: Hierarchies,
+    /// The systemd driver's unit manager; None for cgroupfs, and for a
+    /// fake tree, which no systemd manages.
+    systemd: Option<Systemd>,
 }
 
 impl CgroupManager {
+    pub fn new(driver: Driver, hierarchies: Hierarchies) -> Self {
+        let systemd = (driver == Driver::Systemd && !hierarchies.fake).then_some(Systemd {
+            version: hierarchies.version,
+        });
+        CgroupManager {
+            driver,
+            hierarchies,
+            systemd,
+        }
+    }
+
     /// The name in the driver's syntax: what the runtime is handed as a
     /// cgroup parent (upstream Name).
     pub fn name(&self, name: &CgroupName) -> String {
@@ -274,8 +290,14 @@ impl CgroupManager {
     }
 
     /// Creates the cgroup in every hierarchy (parents too, as mkdir -p),
-    /// then sets its resources. Already existing is fine.
+    /// then sets its resources. Already existing is fine. Under systemd
+    /// the slice is started first, with its limits as unit properties.
     pub fn create(&self, cfg: &CgroupConfig) -> Result<(), CgroupError> {
+        if let Some(systemd) = &self.systemd {
+            systemd
+                .start_slice(&cfg.name, &cfg.resources)
+                .map_err(|e| self.systemd_error(&cfg.name, e))?;
+        }
         match self.hierarchies.version {
             Version::V1 => {
                 for m in &self.hierarchies.mounts {
@@ -291,11 +313,27 @@ impl CgroupManager {
                 create_dirs(root, &self.name(&cfg.name), false, Some(v2))?;
             }
         }
-        self.update(cfg)
+        self.write_files(cfg)
     }
 
-    /// Writes the cgroup's resources.
+    /// Sets the cgroup's resources: on its unit's properties under
+    /// systemd, then in its files (as runc's Set does both).
     pub fn update(&self, cfg: &CgroupConfig) -> Result<(), CgroupError> {
+        if let Some(systemd) = &self.systemd {
+            systemd
+                .set_properties(&cfg.name, &cfg.resources)
+                .map_err(|e| self.systemd_error(&cfg.name, e))?;
+        }
+        self.write_files(cfg)
+    }
+
+    fn systemd_error(&self, name: &CgroupName, e: SystemdError) -> CgroupError {
+        let path = self.paths(name).into_iter().next().unwrap_or_default();
+        CgroupError::new("systemd unit of", &path, io::Error::other(e))
+    }
+
+    /// Writes the cgroup's resources to its files.
+    fn write_files(&self, cfg: &CgroupConfig) -> Result<(), CgroupError> {
         let rel = self.name(&cfg.name);
         let rel = rel.trim_start_matches('/');
         match self.hierarchies.version {
@@ -340,10 +378,20 @@ impl CgroupManager {
 
     /// Removes the cgroup and anything below it from every hierarchy,
     /// deepest first. Gone already is fine; a cgroup with processes in it
-    /// fails with EBUSY and is retried by the caller.
+    /// fails with EBUSY and is retried by the caller. Under systemd its
+    /// unit is stopped first (which removes the directories systemd
+    /// manages), unless no directory is left.
     pub fn destroy(&self, name: &CgroupName) -> Result<(), CgroupError> {
+        let paths = self.paths(name);
+        if let Some(systemd) = &self.systemd {
+            if paths.iter().any(|p| p.is_dir()) {
+                systemd
+                    .stop(name)
+                    .map_err(|e| self.systemd_error(name, e))?;
+            }
+        }
         let mut first_err = None;
-        for dir in self.paths(name) {
+        for dir in paths {
             if let Err(e) = remove_tree(&dir, self.hierarchies.fake) {
                 first_err.get_or_insert(e);
             }

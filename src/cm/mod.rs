@@ -17,6 +17,7 @@ pub mod memorymanager;
 mod node_container_manager;
 mod pod_container_manager;
 mod qos_container_manager;
+mod systemd;
 #[cfg(test)]
 mod tests;
 pub mod topologymanager;
@@ -196,10 +197,7 @@ pub struct ContainerManager {
 impl ContainerManager {
     /// Constructs; touches nothing (see [`start`](Self::start)).
     pub fn new(cfg: NodeConfig, hierarchies: Hierarchies, capacity: Capacity) -> Self {
-        let cgroups = CgroupManager {
-            driver: cfg.driver,
-            hierarchies,
-        };
+        let cgroups = CgroupManager::new(cfg.driver, hierarchies);
         let kubepods = CgroupName::parse_cgroupfs(&cfg.cgroup_root).child(NODE_ALLOCATABLE_CGROUP);
         let qos = QosContainerManager::new(cgroups.clone(), &kubepods);
         let pods = PodContainerManager::new(cgroups.clone(), &qos.info, cfg.limits);
@@ -243,10 +241,7 @@ impl ContainerManager {
         let root = CgroupName::parse_cgroupfs(&self.cfg.cgroup_root);
         // The root is given in cgroupfs syntax whatever the driver, so
         // look it up with cgroupfs naming.
-        let as_cgroupfs = CgroupManager {
-            driver: Driver::Cgroupfs,
-            hierarchies: self.cgroups.hierarchies.clone(),
-        };
+        let as_cgroupfs = CgroupManager::new(Driver::Cgroupfs, self.cgroups.hierarchies.clone());
         if !as_cgroupfs.exists(&root) {
             return Err(CmError::NoCgroupRoot {
                 root: self.cfg.cgroup_root.clone(),
