@@ -52,6 +52,7 @@ mod types;
 mod util;
 mod volume;
 mod volumemanager;
+mod watchdog;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;

@@ -187,6 +187,7 @@ pub(super) fn start_servers(
         .map(|h| Worker::adopt(h, ShutdownStage::Servers))
         .into_iter()
         .collect();
+    threads.extend(crate::watchdog::start(&healthz, &stop.channel)?);
     metrics::set_node_name(node);
     let certs = certificates::certificate_managers(
         flags,

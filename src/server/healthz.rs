@@ -32,6 +32,15 @@ impl Healthz {
         Arc::new(Healthz { checks })
     }
 
+    /// Runs the checks named in `names` (the watchdog's subset): the
+    /// first failure, named.
+    pub fn check(&self, names: &[&str]) -> Result<(), String> {
+        for c in self.checks.iter().filter(|c| names.contains(&c.name)) {
+            (c.check)().map_err(|e| format!("{}: {e}", c.name))?;
+        }
+        Ok(())
+    }
+
     /// Answers a path: (status code, body).
     pub fn handle(&self, url: &str) -> (u16, String) {
         let (path, query) = url.split_once('?').unwrap_or((url, ""));

@@ -8,6 +8,8 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 pub const READY: &str = "READY=1";
 /// The service is stopping.
 pub const STOPPING: &str = "STOPPING=1";
+/// The service is alive (systemd's watchdog keep-alive).
+pub const WATCHDOG: &str = "WATCHDOG=1";
 
 /// Sends `state` to the service manager. Ok(false) when not run under a
 /// notifying manager ($NOTIFY_SOCKET unset), as sd_notify returns 0.
