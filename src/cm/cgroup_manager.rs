@@ -302,15 +302,12 @@ impl CgroupManager {
             Version::V1 => {
                 for m in &self.hierarchies.mounts {
                     let cpuset = m.controllers.iter().any(|c| c == "cpuset");
-                    create_dirs(&m.path, &self.name(&cfg.name), cpuset, None)?;
+                    create_dirs(&m.path, &self.name(&cfg.name), cpuset, false)?;
                 }
             }
             Version::V2 => {
                 let root = &self.hierarchies.mounts[0].path;
-                let v2 = V2Tree {
-                    fake: self.hierarchies.fake,
-                };
-                create_dirs(root, &self.name(&cfg.name), false, Some(v2))?;
+                create_dirs(root, &self.name(&cfg.name), false, true)?;
             }
         }
         self.write_files(cfg)
@@ -426,21 +423,11 @@ impl CgroupManager {
     }
 }
 
-#[derive(Clone, Copy)]
-struct V2Tree {
-    fake: bool,
-}
-
 /// `mkdir -p` of `rel` below `mount`. A new cpuset cgroup starts with no
 /// cpus or mems (no task could join it), so each level copies its
 /// parent's, as libcontainer does. On v2 every level's parent delegates
 /// the controllers pods are limited with.
-fn create_dirs(
-    mount: &Path,
-    rel: &str,
-    cpuset: bool,
-    v2: Option<V2Tree>,
-) -> Result<(), CgroupError> {
+fn create_dirs(mount: &Path, rel: &str, cpuset: bool, v2: bool) -> Result<(), CgroupError> {
     let mut dir = mount.to_path_buf();
     for part in rel.split('/').filter(|p| !p.is_empty()) {
         let parent = dir.clone();
@@ -448,7 +435,7 @@ fn create_dirs(
         if dir.is_dir() {
             continue;
         }
-        if v2.is_some() {
+        if v2 {
             enable_controllers(&parent)?;
         }
         match std::fs::create_dir(&dir) {
@@ -456,16 +443,6 @@ fn create_dirs(
                 return Err(CgroupError::new("mkdir", &dir, e));
             }
             _ => {}
-        }
-        if v2.is_some_and(|t| t.fake) {
-            // The kernel lists a new cgroup's available controllers; a
-            // fake tree must do it itself.
-            let enabled = read(&parent.join("cgroup.subtree_control"))?;
-            let names: Vec<&str> = enabled
-                .split_whitespace()
-                .map(|c| c.trim_start_matches('+'))
-                .collect();
-            write(&dir.join("cgroup.controllers"), &names.join(" "))?;
         }
         if cpuset {
             for file in ["cpuset.cpus", "cpuset.mems"] {

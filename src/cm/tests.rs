@@ -38,17 +38,6 @@ fn fake_v1(t: &TempDir) -> Hierarchies {
     }
 }
 
-fn fake_v2(t: &TempDir) -> Hierarchies {
-    fs::write(
-        t.path().join("cgroup.controllers"),
-        "cpuset cpu io memory hugetlb pids rdma\n",
-    )
-    .unwrap();
-    let mut h = Hierarchies::v2(t.path());
-    h.fake = true;
-    h
-}
-
 fn config(driver: Driver, root: &str) -> NodeConfig {
     NodeConfig {
         driver,
@@ -238,33 +227,12 @@ fn orphans_are_removed_only_when_unknown_and_not_running() {
     assert!(!kp.join("podkeep").exists());
 }
 
+/// Under the systemd driver, orphaned pod slices found after a restart are
+/// decoded back to their pods' UIDs and removed (the VM tests check the
+/// names, values and units with a real systemd; this, the scan, they do
+/// not reach). A fake tree has no systemd to ask, so only files move.
 #[test]
-fn v2_files_and_controllers() {
-    let t = TempDir::with_prefix("rkubelet-cm-v2-").unwrap();
-    let h = fake_v2(&t);
-    let cm = started(h, config(Driver::Cgroupfs, "/"), &[]);
-    let kp = t.path().join("kubepods");
-    assert_eq!(
-        read(&t.path().join("cgroup.subtree_control")),
-        "+cpuset +cpu +io +memory +hugetlb +pids"
-    );
-    assert_eq!(read(&kp.join("memory.max")), ((7u64) << 30).to_string());
-    assert_eq!(read(&kp.join("cpu.weight")), "137");
-    assert_eq!(read(&kp.join("pids.max")), "32768");
-    assert_eq!(read(&kp.join("besteffort/cpu.weight")), "1");
-    cm.ensure_pod_cgroup(&guaranteed("g2"), &Vec::new).unwrap();
-    let pg = kp.join("podg2");
-    assert_eq!(read(&pg.join("cpu.weight")), "20");
-    assert_eq!(read(&pg.join("cpu.max")), "50000 100000");
-    assert_eq!(read(&pg.join("memory.max")), (64u64 << 20).to_string());
-    assert_eq!(read(&pg.join("pids.max")), "1024");
-    assert!(read(&kp.join("cgroup.subtree_control")).contains("+memory"));
-    cm.destroy_pod_cgroup("g2");
-    assert!(!pg.exists());
-}
-
-#[test]
-fn systemd_driver_paths() {
+fn systemd_orphans_decode_to_their_uids() {
     let t = TempDir::with_prefix("rkubelet-cm-systemd-").unwrap();
     let h = fake_v1(&t);
     let cm = started(h, config(Driver::Systemd, "/"), &[]);
@@ -273,18 +241,11 @@ fn systemd_driver_paths() {
     let parent = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12ab_34cd.slice";
     assert_eq!(cm.namer().cgroup_parent(&b), parent);
     let dir = t.path().join("memory").join(parent.trim_start_matches('/'));
-    assert_eq!(
-        read(&dir.join("memory.limit_in_bytes")),
-        (128u64 << 20).to_string()
-    );
-    assert_eq!(
-        read(
-            &t.path()
-                .join("cpu/kubepods.slice/kubepods-besteffort.slice/cpu.shares")
-        ),
-        "2"
-    );
-    // Orphan discovery decodes the systemd names back to the UID.
+    assert!(dir.is_dir());
+    let mut known = HashSet::new();
+    known.insert("12ab-34cd".to_string());
+    cm.housekeeping(&known, &|_| false, &[]);
+    assert!(dir.is_dir(), "a known pod's slice stays");
     cm.housekeeping(&HashSet::new(), &|_| false, &[]);
     assert!(!dir.exists());
 }
