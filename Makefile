@@ -2,7 +2,7 @@
 #
 #   make demo   run rkubelet standalone with etc/manifests against a private
 #               containerd (root; Ctrl-C stops it and cleans up)
-#   make test   the whole test suite (what .ci/run runs)
+#   make test   the whole test suite (what .ci/run runs): cargo test, then vm-test
 #   make check  fmt, clippy and the unit tests: no root, no containerd
 #
 # Everything builds in the release profile, tests included, so that gRPC's C
@@ -18,9 +18,11 @@ CARGO_TEST_ARGS ?=
 TEST_THREADS ?= 4
 TEST_THREADS_ENV = $(if $(TEST_THREADS),RUST_TEST_THREADS=$(TEST_THREADS))
 CLIPPY_FLAGS ?= -D warnings
+# VM_TEST=0: make test without the VM rows (make vm-test).
+VM_TEST ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help build check test demo bench soak fuzz static test-static size fmt clippy clean deps
+.PHONY: help build check test vm-test demo bench soak fuzz static test-static size fmt clippy clean deps
 
 help: ## this list
 	@echo "usage: make TARGET"
@@ -36,8 +38,13 @@ check: ## fmt, clippy and the unit tests of every crate: needs neither root nor 
 	$(CARGO) clippy --release --workspace --lib --features rkubelet/fuzzing,rkubelet-dbus/fuzzing -- $(CLIPPY_FLAGS)
 	$(CARGO) test --release --workspace --lib --bins --features rkubelet/fault-injection $(CARGO_TEST_ARGS)
 
-test: deps ## THE test command: install missing system packages, then cargo test --release
+test: deps ## THE test command: install missing system packages, cargo test --release, then vm-test (VM_TEST=0 skips it)
 	$(TEST_THREADS_ENV) $(CARGO) test --release --workspace --features rkubelet/fault-injection $(CARGO_TEST_ARGS)
+	$(if $(filter 0,$(VM_TEST)),@echo "make test: VM_TEST=0 leaves out vm-test",$(MAKE) vm-test)
+
+vm-test: deps ## rkubelet on systemd + cgroup v2 (and v1) hosts: Debian bookworm and trixie booted in QEMU (tests/vm/README.md; root)
+	bash scripts/vm-deps.sh
+	bash tests/vm/vm-test.sh
 
 demo: ## run rkubelet with etc/manifests against a private containerd (root; Ctrl-C cleans up)
 	bash scripts/demo.sh

@@ -1,0 +1,267 @@
+# The test cases run inside the VM, for the driver in $DRIVER. Sourced by
+# run.sh; each prints its own ok / not ok lines.
+
+MIB=1048576
+
+# Guaranteed (500m, 64Mi), Burstable (250m requested, 128Mi limit) and
+# BestEffort pods: their cgroups where upstream puts them, with upstream's
+# values, and still so after systemd re-applies every unit.
+case_pods_and_cgroups() {
+    create_pod g "$SLEEPER" '{"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "64Mi"}}'
+    create_pod b "$SLEEPER" '{"requests": {"cpu": "250m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}}'
+    create_pod be "$SLEEPER" '{}'
+    local p
+    for p in g b be; do
+        if ! wait_for 240 "pod $p Running" pod_running "$p"; then
+            not_ok "pod-$p-running" "phase $(jp "pod/$p" '{.status.phase}')"
+            return
+        fi
+    done
+    ok pods-of-each-qos-class-running
+
+    G=$(pod_cgroup "" "$(pod_uid g)")
+    B=$(pod_cgroup burstable "$(pod_uid b)")
+    BE=$(pod_cgroup besteffort "$(pod_uid be)")
+    local name cgroup
+    for name in G B BE; do
+        cgroup=${!name}
+        if [[ -d $(cgdir "$cgroup") ]]; then ok "pod-cgroup-$name-at-$cgroup"; else not_ok "pod-cgroup-$name" "no $(cgdir "$cgroup")"; fi
+    done
+    local gc
+    gc=$(container_cgroup "$G" "$(container_id g)")
+    if [[ -d $(cgdir "$gc") ]]; then ok "container-cgroup-at-$gc"; else not_ok container-cgroup "no $(cgdir "$gc")"; fi
+    if [[ $DRIVER == systemd ]]; then
+        local unit=${G##*/}
+        check "pod-slice-unit-active" active "$(systemctl is-active "$unit")"
+        check "container-scope-unit-active" active "$(systemctl is-active "${gc##*/}")"
+    fi
+
+    check_values after-start
+    # daemon-reload makes systemd realize every unit's cgroup again from
+    # its properties: a limit written only to a file is lost here.
+    systemctl daemon-reload
+    sleep 2
+    check_values after-daemon-reload
+}
+
+# The limits of kubepods, the QoS tiers and the three pods.
+check_values() {
+    local when=$1 mem ncpu
+    mem=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 1024))
+    ncpu=$(nproc)
+    local kp qb qbe
+    kp=$(kubepods_cgroup)
+    qb=$(qos_cgroup burstable)
+    qbe=$(qos_cgroup besteffort)
+    if [[ $CGROUP_FS == cgroup2fs ]]; then
+        check "$when/kubepods-memory.max-is-allocatable" "$((mem - KUBE_RESERVED))" "$(cg "$kp/memory.max")"
+        check "$when/kubepods-cpu.weight" "$(weight $((ncpu * 1024)))" "$(cg "$kp/cpu.weight")"
+        check "$when/burstable-cpu.weight" "$(weight 256)" "$(cg "$qb/cpu.weight")"
+        check "$when/besteffort-cpu.weight" 1 "$(cg "$qbe/cpu.weight")"
+        check "$when/guaranteed-pod-cpu.max" "50000 100000" "$(cg "$G/cpu.max")"
+        check "$when/guaranteed-pod-memory.max" $((64 * MIB)) "$(cg "$G/memory.max")"
+        check "$when/guaranteed-pod-cpu.weight" "$(weight 512)" "$(cg "$G/cpu.weight")"
+        check "$when/guaranteed-pod-pids.max" 512 "$(cg "$G/pids.max")"
+        check "$when/burstable-pod-memory.max" $((128 * MIB)) "$(cg "$B/memory.max")"
+        check "$when/burstable-pod-cpu.weight" "$(weight 256)" "$(cg "$B/cpu.weight")"
+        check "$when/burstable-pod-cpu.max" "max 100000" "$(cg "$B/cpu.max")"
+        check "$when/besteffort-pod-cpu.weight" 1 "$(cg "$BE/cpu.weight")"
+        check "$when/besteffort-pod-memory.max" max "$(cg "$BE/memory.max")"
+        check "$when/besteffort-pod-pids.max" 512 "$(cg "$BE/pids.max")"
+    else
+        check "$when/kubepods-memory.limit_in_bytes-is-allocatable" "$((mem - KUBE_RESERVED))" "$(cg "memory/$kp/memory.limit_in_bytes")"
+        check "$when/kubepods-cpu.shares" $((ncpu * 1024)) "$(cg "cpu/$kp/cpu.shares")"
+        check "$when/burstable-cpu.shares" 256 "$(cg "cpu/$qb/cpu.shares")"
+        check "$when/besteffort-cpu.shares" 2 "$(cg "cpu/$qbe/cpu.shares")"
+        check "$when/guaranteed-pod-cpu.cfs_quota_us" 50000 "$(cg "cpu/$G/cpu.cfs_quota_us")"
+        check "$when/guaranteed-pod-memory.limit_in_bytes" $((64 * MIB)) "$(cg "memory/$G/memory.limit_in_bytes")"
+        check "$when/guaranteed-pod-cpu.shares" 512 "$(cg "cpu/$G/cpu.shares")"
+        check "$when/guaranteed-pod-pids.max" 512 "$(cg "pids/$G/pids.max")"
+        check "$when/burstable-pod-memory.limit_in_bytes" $((128 * MIB)) "$(cg "memory/$B/memory.limit_in_bytes")"
+        check "$when/burstable-pod-cpu.shares" 256 "$(cg "cpu/$B/cpu.shares")"
+        check "$when/besteffort-pod-cpu.shares" 2 "$(cg "cpu/$BE/cpu.shares")"
+    fi
+}
+
+# A container over its memory limit is killed by the kernel and reported
+# OOMKilled (on v2 from memory.events).
+case_oom_killed() {
+    create_pod hog "tail /dev/zero" '{"limits": {"memory": "32Mi"}}' ', "restartPolicy": "Never"'
+    local reason
+    oom_reason() {
+        reason=$(jp pod/hog '{.status.containerStatuses[0].state.terminated.reason}')
+        [[ -n $reason ]]
+    }
+    if wait_for 180 "pod hog terminated" oom_reason; then
+        local code
+        code=$(jp pod/hog '{.status.containerStatuses[0].state.terminated.exitCode}')
+        if [[ $CGROUP_FS != cgroup2fs && $DRIVER == systemd && $reason == Error && $code == 137 ]]; then
+            # containerd 1.6 on v1 with SystemdCgroup sends its TaskOOM
+            # event for the pod's sandbox, not the container the kernel
+            # killed, and reports the container's reason as Error; the
+            # kubelet takes the runtime's reason, as upstream's does.
+            # What is ours to check: the kill, at its limit.
+            if grep -q "OOM kill in .*cri-containerd-$(container_id hog)\.scope" <(journalctl -u rkubelet --no-pager); then
+                ok "oom-kill-seen (the runtime says Error, exit 137)"
+            else
+                not_ok oom-kill-seen "Error 137, and no OOM kill of its scope in rkubelet's log"
+            fi
+        else
+            check oom-killed-reported OOMKilled "$reason"
+        fi
+    else
+        not_ok oom-killed-reported "hog not terminated in 180 s: $(jp pod/hog '{.status}')"
+    fi
+    k delete pod hog --grace-period=1 --wait=false >/dev/null 2>&1
+}
+
+# /stats/summary and /metrics/resource (read-only port) report the pods'
+# figures as the cgroup files have them.
+case_stats_summary() {
+    local summary ws have
+    summary_ok() {
+        summary=$(curl -fsS --max-time 5 http://127.0.0.1:10255/stats/summary) || return 1
+        ws=$(jq -r '.pods[] | select(.podRef.name == "g") | .memory.workingSetBytes // empty' <<<"$summary")
+        [[ -n $ws && $ws -gt 0 ]]
+    }
+    if wait_for 60 "pod g in /stats/summary" summary_ok; then
+        ok stats-summary-pod-working-set
+    else
+        not_ok stats-summary-pod-working-set "no working set for pod g: $(head -c 400 <<<"$summary")"
+        return
+    fi
+    # The pod's memory as the kernel counts it, within what it can have
+    # moved between the two reads (busybox sleep: well under 1 MiB).
+    local current
+    if [[ $CGROUP_FS == cgroup2fs ]]; then
+        current=$(cg "$G/memory.current")
+    else
+        current=$(cg "memory/$G/memory.usage_in_bytes")
+    fi
+    local usage
+    usage=$(jq -r '.pods[] | select(.podRef.name == "g") | .memory.usageBytes // 0' <<<"$summary")
+    if ((usage > 0 && usage < 64 * MIB && current > 0 && (usage - current) ** 2 < MIB ** 2)); then
+        ok stats-summary-pod-usage-matches-cgroup
+    else
+        not_ok stats-summary-pod-usage-matches-cgroup "summary usageBytes $usage, cgroup $current"
+    fi
+    have=$(jq -r '[.pods[] | select(.podRef.name == "g") | .containers[] | select(.name == "c") | .cpu.usageCoreNanoSeconds // 0] | first // 0' <<<"$summary")
+    if [[ $have -gt 0 ]]; then ok stats-summary-container-cpu; else not_ok stats-summary-container-cpu "usageCoreNanoSeconds $have"; fi
+    local metrics
+    metrics=$(curl -fsS --max-time 5 http://127.0.0.1:10255/metrics/resource)
+    if grep -Eq '^pod_memory_working_set_bytes\{(pod="g",namespace="default"|namespace="default",pod="g")\} [1-9]' <<<"$metrics"; then
+        ok metrics-resource-pod-memory
+    else
+        not_ok metrics-resource-pod-memory "$(grep pod_memory_working_set_bytes <<<"$metrics" | head -n 3)"
+    fi
+}
+
+# A restart of the rkubelet unit, then of containerd's, loses no pod: the
+# same containers run, none restarted.
+case_restarts_keep_pods() {
+    local before after p
+    before=$(for p in g b be; do container_id "$p"; done)
+    if timeout 120 systemctl restart rkubelet; then ok rkubelet-unit-restart; else not_ok rkubelet-unit-restart "$(systemctl is-active rkubelet)"; fi
+    wait_for 120 "node Ready after the restart" node_ready || not_ok node-ready-after-restart "not Ready"
+    timeout 120 systemctl restart containerd || not_ok containerd-restart "$(systemctl is-active containerd)"
+    case_watchdog
+    wait_for 60 "containerd" ctr version
+    sleep 5
+    all_running() { for p in g b be; do pod_running "$p" || return 1; done; }
+    wait_for 60 "pods Running after the restarts" all_running
+    after=$(for p in g b be; do container_id "$p"; done)
+    check restarts-keep-the-same-containers "$before" "$after"
+    check restarts-restart-no-container "0 0 0" "$(for p in g b be; do jp "pod/$p" '{.status.containerStatuses[0].restartCount}'; echo; done | xargs)"
+    # The limits are still in place (rkubelet adopted the pod cgroups).
+    check_values after-restarts
+}
+
+# The watchdog: pinged while healthy (systemd records each WATCHDOG=1);
+# a stopped rkubelet is killed by systemd and the unit comes back.
+case_watchdog() {
+    local first second pid
+    first=$(systemctl show rkubelet -p WatchdogTimestampMonotonic --value)
+    sleep $((WATCHDOG_SEC / 2 + 2))
+    second=$(systemctl show rkubelet -p WatchdogTimestampMonotonic --value)
+    if [[ $first =~ ^[0-9]+$ && $second =~ ^[0-9]+$ ]] && ((second > first)); then
+        ok watchdog-pinged
+    else
+        not_ok watchdog-pinged "WatchdogTimestampMonotonic $first then $second"
+    fi
+    pid=$(systemctl show rkubelet -p MainPID --value)
+    kill -STOP "$pid"
+    restarted() {
+        local now
+        now=$(systemctl show rkubelet -p MainPID --value)
+        [[ $now != 0 && $now != "$pid" && $(systemctl is-active rkubelet) == active ]]
+    }
+    if wait_for $((WATCHDOG_SEC * 4)) "systemd to restart the stalled rkubelet" restarted; then
+        ok watchdog-restarts-a-stalled-kubelet
+    else
+        not_ok watchdog-restarts-a-stalled-kubelet "MainPID $(systemctl show rkubelet -p MainPID --value), $(systemctl is-active rkubelet)"
+        kill -CONT "$pid" 2>/dev/null
+    fi
+    wait_for 120 "node Ready after the watchdog restart" node_ready
+}
+
+# Deleted pods' cgroups go, and under systemd their units with them; the
+# QoS tiers are kept current without errors once no pod is left.
+case_pod_cgroups_removed() {
+    k delete pods g b be --grace-period=2 --wait=false >/dev/null
+    gone() { [[ -z $(k get pods -o name 2>/dev/null) ]]; }
+    if wait_for 120 "pods gone from the API" gone; then ok pods-deleted; else not_ok pods-deleted "$(k get pods -o name | xargs)"; fi
+    no_pod_cgroups() {
+        local c
+        for c in "$G" "$B" "$BE"; do
+            [[ -e $(cgdir "$c") || -e /sys/fs/cgroup/memory/$c ]] && return 1
+        done
+        return 0
+    }
+    if wait_for 30 "pod cgroups removed" no_pod_cgroups; then ok pod-cgroups-removed; else not_ok pod-cgroups-removed "left: $(for c in "$G" "$B" "$BE"; do ls -d "$(cgdir "$c")" "/sys/fs/cgroup/memory/$c"; done 2>/dev/null | xargs)"; fi
+    if [[ $DRIVER == systemd ]]; then
+        local units
+        units=$(systemctl list-units --all --plain --no-legend 'kubepods-*pod*' | awk '{print $1}' | xargs)
+        check no-pod-slice-units-left "" "$units"
+        check qos-slices-still-active "active active" "$(systemctl is-active kubepods-burstable.slice kubepods-besteffort.slice | xargs)"
+    fi
+    # Housekeeping updates the tiers every 2 s: none of them may fail.
+    sleep 6
+    local errors
+    errors=$(journalctl -u rkubelet --no-pager | grep -c 'update QoS cgroups')
+    check no-qos-update-errors 0 "$errors"
+}
+
+# Graceful node shutdown (RKVM_SHUTDOWN=1, last driver only): two pods
+# that ignore SIGTERM, of priority 0 and system-node-critical; rkubelet
+# holds logind's delay lock; `systemctl poweroff` runs the shutdown. What
+# the double stored (its state log under results/) is checked on the host
+# once the VM is off (tests/vm/check-shutdown.py): each pod Failed,
+# reason Terminated, the low one stopped before the critical one.
+case_graceful_shutdown() {
+    local stubborn="trap '' TERM; while true; do sleep 1; done"
+    create_pod low "$stubborn" '{}'
+    create_pod high "$stubborn" '{}' ', "priorityClassName": "system-node-critical"'
+    local p
+    for p in low high; do
+        wait_for 240 "pod $p Running" pod_running "$p" || { not_ok "shutdown-pod-$p-running" "phase $(jp "pod/$p" '{.status.phase}')"; return; }
+    done
+    ok shutdown-pods-running
+    local locks
+    locks=$(systemd-inhibit --list --no-pager 2>/dev/null)
+    if grep -q 'delay' <<<"$(grep -i kubelet <<<"$locks")"; then
+        ok shutdown-delay-lock-held
+    else
+        not_ok shutdown-delay-lock-held "systemd-inhibit --list: $locks"
+    fi
+    collect_logs
+    # What rkubelet and logind say while the node goes down, kept on the
+    # payload disk until after rkubelet stopped.
+    systemd-run --unit=shutdown-journal --quiet --property=RequiresMountsFor="$P" \
+        --property=After=rkubelet.service \
+        sh -c "exec journalctl -f -n 0 -o short-monotonic -u rkubelet -u systemd-logind >'$R/shutdown-journal.log'"
+    busctl get-property org.freedesktop.login1 /org/freedesktop/login1 \
+        org.freedesktop.login1.Manager InhibitDelayMaxUSec >"$R/inhibit-delay-max" 2>&1
+    echo "$DRIVER" >"$R/shutdown-driver"
+    log "systemctl poweroff: the rest is checked on the host"
+    systemctl poweroff --no-block
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The tests that run inside the VM (tests/vm/README.md): a real systemd as
+# PID 1, the cgroup hierarchy the kernel was booted with, Debian's
+# containerd as a systemd service, the API server double, and rkubelet
+# installed as etc/rkubelet.service says. For each cgroup driver in
+# RKVM_DRIVERS (default "systemd cgroupfs"): node Ready, pods of each QoS
+# class, upstream's slice and scope names, the limits in the cgroup files
+# (also after systemd re-applies its units), an OOM kill, the v2 figures
+# in /stats/summary, a restart of rkubelet and of containerd, and the pod
+# cgroups and units gone after the pods. With RKVM_SHUTDOWN=1 the last
+# driver ends with `systemctl poweroff` and the graceful node shutdown.
+#
+# Prints one TAP-like line per test, "ok - RELEASE/DRIVER/TEST" or
+# "not ok - RELEASE/DRIVER/TEST: why", and exits 1 when any failed.
+set -uo pipefail
+
+here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+# shellcheck source=tests/vm/guest/lib.sh
+. "$here/lib.sh"
+# shellcheck source=tests/vm/guest/node.sh
+. "$here/node.sh"
+# shellcheck source=tests/vm/guest/cases.sh
+. "$here/cases.sh"
+
+RKVM_RELEASE=${RKVM_RELEASE:-$(. /etc/os-release && echo "$VERSION_CODENAME")}
+DRIVERS=${RKVM_DRIVERS:-systemd cgroupfs}
+CGROUP_FS=$(stat -fc %T /sys/fs/cgroup)
+log "release $RKVM_RELEASE, $(uname -r), $(systemctl --version | head -n1), /sys/fs/cgroup is $CGROUP_FS"
+mkdir -p "$R"
+
+install_once
+last=${DRIVERS##* }
+for DRIVER in $DRIVERS; do
+    log "=== driver $DRIVER"
+    if ! setup_node; then
+        not_ok setup "the node did not come up (see run.log)"
+        collect_logs
+        teardown_node
+        continue
+    fi
+    case_pods_and_cgroups
+    case_oom_killed
+    case_stats_summary
+    case_restarts_keep_pods
+    case_pod_cgroups_removed
+    if [[ ${RKVM_SHUTDOWN:-0} == 1 && $DRIVER == "$last" ]]; then
+        case_graceful_shutdown
+        break
+    fi
+    collect_logs
+    teardown_node
+done
+
+echo "$PASSED passed, $FAILED failed"
+for f in "${FAILURES[@]}"; do echo "failed: $f"; done
+((FAILED == 0))
