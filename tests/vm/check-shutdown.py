@@ -2,9 +2,9 @@
 """What the API server double stored while the VM shut down (its state log,
 DIR/state.jsonl, on the payload disk): the graceful node shutdown of
 tests/vm/guest/cases.sh (case_graceful_shutdown). Prints TAP-like lines as
-the guest does, "ok - RELEASE/DRIVER/TEST" or "not ok - ...: why".
+the guest does, "ok - ROW/DRIVER/TEST" or "not ok - ...: why".
 
-usage: check-shutdown.py RELEASE DRIVER DOUBLE_DIR
+usage: check-shutdown.py ROW DRIVER DOUBLE_DIR
 """
 import json
 import sys
@@ -14,8 +14,8 @@ MESSAGE = "Pod was terminated in response to imminent node shutdown."
 
 
 def main():
-    release, driver, ddir = sys.argv[1:4]
-    name = lambda test: f"{release}/{driver}/{test}"  # noqa: E731
+    row, driver, ddir = sys.argv[1:4]
+    name = lambda test: f"{row}/{driver}/{test}"  # noqa: E731
     # Every stored version of each pod, in revision order.
     versions = {"low": [], "high": []}
     events = []

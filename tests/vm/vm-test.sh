@@ -2,7 +2,8 @@
 # `make vm-test`: rkubelet on the hosts users run, each booted in QEMU from
 # Debian's packages (tests/vm/README.md). Builds rkubelet and the API
 # server double, packs them with the guest tests (tests/vm/guest), the
-# shipped unit files and the offline images, and boots one VM per row:
+# shipped unit files and the offline images, and boots one VM per row, the
+# rows side by side (RKVM_PARALLEL=1: one at a time):
 #
 #   bookworm  cgroup v2   systemd and cgroupfs drivers
 #   trixie    cgroup v2   systemd and cgroupfs drivers, then systemctl poweroff
@@ -10,7 +11,8 @@
 #
 # RKVM_ROWS picks rows by name (default: all of "bookworm-v2 trixie-v2
 # bookworm-v1"). Results land in target/vm-test/<row>/ (run.log, the
-# console, rkubelet's and containerd's journals, the double's state).
+# console, rkubelet's and containerd's journals, the double's state), and
+# boot.sh's own output in target/vm-test/<row>.boot.log.
 # Ends with "N passed, N failed"; exits 1 when a test failed or a VM did
 # not finish, naming the release, the driver and the test.
 set -euo pipefail
@@ -25,8 +27,9 @@ say() { echo "vm-test: $*" >&2; }
 build_payload() {
     local payload=$1
     say "building rkubelet and the API server double (release)"
-    cargo build --release -p rkubelet --bin rkubelet >&2
-    cargo build --release -p rkubelet-apiserver-double >&2
+    # The build `make test` made (the same features, so after it this is
+    # no work): its rkubelet is the binary the host suites ran.
+    cargo test --release --workspace --features rkubelet/fault-injection --no-run >&2
     [[ -x target/tools/kubectl ]] || bash scripts/deps.sh >&2
     rm -rf "$payload"
     mkdir -p "$payload"/{bin,etc,images}
@@ -51,9 +54,12 @@ row_args() {
 
 payload=$out/payload
 build_payload "$payload"
-passed=0 failed=0 failures=()
-for row in $rows; do
-    args=$(row_args "$row") || { say "unknown row $row (rows: bookworm-v2 trixie-v2 bookworm-v1)"; exit 2; }
+
+# run_row ROW: boots the row's VM, then checks what only the host can see;
+# its exit status in $out/ROW.status.
+run_row() {
+    local row=$1 args release results status=0 t0=$SECONDS
+    args=$(row_args "$row")
     # shellcheck disable=SC2086
     set -- $args
     release=$1
@@ -62,24 +68,46 @@ for row in $rows; do
     rm -rf "$results"
     mkdir -p "$results"
     say "=== $row: booting $release with $*"
-    t0=$SECONDS
-    status=0
-    bash tests/vm/boot.sh "$release" "$payload" "$results" "$@" || status=$?
+    bash tests/vm/boot.sh "$release" "$payload" "$results" "$@" >"$out/$row.boot.log" 2>&1 || status=$?
     say "$row: VM done in $((SECONDS - t0)) s (status $status)"
     if [[ -f $results/shutdown-driver ]]; then
-        python3 tests/vm/check-shutdown.py "$release" "$(cat "$results/shutdown-driver")" \
-            "$results/double-$(cat "$results/shutdown-driver")" >>"$results/run.log" || status=1
+        local driver
+        driver=$(cat "$results/shutdown-driver")
+        python3 tests/vm/check-shutdown.py "$row" "$driver" "$results/double-$driver" \
+            >>"$results/run.log" || status=1
     fi
+    echo "$status" >"$out/$row.status"
+}
+
+for row in $rows; do
+    row_args "$row" >/dev/null || { say "unknown row $row (rows: bookworm-v2 trixie-v2 bookworm-v1)"; exit 2; }
+done
+# The rows run side by side (RKVM_PARALLEL=1: one after another): most of
+# a row is waiting on timers and pods, not on the emulated CPUs.
+t0=$SECONDS
+pids=()
+for row in $rows; do
+    run_row "$row" &
+    pids+=($!)
+    if [[ ${RKVM_PARALLEL:-} == 1 ]]; then wait "${pids[-1]}" || true; fi
+done
+wait "${pids[@]}" || true
+say "all rows done in $((SECONDS - t0)) s"
+
+passed=0 failed=0 failures=()
+for row in $rows; do
+    results=$out/$row
+    status=$(cat "$out/$row.status" 2>/dev/null || echo 1)
+    ((status == 0)) || sed 's/^/  /' "$out/$row.boot.log" | tail -n 20 >&2
     if [[ -f $results/run.log ]]; then
         grep -E '^(not )?ok - ' "$results/run.log" || true
         passed=$((passed + $(grep -c '^ok - ' "$results/run.log" || true)))
-        n=$(grep -c '^not ok - ' "$results/run.log" || true)
-        failed=$((failed + n))
+        failed=$((failed + $(grep -c '^not ok - ' "$results/run.log" || true)))
         while IFS= read -r l; do failures+=("$l"); done < <(grep '^not ok - ' "$results/run.log" || true)
     fi
     if ((status != 0)) && ! grep -q '^not ok - ' "$results/run.log" 2>/dev/null; then
         failed=$((failed + 1))
-        failures+=("not ok - $release/$row/vm: the VM did not finish its tests (status $status; $results/console.log)")
+        failures+=("not ok - $row/vm: the VM did not finish its tests (status $status; $results/console.log)")
     fi
 done
 for f in "${failures[@]}"; do echo "$f"; done

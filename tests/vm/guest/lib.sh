@@ -1,5 +1,5 @@
 # Helpers for the tests that run inside the VM (tests/vm/guest/run.sh):
-# results named release/driver/test, waits with deadlines, the API server
+# results named row/driver/test (row: release-v2 or release-v1), waits with deadlines, the API server
 # double's admin client (the real kubectl), and the cgroup v2 files.
 # Sourced, not run.
 
@@ -17,12 +17,12 @@ log() { echo "vm: $*" >&2; }
 # ok NAME: one test passed. not_ok NAME WHY: failed, with the reason.
 ok() {
     PASSED=$((PASSED + 1))
-    echo "ok - $RKVM_RELEASE/$DRIVER/$1"
+    echo "ok - $ROW/$DRIVER/$1"
 }
 not_ok() {
     FAILED=$((FAILED + 1))
-    FAILURES+=("$RKVM_RELEASE/$DRIVER/$1")
-    echo "not ok - $RKVM_RELEASE/$DRIVER/$1: $2"
+    FAILURES+=("$ROW/$DRIVER/$1")
+    echo "not ok - $ROW/$DRIVER/$1: $2"
 }
 
 # check NAME WANT GOT: passes when equal.
