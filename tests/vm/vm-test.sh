@@ -29,11 +29,23 @@ build_payload() {
     say "building rkubelet and the API server double (release)"
     # The build `make test` made (the same features, so after it this is
     # no work): its rkubelet is the binary the host suites ran.
-    cargo test --release --workspace --features rkubelet/fault-injection --no-run >&2
+    # The binaries are taken from cargo's own report of that build, not
+    # from target/release/, where another build may have left its own.
+    local bins
+    bins=$(cargo test --release --workspace --features rkubelet/fault-injection --no-run \
+        --message-format=json-render-diagnostics | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and not m["profile"]["test"] \
+            and "bin" in m["target"]["kind"] and m["target"]["name"] in ("rkubelet", "apiserver-double"):
+        print(m["executable"])')
+    [[ $(wc -l <<<"$bins") == 2 ]] || { say "cargo reported no rkubelet and apiserver-double binaries: $bins"; exit 1; }
     [[ -x target/tools/kubectl ]] || bash scripts/deps.sh >&2
     rm -rf "$payload"
     mkdir -p "$payload"/{bin,etc,images}
-    cp target/release/rkubelet target/release/apiserver-double target/tools/kubectl "$payload/bin/"
+    # shellcheck disable=SC2086 # two paths without spaces
+    cp $bins target/tools/kubectl "$payload/bin/"
     cp -r etc/rkubelet.service etc/rkubelet.service.d "$payload/etc/"
     local cache=${RKUBELET_IMAGE_CACHE:-/tmp/rk-e2e/images}
     bash tests/harness/images.sh "$cache" >&2
