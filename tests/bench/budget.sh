@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The footprint budget of issue 12: the static musl binary (`make static`)
-# must stay within 8 MB (decimal: 8,000,000 bytes, as the README counts MB).
+# must stay within 9 MB (decimal: 9,000,000 bytes, as the README counts MB).
 # Prints one line; exits non-zero, loudly, when the binary is over budget or
 # missing. `make bench` and `make size` run it (both build the binary first).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${STATIC_BIN:-$root/target/static/x86_64-unknown-linux-musl/dist/rkubelet}
-budget=${SIZE_BUDGET_BYTES:-8000000}
+budget=${SIZE_BUDGET_BYTES:-9000000}
 
 mb() { echo "$1" | awk '{printf "%.2f MB", $1 / 1e6}'; }
 
