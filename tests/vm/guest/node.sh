@@ -154,7 +154,7 @@ teardown_node() {
     k delete pods --all --grace-period=1 --wait=false >/dev/null 2>&1
     systemctl stop rkubelet
     # What the pods left behind, so the next driver starts clean.
-    crictl_free_cleanup
+    remove_cri_containers
     systemctl stop double 2>/dev/null
     systemctl reset-failed 2>/dev/null
     systemctl stop containerd
@@ -162,7 +162,7 @@ teardown_node() {
 
 # Removes every CRI pod of this driver's run with ctr (no crictl in
 # Debian 12): tasks killed, containers deleted.
-crictl_free_cleanup() {
+remove_cri_containers() {
     local c
     for c in $(ctr -n k8s.io containers list -q 2>/dev/null); do
         ctr -n k8s.io tasks kill -s KILL "$c" >/dev/null 2>&1
