@@ -13,13 +13,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{after, select, tick, Receiver, Sender, TrySendError};
 use rkubelet_util::lock;
 
 use crate::container::cache::Cache;
-use crate::container::{ContainerState, PodSource, RuntimePod};
+use crate::container::{ContainerState, PodSource, PodStatus, RuntimePod};
 
 /// Upstream's plegChannelCapacity.
 pub const CHANNEL_CAPACITY: usize = 1000;
@@ -56,6 +56,8 @@ pub enum EventType {
     ContainerDied,
     ContainerRemoved,
     ContainerChanged,
+    /// A change no single container event captures (upstream PodSync).
+    PodSync,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +82,8 @@ type Records = HashMap<String, HashMap<String, PlegState>>;
 #[derive(Default)]
 struct State {
     records: Records,
-    /// Pods whose inspection failed: inspect again on the next relist.
+    /// Pods to inspect again on the next relist: their inspection failed,
+    /// or an exit may yet turn out an OOM kill.
     reinspect: HashSet<String>,
     last_relist: Option<Instant>,
     /// The pods of the last successful relist, for housekeeping.
@@ -222,11 +225,12 @@ impl GenericPleg {
         let changed: HashSet<String> = events
             .iter()
             .map(|e| e.pod_uid.clone())
-            .chain(reinspect)
+            .chain(reinspect.iter().cloned())
             .collect();
+        let mut events = events;
 
         let by_uid: HashMap<&str, &RuntimePod> = pods.iter().map(|p| (p.uid.as_str(), p)).collect();
-        let mut failed = HashSet::new();
+        let mut again = HashSet::new();
         for uid in &changed {
             // Not in the relist: nothing of the pod is left to inspect, so
             // its status goes, and reads as empty from this relist on
@@ -236,10 +240,24 @@ impl GenericPleg {
                 continue;
             };
             match self.runtime.get_pod_status(uid, &p.name, &p.namespace) {
-                Ok(status) => self.cache.set(uid, status, None, timestamp),
+                Ok(status) => {
+                    if oom_may_settle(&status, SystemTime::now()) {
+                        again.insert(uid.clone());
+                    }
+                    if reinspect.contains(uid) && self.reason_settled(uid, &status) {
+                        // No container changed state, but what the runtime
+                        // says of one did: the pod's status must go out.
+                        events.push(PodLifecycleEvent {
+                            pod_uid: uid.clone(),
+                            kind: EventType::PodSync,
+                            container_id: String::new(),
+                        });
+                    }
+                    self.cache.set(uid, status, None, timestamp)
+                }
                 Err(e) => {
                     log::warn!("PLEG: inspect pod {uid}: {e}");
-                    failed.insert(uid.clone());
+                    again.insert(uid.clone());
                     let (status, _) = self.cache.get(uid);
                     self.cache.set(uid, status, Some(e.to_string()), timestamp);
                 }
@@ -250,7 +268,7 @@ impl GenericPleg {
         {
             let mut st = self.state();
             st.records = current;
-            st.reinspect = failed;
+            st.reinspect = again;
             st.pods = pods;
             st.listed_at = Some(timestamp);
         }
@@ -263,6 +281,35 @@ impl GenericPleg {
                 log::error!("PLEG: event channel is full, discarding {e:?}");
             }
         }
+    }
+}
+
+/// How long after a SIGKILL exit reported as `Error` the pod is inspected
+/// again: the runtime's OOM event, or the OOM watcher's record of the
+/// kill, arrives within it.
+const OOM_SETTLE: Duration = Duration::from_secs(3);
+
+/// A container of `status` exited by SIGKILL with `Error` less than
+/// [`OOM_SETTLE`] ago, so its reason may still become `OOMKilled`.
+fn oom_may_settle(status: &PodStatus, now: SystemTime) -> bool {
+    status.containers.iter().any(|c| {
+        c.may_be_unreported_oom_kill()
+            && c.finished_at
+                .and_then(|f| now.duration_since(f).ok())
+                .is_some_and(|age| age < OOM_SETTLE)
+    })
+}
+
+impl GenericPleg {
+    /// The cached status of `uid` waited on an OOM reason, and `status`
+    /// says something new of it.
+    fn reason_settled(&self, uid: &str, status: &PodStatus) -> bool {
+        let (cached, _) = self.cache.get(uid);
+        let waited = cached
+            .containers
+            .iter()
+            .any(|c| c.may_be_unreported_oom_kill());
+        waited && cached != *status
     }
 }
 

@@ -124,6 +124,49 @@ fn running_to_exited_is_container_died_and_refreshes_the_cache() {
     assert_eq!(s.cached("a").0.containers[0].state, ContainerState::Exited);
 }
 
+/// containerd answers `Error` when a container's exit is handled before
+/// its OOM event; the pod is inspected again while that can change, and a
+/// changed answer syncs the pod.
+#[test]
+fn a_sigkill_exit_is_inspected_again_until_its_oom_reason_settles() {
+    let s = with_running_pod();
+    s.relist();
+    {
+        let mut st = s.rt.state();
+        let c = &mut st.containers[0];
+        c.state = ContainerState::Exited;
+        c.exit_code = 137;
+        c.reason = "Error".into();
+        c.finished_at = Some(SystemTime::now());
+    }
+    assert_eq!(s.relist(), [ev("a", ContainerDied, "c1")]);
+    assert_eq!(s.cached("a").0.containers[0].reason, "Error");
+    s.rt.state().containers[0].reason = "OOMKilled".into();
+    assert_eq!(s.relist(), [ev("a", PodSync, "")]);
+    assert_eq!(s.cached("a").0.containers[0].reason, "OOMKilled");
+    let before = s.inspected().len();
+    s.relist();
+    assert_eq!(s.inspected().len(), before, "OOMKilled is final");
+}
+
+#[test]
+fn a_sigkill_exit_long_ago_is_not_inspected_again() {
+    let s = with_running_pod();
+    s.relist();
+    {
+        let mut st = s.rt.state();
+        let c = &mut st.containers[0];
+        c.state = ContainerState::Exited;
+        c.exit_code = 137;
+        c.reason = "Error".into();
+        c.finished_at = Some(SystemTime::now() - OOM_SETTLE);
+    }
+    s.relist();
+    let before = s.inspected().len();
+    assert_eq!(s.relist(), []);
+    assert_eq!(s.inspected().len(), before);
+}
+
 #[test]
 fn removal_is_container_removed_after_died_or_both_at_once() {
     let s = with_running_pod();

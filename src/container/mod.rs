@@ -34,6 +34,25 @@ pub struct ContainerStatus {
     pub message: String,
 }
 
+/// The reason the runtime gives a container the kernel OOM-killed.
+pub const OOM_KILLED_REASON: &str = "OOMKilled";
+/// containerd's reason for any other non-zero exit.
+const ERROR_REASON: &str = "Error";
+/// The exit code of a SIGKILLed process (128 + 9).
+const SIGKILL_EXIT_CODE: i32 = 137;
+
+impl ContainerStatus {
+    /// Exited by SIGKILL with the runtime's generic `Error`: what
+    /// containerd says of an OOM kill before its TaskOOM event arrives
+    /// (cgroup v2: the exit and the OOM event race), or when it sends that
+    /// event for the sandbox instead (v1 with SystemdCgroup).
+    pub fn may_be_unreported_oom_kill(&self) -> bool {
+        self.state == ContainerState::Exited
+            && self.exit_code == SIGKILL_EXIT_CODE
+            && self.reason == ERROR_REASON
+    }
+}
+
 /// A pod sandbox as the runtime reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxStatus {

@@ -63,6 +63,9 @@ pub struct FakeContainer {
     pub state: ContainerState,
     pub exit_code: i32,
     pub created_at: SystemTime,
+    pub finished_at: Option<SystemTime>,
+    /// What the runtime says of an exit (containerd: `Error`, `OOMKilled`).
+    pub reason: String,
 }
 
 impl FakeContainer {
@@ -77,6 +80,8 @@ impl FakeContainer {
             state: ContainerState::Running,
             exit_code: 0,
             created_at: UNIX_EPOCH + Duration::from_secs(2),
+            finished_at: None,
+            reason: String::new(),
         }
     }
 }
@@ -449,13 +454,13 @@ fn to_container_status(c: &FakeContainer) -> ContainerStatus {
         state: c.state,
         created_at: c.created_at,
         started_at: None,
-        finished_at: None,
+        finished_at: c.finished_at,
         exit_code: c.exit_code,
         image: c.image.clone(),
         image_ref: c.image_ref.clone(),
         hash: String::new(),
         restart_count: 0,
-        reason: String::new(),
+        reason: c.reason.clone(),
         message: String::new(),
     }
 }

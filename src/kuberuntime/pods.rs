@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::listing_memo::{self, container_state};
 use super::{from_unix_nanos, labels, sandbox, KubeRuntimeManager};
-use crate::container::{ContainerState, ContainerStatus, PodStatus, RuntimePod};
+use crate::container::{ContainerState, ContainerStatus, PodStatus, RuntimePod, OOM_KILLED_REASON};
 use crate::cri::{api, CriError};
 
 impl KubeRuntimeManager {
@@ -53,6 +53,13 @@ impl KubeRuntimeManager {
             match self.runtime.container_status(&c.id) {
                 Ok(s) => {
                     let mut status = to_container_status(&s);
+                    if status.may_be_unreported_oom_kill()
+                        && crate::oom::container_oom_events(&status.id) > 0
+                    {
+                        // The kernel's record says what the runtime's
+                        // answer has not caught up with yet.
+                        status.reason = OOM_KILLED_REASON.to_string();
+                    }
                     if status.state == ContainerState::Exited {
                         status.message = self.term_messages.message(uid, &s);
                     }
