@@ -622,3 +622,39 @@ fn admission_rejects_unfit_pod() {
         "no Warning OutOfcpu event for the rejected pod within 10 s: {events:?}"
     );
 }
+
+/// A pod bound before the kubelet starts arrives before the Node exists
+/// (DaemonSets, static pods, any pod after a node restart); it is still
+/// checked against the machine (upstream getNodeAnyWay), never run unfit.
+#[test]
+fn admission_before_the_node_exists_still_fits_resources() {
+    let mut cl = Cluster::new("admission_before_the_node_exists", 14);
+    assert!(cl.api.node().is_none(), "the double starts without a Node");
+    let mut hog = api_pod("early-hog", SLEEPER);
+    hog["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "500"}});
+    cl.api.create_pod(&hog);
+    cl.api.create_pod(&api_pod("early-fits", SLEEPER));
+    cl.start_kubelet();
+
+    let rejected = cl.eventually(secs(20), "the unfit pod to be Failed", |api| {
+        let p = api.pod("early-hog")?;
+        (phase(&p) == "Failed").then_some(p)
+    });
+    let st = &rejected["status"];
+    assert_eq!(st["reason"], "OutOfcpu", "{}", pretty_status(&rejected));
+    let message = st["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 500000, used: "
+        ) && message.contains(", capacity: "),
+        "{}",
+        pretty_status(&rejected)
+    );
+    cl.wait_pod_ready("early-fits", secs(30));
+    let snap = cl.env.snapshot();
+    assert!(
+        snap.objs.iter().all(|o| o.pod_name() != "early-hog"),
+        "containerd has objects of the rejected pod:\n{}",
+        snap.summary()
+    );
+}

@@ -242,6 +242,8 @@ pub(super) fn start_cluster_modules(
             kicks: node_status_kicks,
         },
     );
+    let initial = Arc::clone(&nsm);
+    kubelet.set_initial_node(Box::new(move || initial.initial_node_now()));
     handles.push(nsm.start(shutdown.clone()).context("start node status")?);
     let lease_nsm = Arc::clone(&nsm);
     let lease = LeaseController::new(

@@ -3,6 +3,7 @@
 
 mod active_deadline;
 mod eviction;
+mod getters;
 mod housekeeping;
 pub mod pod_container_deletor;
 mod runtime_state;
@@ -16,7 +17,7 @@ pub use syncer::{host_ips, KilledStatus, Syncer};
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -130,6 +131,9 @@ pub struct Kubelet {
     /// This node's Node object, when there is an API server (admission
     /// checks labels and allocatable against it).
     node: Arc<RwLock<Option<Node>>>,
+    /// The Node this kubelet would register, made from the machine, for
+    /// admission until the reflector has one (upstream getNodeAnyWay).
+    initial_node: OnceLock<getters::InitialNode>,
     volume_manager: Arc<VolumeManager>,
     /// Dead containers to remove now, for the `gc` thread.
     container_deletor: pod_container_deletor::PodContainerDeletor,
@@ -274,6 +278,7 @@ impl Kubelet {
             seen_sources: Mutex::new(HashSet::new()),
             sources_ready,
             node,
+            initial_node: OnceLock::new(),
             volume_manager,
             container_deletor: Default::default(),
             eviction,
@@ -288,29 +293,6 @@ impl Kubelet {
         })
     }
 
-    // What the other modules read: the servers, node status, the
-    // eviction manager's deps and run-once mode.
-
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    pub fn runtime(&self) -> &Arc<KubeRuntimeManager> {
-        &self.runtime
-    }
-
-    pub fn cache(&self) -> &Cache {
-        &self.cache
-    }
-
-    pub fn pleg(&self) -> &Arc<GenericPleg> {
-        &self.pleg
-    }
-
-    pub fn pod_workers(&self) -> &Arc<PodWorkers> {
-        &self.pod_workers
-    }
-
     /// Starts the pod worker threads, which run this kubelet's syncer.
     pub fn start_pod_workers(
         &self,
@@ -319,39 +301,6 @@ impl Kubelet {
         let syncer = Arc::clone(&self.syncer) as Arc<dyn PodSyncer>;
         self.pod_workers
             .start(self.settings.pod_workers, &self.cache, &syncer, shutdown)
-    }
-
-    pub fn pod_manager(&self) -> &Arc<PodManager> {
-        &self.pod_manager
-    }
-
-    pub fn status_manager(&self) -> &Arc<StatusManager> {
-        &self.status_manager
-    }
-
-    pub fn runtime_state(&self) -> &RuntimeState {
-        &self.runtime_state
-    }
-
-    pub fn syncer(&self) -> &Syncer {
-        &self.syncer
-    }
-
-    /// This node's Node object, as the Node reflector fills it.
-    pub fn node(&self) -> &Arc<RwLock<Option<Node>>> {
-        &self.node
-    }
-
-    pub fn volume_manager(&self) -> &Arc<VolumeManager> {
-        &self.volume_manager
-    }
-
-    pub fn container_deletor(&self) -> &pod_container_deletor::PodContainerDeletor {
-        &self.container_deletor
-    }
-
-    pub fn device_manager(&self) -> &crate::cm::devicemanager::DeviceManager {
-        &self.device_manager
     }
 
     /// Pods that keep their devices: wanted and not finished, or with
@@ -372,25 +321,6 @@ impl Kubelet {
                 .chain(running.iter().map(|rp| rp.uid.clone()))
                 .collect(),
         )
-    }
-
-    pub fn eviction(&self) -> &Arc<crate::eviction::Manager> {
-        &self.eviction
-    }
-
-    /// The one stats provider (upstream kl.StatsProvider).
-    pub fn stats_provider(&self) -> &Arc<SummaryProvider> {
-        &self.stats_provider
-    }
-
-    /// Graceful node shutdown: its admission rule and Ready error.
-    pub fn node_shutdown(&self) -> &Arc<crate::nodeshutdown::Manager> {
-        &self.node_shutdown
-    }
-
-    /// The pod cgroups, when cgroupsPerQOS is on.
-    pub fn container_manager(&self) -> Option<&Arc<ContainerManager>> {
-        self.container_manager.as_ref()
     }
 
     /// When the sync loop last began an iteration: None before it started.
@@ -621,6 +551,9 @@ impl Kubelet {
                 .creation_timestamp
                 .cmp(&b.metadata.creation_timestamp)
         });
+        // Read once for the batch: before the Node is known it is made
+        // from the machine, which takes reading it.
+        let node = std::cell::OnceCell::new();
         for pod in pods {
             if is_mirror_pod(&pod) {
                 self.handle_mirror_pod(pod);
@@ -629,7 +562,7 @@ impl Kubelet {
             self.pod_manager.add_or_update(Arc::clone(&pod));
             if !pod.is_being_deleted() && !self.pod_workers.is_known(pod.uid()) {
                 let active = self.active_pods();
-                let node = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
+                let node = node.get_or_init(|| self.node_any_way());
                 let max_pods = self.settings.max_pods as i64;
                 // In upstream's order: eviction, sysctls, the topology
                 // manager (CPUs, memory, devices), the predicates, node
@@ -798,7 +731,7 @@ impl Kubelet {
                 r.container_name,
                 pod.full_name()
             );
-            self.syncer.record_liveness_failure(r.container_id);
+            self.syncer.record_liveness_failure(r.container_id, r.kind);
         }
         self.dispatch(pod, UpdateType::Sync);
     }

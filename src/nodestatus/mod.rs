@@ -162,7 +162,7 @@ pub struct KubeletHealth {
 pub type HealthFn = Box<dyn Fn() -> KubeletHealth + Send + Sync>;
 
 /// State of the status thread.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct SyncState {
     /// When the status was last PATCHed (lastStatusReportTime).
     last_status_report: Option<Instant>,
@@ -483,6 +483,15 @@ impl NodeStatusManager {
         let mut node = initial_node_object(&self.cfg);
         self.set_node_status(&mut node, state, events);
         node
+    }
+
+    /// The node this kubelet would register, for admission before the
+    /// Node is known (upstream getNodeAnyWay's initialNode). Leaves the
+    /// status thread's state as it was and records no event: this node
+    /// is not sent.
+    pub fn initial_node_now(&self) -> Node {
+        let mut state = lock(&self.state).clone();
+        self.initial_node(&mut state, &mut Vec::new())
     }
 
     /// registerWithAPIServer: tries until registered, backing off 100 ms
