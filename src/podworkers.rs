@@ -41,6 +41,9 @@ use crate::util::workqueue::WorkQueue;
 
 /// Upstream's workerBackOffPeriod: retry delay after a failed sync.
 pub const WORKER_BACKOFF: Duration = Duration::from_secs(10);
+/// The longest a failed sync waits: upstream's worker back-off with its
+/// full jitter (10 s stretched by half), what a crash back-off asks.
+pub const WORKER_BACKOFF_MAX: Duration = Duration::from_secs(15);
 /// How long an idle worker sleeps before looking again (bounded waits).
 /// Work, a relist a pod waits for and shutdown ([`PodWorkers::wake_all`])
 /// wake it at once; this only bounds a wait nothing ended. At one second
@@ -671,7 +674,7 @@ impl PodWorkers {
                 }
                 let delay = f
                     .retry_after
-                    .min(WORKER_BACKOFF)
+                    .min(WORKER_BACKOFF_MAX)
                     .max(Duration::from_millis(100));
                 st.not_before = Some(now + delay);
                 st.mark_dirty(now);

@@ -610,3 +610,119 @@ fn failed_poststart_kills_container() {
     let s = wait_restarts(&mut env, "post-node1", 2, secs(40));
     eprintln!("second restart after {:?}:\n{}", t0.elapsed(), s.summary());
 }
+
+// 8 -------------------------------------------------------------------------------
+
+/// A container that ignores SIGTERM: it stops only when its grace ends.
+const STUBBORN: &str = "trap '' TERM INT; while true; do sleep 1; done";
+
+/// Restarts caused by a liveness probe back off as any other exit (upstream
+/// doBackOff reads the newest exited instance): a container whose probe
+/// always fails is restarted a few times, then waits in CrashLoopBackOff,
+/// rather than every few seconds.
+#[test]
+fn liveness_restarts_back_off() {
+    let mut env = env("liveness_restarts_back_off", 58);
+    // It takes its whole grace (2 s) to stop: the sync woken by the stop
+    // may still see it running.
+    let p = probe_pod(
+        "unlive",
+        STUBBORN,
+        json!({"livenessProbe": {
+            "exec": {"command": ["false"]},
+            "periodSeconds": 2,
+            "failureThreshold": 1,
+        }}),
+        json!({"terminationGracePeriodSeconds": 2}),
+    );
+    put(&env, &p);
+    env.start_kubelet();
+    env.wait_running("unlive-node1", &["c"], secs(20));
+    let t0 = Instant::now();
+    // Upstream: 3 restarts in 60 s, the last after back-off 10 s, then
+    // back-off 20s. Without the back-off: about one every 3 s.
+    std::thread::sleep(secs(45));
+    let s = env.snapshot();
+    let restarts = max_restart(&s, "unlive-node1").unwrap_or(0);
+    eprintln!(
+        "{restarts} restarts in {:?}:\n{}",
+        t0.elapsed(),
+        s.summary()
+    );
+    assert!(
+        (2..=4).contains(&restarts),
+        "want 2 to 4 restarts in 45 s of failing liveness, got {restarts}:\n{}",
+        s.summary()
+    );
+    let log = env.log();
+    assert!(
+        log.contains(
+            "CrashLoopBackOff: back-off 10s restarting failed container=c pod=unlive-node1_default"
+        ),
+        "no back-off after a liveness restart in the log:\n{}",
+        env.log_tail(40)
+    );
+}
+
+/// upstream's sequence: the first exit restarts at once, then 10 s, 20 s,
+/// 40 s ..., each restart at the first sync after its delay (the pod
+/// worker's 10 to 15 s back-off), so 75 s in there are 3 restarts and the
+/// wait is back-off 40s (the captures of v1.32 and v1.34 alike).
+#[test]
+fn crash_loop_backs_off_as_upstream() {
+    let mut env = env("crash_loop_backs_off_as_upstream", 60);
+    let p = probe_pod("crash", "echo bye >&2; exit 2", json!({}), json!({}));
+    put(&env, &p);
+    env.start_kubelet();
+    wait_restarts(&mut env, "crash-node1", 0, secs(20));
+    let t0 = Instant::now();
+    std::thread::sleep(secs(75));
+    let s = env.snapshot();
+    let restarts = max_restart(&s, "crash-node1").unwrap_or(0);
+    eprintln!(
+        "{restarts} restarts in {:?}:\n{}",
+        t0.elapsed(),
+        s.summary()
+    );
+    assert_eq!(restarts, 3, "restarts 75 s in:\n{}", s.summary());
+    let log = env.log();
+    let last = log
+        .lines()
+        .filter(|l| l.contains("back-off") && l.contains("restarting failed container=c"))
+        .last()
+        .unwrap_or_default();
+    assert!(last.contains("back-off 40s"), "the last back-off: {last}");
+}
+
+/// A probe's own terminationGracePeriodSeconds replaces the pod's when that
+/// probe kills the container (upstream e2e "should override
+/// timeoutGracePeriodSeconds when LivenessProbe/StartupProbe field is
+/// set"): a container that ignores SIGTERM, in a pod with 600 s of grace,
+/// is restarted within seconds.
+#[test]
+fn probe_termination_grace_overrides_the_pods() {
+    let mut env = env("probe_termination_grace_overrides_the_pods", 59);
+    let failing = |kind: &str| {
+        json!({kind: {
+            "exec": {"command": ["false"]},
+            "periodSeconds": 1,
+            "failureThreshold": 1,
+            "terminationGracePeriodSeconds": 3,
+        }})
+    };
+    for (name, probe) in [("live", "livenessProbe"), ("start", "startupProbe")] {
+        let p = probe_pod(
+            name,
+            STUBBORN,
+            failing(probe),
+            json!({"terminationGracePeriodSeconds": 600}),
+        );
+        put(&env, &p);
+    }
+    env.start_kubelet();
+    let t0 = Instant::now();
+    for pod in ["live-node1", "start-node1"] {
+        let s = wait_restarts(&mut env, pod, 1, secs(40));
+        eprintln!("{pod} restarted after {:?}:\n{}", t0.elapsed(), s.summary());
+    }
+}

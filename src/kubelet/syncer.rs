@@ -9,6 +9,7 @@ use super::*;
 use crate::kuberuntime::actions::ProbeResults;
 use crate::kuberuntime::KillProgress;
 use crate::podworkers::{Synced, Termination};
+use crate::prober::ProbeKind;
 use crate::types::PodPhase;
 
 /// What the pod workers call: turns a pod and its runtime status into CRI
@@ -25,7 +26,8 @@ pub struct Syncer {
     runtime_state: Arc<RuntimeState>,
     settings: Settings,
     /// Containers whose liveness probe failed, by container ID.
-    liveness_failed: Mutex<HashSet<String>>,
+    /// Containers whose liveness or startup probe failed, by ID.
+    liveness_failed: Mutex<HashMap<String, ProbeKind>>,
     /// Probe results: readiness and startup feed the status.
     prober: Arc<ProberManager>,
     /// Sets up and tears down the pods' volumes.
@@ -74,7 +76,7 @@ impl Syncer {
             mirror_client: p.mirror_client,
             runtime_state: p.runtime_state,
             settings: p.settings,
-            liveness_failed: Mutex::new(HashSet::new()),
+            liveness_failed: Mutex::new(HashMap::new()),
             prober: p.prober,
             volume_manager: p.volume_manager,
             token_manager: p.token_manager,
@@ -85,8 +87,8 @@ impl Syncer {
 
     /// A liveness or startup probe failed: the pod's next sync restarts
     /// the container.
-    pub(super) fn record_liveness_failure(&self, container_id: String) {
-        lock(&self.liveness_failed).insert(container_id);
+    pub(super) fn record_liveness_failure(&self, container_id: String, kind: ProbeKind) {
+        lock(&self.liveness_failed).insert(container_id, kind);
     }
 
     /// Regenerates the pod's API status from a runtime status.
@@ -317,16 +319,16 @@ impl Syncer {
         }
     }
 
-    fn liveness_failures(&self, status: &PodStatus) -> HashSet<String> {
+    fn liveness_failures(&self, status: &PodStatus) -> HashMap<String, ProbeKind> {
         let mut failed = lock(&self.liveness_failed);
         let ids: HashSet<&str> = status.containers.iter().map(|c| c.id.as_str()).collect();
-        let mine: HashSet<String> = failed
+        let mine: HashMap<String, ProbeKind> = failed
             .iter()
-            .filter(|id| ids.contains(id.as_str()))
-            .cloned()
+            .filter(|(id, _)| ids.contains(id.as_str()))
+            .map(|(id, kind)| (id.clone(), *kind))
             .collect();
         // Forget failures of containers that are no longer running.
-        failed.retain(|id| {
+        failed.retain(|id, _| {
             !ids.contains(id.as_str())
                 || status
                     .containers

@@ -2,14 +2,15 @@
 //! `computePodActions` in `kuberuntime_manager.go`). Pure: the pod and its
 //! runtime status in, a plan out, so every branch is unit-tested.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 
 use super::init_actions;
 use super::labels::container_hash;
 use crate::container::{ContainerState, ContainerStatus, PodStatus};
 use crate::podutil::{PodExt, RestartPolicy};
+use crate::prober::ProbeKind;
 
 /// A running container to stop, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,13 +18,39 @@ pub struct ContainerToKill {
     pub id: String,
     pub name: String,
     pub reason: String,
+    /// The failed probe's own `terminationGracePeriodSeconds`, which
+    /// replaces the pod's for this kill (upstream setTerminationGracePeriod).
+    pub probe_grace: Option<i64>,
+}
+
+impl ContainerToKill {
+    /// `spec`'s instance `running`, stopped because its `kind` probe
+    /// failed; `who` is "Container" or "Init container".
+    pub fn probe_failed(
+        who: &str,
+        spec: &Container,
+        running: &ContainerStatus,
+        kind: ProbeKind,
+    ) -> Self {
+        let (what, probe) = match kind {
+            ProbeKind::Startup => ("startup", spec.startup_probe.as_ref()),
+            _ => ("liveness", spec.liveness_probe.as_ref()),
+        };
+        ContainerToKill {
+            id: running.id.clone(),
+            name: spec.name.clone(),
+            reason: format!("{who} {} failed {what} probe, will be restarted", spec.name),
+            probe_grace: probe.and_then(|p: &Probe| p.termination_grace_period_seconds),
+        }
+    }
 }
 
 /// What the probes say about running containers, by container ID.
 #[derive(Debug, Clone, Default)]
 pub struct ProbeResults {
-    /// The liveness or startup probe failed: the container is restarted.
-    pub failed: HashSet<String>,
+    /// The liveness or startup probe failed (which one, by container ID):
+    /// the container is restarted.
+    pub failed: HashMap<String, ProbeKind>,
     /// The startup probe passed. Only asked for containers that have one:
     /// a sidecar with a startup probe holds back the next init container
     /// until then.
@@ -89,12 +116,8 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &ProbeResults)
             Some(c) if c.state == ContainerState::Running => {
                 match kill_reason(container, c, &probes.failed) {
                     None => keep += 1,
-                    Some(reason) => {
-                        actions.containers_to_kill.push(ContainerToKill {
-                            id: c.id.clone(),
-                            name: container.name.clone(),
-                            reason,
-                        });
+                    Some(kill) => {
+                        actions.containers_to_kill.push(kill);
                         if should_restart(container, pod, status, true) {
                             actions.containers_to_start.push(idx);
                         }
@@ -122,21 +145,26 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &ProbeResults)
 fn kill_reason(
     spec: &Container,
     running: &ContainerStatus,
-    liveness_failed: &HashSet<String>,
-) -> Option<String> {
+    probe_failed: &HashMap<String, ProbeKind>,
+) -> Option<ContainerToKill> {
     if running.hash != container_hash(spec) {
-        return Some(format!(
-            "Container {} definition changed, will be restarted",
-            spec.name
-        ));
+        return Some(ContainerToKill {
+            id: running.id.clone(),
+            name: spec.name.clone(),
+            reason: format!(
+                "Container {} definition changed, will be restarted",
+                spec.name
+            ),
+            probe_grace: None,
+        });
     }
-    if liveness_failed.contains(&running.id) {
-        return Some(format!(
-            "Container {} failed liveness probe, will be restarted",
-            spec.name
-        ));
-    }
-    None
+    let kind = probe_failed.get(&running.id)?;
+    Some(ContainerToKill::probe_failed(
+        "Container",
+        spec,
+        running,
+        *kind,
+    ))
 }
 
 /// Whether the sandbox must be (re)created, with the attempt number and the
@@ -362,13 +390,43 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_kill_carries_that_probes_grace() {
+        let mut p = pod("Always", &[], &["a"]);
+        let grace = |secs| Probe {
+            termination_grace_period_seconds: Some(secs),
+            ..Default::default()
+        };
+        if let Some(spec) = p.spec.as_mut() {
+            spec.containers[0].liveness_probe = Some(grace(7));
+            spec.containers[0].startup_probe = Some(grace(3));
+        }
+        let running = cstatus(&p, "a", ContainerState::Running, 0, 1);
+        for (kind, want, what) in [
+            (ProbeKind::Liveness, 7, "liveness"),
+            (ProbeKind::Startup, 3, "startup"),
+        ] {
+            let failed = ProbeResults {
+                failed: HashMap::from([(running.id.clone(), kind)]),
+                ..Default::default()
+            };
+            let a = compute_pod_actions(&p, &status(true, vec![running.clone()]), &failed);
+            let k = &a.containers_to_kill[0];
+            assert_eq!(k.probe_grace, Some(want));
+            assert_eq!(
+                k.reason,
+                format!("Container a failed {what} probe, will be restarted")
+            );
+        }
+    }
+
+    #[test]
     fn liveness_failure_restarts_unless_never() {
         for (policy, restart) in [("Always", true), ("Never", false)] {
             let p = pod(policy, &[], &["a", "b"]);
             let running_a = cstatus(&p, "a", ContainerState::Running, 0, 1);
             let running_b = cstatus(&p, "b", ContainerState::Running, 0, 1);
             let failed = ProbeResults {
-                failed: HashSet::from([running_a.id.clone()]),
+                failed: HashMap::from([(running_a.id.clone(), ProbeKind::Liveness)]),
                 ..Default::default()
             };
             let a = compute_pod_actions(&p, &status(true, vec![running_a, running_b]), &failed);

@@ -17,6 +17,7 @@ use super::actions::{ContainerToKill, PodActions, ProbeResults};
 use super::labels::container_hash;
 use crate::container::{ContainerState, ContainerStatus, PodStatus};
 use crate::podutil::{is_restartable_init, PodExt, RestartPolicy};
+use crate::prober::ProbeKind;
 
 /// Fills `actions.init_to_start`, `containers_to_kill` and `kill_pod` for
 /// the init containers. True once the pod is initialized, i.e. its app
@@ -161,10 +162,18 @@ impl Pass<'_> {
         s: &ContainerStatus,
         actions: &mut PodActions,
     ) {
-        let probe_failed = self.probes.failed.contains(&s.id);
+        let probe_failed = self.probes.failed.get(&s.id).copied();
         if c.startup_probe.is_some() && !self.probes.started.contains(&s.id) {
-            if probe_failed {
-                kill(actions, c, s, "failed startup probe, will be restarted");
+            // Before its startup probe passes, no other probe runs.
+            if probe_failed.is_some() {
+                actions
+                    .containers_to_kill
+                    .push(ContainerToKill::probe_failed(
+                        "Init container",
+                        c,
+                        s,
+                        ProbeKind::Startup,
+                    ));
                 self.to_start.push(i);
             }
             // Not started yet: the next init container waits for it.
@@ -179,8 +188,10 @@ impl Pass<'_> {
         if s.hash != container_hash(c) {
             kill(actions, c, s, "definition changed, will be restarted");
             self.to_start.push(i);
-        } else if probe_failed {
-            kill(actions, c, s, "failed liveness probe, will be restarted");
+        } else if let Some(kind) = probe_failed {
+            actions
+                .containers_to_kill
+                .push(ContainerToKill::probe_failed("Init container", c, s, kind));
             self.to_start.push(i);
         }
     }
@@ -226,6 +237,7 @@ fn kill(actions: &mut PodActions, c: &Container, s: &ContainerStatus, why: &str)
         id: s.id.clone(),
         name: c.name.clone(),
         reason: format!("Init container {} {why}", c.name),
+        probe_grace: None,
     });
 }
 

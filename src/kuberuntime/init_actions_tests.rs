@@ -1,6 +1,6 @@
 //! compute_pod_actions for pods with sidecars (restartable init containers).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{Container, ExecAction, Pod, PodSpec, Probe};
@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Container, ExecAction, Pod, PodSpec, Probe};
 use crate::container::{ContainerState, ContainerStatus, PodStatus, SandboxStatus};
 use crate::kuberuntime::actions::{compute_pod_actions, PodActions, ProbeResults};
 use crate::kuberuntime::labels::container_hash;
+use crate::prober::ProbeKind;
 
 /// `inits` names starting with "s" are sidecars; `probed` ones among them
 /// have a startup probe.
@@ -99,6 +100,13 @@ fn ids(list: &[&str]) -> HashSet<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+/// Containers whose liveness probe failed.
+fn liveness_failed(list: &[&str]) -> HashMap<String, ProbeKind> {
+    list.iter()
+        .map(|s| (s.to_string(), ProbeKind::Liveness))
+        .collect()
+}
+
 fn killed(a: &PodActions) -> Vec<&str> {
     a.containers_to_kill
         .iter()
@@ -152,7 +160,7 @@ fn startup_probe_gates_the_next_init_container() {
     );
     // Failed: the sidecar is killed and started again, i1 still waits.
     let failed = ProbeResults {
-        failed: ids(&[&s1.id]),
+        failed: liveness_failed(&[&s1.id]),
         ..Default::default()
     };
     let a = plan_with(&p, vec![s1.clone()], &failed);
@@ -215,7 +223,7 @@ fn sidecar_liveness_failure_or_new_spec_restarts_only_it() {
     let p = pod("Always", &["s1"], &["a"], &[]);
     let s1 = running(&p, "s1");
     let failed = ProbeResults {
-        failed: ids(&[&s1.id]),
+        failed: liveness_failed(&[&s1.id]),
         ..Default::default()
     };
     let a = plan_with(&p, vec![running(&p, "a"), s1.clone()], &failed);

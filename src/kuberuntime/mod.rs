@@ -47,6 +47,22 @@ const MINIMUM_GRACE_PERIOD_SECONDS: u64 = 2;
 const CRASH_BACKOFF_INITIAL: Duration = Duration::from_secs(10);
 const CRASH_BACKOFF_MAX: Duration = Duration::from_secs(300);
 const CRASH_BACKOFF_RESET: Duration = Duration::from_secs(600);
+/// A pod in CrashLoopBackOff is synced again after upstream's worker
+/// back-off, jittered by up to half (wait.Jitter(backOffPeriod, 0.5)).
+const CRASH_BACKOFF_RESYNC: Duration = Duration::from_secs(10);
+const CRASH_BACKOFF_RESYNC_JITTER: f64 = 0.5;
+
+/// upstream setTerminationGracePeriod: a deleted pod's grace, else the
+/// failed probe's own, else the pod's; never under the 2 s minimum.
+fn container_kill_grace(pod: &Pod, kill: &actions::ContainerToKill) -> i64 {
+    let probe = kill
+        .probe_grace
+        .filter(|_| pod.metadata.deletion_grace_period_seconds.is_none());
+    match probe {
+        Some(g) => g.max(MINIMUM_GRACE_PERIOD_SECONDS as i64),
+        None => pod.kill_grace_seconds(),
+    }
+}
 
 /// The node settings container and sandbox configs are made from.
 #[derive(Debug, Clone)]
@@ -390,7 +406,7 @@ impl KubeRuntimeManager {
             let mut stopping = false;
             for k in &plan.containers_to_kill {
                 log::info!("pod {}: {}", pod.full_name(), k.reason);
-                let grace = Some(pod.kill_grace_seconds());
+                let grace = Some(container_kill_grace(pod, k));
                 match self.kill_container(pod, &k.id, &k.name, grace, Some(&k.reason)) {
                     Ok(p) => stopping |= p == KillProgress::Stopping,
                     Err(e) => {

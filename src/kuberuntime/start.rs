@@ -11,7 +11,8 @@ use rkubelet_util::lock;
 use super::lifecycle::HookAction;
 use super::{
     container, ephemeral, labels, lifecycle, pull_secrets, sandbox, security_context,
-    KubeRuntimeManager, SyncError, CRASH_BACKOFF_INITIAL,
+    KubeRuntimeManager, SyncError, CRASH_BACKOFF_INITIAL, CRASH_BACKOFF_RESYNC,
+    CRASH_BACKOFF_RESYNC_JITTER,
 };
 use crate::container::{ContainerState, PodStatus};
 use crate::cri::api;
@@ -321,20 +322,22 @@ impl KubeRuntimeManager {
     }
 
     /// Upstream `doBackOff`: a container that exited is restarted only after
-    /// its CrashLoopBackOff delay, counted from when it finished.
+    /// its CrashLoopBackOff delay, counted from when its newest exited
+    /// instance finished. That instance, not the newest one: a container
+    /// killed by its liveness probe is restarted in the sync that killed
+    /// it, whose status still shows it running, and its restarts must
+    /// back off as any other.
     fn check_crash_backoff(
         &self,
         pod: &Pod,
         c: &Container,
         status: &PodStatus,
     ) -> Result<(), SyncError> {
-        let Some(last) = status.find_container(&c.name) else {
-            return Ok(());
-        };
-        if last.state != ContainerState::Exited {
-            return Ok(());
-        }
-        let Some(finished) = last.finished_at else {
+        let last = status
+            .containers
+            .iter()
+            .find(|s| s.name == c.name && s.state == ContainerState::Exited);
+        let Some(finished) = last.and_then(|s| s.finished_at) else {
             return Ok(());
         };
         let key = backoff_key(pod, c);
@@ -365,7 +368,18 @@ impl KubeRuntimeManager {
                     pod.uid()
                 ),
             );
-            err.retry_after = Some(remaining);
+            // Looked at again on the pod worker's back-off (10 to 15 s),
+            // not when the delay ends, as upstream: the restart comes at
+            // the first sync after it.
+            log::debug!(
+                "pod {}: container {} backs off {remaining:?} more",
+                pod.full_name(),
+                c.name
+            );
+            err.retry_after = Some(rkubelet_util::jitter(
+                CRASH_BACKOFF_RESYNC,
+                CRASH_BACKOFF_RESYNC_JITTER,
+            ));
             return Err(err);
         }
         self.crash_backoff.next(&key, finished);

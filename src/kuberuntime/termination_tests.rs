@@ -183,3 +183,38 @@ fn cache_reads_each_instance_once() {
     cache.forget_pod("pod");
     assert_eq!(cache.cached(), 0);
 }
+
+/// upstream setTerminationGracePeriod: a deleted pod's grace wins, then
+/// the failed probe's own, then the pod's; never under 2 s.
+#[test]
+fn probe_grace_replaces_the_pods_unless_deleted() {
+    use crate::kuberuntime::actions::ContainerToKill;
+    let mut pod = k8s_openapi::api::core::v1::Pod::default();
+    pod.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+        termination_grace_period_seconds: Some(600),
+        ..Default::default()
+    });
+    let kill = |probe_grace| ContainerToKill {
+        id: "c1".into(),
+        name: "c".into(),
+        reason: String::new(),
+        probe_grace,
+    };
+    assert_eq!(
+        crate::kuberuntime::container_kill_grace(&pod, &kill(Some(10))),
+        10
+    );
+    assert_eq!(
+        crate::kuberuntime::container_kill_grace(&pod, &kill(Some(0))),
+        2
+    );
+    assert_eq!(
+        crate::kuberuntime::container_kill_grace(&pod, &kill(None)),
+        600
+    );
+    pod.metadata.deletion_grace_period_seconds = Some(30);
+    assert_eq!(
+        crate::kuberuntime::container_kill_grace(&pod, &kill(Some(10))),
+        30
+    );
+}
