@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
+use k8s_openapi::api::core::v1::{Container, EnvVar, HostAlias, Pod};
 use protobuf::EnumOrUnknown;
 
 use super::{labels, sandbox, security_context, RuntimeManagerConfig};
@@ -444,7 +444,6 @@ pub fn expand_vars(input: &str, env: &[(String, String)]) -> String {
 /// Volume mounts plus the kubelet-managed files: /etc/hosts and the
 /// termination message file.
 fn make_mounts(ctx: &ContainerContext<'_>) -> Result<Vec<api::Mount>, ConfigError> {
-    let pod = ctx.pod;
     let mut mounts = Vec::new();
     for vm in ctx.container.volume_mounts.iter().flatten() {
         let vol = ctx
@@ -476,7 +475,7 @@ fn make_mounts(ctx: &ContainerContext<'_>) -> Result<Vec<api::Mount>, ConfigErro
         });
     }
     let already = |mounts: &[api::Mount], p: &str| mounts.iter().any(|m| m.container_path == p);
-    if !pod.is_host_network() && !already(&mounts, "/etc/hosts") {
+    if !ctx.pod_ips.is_empty() && !already(&mounts, "/etc/hosts") {
         mounts.push(host_file_mount(&write_etc_hosts(ctx)?, "/etc/hosts"));
     }
     let term_path = ctx
@@ -527,28 +526,72 @@ pub fn pod_dir(cfg: &RuntimeManagerConfig, pod: &Pod) -> PathBuf {
     cfg.root_dir.join("pods").join(pod.uid())
 }
 
+/// The node's own hosts file, what a host-network pod's is made from.
+const NODE_ETC_HOSTS: &str = "/etc/hosts";
+
+/// upstream ensureHostsFile: the pod's /etc/hosts, managed by the kubelet.
+/// A host-network pod gets the node's file, then its hostAliases (since
+/// v1.30 upstream's e2e holds the kubelet to it); any other pod the
+/// managed localhost entries, its IPs with its hostname (and domain, when
+/// it has a subdomain) and its hostAliases.
 fn write_etc_hosts(ctx: &ContainerContext<'_>) -> Result<PathBuf, ConfigError> {
     let pod = ctx.pod;
     let path = pod_dir(ctx.cfg, pod).join("etc-hosts");
+    let aliases = pod.spec_or_default().host_aliases.as_deref().unwrap_or(&[]);
+    let text = if pod.is_host_network() {
+        let node = std::fs::read_to_string(NODE_ETC_HOSTS)
+            .map_err(io_error(format!("read {NODE_ETC_HOSTS}")))?;
+        format!(
+            "# Kubernetes-managed hosts file (host network).\n{node}{}",
+            host_alias_entries(aliases)
+        )
+    } else {
+        managed_hosts(ctx, aliases)
+    };
+    std::fs::create_dir_all(pod_dir(ctx.cfg, pod)).map_err(io_error("create pod directory"))?;
+    std::fs::write(&path, text).map_err(io_error(format!("write {}", path.display())))?;
+    Ok(path)
+}
+
+/// upstream managedHostsFileContent.
+fn managed_hosts(ctx: &ContainerContext<'_>, aliases: &[HostAlias]) -> String {
+    let pod = ctx.pod;
     let hostname = pod
         .spec_or_default()
         .hostname
         .clone()
         .unwrap_or_else(|| pod.name().to_string());
+    let domain = pod
+        .spec_or_default()
+        .subdomain
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(|sub| format!("{sub}.{}.svc.{}", pod.namespace(), ctx.cfg.cluster_domain));
     let mut text = String::from(
         "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
          fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
     );
     for ip in ctx.pod_ips {
-        text.push_str(&format!("{ip}\t{hostname}\n"));
+        match &domain {
+            Some(d) => text.push_str(&format!("{ip}\t{hostname}.{d}\t{hostname}\n")),
+            None => text.push_str(&format!("{ip}\t{hostname}\n")),
+        }
     }
-    for alias in pod.spec_or_default().host_aliases.iter().flatten() {
-        let names = alias.hostnames.clone().unwrap_or_default().join("\t");
+    text.push_str(&host_alias_entries(aliases));
+    text
+}
+
+/// upstream hostsEntriesFromHostAliases: one line per alias IP.
+fn host_alias_entries(aliases: &[HostAlias]) -> String {
+    if aliases.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("\n# Entries added by HostAliases.\n");
+    for alias in aliases {
+        let names = alias.hostnames.as_deref().unwrap_or(&[]).join("\t");
         text.push_str(&format!("{}\t{names}\n", alias.ip));
     }
-    std::fs::create_dir_all(pod_dir(ctx.cfg, pod)).map_err(io_error("create pod directory"))?;
-    std::fs::write(&path, text).map_err(io_error(format!("write {}", path.display())))?;
-    Ok(path)
+    text
 }
 
 fn termination_log_file(ctx: &ContainerContext<'_>) -> Result<PathBuf, ConfigError> {

@@ -94,7 +94,13 @@ impl KubeRuntimeManager {
             container: c,
             image_ref: &image_ref,
             restart_count,
-            pod_ips: t.pod_ips,
+            // A host-network sandbox has no IPs of its own: the node's
+            // stand in, as upstream's SyncPod puts them in podStatus.IPs.
+            pod_ips: if t.pod.is_host_network() && t.pod_ips.is_empty() {
+                &host_ips
+            } else {
+                t.pod_ips
+            },
             cfg: &self.cfg,
             env_source,
         };
