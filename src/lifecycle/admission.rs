@@ -52,6 +52,9 @@ pub fn admit(
     node: Option<&Node>,
     max_pods: i64,
 ) -> Result<(), Rejection> {
+    // What preemption cannot help goes first (upstream).
+    check_os_label(pod, node)?;
+    check_os_field(pod)?;
     let Some(node) = node else {
         return check_pod_count(active, max_pods);
     };
@@ -85,6 +88,44 @@ pub fn admit(
     match missing.first() {
         Some(r) => Err(reject(r.reason(), r.message())),
         None => Err(predicates[0].clone()),
+    }
+}
+
+/// The operating system this kubelet runs pods on (Go's runtime.GOOS).
+const NODE_OS: &str = std::env::consts::OS;
+/// v1.LabelOSStable.
+const OS_LABEL: &str = "kubernetes.io/os";
+
+/// upstream rejectPodAdmissionBasedOnOSSelector: a pod labelled
+/// `kubernetes.io/os` for another OS than the node's label (or, without
+/// one, the node's own OS).
+fn check_os_label(pod: &Pod, node: Option<&Node>) -> Result<(), Rejection> {
+    let Some(wanted) = pod.metadata.labels.as_ref().and_then(|l| l.get(OS_LABEL)) else {
+        return Ok(());
+    };
+    let node_os = node
+        .and_then(|n| n.metadata.labels.as_ref())
+        .and_then(|l| l.get(OS_LABEL))
+        .filter(|os| os.as_str() == NODE_OS)
+        .map_or(NODE_OS, String::as_str);
+    if wanted == node_os {
+        return Ok(());
+    }
+    Err(reject(
+        "PodOSSelectorNodeLabelDoesNotMatch",
+        "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label",
+    ))
+}
+
+/// upstream rejectPodAdmissionBasedOnOSField: `spec.os.name` names
+/// another OS than the node's.
+fn check_os_field(pod: &Pod) -> Result<(), Rejection> {
+    match pod.spec_or_default().os.as_ref() {
+        Some(os) if os.name != NODE_OS => Err(reject(
+            "PodOSNotSupported",
+            "Failed to admit pod as the OS field doesn't match node OS",
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -316,6 +357,38 @@ mod tests {
             &[("disk", "ssd"), ("zone", "a")],
             &[("cpu", "2"), ("memory", "1Gi"), ("pods", "3")],
         )
+    }
+
+    #[test]
+    fn another_os_is_refused_before_resources() {
+        let mut p = crate::lifecycle::fit::test_pod(&[("cpu", "500")]);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.os = Some(k8s_openapi::api::core::v1::PodOS {
+                name: "windows".into(),
+            });
+        }
+        let r = admit(&p, &[], None, 110).unwrap_err();
+        assert_eq!(r.reason, "PodOSNotSupported");
+        assert_eq!(
+            r.message,
+            "Failed to admit pod as the OS field doesn't match node OS"
+        );
+        if let Some(spec) = p.spec.as_mut() {
+            spec.os = Some(k8s_openapi::api::core::v1::PodOS {
+                name: "linux".into(),
+            });
+        }
+        p.metadata.labels = Some(BTreeMap::from([(
+            OS_LABEL.to_string(),
+            "windows".to_string(),
+        )]));
+        let r = admit(&p, &[], None, 110).unwrap_err();
+        assert_eq!(r.reason, "PodOSSelectorNodeLabelDoesNotMatch");
+        p.metadata.labels = Some(BTreeMap::from([(
+            OS_LABEL.to_string(),
+            "linux".to_string(),
+        )]));
+        assert!(admit(&p, &[], None, 110).is_ok());
     }
 
     #[test]
