@@ -658,3 +658,88 @@ fn admission_before_the_node_exists_still_fits_resources() {
         snap.summary()
     );
 }
+
+/// v1.30's NodeConformance spec "should write entries to /etc/hosts when
+/// hostNetwork is enabled": a host-network pod's /etc/hosts is the node's,
+/// managed by the kubelet, with its hostAliases; any other pod's has them
+/// too, under upstream's header.
+#[test]
+fn host_aliases_reach_etc_hosts_with_and_without_host_network() {
+    let mut cl = Cluster::new("host_aliases_reach_etc_hosts", 15);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    let aliases = json!([{"ip": "123.45.67.89", "hostnames": ["foo.example", "bar.example"]}]);
+    for (name, host_network) in [("aliases-hostnet", true), ("aliases-podnet", false)] {
+        let mut p = api_pod(name, &format!("cat /etc/hosts; {SLEEPER}"));
+        p["spec"]["hostNetwork"] = json!(host_network);
+        p["spec"]["hostAliases"] = aliases.clone();
+        cl.api.create_pod(&p);
+    }
+    for name in ["aliases-hostnet", "aliases-podnet"] {
+        cl.wait_pod_ready(name, secs(30));
+    }
+    let hosts = |pod| {
+        let pod_logs = cl.env.pod_logs.clone();
+        eventually(secs(10), "the container's /etc/hosts in its log", || {
+            // CRI log lines: "<time> stdout F <text>".
+            let log: String = container_log(&pod_logs, pod, "c")
+                .lines()
+                .map(|l| l.splitn(4, ' ').nth(3).unwrap_or_default().to_string() + "\n")
+                .collect();
+            log.contains("Entries added by HostAliases").then_some(log)
+        })
+    };
+    let host = hosts("aliases-hostnet");
+    assert!(
+        host.contains("# Kubernetes-managed hosts file (host network).")
+            && host.contains("# Entries added by HostAliases.")
+            && host.contains("123.45.67.89\tfoo.example\tbar.example"),
+        "host network /etc/hosts:\n{host}"
+    );
+    let node = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    let first = node
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    assert!(
+        host.contains(first),
+        "the node's own entries are missing:\n{host}"
+    );
+    let pod = hosts("aliases-podnet");
+    assert!(
+        pod.contains("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost")
+            && pod.contains(
+                "\n# Entries added by HostAliases.\n123.45.67.89\tfoo.example\tbar.example"
+            ),
+        "pod network /etc/hosts:\n{pod}"
+    );
+}
+
+/// v1.34's NodeConformance spec "PodOSRejection: should reject pod when
+/// the node OS doesn't match pod's OS".
+#[test]
+fn a_pod_for_another_os_is_rejected() {
+    let mut cl = Cluster::new("a_pod_for_another_os_is_rejected", 16);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    let mut p = api_pod("windows-only", SLEEPER);
+    p["spec"]["os"] = json!({"name": "windows"});
+    cl.api.create_pod(&p);
+    let rejected = cl.eventually(secs(15), "the pod to be Failed", |api| {
+        let p = api.pod("windows-only")?;
+        (phase(&p) == "Failed").then_some(p)
+    });
+    let st = &rejected["status"];
+    assert_eq!(
+        st["reason"],
+        "PodOSNotSupported",
+        "{}",
+        pretty_status(&rejected)
+    );
+    assert_eq!(
+        st["message"],
+        "Pod was rejected: Failed to admit pod as the OS field doesn't match node OS",
+        "{}",
+        pretty_status(&rejected)
+    );
+}
