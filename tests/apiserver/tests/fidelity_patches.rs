@@ -1,12 +1,14 @@
-//! PATCH replay: every PATCH a real kube-apiserver v1.22.3 answered for a
-//! kubelet (pods/status, nodes/status, events; upstream's kubelet and
-//! rkubelet) is applied by the double's own patch path to the object as the
-//! server had it just before, and the result must be what the server
-//! answered.
+//! PATCH replay: every PATCH a real kube-apiserver answered for a kubelet
+//! (pods/status, nodes/status, events) is applied by the double's own patch
+//! path, emulating that server's release, to the object as the server had
+//! it just before, and the result must be what the server answered. The
+//! captures: v1.22.3 with upstream's kubelet and with rkubelet, v1.32.13
+//! with upstream's kubelet.
 //!
 //! The "before" object is the server's latest answer about that object in
-//! the same log (every status PATCH of both kubelets follows a GET of the
-//! pod or node; an event's first PATCH follows its create). Between the two,
+//! the same log (every status PATCH in the three logs follows a GET of the
+//! pod or node, but v1.32's first nodes/status PATCH, which follows the
+//! Node's create; an event's first PATCH follows its create). Between the two,
 //! only kube-controller-manager wrote (to Nodes, see TTL_ANNOTATION); the
 //! harness's deletes show in the kubelet's next GET before its next PATCH.
 //!
@@ -19,15 +21,11 @@ mod golden;
 use apiserver_double::handlers::{patched_object, Route};
 use apiserver_double::resources;
 use apiserver_double::version::{fields, Version};
+use golden::{Capture, RKUBELET_V1_22, UPSTREAM_V1_22, UPSTREAM_V1_32};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
 const SMP: &str = "application/strategic-merge-patch+json";
-
-/// The recording's control plane: its decoder drops the fields it does not
-/// know (rkubelet sends some newer ones), as the double does when it
-/// emulates that release.
-const RECORDED: Version = Version::new(22);
 
 /// Writes by kube-controller-manager that landed between a kubelet's GET
 /// of its Node and its status PATCH, so the server's "before" had them
@@ -128,11 +126,18 @@ fn route_of(ev: &Value) -> Route {
     }
 }
 
-/// What the double's PATCH handler stores, at the recording's release.
-fn double_patch(route: &Route, before: &Value, patch: &Value) -> Result<Value, String> {
+/// What the double's PATCH handler stores, emulating `release` (the
+/// recording's control plane): its decoder drops the fields it does not
+/// know (rkubelet sends some newer ones), as the double does then.
+fn double_patch(
+    release: Version,
+    route: &Route,
+    before: &Value,
+    patch: &Value,
+) -> Result<Value, String> {
     let mut got = patched_object(route, before, SMP, patch)
         .map_err(|e| format!("the double refused it: {} {}", e.code, e.message))?;
-    fields::drop_unserved(RECORDED, route.def, route.sub.as_deref(), &mut got);
+    fields::drop_unserved(release, route.def, route.sub.as_deref(), &mut got);
     Ok(got)
 }
 
@@ -165,24 +170,31 @@ struct Replay {
     failures: Vec<String>,
 }
 
-fn replay(log: &str) -> Replay {
+fn replay(capture: Capture) -> Replay {
     let mut latest: HashMap<Key, Value> = HashMap::new();
     let mut r = Replay {
         compared: HashMap::new(),
         no_before: 0,
         failures: vec![],
     };
-    for (line, ev) in golden::audit(log).iter().enumerate() {
+    for (line, ev) in capture.audit().iter().enumerate() {
         let is_ok_patch = ev["verb"] == "patch" && ev["responseStatus"]["code"] == 200;
         if is_ok_patch {
-            replay_one(&mut r, &latest, log, line + 1, ev);
+            replay_one(&mut r, &latest, capture, line + 1, ev);
         }
         remember(&mut latest, ev);
     }
     r
 }
 
-fn replay_one(r: &mut Replay, latest: &HashMap<Key, Value>, log: &str, line: usize, ev: &Value) {
+fn replay_one(
+    r: &mut Replay,
+    latest: &HashMap<Key, Value>,
+    capture: Capture,
+    line: usize,
+    ev: &Value,
+) {
+    let log = capture.file("audit-node.jsonl");
     let Some(before) = key_of(ev).and_then(|k| latest.get(&k)) else {
         r.no_before += 1;
         return;
@@ -196,7 +208,7 @@ fn replay_one(r: &mut Replay, latest: &HashMap<Key, Value>, log: &str, line: usi
     *r.compared.entry(what.clone()).or_default() += 1;
     let want = strip_server_assigned(&ev["responseObject"]);
     let before = with_controller_writes(before, &want);
-    match double_patch(&route, &before, &ev["requestObject"]) {
+    match double_patch(capture.release, &route, &before, &ev["requestObject"]) {
         Ok(got) => {
             let d = golden::diff(&want, &strip_server_assigned(&got));
             if !d.is_empty() {
@@ -217,8 +229,8 @@ fn replay_one(r: &mut Replay, latest: &HashMap<Key, Value>, log: &str, line: usi
     }
 }
 
-fn assert_replays(log: &str, min_status_patches: usize) -> Replay {
-    let r = replay(log);
+fn assert_replays(capture: Capture, min_status_patches: usize) -> Replay {
+    let r = replay(capture);
     assert!(
         r.failures.is_empty(),
         "{} of the recorded PATCHes differ:\n{}",
@@ -242,14 +254,30 @@ fn assert_replays(log: &str, min_status_patches: usize) -> Replay {
 
 #[test]
 fn upstream_kubelet_patches_answer_as_recorded() {
-    let r = assert_replays("upstream-v1.22/audit-node.jsonl", 50);
+    let r = assert_replays(UPSTREAM_V1_22, 50);
     assert!(r.compared.get("events/").copied().unwrap_or(0) > 50);
     assert_eq!(r.no_before, 0, "PATCHes without a before");
 }
 
 #[test]
 fn rkubelet_patches_answer_as_recorded() {
-    let r = assert_replays("rkubelet/audit-node.jsonl", 70);
+    let r = assert_replays(RKUBELET_V1_22, 70);
+    assert_eq!(r.no_before, 0, "PATCHes without a before");
+}
+
+/// The v1.32.13 capture (80 pods/status, 2 nodes/status and 125 event
+/// PATCHes), on a double emulating 1.32, with the same exclusions as for
+/// v1.22 (SERVER_ASSIGNED, TTL_ANNOTATION). Its server is OpenShift's fork,
+/// whose one difference a kubelet sees (a fourth projected source in each
+/// `kube-api-access-*` volume) is in the pods' spec, which a status PATCH
+/// does not touch and which the replay takes from the same log on both
+/// sides: nothing is masked for it here.
+#[test]
+fn upstream_v1_32_kubelet_patches_answer_as_recorded() {
+    let r = assert_replays(UPSTREAM_V1_32, 82);
+    assert_eq!(r.compared.get("pods/status"), Some(&80), "{:?}", r.compared);
+    assert_eq!(r.compared.get("nodes/status"), Some(&2), "{:?}", r.compared);
+    assert_eq!(r.compared.get("events/"), Some(&125), "{:?}", r.compared);
     assert_eq!(r.no_before, 0, "PATCHes without a before");
 }
 
@@ -258,10 +286,9 @@ fn rkubelet_patches_answer_as_recorded() {
 /// metav1.Time, which it renders as null), it did not keep the old time.
 #[test]
 fn null_last_transition_time_deletes_the_field() {
-    let log = "rkubelet/audit-node.jsonl";
     let mut latest: HashMap<Key, Value> = HashMap::new();
     let mut checked = 0;
-    for ev in golden::audit(log) {
+    for ev in RKUBELET_V1_22.audit() {
         let nulls = ev["requestObject"]["status"]["conditions"]
             .as_array()
             .map(|cs| {
@@ -271,8 +298,13 @@ fn null_last_transition_time_deletes_the_field() {
             .unwrap_or(false);
         if ev["verb"] == "patch" && ev["objectRef"]["name"] == "st-running-ready" && nulls {
             let before = key_of(&ev).and_then(|k| latest.get(&k)).expect("before");
-            let got = double_patch(&route_of(&ev), before, &ev["requestObject"])
-                .unwrap_or_else(|e| panic!("{}", e));
+            let got = double_patch(
+                RKUBELET_V1_22.release,
+                &route_of(&ev),
+                before,
+                &ev["requestObject"],
+            )
+            .unwrap_or_else(|e| panic!("{}", e));
             for t in ["Ready", "ContainersReady"] {
                 let cond = |pod: &Value| -> Value {
                     pod["status"]["conditions"]
@@ -300,11 +332,10 @@ fn null_last_transition_time_deletes_the_field() {
 /// A status PATCH changes status (and metadata) only: the real server kept
 /// the spec in its answer to every recorded one, and the double drops a
 /// spec change slipped into one.
-#[test]
-fn status_patches_leave_spec_alone() {
+fn assert_status_patches_leave_spec_alone(capture: Capture) {
     let mut latest: HashMap<Key, Value> = HashMap::new();
     let mut checked = 0;
-    for ev in golden::audit("upstream-v1.22/audit-node.jsonl") {
+    for ev in capture.audit() {
         let status_patch = ev["verb"] == "patch"
             && ev["objectRef"]["subresource"] == "status"
             && ev["responseStatus"]["code"] == 200;
@@ -317,8 +348,8 @@ fn status_patches_leave_spec_alone() {
                 Some("Pod") => json!({"activeDeadlineSeconds": 5, "nodeName": "elsewhere"}),
                 _ => json!({"unschedulable": true, "podCIDR": "10.9.0.0/24"}),
             };
-            let got =
-                double_patch(&route_of(&ev), &before, &patch).unwrap_or_else(|e| panic!("{}", e));
+            let got = double_patch(capture.release, &route_of(&ev), &before, &patch)
+                .unwrap_or_else(|e| panic!("{}", e));
             assert_eq!(got["spec"], before["spec"], "{}", ev["objectRef"]);
             assert_ne!(got["status"], Value::Null);
             checked += 1;
@@ -326,4 +357,14 @@ fn status_patches_leave_spec_alone() {
         remember(&mut latest, &ev);
     }
     assert!(checked >= 50, "only {} status PATCHes checked", checked);
+}
+
+#[test]
+fn status_patches_leave_spec_alone() {
+    assert_status_patches_leave_spec_alone(UPSTREAM_V1_22);
+}
+
+#[test]
+fn v1_32_status_patches_leave_spec_alone() {
+    assert_status_patches_leave_spec_alone(UPSTREAM_V1_32);
 }

@@ -1,8 +1,10 @@
-//! The fidelity fixtures: what a real kube-apiserver v1.22.3 stored and
-//! answered (see `shared/fidelity/README.md` beside the repository). Shared by
-//! the golden tests, which compare the double against them.
+//! The fidelity fixtures: what real kube-apiservers (v1.22.3, v1.32.13)
+//! stored and answered (see `shared/fidelity/README.md` beside the
+//! repository). Shared by the golden tests, which compare the double
+//! against them.
 #![allow(dead_code)] // each test binary compiles this shared module and uses only part of it
 
+use apiserver_double::version::Version;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
@@ -23,6 +25,78 @@ pub fn dir() -> PathBuf {
         d.display()
     );
     d
+}
+
+/// One capture: a directory of the fixtures and the control-plane release
+/// that answered in it, which the double emulates to replay it.
+#[derive(Debug, Clone, Copy)]
+pub struct Capture {
+    pub dir: &'static str,
+    pub release: Version,
+}
+
+/// The upstream v1.22.3 kubelet on a v1.22.3 control plane.
+pub const UPSTREAM_V1_22: Capture = Capture {
+    dir: "upstream-v1.22",
+    release: Version::new(22),
+};
+
+/// rkubelet on the same v1.22.3 control plane.
+pub const RKUBELET_V1_22: Capture = Capture {
+    dir: "rkubelet",
+    release: Version::new(22),
+};
+
+/// The upstream v1.32.13 kubelet on a v1.32.13 control plane built from
+/// OpenShift's fork (see [`without_openshift_service_ca`]).
+pub const UPSTREAM_V1_32: Capture = Capture {
+    dir: "upstream-v1.32",
+    release: Version::new(32),
+};
+
+impl Capture {
+    /// A file of the capture, relative to the fixtures' directory.
+    pub fn file(&self, name: &str) -> String {
+        format!("{}/{}", self.dir, name)
+    }
+
+    /// Its audit log, one event per line.
+    pub fn audit(&self) -> Vec<Value> {
+        audit(&self.file("audit-node.jsonl"))
+    }
+}
+
+/// The projected source OpenShift's fork of kube-apiserver appends to every
+/// `kube-api-access-*` volume, after upstream's three (token, kube-root-ca.crt,
+/// namespace): the configMap `openshift-service-ca.crt`. Upstream's server,
+/// which the double follows, has no such source. This removes it, exactly
+/// that value and only as the last source of such a volume, from a pod a
+/// server of the fork stored, and returns how many it removed.
+pub fn without_openshift_service_ca(pod: &mut Value) -> usize {
+    let openshift = serde_json::json!({"configMap": {
+        "name": "openshift-service-ca.crt",
+        "items": [{"key": "service-ca.crt", "path": "service-ca.crt"}]}});
+    let mut removed = 0;
+    let volumes = pod
+        .get_mut("spec")
+        .and_then(|s| s.get_mut("volumes"))
+        .and_then(Value::as_array_mut);
+    for vol in volumes.into_iter().flatten() {
+        let generated = vol["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("kube-api-access-"));
+        let sources = vol
+            .get_mut("projected")
+            .and_then(|p| p.get_mut("sources"))
+            .and_then(Value::as_array_mut);
+        if let (true, Some(sources)) = (generated, sources) {
+            if sources.len() == 4 && sources[3] == openshift {
+                sources.pop();
+                removed += 1;
+            }
+        }
+    }
+    removed
 }
 
 pub fn read(rel: &str) -> String {
