@@ -265,7 +265,7 @@ impl StatusManager {
             return;
         }
         let mut merged = merge_pod_status(api_pod.status.as_ref(), status);
-        client.server_version().prune_pod_status(&mut merged);
+        client.server_version().adapt_pod_status(&mut merged);
         let patch = status_patch(&api_pod, &merged);
         if patch != json!({"metadata": {"uid": api_pod.uid()}}) {
             let path = paths::pod_status(&namespace, &name);

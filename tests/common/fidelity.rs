@@ -124,7 +124,12 @@ pub fn provide_images(env: &Env) {
 /// namespace NS, bound, before the kubelet starts. They were bound to the
 /// capture's node; here the node is NODE. The kubelet is not started.
 pub fn capture_cluster(name: &str, n: u32, pods: &[Value]) -> Cluster {
-    let cl = Cluster::with_version(name, n, "1.22");
+    capture_cluster_at(name, n, pods, "1.22")
+}
+
+/// As [`capture_cluster`], the double emulating control plane `version`.
+pub fn capture_cluster_at(name: &str, n: u32, pods: &[Value], version: &str) -> Cluster {
+    let cl = Cluster::with_version(name, n, version);
     provide_images(&cl.env);
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}});
     cl.api.must("POST", "/api/v1/namespaces", Some(&ns), &[201]);

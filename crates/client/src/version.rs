@@ -125,10 +125,62 @@ impl ServerVersion {
         self.at_least(31)
     }
 
-    /// Leaves out of a pod status what this release does not store, so a
-    /// status PATCH carries only what the server keeps, as that release's
+    /// The `PodReadyToStartContainers` condition (KEP-3085): its gate is
+    /// on by default from v1.29; before, that release's kubelet sent none.
+    pub fn has_ready_to_start_condition(self) -> bool {
+        self.at_least(29)
+    }
+
+    /// A terminal Failed pod's Ready and ContainersReady carry the reason
+    /// `PodFailed` and no message (kubelet status/generate.go, from v1.25,
+    /// kubernetes#110256). v1.22's kubelet says `ContainersNotReady` with
+    /// the unready containers (captures).
+    pub fn has_pod_failed_reason(self) -> bool {
+        self.at_least(25)
+    }
+
+    /// Init container statuses carry `started` (set by the prober since
+    /// the sidecar work, v1.28; unset by v1.22's kubelet, set by v1.32's).
+    pub fn has_init_container_started(self) -> bool {
+        self.at_least(28)
+    }
+
+    /// A rejected pod's message begins `Pod was rejected: ` (from v1.26,
+    /// kubernetes#112644), where v1.22's begins `Pod ` (captures).
+    pub fn has_rejected_prefix(self) -> bool {
+        self.at_least(26)
+    }
+
+    /// Leaves out of a pod status what this release does not store, and
+    /// says what it says the way that release's kubelet said it, so a
+    /// status PATCH carries what the server keeps, as that release's
     /// kubelet sent it.
-    pub fn prune_pod_status(self, status: &mut PodStatus) {
+    pub fn adapt_pod_status(self, status: &mut PodStatus) {
+        self.prune_pod_status(status);
+        if !self.has_ready_to_start_condition() {
+            if let Some(conditions) = status.conditions.as_mut() {
+                conditions.retain(|c| c.type_ != READY_TO_START_CONTAINERS);
+            }
+        }
+        if !self.has_pod_failed_reason() {
+            failed_as_containers_not_ready(status);
+        }
+        if !self.has_init_container_started() {
+            for c in status.init_container_statuses.iter_mut().flatten() {
+                c.started = None;
+            }
+        }
+        if !self.has_rejected_prefix() {
+            if let Some(m) = status.message.as_mut() {
+                if let Some(rest) = m.strip_prefix(REJECTED_PREFIX) {
+                    *m = format!("Pod {rest}");
+                }
+            }
+        }
+    }
+
+    /// Leaves out of a pod status what this release does not store.
+    fn prune_pod_status(self, status: &mut PodStatus) {
         if !self.has_host_ips() {
             status.host_ips = None;
         }
@@ -155,6 +207,18 @@ impl ServerVersion {
         }
         if !self.has_container_volume_mounts() {
             out.push("container status volumeMounts are not sent");
+        }
+        if !self.has_ready_to_start_condition() {
+            out.push("no PodReadyToStartContainers condition");
+        }
+        if !self.has_pod_failed_reason() {
+            out.push("a failed pod's Ready says ContainersNotReady");
+        }
+        if !self.has_init_container_started() {
+            out.push("init container statuses leave started unset");
+        }
+        if !self.has_rejected_prefix() {
+            out.push("rejection messages begin \"Pod \"");
         }
         out
     }
@@ -218,6 +282,29 @@ impl VersionCache {
     /// Drops the cached release: the next call reads it again.
     pub fn forget(&self) {
         lock(&self.state).current = None;
+    }
+}
+
+const READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
+const REJECTED_PREFIX: &str = "Pod was rejected: ";
+
+/// Before `PodFailed`, a failed pod's Ready and ContainersReady said which
+/// containers were not ready (GenerateContainersReadyCondition of v1.22).
+fn failed_as_containers_not_ready(status: &mut PodStatus) {
+    let unready: Vec<&str> = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter(|c| !c.ready)
+        .map(|c| c.name.as_str())
+        .collect();
+    let message = format!("containers with unready status: [{}]", unready.join(" "));
+    for c in status.conditions.iter_mut().flatten() {
+        let owned = c.type_ == "Ready" || c.type_ == "ContainersReady";
+        if owned && c.reason.as_deref() == Some("PodFailed") {
+            c.reason = Some("ContainersNotReady".into());
+            c.message = Some(message.clone());
+        }
     }
 }
 
@@ -289,7 +376,7 @@ mod tests {
     fn adaptations_are_listed_for_old_servers_only() {
         assert!(NEWEST.adaptations().is_empty());
         let old = ServerVersion { minor: 22 }.adaptations();
-        assert_eq!(old.len(), 3, "{old:?}");
+        assert_eq!(old.len(), 7, "{old:?}");
         assert_eq!(ServerVersion { minor: 29 }.adaptations().len(), 1);
         assert!(ServerVersion { minor: 31 }.adaptations().is_empty());
     }
@@ -314,7 +401,7 @@ mod tests {
         };
         let pruned = |minor| {
             let mut s = full.clone();
-            ServerVersion { minor }.prune_pod_status(&mut s);
+            ServerVersion { minor }.adapt_pod_status(&mut s);
             s
         };
         assert_eq!(pruned(34), full);
@@ -326,5 +413,55 @@ mod tests {
         let at_22 = pruned(22);
         assert!(at_22.host_ips.is_none());
         assert_eq!(at_22.container_statuses.unwrap()[0].name, "c");
+    }
+
+    #[test]
+    fn old_servers_get_their_own_releases_statuses() {
+        use k8s_openapi::api::core::v1::{ContainerStatus, PodCondition};
+        let cond = |t: &str, reason: Option<&str>| PodCondition {
+            type_: t.into(),
+            status: "False".into(),
+            reason: reason.map(Into::into),
+            ..Default::default()
+        };
+        let full = PodStatus {
+            message: Some("Pod was rejected: Node didn't have enough resource: cpu".into()),
+            conditions: Some(vec![
+                cond("PodReadyToStartContainers", None),
+                cond("Ready", Some("PodFailed")),
+                cond("ContainersReady", Some("PodFailed")),
+            ]),
+            init_container_statuses: Some(vec![ContainerStatus {
+                name: "i".into(),
+                started: Some(false),
+                ..Default::default()
+            }]),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "c".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let at = |minor| {
+            let mut s = full.clone();
+            ServerVersion { minor }.adapt_pod_status(&mut s);
+            s
+        };
+        assert_eq!(at(32), full);
+        let v22 = at(22);
+        assert_eq!(
+            v22.message.as_deref(),
+            Some("Pod Node didn't have enough resource: cpu")
+        );
+        let conditions = v22.conditions.unwrap();
+        assert_eq!(conditions.len(), 2);
+        for c in conditions {
+            assert_eq!(c.reason.as_deref(), Some("ContainersNotReady"));
+            assert_eq!(
+                c.message.as_deref(),
+                Some("containers with unready status: [c]")
+            );
+        }
+        assert_eq!(v22.init_container_statuses.unwrap()[0].started, None);
     }
 }
