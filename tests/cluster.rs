@@ -634,6 +634,15 @@ fn admission_before_the_node_exists_still_fits_resources() {
     hog["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "500"}});
     cl.api.create_pod(&hog);
     cl.api.create_pod(&api_pod("early-fits", SLEEPER));
+    // The corpus's sched-bits: a critical pod asking for huge pages the
+    // node lacks, which no preemption could free.
+    let mut critical = api_pod("early-critical", SLEEPER);
+    critical["spec"]["priorityClassName"] = json!("system-node-critical");
+    critical["spec"]["containers"][0]["resources"] = json!({
+        "requests": {"cpu": "100m", "memory": "1e3", "hugepages-2Mi": "2Mi"},
+        "limits": {"memory": "1e3", "hugepages-2Mi": "2Mi"},
+    });
+    cl.api.create_pod(&critical);
     cl.start_kubelet();
 
     let rejected = cl.eventually(secs(20), "the unfit pod to be Failed", |api| {
@@ -650,10 +659,30 @@ fn admission_before_the_node_exists_still_fits_resources() {
         "{}",
         pretty_status(&rejected)
     );
+    let critical = cl.eventually(secs(20), "the critical pod to be Failed", |api| {
+        let p = api.pod("early-critical")?;
+        (phase(&p) == "Failed").then_some(p)
+    });
+    assert_eq!(
+        critical["status"]["reason"],
+        "UnexpectedAdmissionError",
+        "{}",
+        pretty_status(&critical)
+    );
+    assert_eq!(
+        critical["status"]["message"],
+        "Pod was rejected: Unexpected error while attempting to recover from admission failure: \
+         preemption: error finding a set of pods to preempt: no set of running pods found to \
+         reclaim resources: [(res: hugepages-2Mi, q: 2097152), ]",
+        "{}",
+        pretty_status(&critical)
+    );
     cl.wait_pod_ready("early-fits", secs(30));
     let snap = cl.env.snapshot();
     assert!(
-        snap.objs.iter().all(|o| o.pod_name() != "early-hog"),
+        snap.objs
+            .iter()
+            .all(|o| o.pod_name() != "early-hog" && o.pod_name() != "early-critical"),
         "containerd has objects of the rejected pod:\n{}",
         snap.summary()
     );
