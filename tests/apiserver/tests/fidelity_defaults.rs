@@ -45,21 +45,14 @@ const NS: &str = "fidelity";
 /// and `managedFields` are not compared at all (assigned per server and
 /// run; the double keeps no managedFields), and generated names are
 /// normalised (`kube-api-access-*`).
-const IGNORED: &[(&[&str], &str)] = &[
-    (
-        &[
-            "metadata",
-            "annotations",
-            "kubectl.kubernetes.io/last-applied-configuration",
-        ],
-        "kubectl apply writes it on the client side; the test POSTs the manifest",
-    ),
-    (
-        &["metadata", "generation"],
-        "the double sets a pod's generation as 1.33+ servers do (kubernetes#130181), at \
-         every emulated release; 1.22 and 1.32 did not",
-    ),
-];
+const IGNORED: &[(&[&str], &str)] = &[(
+    &[
+        "metadata",
+        "annotations",
+        "kubectl.kubernetes.io/last-applied-configuration",
+    ],
+    "kubectl apply writes it on the client side; the test POSTs the manifest",
+)];
 
 /// A double of its own per test (tests run in parallel), emulating
 /// `release`, with its directory, which must outlive it.

@@ -610,8 +610,10 @@ fn invalid(def: &ResourceDef, name: &str, errs: kinds::FieldErrs) -> Result<(), 
     }
 }
 
-fn kind_has_generation(def: &ResourceDef) -> bool {
-    def.is("", "pods")
+/// Pods carry `metadata.generation` from 1.33 (kubernetes#130181): the
+/// v1.22 and v1.32 captures store none.
+fn kind_has_generation(def: &ResourceDef, version: crate::version::Version) -> bool {
+    def.is("", "pods") && version.minor >= 33
 }
 
 // ---------------------------------------------------------------- controllers

@@ -34,7 +34,7 @@ pub(super) fn create(
         }
         m.insert("uid".into(), json!(util::uuid4()));
         m.insert("creationTimestamp".into(), json!(now_rfc3339()));
-        if kind_has_generation(def) {
+        if kind_has_generation(def, api.version) {
             m.insert("generation".into(), json!(1));
         }
     }
@@ -221,10 +221,9 @@ pub(super) fn prepare_update(
         crate::priority::keep_on_update(old, &mut new);
     }
     kinds::apply_defaults(def, &mut new);
-    if kind_has_generation(def) && new.get("spec") != old.get("spec") {
-        let g = get(old, &["metadata", "generation"])
-            .and_then(|x| x.as_i64())
-            .unwrap_or(0);
+    // A pod created without one (a release before 1.33) never gets one.
+    let generation = get(old, &["metadata", "generation"]).and_then(|x| x.as_i64());
+    if let Some(g) = generation.filter(|_| new.get("spec") != old.get("spec")) {
         meta_mut(&mut new).insert("generation".into(), json!(g + 1));
     }
     let errs = if sub == Some("ephemeralcontainers") {
