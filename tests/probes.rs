@@ -688,8 +688,7 @@ fn crash_loop_backs_off_as_upstream() {
     let log = env.log();
     let last = log
         .lines()
-        .filter(|l| l.contains("back-off") && l.contains("restarting failed container=c"))
-        .last()
+        .rfind(|l| l.contains("back-off") && l.contains("restarting failed container=c"))
         .unwrap_or_default();
     assert!(last.contains("back-off 40s"), "the last back-off: {last}");
 }

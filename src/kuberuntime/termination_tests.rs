@@ -189,11 +189,13 @@ fn cache_reads_each_instance_once() {
 #[test]
 fn probe_grace_replaces_the_pods_unless_deleted() {
     use crate::kuberuntime::actions::ContainerToKill;
-    let mut pod = k8s_openapi::api::core::v1::Pod::default();
-    pod.spec = Some(k8s_openapi::api::core::v1::PodSpec {
-        termination_grace_period_seconds: Some(600),
+    let mut pod = k8s_openapi::api::core::v1::Pod {
+        spec: Some(k8s_openapi::api::core::v1::PodSpec {
+            termination_grace_period_seconds: Some(600),
+            ..Default::default()
+        }),
         ..Default::default()
-    });
+    };
     let kill = |probe_grace| ContainerToKill {
         id: "c1".into(),
         name: "c".into(),
