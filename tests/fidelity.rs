@@ -4,7 +4,8 @@
 //! double emulating the release); each pod's status is compared with the
 //! same pod in that capture's `pods.json`, what the real control plane
 //! served after its own upstream kubelet ran those pods: v1.22.3
-//! (`upstream-v1.22/`) and v1.32.13 (`upstream-v1.32/`).
+//! (`upstream-v1.22/`), v1.32.13 (`upstream-v1.32/`) and v1.34.9
+//! (`upstream-v1.34/`).
 //!
 //! Every field either side has is compared (null and absent are the same,
 //! as in the API's Go types). Masked are only values that cannot match,
@@ -18,7 +19,7 @@
 //! docs/compatibility.md).
 //!
 //! Fixtures: `<repo>/../shared/fidelity`, or `$RKUBELET_FIDELITY_DIR`.
-//! Test numbers (bridge, subnet, ports): 58 (v1.22), 17 (v1.32).
+//! Test numbers (bridge, subnet, ports): 58 (v1.22), 17 (v1.32), 18 (v1.34).
 //!
 //!     cargo test --release --features rkubelet/fault-injection --test fidelity -- --nocapture
 
@@ -577,6 +578,14 @@ fn statuses_match_upstream_v1_22_field_for_field() {
 #[test]
 fn statuses_match_upstream_v1_32_field_for_field() {
     statuses_match("upstream-v1.32", "1.32", 17);
+}
+
+/// And on a v1.34 control plane: observedGeneration on the status and its
+/// conditions, `resources` and `allocatedResources` in the statuses of
+/// containers the runtime has.
+#[test]
+fn statuses_match_upstream_v1_34_field_for_field() {
+    statuses_match("upstream-v1.34", "1.34", 18);
 }
 
 /// The comparison can fail: the capture of an earlier rkubelet

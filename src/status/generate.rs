@@ -3,9 +3,11 @@
 //! in `kubelet_pods.go`); the conditions come from `conditions`
 //! (upstream `status/generate.go`).
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1 as api;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::conditions;
@@ -275,6 +277,9 @@ fn container_statuses(
                     s.restart_count = prev.map_or(0, |p| p.restart_count) + 1;
                 }
                 s.last_state = previous.map(|p| to_state(p, false, ctx.runtime_name));
+                if kind != Kind::Ephemeral {
+                    (s.resources, s.allocated_resources) = resource_statuses(spec);
+                }
             }
             s.volume_mounts = volume_mount_statuses(spec);
             // Go encodes the empty struct: the API always shows `lastState: {}`.
@@ -319,6 +324,29 @@ fn container_statuses(
             s
         })
         .collect()
+}
+
+/// `resources` and `allocatedResources` of a container the runtime has
+/// an instance of (InPlacePodVerticalScaling, on by default since 1.33;
+/// older servers get neither, `ServerVersion::adapt_pod_status`): what
+/// was allocated to it, its spec's requests and limits, as the v1.34
+/// capture shows them (`{}` for a container without any), and the
+/// requests alone when it has some.
+fn resource_statuses(
+    spec: &api::Container,
+) -> (
+    Option<api::ResourceRequirements>,
+    Option<BTreeMap<String, Quantity>>,
+) {
+    let r = spec.resources.as_ref();
+    let nonempty = |m: Option<&BTreeMap<String, Quantity>>| m.filter(|m| !m.is_empty()).cloned();
+    let requests = nonempty(r.and_then(|r| r.requests.as_ref()));
+    let resources = api::ResourceRequirements {
+        limits: nonempty(r.and_then(|r| r.limits.as_ref())),
+        requests: requests.clone(),
+        ..Default::default()
+    };
+    (Some(resources), requests)
 }
 
 /// The container's mounts as status reports them (RecursiveReadOnlyMounts,

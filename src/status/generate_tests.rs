@@ -625,3 +625,57 @@ fn no_ephemeral_containers_no_ephemeral_statuses() {
     );
     assert_eq!(s.ephemeral_container_statuses, None);
 }
+
+/// As the v1.34 capture: a container with an instance reports its
+/// resources (`{}` when it has none) and its requests as allocated; one
+/// never created reports neither.
+#[test]
+fn created_containers_report_their_resources() {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let mut p = pod("Always", &["a", "b", "c"]);
+    let q = |v: &str| Quantity(v.into());
+    if let Some(spec) = p.spec.as_mut() {
+        spec.containers[0].resources = Some(api::ResourceRequirements {
+            limits: Some(
+                [
+                    ("cpu".to_string(), q("500m")),
+                    ("memory".to_string(), q("64Mi")),
+                ]
+                .into(),
+            ),
+            requests: Some(
+                [
+                    ("cpu".to_string(), q("250m")),
+                    ("memory".to_string(), q("33554432")),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        });
+    }
+    let st = runtime(vec![
+        inst("a", ContainerState::Running, 0, 0, 5),
+        inst("b", ContainerState::Exited, 1, 0, 5),
+    ]);
+    let s = gen(&p, &st, None);
+    let by = |n: &str| {
+        s.container_statuses
+            .iter()
+            .flatten()
+            .find(|c| c.name == n)
+            .cloned()
+            .unwrap()
+    };
+    let a = by("a");
+    let want = p.spec.as_ref().unwrap().containers[0]
+        .resources
+        .clone()
+        .unwrap();
+    assert_eq!(a.resources.as_ref(), Some(&want));
+    assert_eq!(a.allocated_resources, want.requests);
+    let b = by("b");
+    assert_eq!(b.resources, Some(api::ResourceRequirements::default()));
+    assert_eq!(b.allocated_resources, None);
+    let c = by("c");
+    assert_eq!((c.resources, c.allocated_resources), (None, None));
+}

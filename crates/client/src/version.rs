@@ -179,10 +179,27 @@ impl ServerVersion {
         }
     }
 
+    /// Container statuses carry `resources` and `allocatedResources`
+    /// (InPlacePodVerticalScaling: API from v1.27, on by default from
+    /// v1.33; the v1.34 server refuses a resize without them).
+    pub fn has_container_resources(self) -> bool {
+        self.at_least(33)
+    }
+
     /// Leaves out of a pod status what this release does not store.
     fn prune_pod_status(self, status: &mut PodStatus) {
         if !self.has_host_ips() {
             status.host_ips = None;
+        }
+        if !self.has_container_resources() {
+            let all = [
+                &mut status.init_container_statuses,
+                &mut status.container_statuses,
+            ];
+            for c in all.into_iter().flatten().flatten() {
+                c.resources = None;
+                c.allocated_resources = None;
+            }
         }
         if !self.has_container_volume_mounts() {
             let all = [
@@ -207,6 +224,9 @@ impl ServerVersion {
         }
         if !self.has_container_volume_mounts() {
             out.push("container status volumeMounts are not sent");
+        }
+        if !self.has_container_resources() {
+            out.push("container statuses leave out resources and allocatedResources");
         }
         if !self.has_ready_to_start_condition() {
             out.push("no PodReadyToStartContainers condition");
@@ -376,9 +396,10 @@ mod tests {
     fn adaptations_are_listed_for_old_servers_only() {
         assert!(NEWEST.adaptations().is_empty());
         let old = ServerVersion { minor: 22 }.adaptations();
-        assert_eq!(old.len(), 7, "{old:?}");
-        assert_eq!(ServerVersion { minor: 29 }.adaptations().len(), 1);
-        assert!(ServerVersion { minor: 31 }.adaptations().is_empty());
+        assert_eq!(old.len(), 8, "{old:?}");
+        assert_eq!(ServerVersion { minor: 29 }.adaptations().len(), 2);
+        assert_eq!(ServerVersion { minor: 31 }.adaptations().len(), 1);
+        assert!(ServerVersion { minor: 33 }.adaptations().is_empty());
     }
 
     #[test]
