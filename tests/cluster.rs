@@ -772,3 +772,41 @@ fn a_pod_for_another_os_is_rejected() {
         pretty_status(&rejected)
     );
 }
+
+/// A pod that asks for its own user namespace (`hostUsers: false`) never
+/// runs in the host's: containerd 1.6 reports no runtime handler with
+/// user namespaces, so, as upstream v1.34 on the same containerd, no
+/// sandbox is created and the event says why.
+#[test]
+fn host_users_false_is_refused_when_the_runtime_cannot() {
+    let mut cl = Cluster::new("host_users_false_is_refused", 19);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    let mut p = api_pod("userns", SLEEPER);
+    p["spec"]["hostUsers"] = json!(false);
+    cl.api.create_pod(&p);
+    cl.api.create_pod(&api_pod("plain", SLEEPER));
+    cl.wait_pod_ready("plain", secs(30));
+    let want = "Failed to create pod sandbox: can't set `spec.hostUsers: false`, \
+                runtime does not support user namespaces";
+    let mut events = Vec::new();
+    let found = poll(secs(20), || {
+        events = cl.api.events_for("default", "userns");
+        events
+            .iter()
+            .any(|e| e["reason"] == "FailedCreatePodSandBox" && e["message"] == want)
+            .then_some(())
+    });
+    assert!(
+        found.is_some(),
+        "no FailedCreatePodSandBox {want:?}: {events:?}"
+    );
+    let pod = cl.api.pod("userns").expect("the pod stays in the API");
+    assert_eq!(phase(&pod), "Pending", "{}", pretty_status(&pod));
+    let snap = cl.env.snapshot();
+    assert!(
+        snap.objs.iter().all(|o| o.pod_name() != "userns"),
+        "containerd has objects of the pod that asked for a user namespace:\n{}",
+        snap.summary()
+    );
+}

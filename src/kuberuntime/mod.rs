@@ -550,6 +550,10 @@ impl KubeRuntimeManager {
                 pod.full_name()
             );
         }
+        self.check_user_namespaces(pod, &handler).map_err(|e| {
+            crate::metrics::started_pod(false);
+            fail(e)
+        })?;
         for field in security_context::unsupported_fields(pod) {
             log::warn!(
                 "pod {}: {field} is not supported by rkubelet and is ignored",

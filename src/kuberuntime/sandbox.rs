@@ -103,6 +103,48 @@ pub fn namespace_options(pod: &Pod) -> api::NamespaceOption {
     }
 }
 
+/// upstream's refusal when the runtime handler cannot give a pod the user
+/// namespace it asks for (userns manager GetOrCreateUserNamespaceMappings).
+pub const USERNS_UNSUPPORTED: &str =
+    "can't set `spec.hostUsers: false`, runtime does not support user namespaces";
+/// Where the runtime could give one, rkubelet still does not map a range:
+/// the pod waits rather than run in the host's user namespace.
+pub const USERNS_NOT_IMPLEMENTED: &str =
+    "can't set `spec.hostUsers: false`, rkubelet does not map user namespaces";
+
+/// upstream HandlerSupportsUserNamespaces over CRI Status's runtime
+/// handlers: a runtime that lists none (containerd before 2.0) supports
+/// none; a handler it does not list is an error.
+pub fn handler_supports_user_namespaces(
+    handlers: &[api::RuntimeHandler],
+    handler: &str,
+) -> Result<bool, String> {
+    if handlers.is_empty() {
+        return Ok(false);
+    }
+    handlers
+        .iter()
+        .find(|h| h.name == handler)
+        .map(|h| h.features.as_ref().is_some_and(|f| f.user_namespaces))
+        .ok_or_else(|| format!("the handler {handler:?} is not known"))
+}
+
+impl super::KubeRuntimeManager {
+    /// A pod with `hostUsers: false` gets its own user namespace or no
+    /// sandbox: never the host's (upstream refuses the same way). Asks the
+    /// runtime's Status for its handlers' features only for such a pod.
+    pub(super) fn check_user_namespaces(&self, pod: &Pod, handler: &str) -> Result<(), String> {
+        if pod.spec_or_default().host_users != Some(false) {
+            return Ok(());
+        }
+        let status = self.runtime.status().map_err(|e| e.to_string())?;
+        if !handler_supports_user_namespaces(&status.runtime_handlers, handler)? {
+            return Err(USERNS_UNSUPPORTED.to_string());
+        }
+        Err(USERNS_NOT_IMPLEMENTED.to_string())
+    }
+}
+
 /// spec.hostname, else the pod name, cut to a valid DNS label.
 fn pod_hostname(pod: &Pod) -> String {
     let name = pod
@@ -318,5 +360,26 @@ mod tests {
         assert_eq!(c.hostname, "");
         let ns = c.linux.security_context.namespace_options.as_ref().unwrap();
         assert_eq!(ns.network.enum_value_or_default(), api::NamespaceMode::NODE);
+    }
+
+    #[test]
+    fn user_namespaces_need_a_handler_that_says_so() {
+        let h = |name: &str, userns: bool| api::RuntimeHandler {
+            name: name.into(),
+            features: Some(api::RuntimeHandlerFeatures {
+                user_namespaces: userns,
+                ..Default::default()
+            })
+            .into(),
+            ..Default::default()
+        };
+        assert_eq!(handler_supports_user_namespaces(&[], ""), Ok(false));
+        let handlers = [h("", false), h("kata", true)];
+        assert_eq!(handler_supports_user_namespaces(&handlers, ""), Ok(false));
+        assert_eq!(
+            handler_supports_user_namespaces(&handlers, "kata"),
+            Ok(true)
+        );
+        assert!(handler_supports_user_namespaces(&handlers, "gvisor").is_err());
     }
 }

@@ -399,9 +399,6 @@ pub fn unsupported_fields(pod: &Pod) -> Vec<&'static str> {
     {
         out.push("spec.securityContext.seLinuxChangePolicy");
     }
-    if spec.host_users == Some(false) {
-        out.push("spec.hostUsers");
-    }
     if spec.overhead.is_some() {
         out.push("spec.overhead");
     }
