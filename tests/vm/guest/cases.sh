@@ -255,3 +255,43 @@ case_graceful_shutdown() {
     log "systemctl poweroff: the rest is checked on the host"
     systemctl poweroff --no-block
 }
+
+# Memory pressure (under the systemd driver of a v2 row without the
+# graceful shutdown, which pressure would disturb): a BestEffort pod fills a
+# memory-backed emptyDir until memory.available (MemFree + Inactive(file),
+# as upstream's eviction reads the root cgroup) is under the hard
+# threshold. The eviction manager reports MemoryPressure and evicts the
+# pod with upstream's reason and message, which gives the container's
+# usage from its own cgroup's figures.
+case_memory_pressure_eviction() {
+    local free_kib inactive_kib fill_mib uid
+    free_kib=$(awk '/^MemFree:/ {print $2}' /proc/meminfo)
+    inactive_kib=$(awk '/^Inactive\(file\):/ {print $2}' /proc/meminfo)
+    # 150 MiB under the threshold, and as much still free for the kernel.
+    fill_mib=$(((free_kib + inactive_kib) / 1024 - 150))
+    log "memory pressure: filling ${fill_mib} MiB of tmpfs"
+    pod_json filler "dd if=/dev/zero of=/fill/f bs=1M count=$fill_mib 2>/dev/null; $SLEEPER" '{}' \
+        ', "volumes": [{"name": "fill", "emptyDir": {"medium": "Memory"}}]' |
+        jq '.spec.containers[0].volumeMounts = [{"name": "fill", "mountPath": "/fill"}]' |
+        k create --validate=false -f - >/dev/null
+    evicted() { [[ $(jp pod/filler '{.status.reason}') == Evicted ]]; }
+    if wait_for 180 "the filler evicted" evicted; then
+        ok memory-pressure-evicts-besteffort
+        local msg
+        msg=$(jp pod/filler '{.status.message}')
+        if [[ $msg == "The node was low on resource: memory. "*"Container c was using "*", request is 0, has larger consumption of memory. " ]]; then
+            ok eviction-message-names-the-container-usage
+        else
+            not_ok eviction-message-names-the-container-usage "$msg"
+        fi
+        pressure() { [[ $(jp "node/$NODE" '{.status.conditions[?(@.type=="MemoryPressure")].status}') == True ]]; }
+        if wait_for 20 "MemoryPressure" pressure; then ok node-memory-pressure; else not_ok node-memory-pressure "$(jp "node/$NODE" '{.status.conditions}')"; fi
+    else
+        not_ok memory-pressure-evicts-besteffort "not evicted in 180 s: $(jp pod/filler '{.status}'); $(grep -E 'MemFree|Inactive\(file\)' /proc/meminfo | tr '\n' ' ')"
+    fi
+    # Its tmpfs goes with it, or the next driver starts under pressure.
+    uid=$(pod_uid filler)
+    k delete pod filler --grace-period=1 --wait=false >/dev/null 2>&1
+    gone() { [[ -n $uid ]] && ! grep -q "$uid" /proc/mounts; }
+    wait_for 90 "the filler's tmpfs unmounted" gone || not_ok eviction-tmpfs-released "pod $uid still mounted"
+}

@@ -6,6 +6,9 @@
 DOUBLE_PORT=6443
 # kubeReserved memory, so that kubepods' limit is not just the RAM.
 KUBE_RESERVED=268435456
+# The hard eviction threshold of memory.available; the only one set, so no
+# disk threshold can evict a test's pods.
+EVICTION_HARD_MIB=300
 WATCHDOG_SEC=20
 
 # What every driver shares: binaries, unit files, images, the CNI config.
@@ -64,6 +67,8 @@ containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 failSwapOn: false
 kubeReserved:
   memory: "$KUBE_RESERVED"
+evictionHard:
+  memory.available: "${EVICTION_HARD_MIB}Mi"
 podPidsLimit: 512
 readOnlyPort: 10255
 syncFrequency: 10s
