@@ -85,6 +85,8 @@ struct State {
     /// Pods to inspect again on the next relist: their inspection failed,
     /// or an exit may yet turn out an OOM kill.
     reinspect: HashSet<String>,
+    /// A relist failed since the last one that listed the pods.
+    failed_since_inspection: bool,
     last_relist: Option<Instant>,
     /// The pods of the last successful relist, for housekeeping.
     pods: Arc<Vec<RuntimePod>>,
@@ -200,10 +202,11 @@ impl GenericPleg {
             Ok(p) => p,
             Err(e) => {
                 log::error!("PLEG: unable to retrieve pods: {e}");
+                self.state().failed_since_inspection = true;
                 return;
             }
         };
-        let (old, reinspect, unchanged) = {
+        let (old, mut reinspect, unchanged, after_failure) = {
             let mut st = self.state();
             st.last_relist = Some(Instant::now());
             (
@@ -212,8 +215,16 @@ impl GenericPleg {
                 // The runtime gives back its last snapshot when nothing
                 // changed: then there is nothing to diff.
                 Arc::ptr_eq(&st.pods, &pods),
+                std::mem::take(&mut st.failed_since_inspection),
             )
         };
+        if after_failure {
+            // The runtime was unreachable (restarting): a status inspected
+            // while it went down may say what it no longer holds, and a
+            // listing that looks the same would keep it. Every pod is
+            // inspected again.
+            reinspect.extend(pods.iter().map(|p| p.uid.clone()));
+        }
         let (current, events) = if unchanged {
             (old, Vec::new())
         } else {

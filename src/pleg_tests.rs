@@ -257,6 +257,24 @@ fn a_failed_inspection_is_cached_and_retried_on_the_next_relist() {
     assert_eq!((status.containers.len(), err), (1, None));
 }
 
+/// After the runtime was unreachable, every pod is inspected again even
+/// when its listing looks unchanged: a status read while the runtime went
+/// down may be wrong.
+#[test]
+fn a_failed_relist_makes_the_next_one_inspect_every_pod() {
+    let s = with_running_pod();
+    s.relist();
+    s.rt.clear_calls();
+    s.rt.fail_next("GetPods", cri_error("ListPodSandbox", "runtime down"));
+    s.relist();
+    assert!(s.inspected().is_empty());
+    assert!(s.relist().is_empty(), "nothing changed state");
+    assert_eq!(s.inspected(), ["a"]);
+    s.rt.clear_calls();
+    s.relist();
+    assert!(s.inspected().is_empty(), "only once after the failure");
+}
+
 #[test]
 fn a_vanished_pod_is_not_inspected_and_reads_empty() {
     let s = with_running_pod();
