@@ -54,6 +54,17 @@ impl Setup {
         }
     }
 
+    /// Container `id` exited by SIGKILL at `at`, containerd saying `Error`.
+    fn sigkill_exit(&self, id: &str, at: SystemTime) {
+        let mut st = self.rt.state();
+        if let Some(c) = st.containers.iter_mut().find(|c| c.id == id) {
+            c.state = ContainerState::Exited;
+            c.exit_code = 137;
+            c.reason = "Error".into();
+            c.finished_at = Some(at);
+        }
+    }
+
     fn cached(&self, uid: &str) -> (PodStatus, Option<String>) {
         self.cache.get(uid)
     }
@@ -131,14 +142,7 @@ fn running_to_exited_is_container_died_and_refreshes_the_cache() {
 fn a_sigkill_exit_is_inspected_again_until_its_oom_reason_settles() {
     let s = with_running_pod();
     s.relist();
-    {
-        let mut st = s.rt.state();
-        let c = &mut st.containers[0];
-        c.state = ContainerState::Exited;
-        c.exit_code = 137;
-        c.reason = "Error".into();
-        c.finished_at = Some(SystemTime::now());
-    }
+    s.sigkill_exit("c1", SystemTime::now());
     assert_eq!(s.relist(), [ev("a", ContainerDied, "c1")]);
     assert_eq!(s.cached("a").0.containers[0].reason, "Error");
     s.rt.state().containers[0].reason = "OOMKilled".into();
@@ -153,14 +157,7 @@ fn a_sigkill_exit_is_inspected_again_until_its_oom_reason_settles() {
 fn a_sigkill_exit_long_ago_is_not_inspected_again() {
     let s = with_running_pod();
     s.relist();
-    {
-        let mut st = s.rt.state();
-        let c = &mut st.containers[0];
-        c.state = ContainerState::Exited;
-        c.exit_code = 137;
-        c.reason = "Error".into();
-        c.finished_at = Some(SystemTime::now() - OOM_SETTLE);
-    }
+    s.sigkill_exit("c1", SystemTime::now() - OOM_SETTLE);
     s.relist();
     let before = s.inspected().len();
     assert_eq!(s.relist(), []);
