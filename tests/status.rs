@@ -226,6 +226,10 @@ fn container_status(
         "name": name, "image": image_name(), "imageID": "<digest>",
         "containerID": "<id>", "restartCount": 0, "ready": ready,
         "started": started, "state": state, "lastState": {},
+        // v1.33+ (the double's default release): a container with an
+        // instance reports its resources, `{}` when it sets none, as the
+        // v1.34 capture's init and app containers do.
+        "resources": {},
     });
     let mounts = sa_mounts(pod, name, init);
     if !mounts.is_null() {
