@@ -38,9 +38,8 @@ check: ## fmt, clippy and the unit tests of every crate: needs neither root nor 
 	$(CARGO) clippy --release --workspace --lib --features rkubelet/fuzzing,rkubelet-dbus/fuzzing -- $(CLIPPY_FLAGS)
 	$(CARGO) test --release --workspace --lib --bins --features rkubelet/fault-injection $(CARGO_TEST_ARGS)
 
-test: deps ## THE test command: install missing system packages, cargo test --release, then vm-test (VM_TEST=0 skips it)
-	$(TEST_THREADS_ENV) $(CARGO) test --release --workspace --features rkubelet/fault-injection $(CARGO_TEST_ARGS)
-	$(if $(filter 0,$(VM_TEST)),@echo "make test: VM_TEST=0 leaves out vm-test",$(MAKE) vm-test)
+test: deps ## THE test command: install missing system packages, cargo test --release with vm-test beside it (VM_TEST=0 skips it)
+	$(TEST_THREADS_ENV) VM_TEST=$(VM_TEST) bash scripts/test.sh $(CARGO_TEST_ARGS)
 
 vm-test: deps ## rkubelet on systemd + cgroup v2 (and v1) hosts: Debian bookworm and trixie booted in QEMU (tests/vm/README.md; root)
 	bash scripts/vm-deps.sh

@@ -32,6 +32,10 @@ build_payload() {
     # The binaries are taken from cargo's own report of that build, not
     # from target/release/, where another build may have left its own.
     local bins
+    # scripts/test.sh names them while its cargo test holds the build lock.
+    if [[ -n ${RKVM_BINS:-} ]]; then
+        bins=$RKVM_BINS
+    else
     bins=$(cargo test --release --workspace --features rkubelet/fault-injection --no-run \
         --message-format=json-render-diagnostics | python3 -c '
 import json, sys
@@ -40,6 +44,7 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and not m["profile"]["test"] \
             and "bin" in m["target"]["kind"] and m["target"]["name"] in ("rkubelet", "apiserver-double"):
         print(m["executable"])')
+    fi
     [[ $(wc -l <<<"$bins") == 2 ]] || { say "cargo reported no rkubelet and apiserver-double binaries: $bins"; exit 1; }
     [[ -x target/tools/kubectl ]] || bash scripts/deps.sh >&2
     rm -rf "$payload"
