@@ -6,6 +6,7 @@
 
 mod apis;
 mod app;
+mod allocation;
 mod apparmor;
 mod certificate;
 mod checkpointmanager;

@@ -132,6 +132,8 @@ pub(super) fn new_main_kubelet(
         requeue(&work_queue),
         csi.clone(),
     )?;
+    // What each pod was allocated and given, from its checkpoints.
+    let allocation = Arc::new(crate::allocation::Manager::new(Some(&settings.root_dir)));
     let runtime_deps = RuntimeDeps {
         recorder: Arc::clone(recorder),
         env_source: volume_deps.objects.as_ref().map(|o| {
@@ -162,6 +164,7 @@ pub(super) fn new_main_kubelet(
         devices: Some(cm.devices.clone()),
         cpus: cm.cpu.clone(),
         memory: cm.memory.clone(),
+        allocation: Arc::clone(&allocation),
     };
     let manager = runtime_manager(
         config,
@@ -234,6 +237,7 @@ pub(super) fn new_main_kubelet(
             cpu_manager: cm.cpu.clone(),
             memory_manager: cm.memory.clone(),
             topology_manager,
+            allocation,
         },
     );
     Ok(MainKubelet {

@@ -346,6 +346,15 @@ impl ContainerManager {
         self.pods.ensure_exists(pod)
     }
 
+    /// Resizes a running pod's cgroup: with `grow_from` (the pod as it
+    /// ran) only what grows, else exactly what `pod` now asks.
+    pub fn resize_pod_cgroup(&self, pod: &Pod, grow_from: Option<&Pod>) -> Result<(), CgroupError> {
+        if !self.pods.exists(pod) {
+            return Ok(());
+        }
+        self.pods.resize(pod, grow_from)
+    }
+
     /// Removes a gone pod's cgroup. EBUSY (something still inside) is
     /// left for housekeeping to retry.
     pub fn destroy_pod_cgroup(&self, uid: &str) {

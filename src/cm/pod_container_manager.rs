@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::cgroup_manager::{CgroupConfig, CgroupManager};
 use super::cgroup_name::CgroupName;
-use super::helpers::resource_config_for_pod;
+use super::helpers::{resource_config_for_pod, ResourceConfig};
 use super::qos_container_manager::QosContainersInfo;
 use super::{CgroupError, Driver};
 use crate::kuberuntime::qos::qos_class;
@@ -112,6 +112,20 @@ impl PodContainerManager {
         }
     }
 
+    /// Sets an existing pod cgroup to what `pod` now asks (an in-place
+    /// resize). With `grow_from`, the pod as it ran before, only what
+    /// grows is set: the pod cgroup widens before its containers do, and
+    /// narrows after them (upstream doPodResizeAction's order).
+    pub fn resize(&self, pod: &Pod, grow_from: Option<&Pod>) -> Result<(), CgroupError> {
+        let mut cfg = self.config(pod);
+        if let Some(old) = grow_from {
+            cfg.resources = widest(&self.config(old).resources, &cfg.resources);
+        }
+        // The pids limit is not the resize's to change.
+        cfg.resources.pids_limit = None;
+        self.cgroups.update(&cfg)
+    }
+
     /// Creates the pod cgroup unless it exists (upstream EnsureExists): an
     /// existing one, from before a restart, is adopted as it is.
     pub fn ensure_exists(&self, pod: &Pod) -> Result<(), CgroupError> {
@@ -204,5 +218,22 @@ impl PodContainerManager {
             *lock(&self.clean_for) = Some((possibly_running.clone(), made));
         }
         removed
+    }
+}
+
+/// The larger of two settings, field by field: -1 and an unset value are
+/// unlimited.
+fn widest(a: &ResourceConfig, b: &ResourceConfig) -> ResourceConfig {
+    let limit = |x: Option<i64>, y: Option<i64>| match (x, y) {
+        (Some(x), Some(y)) if x >= 0 && y >= 0 => Some(x.max(y)),
+        (None, None) => None,
+        _ => Some(-1),
+    };
+    ResourceConfig {
+        memory: limit(a.memory, b.memory),
+        cpu_shares: a.cpu_shares.max(b.cpu_shares),
+        cpu_quota: limit(a.cpu_quota, b.cpu_quota),
+        cpu_period: b.cpu_period.or(a.cpu_period),
+        pids_limit: None,
     }
 }

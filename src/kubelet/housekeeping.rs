@@ -59,6 +59,8 @@ impl Kubelet {
             .chain(running.iter().map(|rp| rp.uid.clone()))
             .collect();
         self.volume_manager.cleanup_orphaned_pod_dirs(&active);
+        self.allocation.remove_orphans(&active);
+        self.retry_pending_resizes();
         self.device_manager
             .release_inactive(|| self.device_holders());
         self.resource_managers_housekeeping(&running);
@@ -69,7 +71,7 @@ impl Kubelet {
             cm.housekeeping(
                 &active,
                 &|uid| pods_dir.join(uid).join("volumes").exists(),
-                &super::unfinished_pods(&self.pod_manager, &self.status_manager),
+                &super::unfinished_pods(&self.pod_manager, &self.status_manager, &self.allocation),
             );
         }
         for rp in running.iter() {
@@ -153,7 +155,8 @@ impl Kubelet {
         if !self.cpu_manager.is_static() && !self.memory_manager.is_static() {
             return None;
         }
-        let unfinished = super::unfinished_pods(&self.pod_manager, &self.status_manager);
+        let unfinished =
+            super::unfinished_pods(&self.pod_manager, &self.status_manager, &self.allocation);
         Some(unfinished.iter().map(|p| p.uid().to_string()).collect())
     }
 }

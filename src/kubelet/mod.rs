@@ -6,6 +6,7 @@ mod eviction;
 mod getters;
 mod housekeeping;
 pub mod pod_container_deletor;
+mod resize;
 mod runtime_state;
 mod sync_error;
 mod syncer;
@@ -150,6 +151,9 @@ pub struct Kubelet {
     memory_manager: crate::cm::memorymanager::MemoryManager,
     /// Admission of the resources placed by NUMA node (CPUs, memory).
     topology_manager: Arc<crate::cm::topologymanager::TopologyManager>,
+    /// What each pod was allocated: admission and the sync read it in
+    /// place of the spec's resources (upstream allocationManager).
+    allocation: Arc<crate::allocation::Manager>,
     /// Housekeeping's own: the executable's idle code out of the RSS.
     code_trimmer: crate::util::memory::IdleCodeTrimmer,
     heap_trimmer: crate::util::memory::HeapTrimmer,
@@ -175,6 +179,8 @@ pub struct Managers {
     pub cpu_manager: crate::cm::cpumanager::CpuManager,
     pub memory_manager: crate::cm::memorymanager::MemoryManager,
     pub topology_manager: Arc<crate::cm::topologymanager::TopologyManager>,
+    /// What each pod was allocated and given (in-place resize).
+    pub allocation: Arc<crate::allocation::Manager>,
 }
 
 /// PodConfig's "has every source delivered" check, by source names.
@@ -203,10 +209,16 @@ pub struct PodWork {
 
 /// Pods admitted and not in a terminal phase: what the QoS cgroup tiers
 /// are sized for.
-fn unfinished_pods(pods: &PodManager, statuses: &StatusManager) -> Vec<Arc<Pod>> {
+/// As allocated: a resize the node has not taken does not count.
+fn unfinished_pods(
+    pods: &PodManager,
+    statuses: &StatusManager,
+    allocation: &crate::allocation::Manager,
+) -> Vec<Arc<Pod>> {
     pods.pods()
         .into_iter()
         .filter(|p| !statuses.phase(p.uid()).is_terminal())
+        .map(|p| allocation.allocated_pod(&p))
         .collect()
 }
 
@@ -239,6 +251,7 @@ impl Kubelet {
             cpu_manager,
             memory_manager,
             topology_manager,
+            allocation,
         } = managers;
         let status_manager = Arc::new(StatusManager::new());
         let pod_manager = Arc::new(PodManager::new(registrars));
@@ -259,6 +272,7 @@ impl Kubelet {
             volume_manager: Arc::clone(&volume_manager),
             token_manager,
             container_manager: container_manager.clone(),
+            allocation: Arc::clone(&allocation),
         }));
         Arc::new(Kubelet {
             settings,
@@ -288,6 +302,7 @@ impl Kubelet {
             cpu_manager,
             memory_manager,
             topology_manager,
+            allocation,
             code_trimmer: crate::util::memory::IdleCodeTrimmer::new(IDLE_CODE_TRIM_PERIOD),
             heap_trimmer: crate::util::memory::HeapTrimmer::new(HEAP_TRIM_PERIOD),
         })
@@ -312,7 +327,7 @@ impl Kubelet {
         if !self.sources_ready() {
             return None;
         }
-        let unfinished = unfinished_pods(&self.pod_manager, &self.status_manager);
+        let unfinished = unfinished_pods(&self.pod_manager, &self.status_manager, &self.allocation);
         let running = self.pleg.running_pods();
         Some(
             unfinished
@@ -561,7 +576,10 @@ impl Kubelet {
             }
             self.pod_manager.add_or_update(Arc::clone(&pod));
             if !pod.is_being_deleted() && !self.pod_workers.is_known(pod.uid()) {
-                let active = self.active_pods();
+                // Admitted as allocated: after a restart the checkpoint
+                // may hold less than a resize since asked for.
+                let pod = self.allocation.allocated_pod(&pod);
+                let active = self.allocated_active_pods();
                 let node = node.get_or_init(|| self.node_any_way());
                 let max_pods = self.settings.max_pods as i64;
                 // In upstream's order: eviction, sysctls, the topology
@@ -589,7 +607,9 @@ impl Kubelet {
                     continue;
                 }
                 self.device_manager.allocate_reserved(&pod);
+                self.allocation.add_pod(&pod);
             }
+            self.handle_pod_resize(&pod);
             self.prober.add_pod(&pod);
             self.dispatch(pod, UpdateType::Create);
         }
@@ -639,6 +659,7 @@ impl Kubelet {
             }
             self.pod_manager.add_or_update(Arc::clone(&pod));
             self.prober.refresh_pod(&pod);
+            self.handle_pod_resize(&pod);
             self.dispatch(pod, UpdateType::Update);
         }
     }

@@ -16,7 +16,7 @@ use crate::types::PodPhase;
 /// actions and an API status. It holds what the pod sync uses, nothing of
 /// the sync loop's.
 pub struct Syncer {
-    runtime: Arc<KubeRuntimeManager>,
+    pub(super) runtime: Arc<KubeRuntimeManager>,
     /// This node's Node object (for hostIP), when there is an API server.
     node: Arc<RwLock<Option<Node>>>,
     status_manager: Arc<StatusManager>,
@@ -35,7 +35,9 @@ pub struct Syncer {
     /// With an API server: service-account tokens, forgotten with their pod.
     token_manager: Option<Arc<TokenManager>>,
     /// With cgroupsPerQOS: the pod cgroups.
-    container_manager: Option<Arc<ContainerManager>>,
+    pub(super) container_manager: Option<Arc<ContainerManager>>,
+    /// What each pod was allocated and given (in-place resize).
+    pub(super) allocation: Arc<crate::allocation::Manager>,
     /// Pods the eviction or node shutdown manager stopped, by UID, with
     /// the status they carry (upstream killPodNow's status function).
     evicted: Mutex<HashMap<String, KilledStatus>>,
@@ -64,6 +66,7 @@ pub(super) struct SyncerParts {
     pub volume_manager: Arc<VolumeManager>,
     pub token_manager: Option<Arc<TokenManager>>,
     pub container_manager: Option<Arc<ContainerManager>>,
+    pub allocation: Arc<crate::allocation::Manager>,
 }
 
 impl Syncer {
@@ -81,6 +84,7 @@ impl Syncer {
             volume_manager: p.volume_manager,
             token_manager: p.token_manager,
             container_manager: p.container_manager,
+            allocation: p.allocation,
             evicted: Mutex::new(HashMap::new()),
         }
     }
@@ -116,7 +120,15 @@ impl Syncer {
         // Upstream activeDeadlineHandler.ShouldEvict, for a pod not yet final.
         let deadline_exceeded = !active_deadline::is_terminal(old.as_ref())
             && active_deadline::past_active_deadline(pod, old.as_ref(), SystemTime::now());
+        let uid = pod.uid();
+        let actuated = |name: &str| self.allocation.actuated(uid, name);
+        let resize = crate::status::generate::ResizeState {
+            pending: self.allocation.pending(uid),
+            in_progress: self.allocation.in_progress(uid),
+            actuated: Some(&actuated),
+        };
         let ctx = StatusContext {
+            resize: &resize,
             runtime_name: &runtime_name,
             host_ip: host_ip.as_deref(),
             waiting_reason: &waiting,
@@ -247,7 +259,8 @@ impl Syncer {
             return Ok(());
         };
         // The QoS tiers are sized for the pods not yet finished.
-        let active = || super::unfinished_pods(&self.pod_manager, &self.status_manager);
+        let active =
+            || super::unfinished_pods(&self.pod_manager, &self.status_manager, &self.allocation);
         cm.ensure_pod_cgroup(pod, &active).map_err(|e| {
             let e = PodSyncError::PodCgroup(e);
             self.runtime.recorder().pod_event(
@@ -347,6 +360,8 @@ impl PodSyncer for Syncer {
         status: &PodStatus,
     ) -> Result<Synced, SyncFailure> {
         log::debug!("pod {}: sync ({update:?})", pod.full_name());
+        // As allocated: a resize the node has not taken is not acted on.
+        let pod = &self.allocation.allocated_pod(pod);
         // The prober first: a container without a readiness probe is ready
         // once the prober knows it runs, and the status below reads that
         // (upstream's generateAPIPodStatus calls UpdatePodStatus first).
@@ -383,6 +398,7 @@ impl PodSyncer for Syncer {
             return Err(e.into());
         }
         self.ensure_pod_cgroup(pod)?;
+        self.resize_running_containers(pod, status);
         let probes = self.probe_results(pod, status);
         let reasons = self.runtime.waiting_reasons(pod.uid());
         let result = self.runtime.sync_pod(pod, status, &probes);

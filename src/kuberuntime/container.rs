@@ -224,7 +224,17 @@ fn linux_config(ctx: &ContainerContext<'_>) -> Result<api::LinuxContainerConfig,
 /// `calculateLinuxResources`). A limit with no request means request = limit,
 /// as the API server defaults it.
 fn resources(ctx: &ContainerContext<'_>) -> api::LinuxContainerResources {
-    let res = ctx.container.resources.as_ref();
+    linux_resources(ctx.pod, ctx.container, ctx.cfg)
+}
+
+/// The cgroup settings of `container` of `pod`: at its creation, and for
+/// an in-place resize (UpdateContainerResources).
+pub(super) fn linux_resources(
+    pod: &Pod,
+    container: &Container,
+    cfg: &super::RuntimeManagerConfig,
+) -> api::LinuxContainerResources {
+    let res = container.resources.as_ref();
     let get = |which: &str, name: &str| {
         let map = match which {
             "limits" => res.and_then(|r| r.limits.as_ref()),
@@ -243,14 +253,14 @@ fn resources(ctx: &ContainerContext<'_>) -> api::LinuxContainerResources {
         }),
         memory_limit_in_bytes: mem_limit.unwrap_or(0) as i64,
         oom_score_adj: i64::from(super::qos::oom_score_adj(
-            ctx.pod,
-            ctx.container,
-            ctx.cfg.machine_memory,
+            pod,
+            container,
+            cfg.machine_memory,
         )),
         ..Default::default()
     };
-    if let (Some(limit), true) = (cpu_limit, ctx.cfg.cpu_cfs_quota) {
-        let period = ctx.cfg.cpu_cfs_quota_period_us;
+    if let (Some(limit), true) = (cpu_limit, cfg.cpu_cfs_quota) {
+        let period = cfg.cpu_cfs_quota_period_us;
         r.cpu_period = period;
         r.cpu_quota = ((limit as i64 * period) / 1000).max(MIN_QUOTA_PERIOD_US);
     }

@@ -16,6 +16,7 @@ mod listing_memo;
 mod pods;
 pub mod post_start;
 pub mod qos;
+pub mod resize;
 pub mod sandbox;
 pub mod security_context;
 mod sidecar;
@@ -221,6 +222,8 @@ pub struct RuntimeDeps {
     pub cpus: crate::cm::cpumanager::CpuManager,
     /// Each container's memory nodes (the memory manager's Static policy).
     pub memory: crate::cm::memorymanager::MemoryManager,
+    /// What each started container was given (in-place resize).
+    pub allocation: Arc<crate::allocation::Manager>,
 }
 
 /// The set-up volumes of a pod, by volume name.
@@ -262,6 +265,7 @@ pub struct KubeRuntimeManager {
     devices: Option<crate::cm::devicemanager::DeviceManager>,
     cpus: crate::cm::cpumanager::CpuManager,
     memory: crate::cm::memorymanager::MemoryManager,
+    allocation: Arc<crate::allocation::Manager>,
 }
 
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
@@ -299,6 +303,7 @@ impl KubeRuntimeManager {
             devices,
             cpus,
             memory,
+            allocation,
         } = deps;
         let images = ImageManager::new(
             Arc::clone(&runtime) as Arc<dyn crate::images::puller::ImageService>,
@@ -332,6 +337,7 @@ impl KubeRuntimeManager {
             devices,
             cpus,
             memory,
+            allocation,
         }
     }
 

@@ -137,6 +137,12 @@ impl KubeRuntimeManager {
                 );
                 SyncError::runtime_message(&c.name, "CreateContainerError", &e)
             })?;
+        // What the new instance was given: a resize compares against it.
+        self.allocation.set_actuated(
+            t.pod.uid(),
+            &c.name,
+            c.resources.clone().unwrap_or_default(),
+        );
         self.recorder.pod_container_event(
             t.pod,
             &c.name,

@@ -3,11 +3,9 @@
 //! in `kubelet_pods.go`); the conditions come from `conditions`
 //! (upstream `status/generate.go`).
 
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1 as api;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::conditions;
@@ -39,6 +37,23 @@ pub struct StatusContext<'a> {
     /// The pod ran longer than `activeDeadlineSeconds` (upstream's
     /// activeDeadlineHandler asks for its eviction).
     pub deadline_exceeded: bool,
+    /// Where an in-place resize of the pod stands.
+    pub resize: &'a ResizeState<'a>,
+}
+
+/// What a container was last given, by its name.
+pub type Actuated<'a> = dyn Fn(&str) -> Option<api::ResourceRequirements> + 'a;
+
+/// An in-place resize as the status shows it (InPlacePodVerticalScaling).
+#[derive(Default)]
+pub struct ResizeState<'a> {
+    /// Why the resize the spec asks for waits (PodResizePending).
+    pub pending: Option<crate::allocation::PendingResize>,
+    /// An accepted resize is not yet in effect (PodResizeInProgress).
+    pub in_progress: bool,
+    /// What each container was last given, by name: what a running
+    /// container's `resources` show.
+    pub actuated: Option<&'a Actuated<'a>>,
 }
 
 pub fn generate_api_pod_status(
@@ -151,6 +166,7 @@ pub fn generate_api_pod_status(
             None => conds.push(dt.clone()),
         }
     }
+    conds.extend(super::resize::conditions(pod, ctx.resize, old));
     let sandbox_ok = !actions::sandbox_changed(pod, status).0;
     conds.push(conditions::ready_to_start_containers(pod, sandbox_ok));
     let all: Vec<api::ContainerStatus> = init_statuses.iter().chain(&statuses).cloned().collect();
@@ -278,7 +294,10 @@ fn container_statuses(
                 }
                 s.last_state = previous.map(|p| to_state(p, false, ctx.runtime_name));
                 if kind != Kind::Ephemeral {
-                    (s.resources, s.allocated_resources) = resource_statuses(spec);
+                    let running = c.state == ContainerState::Running;
+                    let actuated = ctx.resize.actuated.filter(|_| running);
+                    (s.resources, s.allocated_resources) =
+                        super::resize::resource_statuses(spec, actuated);
                 }
             }
             s.volume_mounts = volume_mount_statuses(spec);
@@ -324,29 +343,6 @@ fn container_statuses(
             s
         })
         .collect()
-}
-
-/// `resources` and `allocatedResources` of a container the runtime has
-/// an instance of (InPlacePodVerticalScaling, on by default since 1.33;
-/// older servers get neither, `ServerVersion::adapt_pod_status`): what
-/// was allocated to it, its spec's requests and limits, as the v1.34
-/// capture shows them (`{}` for a container without any), and the
-/// requests alone when it has some.
-fn resource_statuses(
-    spec: &api::Container,
-) -> (
-    Option<api::ResourceRequirements>,
-    Option<BTreeMap<String, Quantity>>,
-) {
-    let r = spec.resources.as_ref();
-    let nonempty = |m: Option<&BTreeMap<String, Quantity>>| m.filter(|m| !m.is_empty()).cloned();
-    let requests = nonempty(r.and_then(|r| r.requests.as_ref()));
-    let resources = api::ResourceRequirements {
-        limits: nonempty(r.and_then(|r| r.limits.as_ref())),
-        requests: requests.clone(),
-        ..Default::default()
-    };
-    (Some(resources), requests)
 }
 
 /// The container's mounts as status reports them (RecursiveReadOnlyMounts,

@@ -85,6 +85,7 @@ fn gen(p: &api::Pod, st: &PodStatus, probes: &Probes<'_>) -> api::PodStatus {
     let is_ready = |c: &str| probes.ready.contains(&c);
     let is_started = |c: &str| probes.started.contains(&c);
     let ctx = StatusContext {
+        resize: &Default::default(),
         runtime_name: "containerd",
         host_ip: Some("192.0.2.1"),
         waiting_reason: &waiting,

@@ -59,6 +59,7 @@ fn gen(p: &api::Pod, st: &PodStatus, reason: Option<(&str, &str)>) -> api::PodSt
     let r = reason.map(|(a, b)| (a.to_string(), b.to_string()));
     let waiting = move |_: &str| r.clone();
     let ctx = StatusContext {
+        resize: &Default::default(),
         runtime_name: "containerd",
         host_ip: Some("192.0.2.1"),
         waiting_reason: &waiting,
@@ -167,6 +168,7 @@ fn gen_ctx(
     deadline_exceeded: bool,
 ) -> api::PodStatus {
     let ctx = StatusContext {
+        resize: &Default::default(),
         runtime_name: "containerd",
         host_ip: Some("192.0.2.1"),
         waiting_reason: &|_| None,

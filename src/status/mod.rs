@@ -7,6 +7,7 @@
 
 pub mod conditions;
 pub mod generate;
+mod resize;
 mod probes;
 
 #[cfg(test)]

@@ -170,6 +170,9 @@ impl ServerVersion {
                 c.started = None;
             }
         }
+        if !self.has_resize_conditions() {
+            resize_conditions_as_field(status, self.at_least(27));
+        }
         if !self.has_rejected_prefix() {
             if let Some(m) = status.message.as_mut() {
                 if let Some(rest) = m.strip_prefix(REJECTED_PREFIX) {
@@ -177,6 +180,13 @@ impl ServerVersion {
                 }
             }
         }
+    }
+
+    /// An in-place resize is reported by the PodResizePending and
+    /// PodResizeInProgress conditions from v1.33 (KEP-1287's beta); v1.27
+    /// to v1.32 had `status.resize` instead.
+    pub fn has_resize_conditions(self) -> bool {
+        self.at_least(33)
     }
 
     /// Container statuses carry `resources` and `allocatedResources`
@@ -339,6 +349,30 @@ impl fmt::Display for ServerVersion {
     }
 }
 
+/// The v1.27–v1.32 form of the resize conditions: `status.resize` is
+/// `Infeasible` or `Deferred` for a pending resize, `InProgress` for one
+/// under way (`has_field`); before v1.27 there is neither.
+fn resize_conditions_as_field(status: &mut PodStatus, has_field: bool) {
+    let Some(conditions) = status.conditions.as_mut() else {
+        return;
+    };
+    let mut resize = None;
+    conditions.retain(|c| match c.type_.as_str() {
+        "PodResizePending" => {
+            resize = c.reason.clone();
+            false
+        }
+        "PodResizeInProgress" => {
+            resize = resize.take().or_else(|| Some("InProgress".to_string()));
+            false
+        }
+        _ => true,
+    });
+    if has_field {
+        status.resize = resize;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -484,5 +518,43 @@ mod tests {
             );
         }
         assert_eq!(v22.init_container_statuses.unwrap()[0].started, None);
+    }
+
+    #[test]
+    fn resize_conditions_become_status_resize_before_1_33() {
+        use k8s_openapi::api::core::v1::PodCondition;
+        let cond = |t: &str, reason: Option<&str>| PodCondition {
+            type_: t.into(),
+            status: "True".into(),
+            reason: reason.map(str::to_string),
+            ..Default::default()
+        };
+        let status = |conds: Vec<PodCondition>| PodStatus {
+            conditions: Some(conds),
+            ..Default::default()
+        };
+        let pending = status(vec![
+            cond("PodResizePending", Some("Deferred")),
+            cond("Ready", None),
+        ]);
+        let at = |minor: u32, s: &PodStatus| {
+            let mut s = s.clone();
+            parse(&format!(
+                r#"{{"major":"1","minor":"{minor}","gitVersion":"v1.{minor}.0"}}"#
+            ))
+            .unwrap()
+            .adapt_pod_status(&mut s);
+            s
+        };
+        let v134 = at(34, &pending);
+        assert_eq!(v134.resize, None);
+        assert_eq!(v134.conditions.as_ref().unwrap().len(), 2);
+        let v127 = at(27, &pending);
+        assert_eq!(v127.resize.as_deref(), Some("Deferred"));
+        assert_eq!(v127.conditions.as_ref().unwrap().len(), 1);
+        let moving = status(vec![cond("PodResizeInProgress", None)]);
+        assert_eq!(at(32, &moving).resize.as_deref(), Some("InProgress"));
+        let v126 = at(26, &moving);
+        assert_eq!((v126.resize, v126.conditions.unwrap().len()), (None, 0));
     }
 }
