@@ -7,7 +7,7 @@ const USAGE: &str = "usage: apiserver-double --dir DIR [--port N] [--bind ADDR] 
     [--bookmark-interval SECONDS] [--min-request-timeout SECONDS] [--watch-history N]
     [--anonymous-auth] [--node-restriction] [--node-authorizer] [--attach-controller] [--ephemeral] [--max-connections N] [--idle-timeout SECONDS]
     [--kubelet-client-certificate FILE --kubelet-client-key FILE] [--kubelet-certificate-authority FILE]
-    [--emulate-version 1.22..1.34 (default 1.34)]
+    [--emulate-version 1.22..1.34 (default 1.34)] [--feature-gates InPlacePodVerticalScaling=true,...]
     [--latency MS|real] [--client-qps Q --client-burst B] [--event-qps Q --event-burst B]";
 
 fn main() {
@@ -107,6 +107,12 @@ fn main() {
                     .parse()
                     .unwrap_or_else(|e| fail(format!("--emulate-version: {e}")))
             }
+            "--feature-gates" => {
+                let spec = val("--feature-gates");
+                if let Err(e) = cfg.feature_gates.merge(&spec) {
+                    fail(format!("--feature-gates: {e}"))
+                }
+            }
             "--ephemeral" => cfg.persist = false,
             "-h" | "--help" => {
                 println!("{}", USAGE);
@@ -117,6 +123,10 @@ fn main() {
     }
     if !have_dir {
         fail("--dir is required".into());
+    }
+    // Checked once the release is known: the flags come in any order.
+    if let Err(e) = cfg.feature_gates.check(cfg.version) {
+        fail(format!("--feature-gates: {e}"));
     }
     let handle = match start(cfg) {
         Ok(h) => h,

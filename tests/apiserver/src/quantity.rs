@@ -204,6 +204,19 @@ pub fn canonicalize_list(list: &mut Value) {
     }
 }
 
+/// Quantity.Cmp of two quantities sent as JSON strings or numbers; None
+/// when either is not a quantity.
+pub fn compare(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
+    let parsed = |v: &Value| text(v).as_deref().and_then(parse);
+    Some(parsed(a)?.nanos.cmp(&parsed(b)?.nanos))
+}
+
+/// Whether two quantities are equal by value (`1` and `1000m` are), as
+/// apiequality.Semantic compares them; text equality for non-quantities.
+pub fn same(a: &Value, b: &Value) -> bool {
+    compare(a, b).map_or(a == b, |o| o.is_eq())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +262,15 @@ mod tests {
         let mut n = json!(1000);
         canonicalize(&mut n);
         assert_eq!(n, "1k");
+    }
+
+    #[test]
+    fn compares_by_value() {
+        use std::cmp::Ordering::*;
+        assert_eq!(compare(&json!("64Mi"), &json!("96Mi")), Some(Less));
+        assert_eq!(compare(&json!("1"), &json!("1000m")), Some(Equal));
+        assert!(same(&json!(1), &json!("1")));
+        assert_eq!(compare(&json!("x"), &json!("1")), None);
     }
 
     #[test]

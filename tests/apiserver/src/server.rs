@@ -51,6 +51,9 @@ pub struct Config {
     /// --emulate-version: the control-plane release answered as (default
     /// the newest, 1.34).
     pub version: crate::version::Version,
+    /// --feature-gates: gates set away from the release's defaults
+    /// (features.rs).
+    pub feature_gates: crate::features::FeatureGates,
     /// --latency: each request's service time (charges.rs).
     pub latency: crate::charges::Latency,
     /// --client-qps/--client-burst, --event-qps/--event-burst: the client
@@ -77,6 +80,7 @@ impl Config {
             idle_timeout: Duration::from_secs(90),
             kubelet_client: Default::default(),
             version: Default::default(),
+            feature_gates: Default::default(),
             latency: Default::default(),
             client_limits: Default::default(),
         }
@@ -108,6 +112,7 @@ pub struct Handle {
 
 /// Binds, writes the credentials and kubeconfigs, and serves in background threads.
 pub fn start(cfg: Config) -> Result<Handle, String> {
+    cfg.feature_gates.check(cfg.version)?;
     let pki = Pki::load_or_create(&cfg.dir, &cfg.node_names)?;
     let tls = crate::tls::server_config(&pki)?;
     let mut kfiles = cfg.kubelet_client.clone();
@@ -131,6 +136,7 @@ pub fn start(cfg: Config) -> Result<Handle, String> {
     let api = Api {
         store: Store::new(cfg.history, wal),
         version: cfg.version,
+        gates: cfg.feature_gates,
         bookmark_interval: cfg.bookmark_interval,
         min_request_timeout: cfg.min_request_timeout,
         ca_pem: pki.ca_pem.clone(),

@@ -39,6 +39,9 @@ pub struct Api {
     pub store: Store,
     /// The control-plane release emulated (`--emulate-version`).
     pub version: crate::version::Version,
+    /// The feature gates set away from the release's defaults
+    /// (`--feature-gates`).
+    pub gates: crate::features::FeatureGates,
     pub bookmark_interval: Duration,
     pub min_request_timeout: u64,
     pub ca_pem: String,
@@ -53,6 +56,13 @@ pub struct Api {
     /// The attach/detach controller stand-in (`--attach-controller`,
     /// `/__double/attach`; attachcontroller.rs).
     pub attach: crate::attachcontroller::Settings,
+}
+
+impl Api {
+    /// The release and gates requests are answered as.
+    pub fn emulation(&self) -> crate::features::Emulation {
+        crate::features::Emulation::new(self.version, self.gates)
+    }
 }
 
 pub enum Reply {
@@ -272,7 +282,7 @@ pub fn handle(
             v["apiVersion"] = json!("v1");
             Ok(Reply::Json(200, v))
         }
-        Target::Resources(g, v) => resource_list(g, v, api.version)
+        Target::Resources(g, v) => resource_list(g, v, &api.emulation())
             .map(|l| Reply::Json(200, l))
             .ok_or_else(ApiError::path_not_found),
         Target::NotFound | Target::Review(_) => Err(ApiError::path_not_found()),
@@ -280,7 +290,7 @@ pub fn handle(
             // Authorization runs in the filter chain, before the mux finds
             // no handler for what the release does not serve.
             authorize(api, user, &route, info, req)?;
-            if !served(api.version, &route) {
+            if !served(&api.emulation(), &route) {
                 return Err(ApiError::path_not_found());
             }
             let dry_run = req.q("dryRun").map(|v| v == "All").unwrap_or(false);
@@ -296,7 +306,9 @@ pub fn handle(
                     crate::nodeproxy::pod_call(api, &route, req, s).map(Reply::Kubelet)
                 }
                 ("GET", true, None) | ("GET", true, Some("status")) => get_obj(api, &route),
-                ("GET" | "PUT" | "PATCH", true, Some("ephemeralcontainers"))
+                // Both take and answer the whole Pod and change only their
+                // part of it (ephemeral.rs, resize.rs).
+                ("GET" | "PUT" | "PATCH", true, Some("ephemeralcontainers" | "resize"))
                     if route.def.is("", "pods") =>
                 {
                     match req.method.as_str() {
@@ -405,12 +417,13 @@ fn authorize(
 
 /// Whether the emulated release serves the resource and subresource at all
 /// (an older one answers 404 for what it lacks).
-fn served(v: crate::version::Version, route: &Route) -> bool {
+fn served(emu: &crate::features::Emulation, route: &Route) -> bool {
+    let v = emu.version;
     v.serves(route.def)
         && route
             .sub
             .as_deref()
-            .is_none_or(|s| v.serves_subresource(route.def, s))
+            .is_none_or(|s| v.serves_subresource_with(&emu.gates, route.def, s))
 }
 
 /// The group's discovery document, or None when the release serves none
@@ -439,7 +452,8 @@ fn group_json(g: &str, release: crate::version::Version) -> Option<Value> {
 
 /// The group/version's discovery document, or None when the release
 /// serves none of its resources.
-fn resource_list(g: &str, v: &str, release: crate::version::Version) -> Option<Value> {
+fn resource_list(g: &str, v: &str, emu: &crate::features::Emulation) -> Option<Value> {
+    let release = emu.version;
     let verbs = json!([
         "create",
         "delete",
@@ -462,7 +476,7 @@ fn resource_list(g: &str, v: &str, release: crate::version::Version) -> Option<V
                 "kind": r.kind, "verbs": ["get", "patch", "update"]}));
         }
         for s in r.subresources {
-            if !release.serves_subresource(r, s) {
+            if !release.serves_subresource_with(&emu.gates, r, s) {
                 continue;
             }
             let (kind, verbs, group) = match *s {
@@ -474,6 +488,11 @@ fn resource_list(g: &str, v: &str, release: crate::version::Version) -> Option<V
                     Some(("authentication.k8s.io", "v1")),
                 ),
                 "finalize" => (r.kind, json!(["update"]), None),
+                // Both have get, update and patch (their REST storages
+                // implement Getter and Updater).
+                "ephemeralcontainers" | "resize" => {
+                    (r.kind, json!(["get", "patch", "update"]), None)
+                }
                 _ => (r.kind, json!(["get"]), None),
             };
             let mut e = json!({"name": format!("{}/{}", r.plural, s), "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": verbs});

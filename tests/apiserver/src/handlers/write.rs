@@ -13,7 +13,7 @@ pub(super) fn create(
 ) -> Result<Reply, ApiError> {
     let def = route.def;
     let mut obj = decode_body(req, def)?;
-    crate::version::fields::drop_unserved(api.version, def, None, &mut obj);
+    crate::version::fields::drop_unserved_with(&api.emulation(), def, None, &mut obj);
     let ns = ns_of(route).to_string();
     fix_namespace(&mut obj, def, &ns)?;
     let mut g = api.store.lock();
@@ -121,8 +121,10 @@ pub fn populate_namespace(g: &mut Inner, ns: &str, ca_pem: &str) {
 
 /// Turns the client's proposed object into the object to store, given the
 /// stored one: subresource scoping, system fields carried over, defaults,
-/// generation, validation. Shared by update and patch.
+/// generation, validation. Shared by update and patch. `emu` is the
+/// release (and gates) whose pod resize rules apply (resize.rs).
 pub(super) fn prepare_update(
+    emu: &crate::features::Emulation,
     def: &ResourceDef,
     sub: Option<&str>,
     old: &Value,
@@ -160,6 +162,7 @@ pub(super) fn prepare_update(
             }
         }
         Some("ephemeralcontainers") => new = crate::ephemeral::prepare(old, &new),
+        Some("resize") => new = crate::resize::prepare(emu, old, &new),
         Some("approval") => {
             new = csr::prepare_approval(old, &new);
             invalid(def, &name, csr::validate_conditions(&new))?;
@@ -221,12 +224,19 @@ pub(super) fn prepare_update(
         crate::priority::keep_on_update(old, &mut new);
     }
     kinds::apply_defaults(def, &mut new);
+    if def.is("", "pods") {
+        crate::resize::mark_proposed(emu, sub, old, &mut new);
+    }
     // A pod created without one (a release before 1.33) never gets one.
     let generation = get(old, &["metadata", "generation"]).and_then(|x| x.as_i64());
     if let Some(g) = generation.filter(|_| new.get("spec") != old.get("spec")) {
         meta_mut(&mut new).insert("generation".into(), json!(g + 1));
     }
-    let errs = if sub == Some("ephemeralcontainers") {
+    let errs = if sub == Some("resize") {
+        crate::resize::validate(emu, def, old, &new)
+    } else if sub.is_none() && def.is("", "pods") {
+        crate::resize::validate_pod_update(emu, def, old, &new)
+    } else if sub == Some("ephemeralcontainers") {
         // The pod's own rules, judged as if its ephemeral containers were
         // already there, then the subresource's.
         let mut base = old.clone();
@@ -349,11 +359,12 @@ pub(super) fn update(
             return Err(ApiError::optimistic_lock(&q, name_in(route)));
         }
     }
-    crate::version::fields::drop_unserved(api.version, def, route.sub.as_deref(), &mut obj);
+    let emu = api.emulation();
+    crate::version::fields::drop_unserved_with(&emu, def, route.sub.as_deref(), &mut obj);
     if let Some(node) = restricted_node(api, user) {
         crate::noderestriction::admit_update(node, def, &old, &obj)?;
     }
-    let new = prepare_update(def, route.sub.as_deref(), &old, obj)?;
+    let new = prepare_update(&emu, def, route.sub.as_deref(), &old, obj)?;
     invalid(
         def,
         name_in(route),
@@ -391,7 +402,8 @@ pub(super) fn patch_obj(
     if let Some(node) = restricted_node(api, user) {
         crate::noderestriction::admit_update(node, def, &old, &patched)?;
     }
-    let mut new = prepare_update(def, route.sub.as_deref(), &old, patched)?;
+    let emu = api.emulation();
+    let mut new = prepare_update(&emu, def, route.sub.as_deref(), &old, patched)?;
     invalid(
         def,
         name_in(route),
@@ -399,7 +411,7 @@ pub(super) fn patch_obj(
     )?;
     // The emulated release's pruning, after validation here (which looks
     // at none of the pruned fields), so patched_object stays release-free.
-    crate::version::fields::drop_unserved(api.version, def, route.sub.as_deref(), &mut new);
+    crate::version::fields::drop_unserved_with(&emu, def, route.sub.as_deref(), &mut new);
     Ok(Reply::Json(
         200,
         commit_update(&mut g, def, &old, new, dry_run),
@@ -408,16 +420,27 @@ pub(super) fn patch_obj(
 
 /// The object a PATCH of `old` stores (before its new resourceVersion): the
 /// patch of content type `ct` applied, then the update path (subresource
-/// scoping, defaults, validation). Public so that tests can replay patches
-/// a real server answered.
+/// scoping, defaults, validation) of the newest release with its default
+/// gates. Public so that tests can replay patches a real server answered.
 pub fn patched_object(
     route: &Route,
     old: &Value,
     ct: &str,
     patch: &Value,
 ) -> Result<Value, ApiError> {
+    patched_object_as(&Default::default(), route, old, ct, patch)
+}
+
+/// [`patched_object`] as release (and gates) `emu` would store it.
+pub fn patched_object_as(
+    emu: &crate::features::Emulation,
+    route: &Route,
+    old: &Value,
+    ct: &str,
+    patch: &Value,
+) -> Result<Value, ApiError> {
     let patched = apply_patch(route, old, ct, patch)?;
-    prepare_update(route.def, route.sub.as_deref(), old, patched)
+    prepare_update(emu, route.def, route.sub.as_deref(), old, patched)
 }
 
 /// The object a client proposes with a PATCH: the patch applied to `old`,

@@ -55,6 +55,7 @@ fn api_with(objs: &[(&'static str, Value)]) -> Api {
     let api = Api {
         store: crate::store::Store::new(100, None),
         version: Default::default(),
+        gates: Default::default(),
         bookmark_interval: Duration::from_secs(60),
         min_request_timeout: 1800,
         ca_pem: String::new(),

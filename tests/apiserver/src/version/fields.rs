@@ -20,6 +20,7 @@
 //! decoded (or patched) object before the rest of the write.
 
 use super::Version;
+use crate::features::{Emulation, FeatureGates};
 use crate::resources::ResourceDef;
 use serde_json::{Map, Value};
 
@@ -70,13 +71,37 @@ pub fn ephemeral_containers(v: Version) -> Kept {
     kept(v, 16, Some(23))
 }
 
-/// Container-status `allocatedResources` and `resources`, and
-/// `status.resize`: added in 1.27 (kubernetes#102884; the field renamed to
-/// allocatedResources by #116450 before 1.27.0) behind
+/// Container-status `allocatedResources` and `resources`, `status.resize`
+/// and a container's `resizePolicy`: added in 1.27 (kubernetes#102884; the
+/// field renamed to allocatedResources by #116450 before 1.27.0) behind
 /// InPlacePodVerticalScaling, alpha and off through 1.32, beta and on from
-/// 1.33 (KEP-1287); dropDisabledPodStatusFields clears them while off.
+/// 1.33 (KEP-1287); dropDisabledPodStatusFields clears the status fields
+/// and dropDisabledFields the spec's `resizePolicy` while off. This is the
+/// default gates' answer; [`in_place_resize_with`] takes `--feature-gates`.
 pub fn in_place_resize(v: Version) -> Kept {
-    kept(v, 27, Some(33))
+    in_place_resize_with(v, &FeatureGates::default())
+}
+
+/// [`in_place_resize`] with the gates set: kept whenever
+/// InPlacePodVerticalScaling is on.
+pub fn in_place_resize_with(v: Version, gates: &FeatureGates) -> Kept {
+    gated(v, 27, gates.in_place_resize(v))
+}
+
+/// Container-status `allocatedResources`: as [`in_place_resize_with`],
+/// except that 1.32 also wants InPlacePodVerticalScalingAllocatedStatus
+/// (alpha and off; kube_features.go, dropDisabledPodStatusFields).
+pub fn allocated_resources_with(v: Version, gates: &FeatureGates) -> Kept {
+    gated(v, 27, gates.allocated_resources(v))
+}
+
+/// A gated field added in 1.`added` whose gate is `on`.
+fn gated(v: Version, added: u32, on: bool) -> Kept {
+    match (v.at_least(added), on) {
+        (false, _) => Kept::Unknown,
+        (true, true) => Kept::Yes,
+        (true, false) => Kept::GateOff,
+    }
 }
 
 /// Container-status `volumeMounts` (VolumeMountStatus with its
@@ -134,12 +159,18 @@ pub fn node_declared_features(v: Version) -> Kept {
 
 // ---------------------------------------------------------------- pruning
 
-/// Drops from a pod or node about to be written the fields the release
-/// does not keep. `sub` is the subresource written (`status`, …).
+/// Drops from a pod or node about to be written the fields the release,
+/// with its default feature gates, does not keep. `sub` is the subresource
+/// written (`status`, …).
 pub fn drop_unserved(v: Version, def: &ResourceDef, sub: Option<&str>, obj: &mut Value) {
+    drop_unserved_with(&Emulation::new(v, FeatureGates::default()), def, sub, obj)
+}
+
+/// [`drop_unserved`] with the gates of `--feature-gates`.
+pub fn drop_unserved_with(emu: &Emulation, def: &ResourceDef, sub: Option<&str>, obj: &mut Value) {
     match (def.group, def.plural) {
-        ("", "pods") => drop_pod_fields(v, obj),
-        ("", "nodes") => drop_node_fields(v, sub, obj),
+        ("", "pods") => drop_pod_fields(emu, obj),
+        ("", "nodes") => drop_node_fields(emu.version, sub, obj),
         _ => {}
     }
 }
@@ -164,16 +195,24 @@ fn items<'a>(
         .filter_map(Value::as_object_mut)
 }
 
-fn drop_pod_fields(v: Version, pod: &mut Value) {
+fn drop_pod_fields(emu: &Emulation, pod: &mut Value) {
     if let Some(spec) = field_mut(pod, "spec") {
-        drop_pod_spec_fields(v, spec);
+        drop_pod_spec_fields(emu, spec);
     }
     if let Some(status) = field_mut(pod, "status") {
-        drop_pod_status_fields(v, status);
+        drop_pod_status_fields(emu, status);
     }
 }
 
-fn drop_pod_spec_fields(v: Version, spec: &mut Map<String, Value>) {
+fn drop_pod_spec_fields(emu: &Emulation, spec: &mut Map<String, Value>) {
+    let v = emu.version;
+    if gone(in_place_resize_with(v, &emu.gates)) {
+        for list in ["initContainers", "containers", "ephemeralContainers"] {
+            for c in items(spec, list) {
+                c.remove("resizePolicy");
+            }
+        }
+    }
     if gone(ephemeral_containers(v)) {
         spec.remove("ephemeralContainers");
     }
@@ -193,11 +232,12 @@ fn drop_pod_spec_fields(v: Version, spec: &mut Map<String, Value>) {
     }
 }
 
-fn drop_pod_status_fields(v: Version, status: &mut Map<String, Value>) {
+fn drop_pod_status_fields(emu: &Emulation, status: &mut Map<String, Value>) {
+    let v = emu.version;
     if gone(host_ips(v)) {
         status.remove("hostIPs");
     }
-    if gone(in_place_resize(v)) {
+    if gone(in_place_resize_with(v, &emu.gates)) {
         status.remove("resize");
     }
     if gone(observed_generation(v)) {
@@ -212,15 +252,16 @@ fn drop_pod_status_fields(v: Version, status: &mut Map<String, Value>) {
         "ephemeralContainerStatuses",
     ] {
         for cs in items(status, list) {
-            drop_container_status_fields(v, cs);
+            drop_container_status_fields(emu, cs);
         }
     }
 }
 
-fn drop_container_status_fields(v: Version, cs: &mut Map<String, Value>) {
+fn drop_container_status_fields(emu: &Emulation, cs: &mut Map<String, Value>) {
+    let (v, gates) = (emu.version, &emu.gates);
     let drops = [
-        ("allocatedResources", in_place_resize(v)),
-        ("resources", in_place_resize(v)),
+        ("allocatedResources", allocated_resources_with(v, gates)),
+        ("resources", in_place_resize_with(v, gates)),
         ("volumeMounts", recursive_read_only(v)),
         ("user", container_user(v)),
         ("allocatedResourcesStatus", allocated_resources_status(v)),
@@ -330,6 +371,38 @@ mod tests {
             cs.get("allocatedResourcesStatus").is_none(),
             "alpha in 1.34"
         );
+    }
+
+    #[test]
+    fn in_place_resize_fields_follow_the_gate() {
+        let def = resources::find("", "v1", "pods").expect("pods");
+        let run = |minor, gates: &str| {
+            let mut p = pod();
+            p["spec"]["containers"][0]["resizePolicy"] =
+                json!([{"resourceName": "cpu", "restartPolicy": "NotRequired"}]);
+            let g = FeatureGates::parse(gates).expect("gates");
+            drop_unserved_with(&Emulation::new(Version::new(minor), g), def, None, &mut p);
+            p
+        };
+        let off = run(27, "");
+        assert!(off["status"].get("resize").is_none());
+        assert!(off["spec"]["containers"][0].get("resizePolicy").is_none());
+        let on = run(27, "InPlacePodVerticalScaling=true");
+        assert_eq!(on["status"]["resize"], "InProgress");
+        assert!(on["spec"]["containers"][0].get("resizePolicy").is_some());
+        let cs = &on["status"]["containerStatuses"][0];
+        assert!(cs.get("resources").is_some() && cs.get("allocatedResources").is_some());
+        // 1.32 keeps allocatedResources only with its own alpha gate too.
+        let cs =
+            run(32, "InPlacePodVerticalScaling=true")["status"]["containerStatuses"][0].clone();
+        assert!(cs.get("resources").is_some() && cs.get("allocatedResources").is_none());
+        let both = "InPlacePodVerticalScaling=true,InPlacePodVerticalScalingAllocatedStatus=true";
+        let cs = run(32, both)["status"]["containerStatuses"][0].clone();
+        assert!(cs.get("allocatedResources").is_some());
+        // Beta and on from 1.33, unless turned off.
+        assert!(run(34, "InPlacePodVerticalScaling=false")["status"]
+            .get("resize")
+            .is_none());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod fields;
 
+use crate::features::FeatureGates;
 use crate::resources::ResourceDef;
 use serde_json::{json, Value};
 use std::fmt;
@@ -154,12 +155,22 @@ impl Version {
         self.at_least(served_since(def.group, def.version))
     }
 
-    /// Whether the release serves a subresource of `def` (for routing and
-    /// discovery of `/api/v1`).
+    /// Whether the release, with its default feature gates, serves a
+    /// subresource of `def` (for routing and discovery of `/api/v1`).
     pub fn serves_subresource(self, def: &ResourceDef, sub: &str) -> bool {
+        self.serves_subresource_with(&FeatureGates::default(), def, sub)
+    }
+
+    /// [`Version::serves_subresource`] with the gates of `--feature-gates`.
+    pub fn serves_subresource_with(
+        self,
+        gates: &FeatureGates,
+        def: &ResourceDef,
+        sub: &str,
+    ) -> bool {
         match (def.group, def.plural, sub) {
             ("", "pods", "ephemeralcontainers") => self.serves_ephemeral_containers(),
-            ("", "pods", "resize") => self.serves_pod_resize(),
+            ("", "pods", "resize") => self.serves_pod_resize_with(gates),
             _ => true,
         }
     }
@@ -176,11 +187,20 @@ impl Version {
     }
 
     /// `pods/resize` is registered only while InPlacePodVerticalScaling is
-    /// on (storage_core.go); the subresource came in 1.32
-    /// (kubernetes#128266) with the gate still alpha and off, and the gate
-    /// is beta and on from 1.33 (KEP-1287).
+    /// on (pkg/registry/core/rest/storage_core.go: `if
+    /// utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodVerticalScaling)
+    /// { storage[resource+"/resize"] = podStorage.Resize }`); the
+    /// subresource came in 1.32 (kubernetes#128266) with the gate still
+    /// alpha and off, and the gate is beta and on from 1.33 (KEP-1287). With
+    /// the default gates, then, from 1.33.
     pub fn serves_pod_resize(self) -> bool {
-        self.at_least(33)
+        self.serves_pod_resize_with(&FeatureGates::default())
+    }
+
+    /// [`Version::serves_pod_resize`] with `--feature-gates`: from 1.32
+    /// when InPlacePodVerticalScaling is on.
+    pub fn serves_pod_resize_with(self, gates: &FeatureGates) -> bool {
+        self.at_least(32) && gates.in_place_resize(self)
     }
 
     // ------------------------------------------------------------ CSI
