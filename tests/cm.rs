@@ -14,6 +14,7 @@ mod common;
 use std::fs;
 use std::path::PathBuf;
 
+use common::cgroups::{proc_cgroup, read_v1 as read, task_pid};
 use common::*;
 
 const V1: &str = "/sys/fs/cgroup";
@@ -44,52 +45,12 @@ fn resources(req: &[(&str, &str)], lim: &[(&str, &str)]) -> String {
     y
 }
 
-fn read(controller: &str, rel: &str, file: &str) -> String {
-    let p = PathBuf::from(V1)
-        .join(controller)
-        .join(rel.trim_start_matches('/'))
-        .join(file);
-    fs::read_to_string(&p)
-        .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-        .trim()
-        .to_string()
-}
-
 fn exists_anywhere(rel: &str) -> Vec<PathBuf> {
     cgroup_mounts()
         .into_iter()
         .map(|m| m.join(rel.trim_start_matches('/')))
         .filter(|p| p.exists())
         .collect()
-}
-
-/// The PID of a container's task, from `ctr tasks ls` (TASK PID STATUS).
-fn task_pid(env: &Env, id: &str) -> u32 {
-    let out = env.ctr(&["tasks", "ls"]).expect("ctr tasks ls");
-    out.lines()
-        .skip(1)
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.first() == Some(&id))
-                .then(|| f.get(1)?.parse().ok())
-                .flatten()
-        })
-        .unwrap_or_else(|| panic!("no task {id} in:\n{out}"))
-}
-
-/// The container's cgroup path in one v1 hierarchy, from /proc/PID/cgroup.
-fn proc_cgroup(pid: u32, controller: &str) -> String {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    text.lines()
-        .find_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-            ctrls
-                .split(',')
-                .any(|c| c == controller)
-                .then(|| path.to_string())
-        })
-        .unwrap_or_else(|| panic!("no {controller} line in /proc/{pid}/cgroup:\n{text}"))
 }
 
 /// The running container `c` of `pod`: (pod uid, container id).

@@ -98,21 +98,20 @@ impl Kubelet {
 impl Syncer {
     /// Puts the pod's allocation into effect for its running containers.
     /// `pod` is as allocated. Failures are logged and retried by the next
-    /// sync: what was not applied is not recorded as applied.
-    pub(super) fn resize_running_containers(&self, pod: &Pod, status: &PodStatus) {
+    /// sync: what was not applied is not recorded as applied. Returns
+    /// whether the pod's status changed (a resize began, moved or ended).
+    pub(super) fn resize_running_containers(&self, pod: &Pod, status: &PodStatus) -> bool {
         let uid = pod.uid();
         let actuated = |name: &str| self.allocation.actuated(uid, name);
         let plan = compute_pod_resize_action(pod, status, &actuated);
+        let was_in_progress = self.allocation.in_progress(uid);
         if !plan.is_empty() {
             self.allocation.set_in_progress(uid, true);
             self.apply_resize(pod, &plan);
         }
         // Restarts are in effect once the new instances run.
         let left = compute_pod_resize_action(pod, status, &actuated);
-        if left.update.is_empty()
-            && left.restart.is_empty()
-            && self.allocation.set_in_progress(uid, false)
-        {
+        if left.is_empty() && self.allocation.set_in_progress(uid, false) {
             self.runtime.recorder().pod_event(
                 pod,
                 EventType::Normal,
@@ -120,6 +119,7 @@ impl Syncer {
                 &resize_completed_message(pod),
             );
         }
+        !plan.is_empty() || was_in_progress != self.allocation.in_progress(uid)
     }
 
     fn apply_resize(&self, pod: &Pod, plan: &ResizePlan) {

@@ -398,7 +398,11 @@ impl PodSyncer for Syncer {
             return Err(e.into());
         }
         self.ensure_pod_cgroup(pod)?;
-        self.resize_running_containers(pod, status);
+        // A resize's status (resources, its conditions) is posted now, as
+        // upstream's is, not at the next periodic sync.
+        if self.resize_running_containers(pod, status) {
+            self.update_status(pod, status, false);
+        }
         let probes = self.probe_results(pod, status);
         let reasons = self.runtime.waiting_reasons(pod.uid());
         let result = self.runtime.sync_pod(pod, status, &probes);

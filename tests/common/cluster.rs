@@ -253,6 +253,21 @@ impl Api {
         ))
     }
 
+    /// A strategic merge patch (what `kubectl patch` sends by default),
+    /// which must answer 200.
+    pub fn strategic_patch(&self, path: &str, body: &Value) -> Value {
+        let r = self
+            .agent
+            .request("PATCH", &format!("{}{path}", self.base))
+            .set("User-Agent", "rk-cluster-test/1")
+            .set("Authorization", &format!("Bearer {}", self.token));
+        let ct = "application/strategic-merge-patch+json";
+        match send_typed(r, "PATCH", path, Some(body), ct) {
+            Ok((200, text)) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            other => panic!("PATCH {path}: {other:?}"),
+        }
+    }
+
     /// A request that must answer one of `want` (retried for up to 20 s on
     /// transport errors and 5xx, as any client would).
     pub fn must(&self, method: &str, path: &str, body: Option<&Value>, want: &[u16]) -> Value {
@@ -343,6 +358,17 @@ pub fn send(
     } else {
         "application/json"
     };
+    send_typed(r, method, path, body, content_type)
+}
+
+/// As [`send`], with the body's `content_type`.
+pub fn send_typed(
+    r: ureq::Request,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    content_type: &str,
+) -> Result<(u16, String), String> {
     let res = match body {
         Some(b) => r
             .set("Content-Type", content_type)

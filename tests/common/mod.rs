@@ -11,6 +11,7 @@
 
 #![allow(dead_code)] // each test binary compiles this shared module and uses only part of it
 
+pub mod cgroups;
 pub mod cluster;
 pub mod fidelity;
 mod manifests;
