@@ -295,3 +295,44 @@ case_memory_pressure_eviction() {
     gone() { [[ -n $uid ]] && ! grep -q "$uid" /proc/mounts; }
     wait_for 90 "the filler's tmpfs unmounted" gone || not_ok eviction-tmpfs-released "pod $uid still mounted"
 }
+
+# In-place resize (cgroup v2): `kubectl patch --subresource resize` grows
+# a running Burstable pod's CPU and memory and shrinks them again, without
+# a restart; cpu.max and memory.max of the container and of its pod follow,
+# under both drivers (systemd: the slice's and scope's unit properties).
+case_resize() {
+    create_pod rs "$SLEEPER" '{"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "200m", "memory": "64Mi"}}'
+    if ! wait_for 180 "pod rs Running" pod_running rs; then
+        not_ok resize-pod-running "phase $(jp pod/rs '{.status.phase}')"
+        return
+    fi
+    local pod ctr id
+    pod=$(pod_cgroup burstable "$(pod_uid rs)")
+    id=$(container_id rs)
+    ctr=$(container_cgroup "$pod" "$id")
+    local step cpu mem quota
+    for step in "300m 96Mi 30000" "150m 48Mi 15000"; do
+        read -r cpu mem quota <<<"$step"
+        k patch pod rs --subresource resize -p \
+            "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"100m\",\"memory\":\"32Mi\"},\"limits\":{\"cpu\":\"$cpu\",\"memory\":\"$mem\"}}}]}}" >/dev/null
+        resized() { [[ $(jp pod/rs '{.status.containerStatuses[0].resources.limits.cpu}') == "$cpu" ]]; }
+        if ! wait_for 60 "resize of rs to $cpu/$mem" resized; then
+            not_ok "resize-to-$cpu" "$(jp pod/rs '{.status}')"
+            continue
+        fi
+        local bytes=$((${mem%Mi} * MIB))
+        check "resize-$cpu/container-cpu.max" "$quota 100000" "$(cg "$ctr/cpu.max")"
+        check "resize-$cpu/container-memory.max" "$bytes" "$(cg "$ctr/memory.max")"
+        check "resize-$cpu/pod-cpu.max" "$quota 100000" "$(cg "$pod/cpu.max")"
+        check "resize-$cpu/pod-memory.max" "$bytes" "$(cg "$pod/memory.max")"
+        check "resize-$cpu/same-container" "$id" "$(container_id rs)"
+    done
+    if [[ $DRIVER == systemd ]]; then
+        # The values are the units' own: systemd re-applying them keeps them.
+        systemctl daemon-reload
+        sleep 2
+        check resize-after-daemon-reload/pod-cpu.max "15000 100000" "$(cg "$pod/cpu.max")"
+        check resize-after-daemon-reload/pod-memory.max $((48 * MIB)) "$(cg "$pod/memory.max")"
+    fi
+    k delete pod rs --grace-period=1 --wait=false >/dev/null 2>&1
+}

@@ -49,6 +49,7 @@ for DRIVER in $DRIVERS; do
     case_oom_killed
     case_stats_summary
     [[ $DRIVER == systemd ]] && case_restarts_keep_pods
+    [[ $CGROUP_FS == cgroup2fs ]] && case_resize
     case_pod_cgroups_removed
     # On cgroup v2, where the row does not also shut down (it sets the
     # rows' wall time): one row is enough for what the eviction reads.
