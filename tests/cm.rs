@@ -7,7 +7,7 @@
 //! static policy pins a Guaranteed container to a CPU of its own and moves
 //! the others off it, and back when it goes.
 //!
-//! Test numbers 80–82, 85 and 86.
+//! Test numbers 39, 80–82, 85 and 86.
 
 mod common;
 
@@ -486,4 +486,46 @@ fn single_numa_node_admits_what_fits_on_a_node_and_refuses_the_rest() {
     );
     assert!(env.snapshot().sandboxes("h-node1").is_empty());
     env.assert_kubelet_alive();
+}
+
+/// Pod-level `resources` (PodLevelResources, on in v1.34), as the v1.34
+/// capture's `v-podlevel`: two containers without their own share the
+/// pod's limits, which the pod cgroup carries; each container's cgroup
+/// takes the pod-level limit it lacks (upstream getCPULimit and
+/// getMemoryLimit); the pod is Burstable by its pod-level values.
+#[test]
+fn pod_level_resources_set_the_pod_cgroup() {
+    let mut env = Env::new("pod_level_resources", 39);
+    let root = env.cgroup_root();
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: pl\n  namespace: default\n\
+         spec:\n  terminationGracePeriodSeconds: 1\n\
+         \x20 resources:\n    requests: {{cpu: 100m, memory: 64Mi}}\n    limits: {{cpu: 300m, memory: 128Mi}}\n\
+         \x20 containers:\n\
+         \x20 - {{name: a, image: {BUSYBOX}, imagePullPolicy: IfNotPresent, command: [sleep, '3600']}}\n\
+         \x20 - {{name: b, image: {BUSYBOX}, imagePullPolicy: IfNotPresent, command: [sleep, '3600']}}\n"
+    );
+    env.write_manifest("pl.yaml", &manifest);
+    env.start_kubelet_healthy();
+    let snap = env.wait_running("pl-node1", &["a", "b"], secs(60));
+    let a = snap.running("pl-node1", "a").expect("a running");
+    let dir = format!("{root}/kubepods/burstable/pod{}", a.pod_uid());
+    assert_eq!(read("cpu", &dir, "cpu.shares"), "102");
+    assert_eq!(read("cpu", &dir, "cpu.cfs_quota_us"), "30000");
+    assert_eq!(
+        read("memory", &dir, "memory.limit_in_bytes"),
+        (128u64 << 20).to_string()
+    );
+    for name in ["a", "b"] {
+        let c = snap.running("pl-node1", name).expect("running");
+        let own = format!("{dir}/{}", c.id);
+        assert_eq!(read("cpu", &own, "cpu.cfs_quota_us"), "30000", "{name}");
+        assert_eq!(
+            read("memory", &own, "memory.limit_in_bytes"),
+            (128u64 << 20).to_string(),
+            "{name}"
+        );
+        // No request of its own: the minimum shares, as upstream.
+        assert_eq!(read("cpu", &own, "cpu.shares"), "2", "{name}");
+    }
 }

@@ -134,6 +134,26 @@ fn aggregate(pod: &Pod, per_container: impl Fn(&Container) -> ResourceList) -> R
     total
 }
 
+/// The resources pod-level `spec.resources` may set (upstream
+/// IsSupportedPodLevelResource): CPU, memory and huge pages.
+pub fn is_pod_level_resource(name: &str) -> bool {
+    name == "cpu" || name == "memory" || name.starts_with("hugepages-")
+}
+
+/// Pod-level requests (`limits` false) or limits in milli-units, the
+/// supported resources only (PodLevelResources, beta and on from v1.34).
+/// A limit without a request is also the request, as the API server
+/// defaults it (static pods are not defaulted).
+pub fn pod_level(pod: &Pod, limits: bool) -> ResourceList {
+    let res = pod.spec.as_ref().and_then(|s| s.resources.as_ref());
+    let mut out = parse_list(res.and_then(|r| r.limits.as_ref()));
+    if !limits {
+        out.extend(parse_list(res.and_then(|r| r.requests.as_ref())));
+    }
+    out.retain(|k, _| is_pod_level_resource(k));
+    out
+}
+
 fn overhead(pod: &Pod) -> ResourceList {
     parse_list(pod.spec.as_ref().and_then(|s| s.overhead.as_ref()))
 }
@@ -141,6 +161,8 @@ fn overhead(pod: &Pod) -> ResourceList {
 /// The pod's effective requests in milli-units, overhead included.
 pub fn pod_requests(pod: &Pod) -> ResourceList {
     let mut reqs = aggregate(pod, container_requests);
+    // Pod-level requests replace the containers' sum (upstream PodRequests).
+    reqs.extend(pod_level(pod, false));
     add(&mut reqs, &overhead(pod));
     reqs
 }
@@ -149,6 +171,7 @@ pub fn pod_requests(pod: &Pod) -> ResourceList {
 /// resources that have a limit.
 pub fn pod_limits(pod: &Pod) -> ResourceList {
     let mut limits = aggregate(pod, container_limits);
+    limits.extend(pod_level(pod, true));
     for (k, v) in overhead(pod) {
         if let Some(l) = limits.get_mut(&k) {
             *l += v;
@@ -157,9 +180,12 @@ pub fn pod_limits(pod: &Pod) -> ResourceList {
     limits
 }
 
-/// Whether every container (init ones included) limits `resource`: a
-/// Burstable pod's cgroup is capped only then.
+/// Whether every container (init ones included) limits `resource`, or
+/// the pod does as a whole: a Burstable pod's cgroup is capped only then.
 fn every_container_limits(pod: &Pod, resource: &str) -> bool {
+    if pod_level(pod, true).get(resource).is_some_and(|v| *v != 0) {
+        return true;
+    }
     pod.containers()
         .iter()
         .chain(pod.init_containers())
@@ -398,5 +424,35 @@ mod tests {
         }
         assert_eq!(pod_requests(&p).get("cpu"), Some(&200));
         assert!(pod_limits(&p).is_empty());
+    }
+
+    /// The v1.34 capture's `v-podlevel`: two containers without resources
+    /// under pod-level requests and limits.
+    #[test]
+    fn pod_level_resources_set_the_pod_cgroup_qos_and_requests() {
+        let mut pod = pod_of(vec![ctr("a", &[], &[]), ctr("b", &[], &[])], vec![]);
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.resources = Some(ResourceRequirements {
+                requests: list(&[("cpu", "100m"), ("memory", "64Mi")]),
+                limits: list(&[("cpu", "300m"), ("memory", "128Mi")]),
+                ..Default::default()
+            });
+        }
+        assert_eq!(qos_class(&pod), QosClass::Burstable);
+        let rc = resource_config_for_pod(&pod, true, 100_000);
+        assert_eq!(rc.cpu_shares, Some(102));
+        assert_eq!(rc.cpu_quota, Some(30_000));
+        assert_eq!(rc.memory, Some(128 << 20));
+        assert_eq!(crate::lifecycle::admission::pod_request(&pod, "cpu"), 100);
+        // Equal pod-level requests and limits make it Guaranteed, whatever
+        // its containers say; a limit alone is also the request.
+        if let Some(r) = pod.spec.as_mut().and_then(|s| s.resources.as_mut()) {
+            r.requests = None;
+        }
+        assert_eq!(qos_class(&pod), QosClass::Guaranteed);
+        assert_eq!(
+            pod_requests(&pod).get("memory"),
+            Some(&((128i128 << 20) * 1000))
+        );
     }
 }

@@ -243,9 +243,17 @@ pub(super) fn linux_resources(
         map.and_then(|m| m.get(name)).map(|q| q.0.clone())
     };
     let milli = |q: Option<String>| q.and_then(|q| quantity::parse_quantity(&q).ok());
-    let cpu_limit = milli(get("limits", "cpu"));
-    let cpu_request = milli(get("requests", "cpu")).or(cpu_limit);
-    let mem_limit = get("limits", "memory").and_then(|q| quantity::parse_quantity_value(&q).ok());
+    // A container without its own limit takes the pod-level one, where
+    // the pod sets one (upstream getCPULimit / getMemoryLimit).
+    let pod_level = crate::cm::helpers::pod_level(pod, true);
+    let level = |name: &str| pod_level.get(name).copied().filter(|v| *v > 0);
+    let cpu_own = milli(get("limits", "cpu"));
+    let cpu_limit = cpu_own.filter(|v| *v > 0).or_else(|| level("cpu"));
+    let cpu_request = milli(get("requests", "cpu")).or(cpu_own);
+    let mem_limit = get("limits", "memory")
+        .and_then(|q| quantity::parse_quantity_value(&q).ok())
+        .filter(|v| *v > 0)
+        .or_else(|| level("memory").map(|m| (m + 999).div_euclid(1000)));
 
     let mut r = api::LinuxContainerResources {
         cpu_shares: cpu_request.map_or(MIN_CPU_SHARES, |m| {

@@ -29,6 +29,10 @@ impl QosClass {
 /// Guaranteed: every container sets cpu and memory limits equal to its
 /// requests. BestEffort: nobody sets any. Burstable otherwise.
 pub fn qos_class(pod: &Pod) -> QosClass {
+    let level_requests = crate::cm::helpers::pod_level(pod, false);
+    if !level_requests.is_empty() {
+        return pod_level_qos_class(&level_requests, &crate::cm::helpers::pod_level(pod, true));
+    }
     // Upstream ComputePodQOS: requests and limits summed over all
     // containers (zero and unparsable values ignored); Guaranteed when
     // every container limits both cpu and memory and the sums match.
@@ -83,6 +87,29 @@ pub fn qos_class(pod: &Pod) -> QosClass {
         .all(|(r, l)| r.is_none() || r == l);
     let count = |v: &[Option<i128>; 2]| v.iter().filter(|x| x.is_some()).count();
     if guaranteed && same && count(&requests) == count(&limits) {
+        QosClass::Guaranteed
+    } else {
+        QosClass::Burstable
+    }
+}
+
+/// Upstream ComputePodQOS when pod-level resources are set: the pod's own
+/// CPU and memory requests and limits decide, the containers' do not.
+fn pod_level_qos_class(
+    requests: &std::collections::BTreeMap<String, i128>,
+    limits: &std::collections::BTreeMap<String, i128>,
+) -> QosClass {
+    let positive = |m: &std::collections::BTreeMap<String, i128>, k: &str| {
+        m.get(k).copied().filter(|v| *v > 0)
+    };
+    let pairs: Vec<(Option<i128>, Option<i128>)> = ["cpu", "memory"]
+        .into_iter()
+        .map(|k| (positive(requests, k), positive(limits, k)))
+        .collect();
+    if pairs.iter().all(|(r, l)| r.is_none() && l.is_none()) {
+        return QosClass::BestEffort;
+    }
+    if pairs.iter().all(|(r, l)| l.is_some() && r == l) {
         QosClass::Guaranteed
     } else {
         QosClass::Burstable

@@ -288,6 +288,14 @@ pub fn pod_request(pod: &Pod, name: &str) -> i128 {
         .map(|c| container_request(c, name))
         .max()
         .unwrap_or(0);
+    // Pod-level resources replace the containers' (PodLevelResources).
+    let pod_level = crate::cm::helpers::pod_level(pod, false);
+    let apps = pod_level.get(name).copied().unwrap_or(apps);
+    let init = if pod_level.contains_key(name) {
+        0
+    } else {
+        init
+    };
     let overhead = pod
         .spec_or_default()
         .overhead

@@ -51,6 +51,9 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
 
 /// Pod QoS class, as qos.GetPodQOS computes it (containers + init containers).
 pub fn qos_class(pod: &Value) -> &'static str {
+    if let Some(class) = pod_level_qos_class(pod) {
+        return class;
+    }
     let mut any = false;
     let mut guaranteed = true;
     for list in ["containers", "initContainers"] {
@@ -92,6 +95,31 @@ pub fn qos_class(pod: &Value) -> &'static str {
     } else {
         "Burstable"
     }
+}
+
+/// Upstream ComputePodQOS with pod-level `spec.resources` (PodLevelResources,
+/// v1.32+): the pod's own CPU and memory decide; None when it sets neither.
+fn pod_level_qos_class(pod: &Value) -> Option<&'static str> {
+    let list = |which: &str| get(pod, &["spec", "resources", which]).and_then(|x| x.as_object());
+    let (limits, requests) = (list("limits"), list("requests"));
+    let value = |m: Option<&Map<String, Value>>, k: &str| m.and_then(|m| m.get(k)).cloned();
+    let names = ["cpu", "memory"];
+    if names
+        .iter()
+        .all(|k| value(limits, k).is_none() && value(requests, k).is_none())
+    {
+        return None;
+    }
+    // A limit without a request is also the request (defaulting).
+    let guaranteed = names.iter().all(|k| match value(limits, k) {
+        Some(l) => value(requests, k).is_none_or(|r| crate::quantity::same(&r, &l)),
+        None => false,
+    });
+    Some(if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    })
 }
 
 fn default_service(obj: &mut Value) {
