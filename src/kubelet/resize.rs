@@ -133,9 +133,11 @@ impl Syncer {
         for r in &plan.restart {
             log::info!("pod {}: {}", pod.full_name(), restart_reason(&r.name));
             let reason = restart_reason(&r.name);
+            // The pod's own grace period, as any kill of one container.
+            let grace = Some(pod.kill_grace_seconds());
             if let Err(e) = self
                 .runtime
-                .kill_container(pod, &r.id, &r.name, None, Some(&reason))
+                .kill_container(pod, &r.id, &r.name, grace, Some(&reason))
             {
                 log::warn!("pod {}: resize: {e}", pod.full_name());
             }

@@ -148,7 +148,7 @@ impl KubeRuntimeManager {
             &c.name,
             EventType::Normal,
             events::CREATED_CONTAINER,
-            &format!("Created container {}", c.name),
+            &format!("Created container: {}", c.name),
         );
         self.runtime.start_container(&id).map_err(|e| {
             crate::metrics::started_container_error(kind, e.code_name());

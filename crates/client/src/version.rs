@@ -151,6 +151,29 @@ impl ServerVersion {
         self.at_least(26)
     }
 
+    /// The `Created` event says `Created container: c` (captures of
+    /// v1.32 and v1.34); v1.22's kubelet said `Created container c`. The
+    /// releases between were not captured: the change is taken at v1.32.
+    pub fn has_created_colon(self) -> bool {
+        self.at_least(32)
+    }
+
+    /// Whether events of this reason are worded differently by some
+    /// release (so the release must be known to send one).
+    pub fn event_wording_varies(reason: &str) -> bool {
+        reason == "Created"
+    }
+
+    /// An event message as this release's kubelet worded it. rkubelet
+    /// words its events as the newest release does.
+    pub fn adapt_event_message(self, reason: &str, message: &str) -> Option<String> {
+        if reason == "Created" && !self.has_created_colon() {
+            let name = message.strip_prefix(CREATED_CONTAINER_PREFIX)?;
+            return Some(format!("Created container {name}"));
+        }
+        None
+    }
+
     /// Leaves out of a pod status what this release does not store, and
     /// says what it says the way that release's kubelet said it, so a
     /// status PATCH carries what the server keeps, as that release's
@@ -317,6 +340,7 @@ impl VersionCache {
 
 const READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
 const REJECTED_PREFIX: &str = "Pod was rejected: ";
+const CREATED_CONTAINER_PREFIX: &str = "Created container: ";
 
 /// Before `PodFailed`, a failed pod's Ready and ContainersReady said which
 /// containers were not ready (GenerateContainersReadyCondition of v1.22).
@@ -403,6 +427,21 @@ mod tests {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.starts_with("/version"), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn created_events_are_worded_as_the_release_did() {
+        let v = |minor| ServerVersion { minor };
+        let new = "Created container: c";
+        assert_eq!(
+            v(22).adapt_event_message("Created", new).as_deref(),
+            Some("Created container c")
+        );
+        assert_eq!(v(32).adapt_event_message("Created", new), None);
+        assert_eq!(v(34).adapt_event_message("Created", new), None);
+        // Other reasons, and messages not in the newest wording, are kept.
+        assert_eq!(v(22).adapt_event_message("Started", "Started container c"), None);
+        assert_eq!(v(22).adapt_event_message("Created", "Created pod"), None);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use rkubelet_util::lock;
 use super::{EventRecorder, EventType};
 use crate::client::flowcontrol::random_unit;
 use crate::client::{paths, ApiError, Client, PatchType};
+use crate::client::version::ServerVersion;
 use crate::podutil::PodExt;
 
 mod correlator;
@@ -73,14 +74,40 @@ pub trait EventSink: Send + Sync {
 
 impl EventSink for Client {
     fn create(&self, event: &Event) -> Result<Event, ApiError> {
-        Client::create(self, &paths::events(event_namespace(event)), event)
+        let path = paths::events(event_namespace(event));
+        match older_wording(self, event) {
+            Some(message) => {
+                let mut event = event.clone();
+                event.message = Some(message);
+                Client::create(self, &path, &event)
+            }
+            None => Client::create(self, &path, event),
+        }
     }
 
     fn patch(&self, event: &Event, patch: &serde_json::Value) -> Result<Event, ApiError> {
         let name = event.metadata.name.as_deref().unwrap_or("");
         let path = paths::event(event_namespace(event), name);
-        Client::patch(self, &path, PatchType::StrategicMerge, patch)
+        match (older_wording(self, event), patch.get("message")) {
+            (Some(message), Some(_)) => {
+                let mut patch = patch.clone();
+                patch["message"] = serde_json::Value::String(message);
+                Client::patch(self, &path, PatchType::StrategicMerge, &patch)
+            }
+            _ => Client::patch(self, &path, PatchType::StrategicMerge, patch),
+        }
     }
+}
+
+/// The message as the server's own release's kubelet worded it, where
+/// that differs from the newest wording.
+fn older_wording(client: &Client, event: &Event) -> Option<String> {
+    let reason = event.reason.as_deref()?;
+    let message = event.message.as_deref()?;
+    if !ServerVersion::event_wording_varies(reason) {
+        return None;
+    }
+    client.server_version().adapt_event_message(reason, message)
 }
 
 pub(super) fn event_namespace(event: &Event) -> &str {

@@ -113,6 +113,14 @@ pub fn recursive_read_only(v: Version) -> Kept {
     kept(v, 30, Some(31))
 }
 
+/// Pod volumes of type `image`: added in 1.31 behind ImageVolume, alpha
+/// and off, beta but still off by default in 1.33 and 1.34 (KEP-4639);
+/// dropImageVolumes (pkg/api/pod/util.go) removes them and the mounts that
+/// name them while off.
+pub fn image_volumes(v: Version) -> Kept {
+    kept(v, 31, None)
+}
+
 /// Container-status `user`: added in 1.31 behind SupplementalGroupsPolicy,
 /// alpha and off through 1.32, beta and on from 1.33 (KEP-3619);
 /// dropDisabledPodStatusFields clears it while off.
@@ -221,12 +229,52 @@ fn drop_pod_spec_fields(emu: &Emulation, spec: &mut Map<String, Value>) {
             c.remove("restartPolicy");
         }
     }
+    match image_volumes(v) {
+        Kept::GateOff => drop_image_volumes(spec),
+        // The decoder prunes the unknown `image` source; upstream's
+        // validation would then refuse the volume as having no type, which
+        // the double does not model.
+        Kept::Unknown => {
+            for vol in items(spec, "volumes") {
+                vol.remove("image");
+            }
+        }
+        Kept::Yes => {}
+    }
     if gone(recursive_read_only(v)) {
         for list in ["initContainers", "containers", "ephemeralContainers"] {
             for c in items(spec, list) {
                 for m in items(c, "volumeMounts") {
                     m.remove("recursiveReadOnly");
                 }
+            }
+        }
+    }
+}
+
+/// dropImageVolumes: the image volumes, and every container's mounts of
+/// them.
+fn drop_image_volumes(spec: &mut Map<String, Value>) {
+    let mut names = Vec::new();
+    if let Some(Value::Array(vols)) = spec.get_mut("volumes") {
+        vols.retain(|vol| match vol.get("image") {
+            Some(_) => {
+                names.extend(vol.get("name").and_then(Value::as_str).map(String::from));
+                false
+            }
+            None => true,
+        });
+    }
+    if names.is_empty() {
+        return;
+    }
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for c in items(spec, list) {
+            if let Some(Value::Array(mounts)) = c.get_mut("volumeMounts") {
+                mounts.retain(|m| {
+                    let name = m.get("name").and_then(Value::as_str).unwrap_or("");
+                    !names.iter().any(|n| n == name)
+                });
             }
         }
     }
@@ -403,6 +451,22 @@ mod tests {
         assert!(run(34, "InPlacePodVerticalScaling=false")["status"]
             .get("resize")
             .is_none());
+    }
+
+    #[test]
+    fn image_volumes_and_their_mounts_are_dropped_while_the_gate_is_off() {
+        let def = resources::find("", "v1", "pods").expect("pods");
+        let mut p = json!({"spec": {
+            "containers": [{"name": "c", "volumeMounts": [
+                {"name": "iv", "mountPath": "/iv"}, {"name": "e", "mountPath": "/e"}]}],
+            "volumes": [{"name": "iv", "image": {"reference": "busybox"}},
+                {"name": "e", "emptyDir": {}}]}});
+        drop_unserved(Version::new(34), def, None, &mut p);
+        assert_eq!(p["spec"]["volumes"], json!([{"name": "e", "emptyDir": {}}]));
+        assert_eq!(
+            p["spec"]["containers"][0]["volumeMounts"],
+            json!([{"name": "e", "mountPath": "/e"}])
+        );
     }
 
     #[test]
