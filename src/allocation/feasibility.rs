@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Container, Node, Pod};
 
 use super::{PendingReason, PendingResize};
 use crate::kuberuntime::qos::{qos_class, QosClass};
+use crate::kuberuntime::swap::{SwapBehavior, SwapConfig};
 use crate::lifecycle::{admission, fit};
 use crate::podutil::PodExt;
 use crate::util::quantity::{parse_quantity, parse_quantity_value};
@@ -25,6 +26,7 @@ pub struct NodeLimits<'a> {
     pub node: Option<&'a Node>,
     pub max_pods: i64,
     pub policies: ExclusivePolicies,
+    pub swap: SwapConfig,
 }
 
 /// `Ok` when `desired` (the pod with its new resources) can be allocated
@@ -40,6 +42,11 @@ pub fn can_resize_pod(
         reason: PendingReason::Infeasible,
         message,
     };
+    if swap_blocks_resize(desired, allocated, &node.swap) {
+        return Err(infeasible(
+            "In-place resize of containers with swap is not supported.".into(),
+        ));
+    }
     if qos_class(desired) == QosClass::Guaranteed {
         if node.policies.cpu_static && request_changed(desired, allocated, "cpu") {
             return Err(infeasible(
@@ -93,6 +100,31 @@ pub fn can_resize_pod(
     admission::admit(desired, &others, Some(n), node.max_pods).map_err(|r| PendingResize {
         reason: PendingReason::Deferred,
         message: r.message,
+    })
+}
+
+/// A container whose memory request changes in place, and that may swap
+/// before or after, cannot be resized (upstream
+/// disallowResizeForSwappableContainers): its swap limit is not resized.
+fn swap_blocks_resize(desired: &Pod, allocated: &Pod, swap: &SwapConfig) -> bool {
+    let memory_request = |c: &Container| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|m| m.get("memory"))
+            .and_then(|q| parse_quantity(&q.0).ok())
+    };
+    desired.containers().iter().any(|d| {
+        let Some(a) = allocated.containers().iter().find(|a| a.name == d.name) else {
+            return false;
+        };
+        let restarts = a.resize_policy.iter().flatten().any(|p| {
+            p.resource_name == "memory" && p.restart_policy == "RestartContainer"
+        });
+        memory_request(d) != memory_request(a)
+            && !restarts
+            && (swap.container_behavior(desired, d) != SwapBehavior::NoSwap
+                || swap.container_behavior(allocated, a) != SwapBehavior::NoSwap)
     })
 }
 
@@ -176,6 +208,7 @@ mod tests {
             node: Some(n),
             max_pods: 110,
             policies: ExclusivePolicies::default(),
+            swap: SwapConfig::default(),
         };
         can_resize_pod(desired, allocated, others, &n)
     }
@@ -243,6 +276,7 @@ mod tests {
             node: Some(&n),
             max_pods: 110,
             policies,
+            swap: SwapConfig::default(),
         };
         let e = can_resize_pod(&more_cpu, &was, &[], &at).unwrap_err();
         assert_eq!(
@@ -250,5 +284,35 @@ mod tests {
             "Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\""
         );
         assert!(can_resize_pod(&more_mem, &was, &[], &at).is_ok());
+    }
+
+    #[test]
+    fn a_swapping_containers_memory_is_not_resized_in_place() {
+        use crate::kuberuntime::swap::SwapController;
+        let n = node("8", "40Gi");
+        let was = pod("a", &[("memory", "1Gi")], &[("memory", "2Gi")]);
+        let want = pod("a", &[("memory", "2Gi")], &[("memory", "3Gi")]);
+        let swap = SwapConfig {
+            behavior: SwapBehavior::LimitedSwap,
+            controller: SwapController::V2,
+            memory_capacity: 40 << 30,
+            swap_capacity: 4 << 30,
+        };
+        let at = NodeLimits {
+            node: Some(&n),
+            max_pods: 110,
+            policies: ExclusivePolicies::default(),
+            swap,
+        };
+        let e = can_resize_pod(&want, &was, &[], &at).unwrap_err();
+        assert_eq!(e.reason, PendingReason::Infeasible);
+        assert_eq!(
+            e.message,
+            "In-place resize of containers with swap is not supported."
+        );
+        // Without swap, or when only CPU changes, it is allowed.
+        assert!(check(&want, &was, &[], &n).is_ok());
+        let cpu_only = pod("a", &[("memory", "1Gi"), ("cpu", "1")], &[("memory", "2Gi")]);
+        assert!(can_resize_pod(&cpu_only, &was, &[], &at).is_ok());
     }
 }

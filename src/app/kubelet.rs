@@ -30,6 +30,7 @@ use crate::kubelet::{ClusterDeps, Kubelet, Managers, PodWork, Settings};
 use crate::kubeletconfig::{KubeletConfiguration, KubeletFlags};
 use crate::kuberuntime::lifecycle::RuntimeExec;
 use crate::kuberuntime::{KubeRuntimeManager, RuntimeDeps, RuntimeManagerConfig};
+use crate::kuberuntime::swap::{SwapBehavior, SwapConfig, SwapController};
 use crate::lifecycle::handlers::SecurityAdmitHandlers;
 use crate::pleg::{GenericPleg, PodLifecycleEvent, RelistSoon};
 use crate::pod::mirror_client::MirrorClient;
@@ -425,9 +426,32 @@ fn runtime_manager(
             node_allocatable,
             pod_cgroups: cm.pods.as_ref().map(|p| p.namer()),
             seccomp_default: config.seccomp_default,
+            swap: swap_config(config, cm.machine_memory),
         },
         deps,
     ))
+}
+
+/// memorySwap.swapBehavior with the node's swap controller and sizes.
+fn swap_config(config: &KubeletConfiguration, machine_memory: u64) -> SwapConfig {
+    let swap_capacity = crate::stats::Provider::default()
+        .meminfo()
+        .ok()
+        .and_then(|m| m.get("SwapTotal").copied())
+        .unwrap_or(0);
+    let swap = SwapConfig {
+        behavior: SwapBehavior::from_config(&config.memory_swap.swap_behavior),
+        controller: SwapController::detect(),
+        memory_capacity: machine_memory,
+        swap_capacity,
+    };
+    log::info!(
+        "swap: {:?} for containers, controller {:?}, {} bytes of swap",
+        swap.behavior,
+        swap.controller,
+        swap.swap_capacity
+    );
+    swap
 }
 
 /// The one stats provider: /stats/summary and the eviction manager read

@@ -58,6 +58,7 @@ impl Kubelet {
                 cpu_static: self.cpu_manager.is_static(),
                 memory_static: self.memory_manager.is_static(),
             },
+            swap: *self.runtime.swap_config(),
         };
         match can_resize_pod(pod, &allocated, &others, &limits) {
             Ok(()) => {

@@ -21,6 +21,7 @@ pub mod sandbox;
 pub mod security_context;
 mod sidecar;
 mod start;
+pub mod swap;
 pub mod termination;
 
 use rkubelet_util::lock;
@@ -89,6 +90,8 @@ pub struct RuntimeManagerConfig {
     /// `seccompDefault`: containers without a seccomp profile get
     /// RuntimeDefault rather than Unconfined.
     pub seccomp_default: bool,
+    /// memorySwap.swapBehavior and what the node has to give.
+    pub swap: swap::SwapConfig,
 }
 
 impl RuntimeManagerConfig {
@@ -108,6 +111,7 @@ impl RuntimeManagerConfig {
             node_allocatable: crate::fieldpath::NodeAllocatable::default(),
             pod_cgroups: None,
             seccomp_default: false,
+            swap: Default::default(),
         }
     }
 }
@@ -350,6 +354,11 @@ impl KubeRuntimeManager {
             (Some(m), name) => m.lookup_runtime_handler(name),
             (None, Some(n)) => Err(crate::runtimeclass::LookupError::NoApiServer(n.into())),
         }
+    }
+
+    /// What containers are given of the node's swap.
+    pub fn swap_config(&self) -> &swap::SwapConfig {
+        &self.cfg.swap
     }
 
     /// Where pod and container events go.

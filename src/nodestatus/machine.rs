@@ -48,6 +48,8 @@ pub struct MachineInfo {
     pub num_cores: u64,
     /// Bytes (MemTotal).
     pub memory_capacity: u64,
+    /// Bytes (SwapTotal); 0 without swap.
+    pub swap_capacity: u64,
     pub hugepages: Vec<HugePages>,
     pub machine_id: String,
     pub system_uuid: String,
@@ -78,13 +80,18 @@ pub fn read_machine_info(paths: &HostPaths) -> Result<MachineInfo, String> {
     if num_cores == 0 {
         return Err("unable to determine the number of CPUs".to_string());
     }
-    let memory_capacity = paths.stats().memory_capacity().map_err(|e| e.to_string())?;
+    let meminfo = paths.stats().meminfo().map_err(|e| e.to_string())?;
+    let memory_capacity = *meminfo
+        .get("MemTotal")
+        .ok_or("/proc/meminfo has no MemTotal")?;
+    let swap_capacity = meminfo.get("SwapTotal").copied().unwrap_or(0);
     let machine_id = read_trimmed(&paths.etc_dir.join("machine-id"))
         .or_else(|| read_trimmed(Path::new("/var/lib/dbus/machine-id")))
         .unwrap_or_default();
     Ok(MachineInfo {
         num_cores,
         memory_capacity,
+        swap_capacity,
         hugepages: read_hugepages(&paths.sys_dir.join("kernel/mm/hugepages")),
         machine_id,
         system_uuid: read_trimmed(&paths.sys_dir.join("class/dmi/id/product_uuid"))

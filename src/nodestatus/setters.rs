@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
-    NodeStatus, NodeSystemInfo,
+    NodeStatus, NodeSwapStatus, NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -169,6 +169,10 @@ pub fn set_machine_info(
             let ni = node_info_mut(node);
             ni.machine_id = info.machine_id.clone();
             ni.system_uuid = info.system_uuid.clone();
+            // Only a node with swap says how much (upstream, v1.33+).
+            ni.swap = (info.swap_capacity > 0).then(|| NodeSwapStatus {
+                capacity: Some(info.swap_capacity as i64),
+            });
             let cap = status_mut(node)
                 .capacity
                 .get_or_insert_with(Default::default);

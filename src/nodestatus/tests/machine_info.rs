@@ -56,6 +56,24 @@ fn capacity_and_allocatable_math() {
     let alloc = st.allocatable.unwrap();
     assert_eq!(cap["cpu"], q("4"));
     assert_eq!(cap["memory"], q("16318936Ki"));
+    // No swap: no nodeInfo.swap, and swap never counts as capacity.
+    assert_eq!(st.node_info.as_ref().and_then(|i| i.swap.clone()), None);
+    assert!(!cap.contains_key("swap"));
+    let with_swap = MachineInfo {
+        swap_capacity: 2 << 30,
+        ..info.clone()
+    };
+    let mut swapping = named("n");
+    setters::set_machine_info(
+        &mut swapping,
+        110,
+        Ok(&with_swap),
+        None,
+        &reservation,
+        &mut Vec::new(),
+    );
+    let swap = swapping.status.and_then(|s| s.node_info).and_then(|i| i.swap);
+    assert_eq!(swap.and_then(|s| s.capacity), Some(2 << 30));
     assert_eq!(cap["pods"], q("110"));
     assert_eq!(cap["ephemeral-storage"], q("100Gi"));
     assert_eq!(cap["hugepages-2Mi"], q("1Gi"));
@@ -219,7 +237,8 @@ fn machine_info_from_sample_tree() {
     );
     write(
         &paths.proc_dir.join("meminfo"),
-        "MemTotal: 2048 kB\nMemFree: 512 kB\nMemAvailable: 1024 kB\nInactive(file): 512 kB\n",
+        "MemTotal: 2048 kB\nMemFree: 512 kB\nMemAvailable: 1024 kB\nInactive(file): 512 kB\n\
+         SwapTotal: 4096 kB\nSwapFree: 4096 kB\n",
     );
     write(&paths.proc_dir.join("sys/kernel/random/boot_id"), "b00t\n");
     write(&paths.proc_dir.join("sys/kernel/osrelease"), "6.1.0-test\n");
@@ -244,6 +263,7 @@ fn machine_info_from_sample_tree() {
         MachineInfo {
             num_cores: 2,
             memory_capacity: 2048 * 1024,
+            swap_capacity: 4096 * 1024,
             hugepages: vec![HugePages {
                 page_size: 2 << 20,
                 num_pages: 4

@@ -61,6 +61,7 @@ fn machine_info() -> MachineInfo {
     MachineInfo {
         num_cores: 4,
         memory_capacity: 16318936 * 1024,
+        swap_capacity: 0,
         hugepages: vec![
             HugePages {
                 page_size: 2 << 20,

@@ -4,6 +4,7 @@
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
@@ -29,15 +30,39 @@ pub fn ensure_tmpfs(dir: &Path, size_bytes: Option<u64>) -> io::Result<()> {
     if let Some(size) = size_bytes {
         opts.push_str(&format!(",size={size}"));
     }
-    mount(
-        Some("tmpfs"),
-        dir,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some(opts.as_str()),
-    )
-    .map_err(io::Error::from)
+    let tmpfs = |opts: &str| {
+        mount(
+            Some("tmpfs"),
+            dir,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(opts),
+        )
+    };
+    // Secrets and memory-backed volumes never go to swap (`noswap`,
+    // Linux 6.4+), as upstream mounts them; older kernels refuse the
+    // option, and are told once.
+    if NOSWAP_REFUSED.load(Ordering::Relaxed) {
+        return tmpfs(&opts).map_err(io::Error::from);
+    }
+    match tmpfs(&format!("{opts},noswap")) {
+        Err(nix::Error::EINVAL) => {
+            let without = tmpfs(&opts);
+            if without.is_ok() {
+                NOSWAP_REFUSED.store(true, Ordering::Relaxed);
+                log::warn!(
+                    "the tmpfs noswap option is not supported: memory-backed volumes \
+                     (secrets, emptyDirs, ...) might be swapped to disk"
+                );
+            }
+            without.map_err(io::Error::from)
+        }
+        other => other.map_err(io::Error::from),
+    }
 }
+
+/// Set once the kernel refused tmpfs's `noswap`.
+static NOSWAP_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// Unmounts `dir` when it is a mount point; a missing directory is fine.
 pub fn unmount_if_mounted(dir: &Path) -> io::Result<()> {

@@ -336,3 +336,63 @@ case_resize() {
     fi
     k delete pod rs --grace-period=1 --wait=false >/dev/null 2>&1
 }
+
+# NodeSwap on cgroup v2: with no swapBehavior (NoSwap) a container may not
+# swap (memory.swap.max 0); with a swap file on and LimitedSwap, a
+# Burstable container gets its memory request's share of the node's swap
+# (upstream's formula, truncated as float64 is), a Guaranteed one none,
+# and the node reports its swap in nodeInfo.swap.
+case_swap() {
+    create_pod sw0 "$SLEEPER" '{"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}'
+    if ! wait_for 180 "pod sw0 Running" pod_running sw0; then
+        not_ok swap-noswap-pod-running "phase $(jp pod/sw0 '{.status.phase}')"
+        return
+    fi
+    local pod
+    pod=$(pod_cgroup burstable "$(pod_uid sw0)")
+    check swap-noswap/container-memory.swap.max 0 \
+        "$(cg "$(container_cgroup "$pod" "$(container_id sw0)")/memory.swap.max")"
+    k delete pod sw0 --grace-period=1 --wait=false >/dev/null 2>&1
+
+    dd if=/dev/zero of=/swapfile bs=1M count=64 status=none && chmod 600 /swapfile &&
+        mkswap /swapfile >/dev/null && swapon /swapfile || {
+        not_ok swap-on "could not turn on a swap file"
+        return
+    }
+    printf 'memorySwap:\n  swapBehavior: LimitedSwap\n' >>/var/lib/kubelet/config.yaml
+    if ! timeout 120 systemctl restart rkubelet || ! wait_for 120 "node Ready" node_ready; then
+        not_ok swap-rkubelet-restart "rkubelet did not come back with LimitedSwap"
+    else
+        swap_limited_checks
+    fi
+    k delete pod sws swg --grace-period=1 --wait=false >/dev/null 2>&1
+    swapoff /swapfile
+    rm -f /swapfile
+    sed -i '/^memorySwap:/,$d' /var/lib/kubelet/config.yaml
+    timeout 120 systemctl restart rkubelet && wait_for 120 "node Ready" node_ready ||
+        not_ok swap-rkubelet-back "rkubelet did not come back without LimitedSwap"
+}
+
+swap_limited_checks() {
+    local mem swap want
+    mem=$(awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo)
+    swap=$(awk '/^SwapTotal:/ {print $2 * 1024}' /proc/meminfo)
+    check swap/node-info-capacity "$swap" "$(jp "node/$NODE" '{.status.nodeInfo.swap.capacity}')"
+    create_pod sws "$SLEEPER" '{"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}'
+    create_pod swg "$SLEEPER" '{"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}}'
+    local p
+    for p in sws swg; do
+        if ! wait_for 180 "pod $p Running" pod_running "$p"; then
+            not_ok "swap-pod-$p-running" "phase $(jp "pod/$p" '{.status.phase}')"
+            return
+        fi
+    done
+    want=$(awk -v r=$((32 * MIB)) -v m="$mem" -v s="$swap" 'BEGIN { printf "%d", (r / m) * s }')
+    local b g
+    b=$(pod_cgroup burstable "$(pod_uid sws)")
+    g=$(pod_cgroup "" "$(pod_uid swg)")
+    check swap/burstable-share "$want" \
+        "$(cg "$(container_cgroup "$b" "$(container_id sws)")/memory.swap.max")"
+    check swap/guaranteed-none 0 \
+        "$(cg "$(container_cgroup "$g" "$(container_id swg)")/memory.swap.max")"
+}

@@ -7,8 +7,8 @@
 # class, upstream's slice and scope names, the limits in the cgroup files
 # (also after systemd re-applies its units), an OOM kill, the v2 figures
 # in /stats/summary, a restart of rkubelet and of containerd, the pod
-# cgroups and units gone after the pods, and (systemd driver, bookworm-v2)
-# an eviction under memory pressure. With RKVM_SHUTDOWN=1 the last
+# cgroups and units gone after the pods, in-place resize and swap (cgroup
+# v2), and (systemd driver, bookworm-v2) an eviction under memory pressure. With RKVM_SHUTDOWN=1 the last
 # driver ends with `systemctl poweroff` and the graceful node shutdown.
 #
 # Prints one TAP-like line per test, "ok - ROW/DRIVER/TEST" or
@@ -51,6 +51,7 @@ for DRIVER in $DRIVERS; do
     [[ $DRIVER == systemd ]] && case_restarts_keep_pods
     [[ $CGROUP_FS == cgroup2fs ]] && case_resize
     case_pod_cgroups_removed
+    [[ $DRIVER == systemd && $CGROUP_FS == cgroup2fs ]] && case_swap
     # On cgroup v2, where the row does not also shut down (it sets the
     # rows' wall time): one row is enough for what the eviction reads.
     if [[ $DRIVER == systemd && $CGROUP_FS == cgroup2fs && ${RKVM_SHUTDOWN:-0} != 1 ]]; then

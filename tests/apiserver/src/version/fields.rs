@@ -343,6 +343,13 @@ fn drop_node_fields(v: Version, sub: Option<&str>, node: &mut Value) {
             status.remove(key);
         }
     }
+    // nodeInfo.swap (NodeSwap, KEP-2400): new in 1.33, whose decoder is
+    // the first to keep it.
+    if !v.at_least(33) {
+        if let Some(info) = status.get_mut("nodeInfo").and_then(Value::as_object_mut) {
+            info.remove("swap");
+        }
+    }
 }
 
 #[cfg(test)]
