@@ -48,6 +48,8 @@ pub enum ConfigError {
     NoSuchContainer(String),
     #[error("container {container:?}: volumeMount {volume:?}: no such volume is set up")]
     VolumeNotSetUp { container: String, volume: String },
+    #[error("failed to resolve recursive read-only mode: {0}")]
+    RecursiveReadOnly(String),
     #[error("volumeMount {volume:?}: {error}")]
     SubPath {
         volume: String,
@@ -465,6 +467,7 @@ pub fn expand_vars(input: &str, env: &[(String, String)]) -> String {
 fn make_mounts(ctx: &ContainerContext<'_>) -> Result<Vec<api::Mount>, ConfigError> {
     let mut mounts = Vec::new();
     for vm in ctx.container.volume_mounts.iter().flatten() {
+        resolve_recursive_read_only(vm).map_err(ConfigError::RecursiveReadOnly)?;
         let vol = ctx
             .volumes
             .get(vm.name.as_str())
@@ -506,6 +509,37 @@ fn make_mounts(ctx: &ContainerContext<'_>) -> Result<Vec<api::Mount>, ConfigErro
         mounts.push(host_file_mount(&termination_log_file(ctx)?, &term_path));
     }
     Ok(mounts)
+}
+
+/// Upstream `resolveRecursiveReadOnly` for a runtime without recursive
+/// read-only mounts (no handler of containerd 1.6 or 1.7 reports them, and
+/// rkubelet asks none for them): `IfPossible` is a plain read-only mount,
+/// `Enabled` is refused rather than mounted writable below the top.
+fn resolve_recursive_read_only(
+    vm: &k8s_openapi::api::core::v1::VolumeMount,
+) -> Result<(), String> {
+    let mode = match vm.recursive_read_only.as_deref() {
+        None | Some("Disabled") => return Ok(()),
+        Some(mode) => mode,
+    };
+    let name = &vm.name;
+    if vm.read_only != Some(true) {
+        return Err(format!(
+            "volume {name:?} requested recursive read-only mode, but it is not read-only"
+        ));
+    }
+    if let Some(p) = vm.mount_propagation.as_deref().filter(|p| *p != "None") {
+        return Err(format!(
+            "volume {name:?} requested recursive read-only mode, but it is not compatible with propagation {p:?}"
+        ));
+    }
+    match mode {
+        "IfPossible" => Ok(()),
+        "Enabled" => Err(format!(
+            "volume {name:?} requested recursive read-only mode, but it is not supported by the runtime"
+        )),
+        other => Err(format!("unknown recursive read-only mode {other:?}")),
+    }
 }
 
 /// The raw block volumes the container names in `volumeDevices`, through
@@ -646,5 +680,33 @@ mod tests {
         assert_eq!(expand_vars("$(C)", &e), "$(C)");
         assert_eq!(expand_vars("$(A", &e), "$(A");
         assert_eq!(expand_vars("cost $5", &e), "cost $5");
+    }
+
+    #[test]
+    fn recursive_read_only_is_refused_where_it_cannot_be_given() {
+        let vm = |mode: &str, ro: bool, prop: Option<&str>| k8s_openapi::api::core::v1::VolumeMount {
+            name: "v".into(),
+            mount_path: "/v".into(),
+            read_only: Some(ro),
+            recursive_read_only: Some(mode.into()),
+            mount_propagation: prop.map(String::from),
+            ..Default::default()
+        };
+        assert_eq!(resolve_recursive_read_only(&vm("Disabled", false, None)), Ok(()));
+        assert_eq!(resolve_recursive_read_only(&vm("IfPossible", true, None)), Ok(()));
+        assert_eq!(
+            resolve_recursive_read_only(&vm("Enabled", true, Some("None"))),
+            Err("volume \"v\" requested recursive read-only mode, but it is not supported by the runtime".into())
+        );
+        assert_eq!(
+            resolve_recursive_read_only(&vm("Enabled", false, None)),
+            Err("volume \"v\" requested recursive read-only mode, but it is not read-only".into())
+        );
+        let e = resolve_recursive_read_only(&vm("IfPossible", true, Some("HostToContainer")));
+        assert!(e.is_err_and(|e| e.ends_with("not compatible with propagation \"HostToContainer\"")));
+        assert_eq!(
+            resolve_recursive_read_only(&vm("Sometimes", true, None)),
+            Err("unknown recursive read-only mode \"Sometimes\"".into())
+        );
     }
 }

@@ -291,6 +291,19 @@ fn supplemental_groups(pod_sc: Option<&PodSecurityContext>) -> Vec<i64> {
         .collect()
 }
 
+/// The CRI policy: Strict reaches the runtime only where admission found
+/// the node able to honour it; Merge (the default) otherwise.
+fn supplemental_groups_policy(
+    pod_sc: Option<&PodSecurityContext>,
+) -> protobuf::EnumOrUnknown<api::SupplementalGroupsPolicy> {
+    let strict = pod_sc.and_then(|s| s.supplemental_groups_policy.as_deref()) == Some("Strict");
+    protobuf::EnumOrUnknown::new(if strict {
+        api::SupplementalGroupsPolicy::Strict
+    } else {
+        api::SupplementalGroupsPolicy::Merge
+    })
+}
+
 fn int64(v: Option<i64>) -> protobuf::MessageField<api::Int64Value> {
     v.map(|value| api::Int64Value {
         value,
@@ -333,6 +346,7 @@ pub fn container_security_context(
             })
             .into(),
         supplemental_groups: supplemental_groups(pod_sc),
+        supplemental_groups_policy: supplemental_groups_policy(pod_sc),
         selinux_options: e.se_linux_options.as_ref().map(selinux_option).into(),
         masked_paths: proc_paths(&e, DEFAULT_MASKED_PATHS),
         readonly_paths: proc_paths(&e, DEFAULT_READONLY_PATHS),
@@ -365,6 +379,7 @@ pub fn sandbox_security_context(pod: &Pod) -> api::LinuxSandboxSecurityContext {
         run_as_user: int64(pod_sc.and_then(|s| s.run_as_user)),
         run_as_group: int64(pod_sc.and_then(|s| s.run_as_group)),
         supplemental_groups: supplemental_groups(pod_sc),
+        supplemental_groups_policy: supplemental_groups_policy(pod_sc),
         selinux_options: pod_sc
             .and_then(|s| s.se_linux_options.as_ref())
             .map(selinux_option)
@@ -386,12 +401,6 @@ pub fn unsupported_fields(pod: &Pod) -> Vec<&'static str> {
     let pod_sc = spec.security_context.as_ref();
     if pod_sc.and_then(|s| s.windows_options.as_ref()).is_some() {
         out.push("spec.securityContext.windowsOptions");
-    }
-    if pod_sc
-        .and_then(|s| s.supplemental_groups_policy.as_ref())
-        .is_some()
-    {
-        out.push("spec.securityContext.supplementalGroupsPolicy");
     }
     if pod_sc
         .and_then(|s| s.se_linux_change_policy.as_ref())

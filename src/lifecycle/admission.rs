@@ -55,6 +55,7 @@ pub fn admit(
     // What preemption cannot help goes first (upstream).
     check_os_label(pod, node)?;
     check_os_field(pod)?;
+    check_supplemental_groups_policy(pod, node)?;
     let Some(node) = node else {
         return check_pod_count(active, max_pods);
     };
@@ -90,6 +91,36 @@ pub fn admit(
         None => Err(predicates[0].clone()),
     }
 }
+
+/// upstream rejectPodAdmissionBasedOnSupplementalGroupsPolicy: `Strict`
+/// (no groups from the image's /etc/group) only on a node whose status
+/// says its runtime can do it (`status.features`); never run with the
+/// image's groups merged in instead.
+fn check_supplemental_groups_policy(pod: &Pod, node: Option<&Node>) -> Result<(), Rejection> {
+    let policy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|sc| sc.supplemental_groups_policy.as_deref());
+    if policy != Some(STRICT) {
+        return Ok(());
+    }
+    let supported = node
+        .and_then(|n| n.status.as_ref())
+        .and_then(|s| s.features.as_ref())
+        .and_then(|f| f.supplemental_groups_policy)
+        .unwrap_or(false);
+    if supported {
+        return Ok(());
+    }
+    Err(reject(
+        SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED,
+        format!("SupplementalGroupsPolicy={STRICT} is not supported in this node"),
+    ))
+}
+
+const STRICT: &str = "Strict";
+const SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED: &str = "SupplementalGroupsPolicyNotSupported";
 
 /// The operating system this kubelet runs pods on (Go's runtime.GOOS).
 const NODE_OS: &str = std::env::consts::OS;
@@ -397,6 +428,35 @@ mod tests {
             "linux".to_string(),
         )]));
         assert!(admit(&p, &[], None, 110).is_ok());
+    }
+
+    #[test]
+    fn strict_supplemental_groups_need_the_nodes_feature() {
+        let with = |policy: &str| {
+            let mut p = pod(Some("100m"), None);
+            if let Some(spec) = p.spec.as_mut() {
+                spec.security_context = Some(k8s_openapi::api::core::v1::PodSecurityContext {
+                    supplemental_groups_policy: Some(policy.into()),
+                    ..Default::default()
+                });
+            }
+            p
+        };
+        let r = admit(&with("Strict"), &[], Some(&n1()), 110).unwrap_err();
+        assert_eq!(r.reason, "SupplementalGroupsPolicyNotSupported");
+        assert_eq!(
+            r.message,
+            "SupplementalGroupsPolicy=Strict is not supported in this node"
+        );
+        assert!(admit(&with("Strict"), &[], None, 110).is_err());
+        assert!(admit(&with("Merge"), &[], Some(&n1()), 110).is_ok());
+        let mut capable = n1();
+        if let Some(st) = capable.status.as_mut() {
+            st.features = Some(k8s_openapi::api::core::v1::NodeFeatures {
+                supplemental_groups_policy: Some(true),
+            });
+        }
+        assert!(admit(&with("Strict"), &[], Some(&capable), 110).is_ok());
     }
 
     #[test]

@@ -347,7 +347,7 @@ fn container_statuses(
 
 /// The container's mounts as status reports them (RecursiveReadOnlyMounts,
 /// on by default since 1.31): recursive read-only is never in effect, as
-/// containerd 1.6 announces no runtime handler supporting it.
+/// no runtime handler is asked for it (kuberuntime `make_mounts`).
 fn volume_mount_statuses(spec: &api::Container) -> Option<Vec<api::VolumeMountStatus>> {
     let mounts = spec.volume_mounts.as_deref()?;
     Some(
@@ -355,12 +355,7 @@ fn volume_mount_statuses(spec: &api::Container) -> Option<Vec<api::VolumeMountSt
             .iter()
             .map(|m| {
                 let ro = m.read_only == Some(true);
-                if ro && m.recursive_read_only.as_deref() == Some("Enabled") {
-                    log::warn!(
-                        "volume {:?} requested recursive read-only mode, but it is not supported by the runtime",
-                        m.name
-                    );
-                }
+                // `Enabled` never runs here (the container is refused).
                 api::VolumeMountStatus {
                     name: m.name.clone(),
                     mount_path: m.mount_path.clone(),

@@ -1,0 +1,105 @@
+//! Never weaker isolation than a pod asks for, on real containerd 1.6
+//! against the double at v1.34: fields the node cannot honour are refused
+//! with upstream's reason, as upstream v1.34 refuses them on the same
+//! runtime, and the pod never runs without them. (`hostUsers: false` is in
+//! tests/cluster.rs.)
+//!
+//! Test numbers 27 and 28.
+
+mod common;
+
+use serde_json::{json, Value};
+
+use common::cluster::*;
+use common::*;
+
+const SLEEPER: &str = "trap 'exit 0' TERM; while true; do sleep 1; done";
+
+/// `supplementalGroupsPolicy: Strict` keeps the image's /etc/group out of
+/// the process's groups; containerd 1.6 cannot, the node's status says
+/// so (no `features.supplementalGroupsPolicy`), and the pod is rejected at
+/// admission, where a `Merge` pod runs.
+#[test]
+fn strict_supplemental_groups_are_rejected_where_the_runtime_cannot() {
+    let mut cl = Cluster::new("strict_supplemental_groups", 27);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    let mut strict = api_pod("strict", SLEEPER);
+    strict["spec"]["securityContext"] = json!({"supplementalGroupsPolicy": "Strict"});
+    let mut merge = api_pod("merge", SLEEPER);
+    merge["spec"]["securityContext"] = json!({"supplementalGroupsPolicy": "Merge"});
+    cl.api.create_pod(&strict);
+    cl.api.create_pod(&merge);
+    let rejected = cl.eventually(secs(15), "the Strict pod to be Failed", |api| {
+        let p = api.pod("strict")?;
+        (phase(&p) == "Failed").then_some(p)
+    });
+    let st = &rejected["status"];
+    assert_eq!(st["reason"], "SupplementalGroupsPolicyNotSupported", "{}", pretty_status(&rejected));
+    assert_eq!(
+        st["message"],
+        "Pod was rejected: SupplementalGroupsPolicy=Strict is not supported in this node",
+        "{}",
+        pretty_status(&rejected)
+    );
+    let events = cl.api.events_for("default", "strict");
+    assert!(
+        events.iter().any(|e| e["reason"] == "SupplementalGroupsPolicyNotSupported"
+            && e["type"] == "Warning"),
+        "{events:?}"
+    );
+    cl.wait_pod_ready("merge", secs(30));
+    let snap = cl.env.snapshot();
+    assert!(
+        snap.objs.iter().all(|o| o.pod_name() != "strict"),
+        "containerd has objects of the rejected pod:\n{}",
+        snap.summary()
+    );
+}
+
+/// A read-only volume mount with `recursiveReadOnly: Enabled` must be
+/// read-only below its top too; no runtime handler here offers that, so
+/// the container is never created (CreateContainerConfigError, upstream's
+/// message), where `IfPossible` is mounted read-only and reported
+/// `Disabled`.
+#[test]
+fn recursive_read_only_enabled_is_refused_where_the_runtime_cannot() {
+    let mut cl = Cluster::new("recursive_read_only", 28);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    cl.api.create_pod(&rro_pod("rro-enabled", "Enabled"));
+    cl.api.create_pod(&rro_pod("rro-ifpossible", "IfPossible"));
+    let want = "failed to resolve recursive read-only mode: volume \"v\" requested recursive \
+                read-only mode, but it is not supported by the runtime";
+    let waiting = cl.eventually(secs(20), "CreateContainerConfigError", |api| {
+        let p = api.pod("rro-enabled")?;
+        let w = p["status"]["containerStatuses"][0]["state"]["waiting"].clone();
+        (w["reason"] == "CreateContainerConfigError").then_some(w)
+    });
+    assert_eq!(waiting["message"], want);
+    let events = cl.api.events_for("default", "rro-enabled");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "Failed" && e["message"] == format!("Error: {want}")),
+        "{events:?}"
+    );
+    let ready = cl.wait_pod_ready("rro-ifpossible", secs(30));
+    let mounts = &ready["status"]["containerStatuses"][0]["volumeMounts"];
+    let v = mounts
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["name"] == "v"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(v["recursiveReadOnly"], "Disabled", "{mounts}");
+    assert_eq!(v["readOnly"], true, "{mounts}");
+}
+
+fn rro_pod(name: &str, mode: &str) -> Value {
+    let mut p = api_pod(name, SLEEPER);
+    p["spec"]["volumes"] = json!([{"name": "v", "emptyDir": {}}]);
+    p["spec"]["containers"][0]["volumeMounts"] = json!([{
+        "name": "v", "mountPath": "/v", "readOnly": true, "recursiveReadOnly": mode,
+    }]);
+    p
+}
