@@ -50,6 +50,7 @@ mod status;
 mod sysctl;
 mod token;
 mod types;
+mod userns;
 mod util;
 mod volume;
 mod volumemanager;

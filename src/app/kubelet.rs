@@ -31,6 +31,7 @@ use crate::kubeletconfig::{KubeletConfiguration, KubeletFlags};
 use crate::kuberuntime::lifecycle::RuntimeExec;
 use crate::kuberuntime::{KubeRuntimeManager, RuntimeDeps, RuntimeManagerConfig};
 use crate::kuberuntime::swap::{SwapBehavior, SwapConfig, SwapController};
+use crate::userns::{IdRange, UsernsManager};
 use crate::lifecycle::handlers::SecurityAdmitHandlers;
 use crate::pleg::{GenericPleg, PodLifecycleEvent, RelistSoon};
 use crate::pod::mirror_client::MirrorClient;
@@ -166,6 +167,7 @@ pub(super) fn new_main_kubelet(
         cpus: cm.cpu.clone(),
         memory: cm.memory.clone(),
         allocation: Arc::clone(&allocation),
+        userns: userns_manager(&settings.root_dir, config.max_pods),
     };
     let manager = runtime_manager(
         config,
@@ -430,6 +432,23 @@ fn runtime_manager(
         },
         deps,
     ))
+}
+
+/// The ID allocator of `hostUsers: false` pods (upstream MakeUserNsManager).
+/// Where it cannot start (a bad range, a checkpoint it cannot read) the
+/// error is logged and such pods are refused; the other pods run.
+fn userns_manager(root_dir: &std::path::Path, max_pods: i32) -> Option<Arc<UsernsManager>> {
+    let pods_dir = root_dir.join("pods");
+    let max_pods = u32::try_from(max_pods).unwrap_or(0);
+    let made = IdRange::kubelet_mappings()
+        .and_then(|range| UsernsManager::with_max_pods(pods_dir, range, max_pods));
+    match made {
+        Ok(m) => Some(Arc::new(m)),
+        Err(e) => {
+            log::error!("create user namespace manager: {e}; pods with hostUsers: false are refused");
+            None
+        }
+    }
 }
 
 /// memorySwap.swapBehavior with the node's swap controller and sizes.

@@ -58,6 +58,8 @@ impl Kubelet {
             .chain(self.pod_workers.known_uids())
             .chain(running.iter().map(|rp| rp.uid.clone()))
             .collect();
+        // Before the pod directories go: the ID block's file is in one.
+        self.runtime.cleanup_user_namespaces(&active);
         self.volume_manager.cleanup_orphaned_pod_dirs(&active);
         self.allocation.remove_orphans(&active);
         self.retry_pending_resizes();

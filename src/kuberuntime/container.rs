@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, EnvVar, HostAlias, Pod};
 use protobuf::EnumOrUnknown;
 
-use super::{labels, sandbox, security_context, RuntimeManagerConfig};
+use super::{labels, security_context, RuntimeManagerConfig};
 use crate::cri::api;
 use crate::fieldpath::{self, FieldError, PodFacts};
 use crate::podutil::PodExt;
@@ -86,6 +86,9 @@ pub struct ContainerContext<'a> {
     pub host_ips: &'a [String],
     /// The image's user, looked up when `runAsNonRoot` must be verified.
     pub image_user: Option<&'a security_context::ImageUser>,
+    /// The sandbox's namespaces (its user namespace included), which the
+    /// container shares as upstream's NamespacesForPod gives both.
+    pub namespaces: &'a api::NamespaceOption,
 }
 
 /// The API objects container environments can refer to.
@@ -214,7 +217,7 @@ fn linux_config(ctx: &ContainerContext<'_>) -> Result<api::LinuxContainerConfig,
         seccomp_default: ctx.cfg.seccomp_default,
     };
     let mut sc = security_context::container_security_context(ctx.pod, ctx.container, opts)?;
-    sc.namespace_options = Some(sandbox::namespace_options(ctx.pod)).into();
+    sc.namespace_options = Some(ctx.namespaces.clone()).into();
     Ok(api::LinuxContainerConfig {
         resources: Some(resources(ctx)).into(),
         security_context: Some(sc).into(),

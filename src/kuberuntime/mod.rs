@@ -228,6 +228,9 @@ pub struct RuntimeDeps {
     pub memory: crate::cm::memorymanager::MemoryManager,
     /// What each started container was given (in-place resize).
     pub allocation: Arc<crate::allocation::Manager>,
+    /// The ID blocks of `hostUsers: false` pods; None when it could not
+    /// start (such pods are then refused).
+    pub userns: Option<Arc<crate::userns::UsernsManager>>,
 }
 
 /// The set-up volumes of a pod, by volume name.
@@ -270,6 +273,7 @@ pub struct KubeRuntimeManager {
     cpus: crate::cm::cpumanager::CpuManager,
     memory: crate::cm::memorymanager::MemoryManager,
     allocation: Arc<crate::allocation::Manager>,
+    userns: Option<Arc<crate::userns::UsernsManager>>,
 }
 
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
@@ -308,6 +312,7 @@ impl KubeRuntimeManager {
             cpus,
             memory,
             allocation,
+            userns,
         } = deps;
         let images = ImageManager::new(
             Arc::clone(&runtime) as Arc<dyn crate::images::puller::ImageService>,
@@ -342,6 +347,7 @@ impl KubeRuntimeManager {
             cpus,
             memory,
             allocation,
+            userns,
         }
     }
 
@@ -353,6 +359,14 @@ impl KubeRuntimeManager {
             (_, None) => Ok(String::new()),
             (Some(m), name) => m.lookup_runtime_handler(name),
             (None, Some(n)) => Err(crate::runtimeclass::LookupError::NoApiServer(n.into())),
+        }
+    }
+
+    /// Frees the ID blocks of pods neither known nor running (upstream
+    /// CleanupOrphanedPodUsernsAllocations, from housekeeping).
+    pub fn cleanup_user_namespaces(&self, active: &HashSet<String>) {
+        if let Some(m) = &self.userns {
+            m.clean_up_orphans(active);
         }
     }
 
@@ -459,7 +473,15 @@ impl KubeRuntimeManager {
                 _ => return errors,
             }
         };
-        let sandbox_config = sandbox::generate_sandbox_config(pod, plan.attempt, &self.cfg);
+        let userns = match self.pod_user_namespace(pod) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(SyncError::new(None, "CreatePodSandboxError", e));
+                return errors;
+            }
+        };
+        let sandbox_config =
+            sandbox::generate_sandbox_config(pod, plan.attempt, &self.cfg, userns.as_ref());
         let target = StartTarget {
             pod,
             sandbox_id: &sandbox_id,
@@ -565,7 +587,7 @@ impl KubeRuntimeManager {
                 pod.full_name()
             );
         }
-        self.check_user_namespaces(pod, &handler).map_err(|e| {
+        let userns = self.sandbox_user_namespace(pod, &handler).map_err(|e| {
             crate::metrics::started_pod(false);
             fail(e)
         })?;
@@ -575,7 +597,7 @@ impl KubeRuntimeManager {
                 pod.full_name()
             );
         }
-        let config = sandbox::generate_sandbox_config(pod, attempt, &self.cfg);
+        let config = sandbox::generate_sandbox_config(pod, attempt, &self.cfg, userns.as_ref());
         std::fs::create_dir_all(&config.log_directory).map_err(|e| {
             SyncError::new(
                 None,

@@ -9,6 +9,7 @@ use protobuf::EnumOrUnknown;
 use super::labels;
 use super::security_context;
 use super::RuntimeManagerConfig;
+use crate::userns::{Mappings, UsernsManager};
 use crate::container::SandboxStatus;
 use crate::cri::api;
 use crate::podutil::PodExt;
@@ -21,6 +22,7 @@ pub fn generate_sandbox_config(
     pod: &Pod,
     attempt: u32,
     cfg: &RuntimeManagerConfig,
+    userns: Option<&Mappings>,
 ) -> api::PodSandboxConfig {
     let spec = pod.spec_or_default();
     let host_network = pod.is_host_network();
@@ -48,7 +50,7 @@ pub fn generate_sandbox_config(
         annotations: labels::sandbox_annotations(pod),
         linux: Some(api::LinuxPodSandboxConfig {
             security_context: Some(api::LinuxSandboxSecurityContext {
-                namespace_options: Some(namespace_options(pod)).into(),
+                namespace_options: Some(namespace_options(pod, userns)).into(),
                 ..security_context::sandbox_security_context(pod)
             })
             .into(),
@@ -80,7 +82,10 @@ pub fn pod_log_dir(base: &Path, pod: &Pod) -> std::path::PathBuf {
     base.join(format!("{}_{}_{}", pod.namespace(), pod.name(), pod.uid()))
 }
 
-pub fn namespace_options(pod: &Pod) -> api::NamespaceOption {
+/// The pod's namespaces. `userns` is its own ID block (`hostUsers:
+/// false`); without one the pod is in the node's user namespace, said
+/// explicitly as upstream does.
+pub fn namespace_options(pod: &Pod, userns: Option<&Mappings>) -> api::NamespaceOption {
     let spec = pod.spec_or_default();
     let mode = |node: bool, otherwise: api::NamespaceMode| {
         EnumOrUnknown::new(if node {
@@ -99,7 +104,34 @@ pub fn namespace_options(pod: &Pod) -> api::NamespaceOption {
             EnumOrUnknown::new(api::NamespaceMode::CONTAINER)
         },
         ipc: mode(spec.host_ipc.unwrap_or(false), api::NamespaceMode::POD),
+        userns_options: Some(user_namespace(userns)).into(),
         ..Default::default()
+    }
+}
+
+/// CRI's UserNamespace: mode POD with the pod's mappings, else NODE.
+fn user_namespace(userns: Option<&Mappings>) -> api::UserNamespace {
+    let ids = |list: &[crate::userns::IdMapping]| {
+        list.iter()
+            .map(|m| api::IDMapping {
+                host_id: m.host_id,
+                container_id: m.container_id,
+                length: m.length,
+                ..Default::default()
+            })
+            .collect()
+    };
+    match userns {
+        Some(m) => api::UserNamespace {
+            mode: EnumOrUnknown::new(api::NamespaceMode::POD),
+            uids: ids(&m.uids),
+            gids: ids(&m.gids),
+            ..Default::default()
+        },
+        None => api::UserNamespace {
+            mode: EnumOrUnknown::new(api::NamespaceMode::NODE),
+            ..Default::default()
+        },
     }
 }
 
@@ -107,10 +139,6 @@ pub fn namespace_options(pod: &Pod) -> api::NamespaceOption {
 /// namespace it asks for (userns manager GetOrCreateUserNamespaceMappings).
 pub const USERNS_UNSUPPORTED: &str =
     "can't set `spec.hostUsers: false`, runtime does not support user namespaces";
-/// Where the runtime could give one, rkubelet still does not map a range:
-/// the pod waits rather than run in the host's user namespace.
-pub const USERNS_NOT_IMPLEMENTED: &str =
-    "can't set `spec.hostUsers: false`, rkubelet does not map user namespaces";
 
 /// upstream HandlerSupportsUserNamespaces over CRI Status's runtime
 /// handlers: a runtime that lists none (containerd before 2.0) supports
@@ -129,19 +157,63 @@ pub fn handler_supports_user_namespaces(
         .ok_or_else(|| format!("the handler {handler:?} is not known"))
 }
 
+/// Upstream GetOrCreateUserNamespaceMappings: a pod with `hostUsers:
+/// false` gets its own ID block where the runtime handler supports user
+/// namespaces, and is refused (never run in the host's) where it does not
+/// or where there is no allocator. `None` for the other pods.
+pub fn user_namespace_for(
+    pod: &Pod,
+    handlers: impl FnOnce() -> Result<Vec<api::RuntimeHandler>, String>,
+    handler: &str,
+    userns: Option<&UsernsManager>,
+) -> Result<Option<Mappings>, String> {
+    if pod.spec_or_default().host_users != Some(false) {
+        return Ok(None);
+    }
+    if !handler_supports_user_namespaces(&handlers()?, handler)? {
+        return Err(USERNS_UNSUPPORTED.to_string());
+    }
+    let manager = userns.ok_or_else(|| USERNS_NO_ALLOCATOR.to_string())?;
+    manager
+        .get_or_create(pod.uid(), true)
+        .map_err(|e| e.to_string())
+}
+
+/// The user namespace manager could not start (its error was logged).
+pub const USERNS_NO_ALLOCATOR: &str =
+    "can't set `spec.hostUsers: false`, the user namespace manager is not running";
+
 impl super::KubeRuntimeManager {
-    /// A pod with `hostUsers: false` gets its own user namespace or no
-    /// sandbox: never the host's (upstream refuses the same way). Asks the
-    /// runtime's Status for its handlers' features only for such a pod.
-    pub(super) fn check_user_namespaces(&self, pod: &Pod, handler: &str) -> Result<(), String> {
+    /// The pod's user namespace when its sandbox is made. Asks the
+    /// runtime's Status for its handlers' features only for a pod that
+    /// wants its own.
+    pub(super) fn sandbox_user_namespace(
+        &self,
+        pod: &Pod,
+        handler: &str,
+    ) -> Result<Option<Mappings>, String> {
+        let handlers = || {
+            self.runtime
+                .status()
+                .map(|s| s.runtime_handlers)
+                .map_err(|e| e.to_string())
+        };
+        user_namespace_for(pod, handlers, handler, self.userns.as_deref())
+    }
+
+    /// The ID block the pod's sandbox was made with, for its containers
+    /// (read back from the pod's checkpoint).
+    pub(super) fn pod_user_namespace(&self, pod: &Pod) -> Result<Option<Mappings>, String> {
         if pod.spec_or_default().host_users != Some(false) {
-            return Ok(());
+            return Ok(None);
         }
-        let status = self.runtime.status().map_err(|e| e.to_string())?;
-        if !handler_supports_user_namespaces(&status.runtime_handlers, handler)? {
-            return Err(USERNS_UNSUPPORTED.to_string());
-        }
-        Err(USERNS_NOT_IMPLEMENTED.to_string())
+        let manager = self
+            .userns
+            .as_deref()
+            .ok_or_else(|| USERNS_NO_ALLOCATOR.to_string())?;
+        manager
+            .get_or_create(pod.uid(), true)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -305,7 +377,7 @@ mod tests {
         let parent = |driver: Option<Driver>| {
             let mut c = cfg(resolv);
             c.pod_cgroups = driver.map(|d| PodCgroupNamer::new(d, &kubepods));
-            generate_sandbox_config(&pod(), 0, &c)
+            generate_sandbox_config(&pod(), 0, &c, None)
                 .linux
                 .cgroup_parent
                 .clone()
@@ -328,7 +400,7 @@ mod tests {
             "nameserver 192.0.2.53\nsearch example.org\noptions ndots:2\n",
         )
         .unwrap();
-        let c = generate_sandbox_config(&pod(), 3, &cfg(&dir));
+        let c = generate_sandbox_config(&pod(), 3, &cfg(&dir), None);
         let _ = std::fs::remove_file(&dir);
         let md = c.metadata.as_ref().unwrap();
         assert_eq!(
@@ -350,13 +422,13 @@ mod tests {
     fn cluster_dns_and_host_network() {
         let mut cfg = cfg(Path::new("/nonexistent"));
         cfg.cluster_dns = vec!["10.96.0.10".into()];
-        let c = generate_sandbox_config(&pod(), 0, &cfg);
+        let c = generate_sandbox_config(&pod(), 0, &cfg, None);
         let dns = c.dns_config.as_ref().unwrap();
         assert_eq!(dns.servers, vec!["10.96.0.10"]);
         assert_eq!(dns.searches[0], "default.svc.cluster.local");
         let mut hp = pod();
         hp.spec.as_mut().unwrap().host_network = Some(true);
-        let c = generate_sandbox_config(&hp, 0, &cfg);
+        let c = generate_sandbox_config(&hp, 0, &cfg, None);
         assert_eq!(c.hostname, "");
         let ns = c.linux.security_context.namespace_options.as_ref().unwrap();
         assert_eq!(ns.network.enum_value_or_default(), api::NamespaceMode::NODE);
@@ -383,3 +455,7 @@ mod tests {
         assert!(handler_supports_user_namespaces(&handlers, "gvisor").is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "sandbox_userns_tests.rs"]
+mod userns_tests;

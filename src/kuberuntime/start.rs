@@ -86,7 +86,16 @@ impl KubeRuntimeManager {
         let volumes = self.volumes.mounted_volumes(t.pod.uid());
         let host_ips = (self.host_ips)();
         let image_user = self.image_user_if_needed(t.pod, c, &image_ref)?;
+        let namespaces = t
+            .sandbox_config
+            .linux
+            .as_ref()
+            .and_then(|l| l.security_context.as_ref())
+            .and_then(|sc| sc.namespace_options.as_ref())
+            .cloned()
+            .unwrap_or_default();
         let ctx = container::ContainerContext {
+            namespaces: &namespaces,
             image_user: image_user.as_ref(),
             volumes: &volumes,
             host_ips: &host_ips,
