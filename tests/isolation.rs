@@ -4,7 +4,7 @@
 //! runtime, and the pod never runs without them. (`hostUsers: false` is in
 //! tests/cluster.rs.)
 //!
-//! Test numbers 27 and 28.
+//! Test numbers 27 to 29.
 
 mod common;
 
@@ -103,3 +103,57 @@ fn rro_pod(name: &str, mode: &str) -> Value {
     }]);
     p
 }
+
+/// A pod whose containers all run as one user gets its service-account
+/// token readable by that user only (upstream's fsUser: 0600, owned by
+/// it); a `subPathExpr` gives the container only its subdirectory, and
+/// one naming an unset variable is refused rather than mounting the whole
+/// volume.
+#[test]
+fn token_for_one_user_and_sub_path_expr_never_give_more() {
+    let mut cl = Cluster::new("token_and_sub_path_expr", 29);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    let mut one_user = api_pod("one-user", SLEEPER);
+    one_user["spec"]["securityContext"] = json!({"runAsUser": 1000});
+    cl.api.create_pod(&one_user);
+    let mut sub = api_pod("sub", "echo hi > /data/f; trap 'exit 0' TERM; while true; do sleep 1; done");
+    sub["spec"]["volumes"] = json!([{"name": "v", "emptyDir": {}}]);
+    sub["spec"]["containers"][0]["env"] = json!([
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
+    sub["spec"]["containers"][0]["volumeMounts"] = json!([
+        {"name": "v", "mountPath": "/data", "subPathExpr": "$(POD)"}]);
+    cl.api.create_pod(&sub);
+    let mut missing = sub.clone();
+    missing["metadata"]["name"] = json!("sub-missing");
+    missing["spec"]["containers"][0]["volumeMounts"][0]["subPathExpr"] = json!("$(NOPE)");
+    cl.api.create_pod(&missing);
+
+    let one_user = cl.wait_pod_ready("one-user", secs(30));
+    let uid = |p: &Value| p["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    let projected = cl.env.root.join("pods").join(uid(&one_user)).join("volumes/kubernetes.io~projected");
+    let token = std::fs::read_dir(&projected)
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(Result::ok)
+        .map(|e| e.path().join("token"))
+        .expect("a projected volume");
+    let meta = std::fs::metadata(&token).expect("the token file");
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{}", token.display());
+    assert_eq!(meta.uid(), 1000, "{}", token.display());
+
+    let sub = cl.wait_pod_ready("sub", secs(30));
+    let empty_dir = cl.env.root.join("pods").join(uid(&sub)).join("volumes/kubernetes.io~empty-dir/v");
+    let written = std::fs::read_to_string(empty_dir.join("sub/f"));
+    assert_eq!(written.ok().as_deref(), Some("hi\n"), "the write went to v/sub/f");
+    assert!(!empty_dir.join("f").exists(), "the container saw the whole volume");
+
+    let waiting = cl.eventually(secs(20), "CreateContainerConfigError", |api| {
+        let p = api.pod("sub-missing")?;
+        let w = p["status"]["containerStatuses"][0]["state"]["waiting"].clone();
+        (w["reason"] == "CreateContainerConfigError").then_some(w)
+    });
+    assert_eq!(waiting["message"], "missing value for NOPE");
+}
+

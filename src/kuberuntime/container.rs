@@ -48,6 +48,8 @@ pub enum ConfigError {
     NoSuchContainer(String),
     #[error("container {container:?}: volumeMount {volume:?}: no such volume is set up")]
     VolumeNotSetUp { container: String, volume: String },
+    #[error("{0}")]
+    SubPathExpr(String),
     #[error("failed to resolve recursive read-only mode: {0}")]
     RecursiveReadOnly(String),
     #[error("volumeMount {volume:?}: {error}")]
@@ -162,7 +164,7 @@ pub fn generate_container_config(
                 ..Default::default()
             })
             .collect(),
-        mounts: make_mounts(ctx)?,
+        mounts: make_mounts(ctx, &env)?,
         devices: make_block_devices(ctx)?,
         labels: labels::container_labels(ctx.pod, c),
         annotations: labels::container_annotations(ctx.pod, c, ctx.restart_count),
@@ -467,7 +469,10 @@ pub fn expand_vars(input: &str, env: &[(String, String)]) -> String {
 
 /// Volume mounts plus the kubelet-managed files: /etc/hosts and the
 /// termination message file.
-fn make_mounts(ctx: &ContainerContext<'_>) -> Result<Vec<api::Mount>, ConfigError> {
+fn make_mounts(
+    ctx: &ContainerContext<'_>,
+    env: &[(String, String)],
+) -> Result<Vec<api::Mount>, ConfigError> {
     let mut mounts = Vec::new();
     for vm in ctx.container.volume_mounts.iter().flatten() {
         resolve_recursive_read_only(vm).map_err(ConfigError::RecursiveReadOnly)?;
@@ -479,7 +484,12 @@ fn make_mounts(ctx: &ContainerContext<'_>) -> Result<Vec<api::Mount>, ConfigErro
                 volume: vm.name.clone(),
             })?;
         let mut host = vol.host_path.clone();
-        if let Some(sub) = vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
+        let expanded = match vm.sub_path_expr.as_deref().filter(|s| !s.is_empty()) {
+            Some(expr) => Some(expand_sub_path(expr, env).map_err(ConfigError::SubPathExpr)?),
+            None => None,
+        };
+        let sub_path = expanded.as_deref().or(vm.sub_path.as_deref());
+        if let Some(sub) = sub_path.filter(|s| !s.is_empty()) {
             host = crate::volume::util::subpath::safe_sub_path(&host, sub).map_err(|error| {
                 ConfigError::SubPath {
                     volume: vm.name.clone(),
@@ -512,6 +522,33 @@ fn make_mounts(ctx: &ContainerContext<'_>) -> Result<Vec<api::Mount>, ConfigErro
         mounts.push(host_file_mount(&termination_log_file(ctx)?, &term_path));
     }
     Ok(mounts)
+}
+
+/// Upstream `ExpandContainerVolumeMounts`: `subPathExpr` with the
+/// container's variables; one that is unset or empty is an error, never
+/// the whole volume.
+fn expand_sub_path(expr: &str, env: &[(String, String)]) -> Result<String, String> {
+    let mut missing = std::collections::BTreeSet::new();
+    let mut rest = expr;
+    while let Some(start) = rest.find("$(") {
+        if start > 0 && rest[..start].ends_with('$') {
+            rest = &rest[start + 2..];
+            continue;
+        }
+        let inner = &rest[start + 2..];
+        let Some(end) = inner.find(')') else { break };
+        let name = &inner[..end];
+        let set = env.iter().rev().find(|(k, _)| k == name);
+        if set.is_none_or(|(_, v)| v.is_empty()) {
+            missing.insert(name.to_string());
+        }
+        rest = &inner[end + 1..];
+    }
+    if !missing.is_empty() {
+        let names: Vec<String> = missing.into_iter().collect();
+        return Err(format!("missing value for {}", names.join(", ")));
+    }
+    Ok(expand_vars(expr, env))
 }
 
 /// Upstream `resolveRecursiveReadOnly` for a runtime without recursive
@@ -711,5 +748,16 @@ mod tests {
             resolve_recursive_read_only(&vm("Sometimes", true, None)),
             Err("unknown recursive read-only mode \"Sometimes\"".into())
         );
+    }
+
+    #[test]
+    fn sub_path_expr_expands_or_names_what_is_missing() {
+        let e = env(&[("POD", "web-0"), ("EMPTY", "")]);
+        assert_eq!(expand_sub_path("logs/$(POD)", &e), Ok("logs/web-0".into()));
+        assert_eq!(
+            expand_sub_path("$(NODE)/$(POD)/$(EMPTY)", &e),
+            Err("missing value for EMPTY, NODE".into())
+        );
+        assert_eq!(expand_sub_path("plain", &e), Ok("plain".into()));
     }
 }

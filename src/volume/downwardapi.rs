@@ -60,6 +60,7 @@ pub fn payload(
             FileProjection {
                 data: value.into_bytes(),
                 mode: file_mode(item.mode, default_mode)?,
+                fs_user: None,
             },
         );
     }

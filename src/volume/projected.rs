@@ -64,11 +64,20 @@ fn source_payload(
             .host
             .service_account_token(ctx.pod, audience, expiration)
             .map_err(|e| VolumeError::Failed(e.to_string()))?;
+        // Readable by the pod's one user only, where its containers all
+        // run as one (upstream: 0600 owned by fsUser, or with fsGroup).
+        let fs_user = fs_user(ctx.pod);
+        let mode = if fs_user.is_some() || ctx.fs_group().is_some() {
+            0o600
+        } else {
+            file_mode(None, default_mode)?
+        };
         return Ok(Payload::from([(
             t.path.clone(),
             FileProjection {
                 data: token.into_bytes(),
-                mode: file_mode(None, default_mode)?,
+                mode,
+                fs_user,
             },
         )]));
     }
@@ -80,4 +89,58 @@ fn source_payload(
     Err(VolumeError::Invalid(
         "projected volume has an empty or unsupported source".into(),
     ))
+}
+
+/// Upstream `FsUserFrom`: the user every container of the pod runs as,
+/// when they all say the same one (their own runAsUser, else the pod's).
+fn fs_user(pod: &k8s_openapi::api::core::v1::Pod) -> Option<u32> {
+    let spec = pod.spec.as_ref()?;
+    let pod_user = spec.security_context.as_ref().and_then(|s| s.run_as_user);
+    let users = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .map(|c| {
+            c.security_context
+                .as_ref()
+                .and_then(|s| s.run_as_user)
+                .or(pod_user)
+        });
+    let mut fs_user = None;
+    for user in users {
+        let user = user?;
+        if fs_user.is_some_and(|u| u != user) {
+            return None;
+        }
+        fs_user = Some(user);
+    }
+    fs_user.and_then(|u| u32::try_from(u).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(v).expect("pod")
+    }
+
+    #[test]
+    fn fs_user_is_the_one_user_every_container_runs_as() {
+        let both = pod(json!({"spec": {"securityContext": {"runAsUser": 1000},
+            "containers": [{"name": "a"}, {"name": "b"}]}}));
+        assert_eq!(fs_user(&both), Some(1000));
+        let own = pod(json!({"spec": {"containers": [
+            {"name": "a", "securityContext": {"runAsUser": 7}},
+            {"name": "b", "securityContext": {"runAsUser": 7}}]}}));
+        assert_eq!(fs_user(&own), Some(7));
+        let two = pod(json!({"spec": {"securityContext": {"runAsUser": 1000},
+            "containers": [{"name": "a"}, {"name": "b", "securityContext": {"runAsUser": 2}}]}}));
+        assert_eq!(fs_user(&two), None);
+        let unset = pod(json!({"spec": {"containers": [
+            {"name": "a", "securityContext": {"runAsUser": 7}}, {"name": "b"}]}}));
+        assert_eq!(fs_user(&unset), None);
+    }
 }

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 const DATA_DIR: &str = "..data";
@@ -28,6 +28,9 @@ const DATA_DIR_TMP: &str = "..data_tmp";
 pub struct FileProjection {
     pub data: Vec<u8>,
     pub mode: u32,
+    /// The file's owner where it is not root (a projected token, upstream
+    /// `FsUser`).
+    pub fs_user: Option<u32>,
 }
 
 /// Relative path → file. Paths are validated by [`validate_path`].
@@ -148,8 +151,11 @@ fn matches_payload(version: &Path, payload: &Payload) -> bool {
     }
     payload.iter().all(|(path, file)| {
         let p = version.join(path);
-        let mode_ok = fs::metadata(&p).is_ok_and(|m| m.permissions().mode() & 0o7777 == file.mode);
-        mode_ok && fs::read(&p).is_ok_and(|d| d == file.data)
+        let meta_ok = fs::metadata(&p).is_ok_and(|m| {
+            m.permissions().mode() & 0o7777 == file.mode
+                && file.fs_user.is_none_or(|uid| m.uid() == uid)
+        });
+        meta_ok && fs::read(&p).is_ok_and(|d| d == file.data)
     })
 }
 
@@ -230,6 +236,10 @@ fn write_payload(version: &Path, payload: &Payload) -> Result<(), WriteError> {
         fs::write(&target, &file.data).map_err(io_err(format!("write {}", target.display())))?;
         fs::set_permissions(&target, fs::Permissions::from_mode(file.mode))
             .map_err(io_err(format!("chmod {}", target.display())))?;
+        if let Some(uid) = file.fs_user {
+            std::os::unix::fs::lchown(&target, Some(uid), None)
+                .map_err(io_err(format!("chown {}", target.display())))?;
+        }
     }
     Ok(())
 }
@@ -281,6 +291,7 @@ mod tests {
                     FileProjection {
                         data: d.as_bytes().to_vec(),
                         mode: *m,
+                        fs_user: None,
                     },
                 )
             })

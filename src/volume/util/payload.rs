@@ -54,6 +54,7 @@ fn add(out: &mut Payload, path: &str, value: &[u8], mode: u32) -> Result<(), Vol
         FileProjection {
             data: value.to_vec(),
             mode,
+            fs_user: None,
         },
     );
     Ok(())
