@@ -4,7 +4,7 @@
 //! runtime, and the pod never runs without them. (`hostUsers: false` is in
 //! tests/cluster.rs.)
 //!
-//! Test numbers 27 to 29.
+//! Test numbers 27 to 30.
 
 mod common;
 
@@ -157,3 +157,39 @@ fn token_for_one_user_and_sub_path_expr_never_give_more() {
     assert_eq!(waiting["message"], "missing value for NOPE");
 }
 
+/// A pod that claims devices through dynamic resource allocation never
+/// runs without them: with no DRA plugin on the node its sandbox is not
+/// made, and the event says why, as upstream's pod waits on a node
+/// without the claim's driver.
+#[test]
+fn a_pod_with_resource_claims_waits_for_its_devices() {
+    let mut cl = Cluster::new("resource_claims_wait", 30);
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    let mut p = api_pod("claims", SLEEPER);
+    p["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimName": "one-gpu"}]);
+    p["spec"]["containers"][0]["resources"] = json!({"claims": [{"name": "gpu"}]});
+    cl.api.create_pod(&p);
+    cl.api.create_pod(&api_pod("plain", SLEEPER));
+    cl.wait_pod_ready("plain", secs(30));
+    let event = cl.eventually(secs(20), "FailedPrepareDynamicResources", |api| {
+        api.events_for("default", "claims")
+            .into_iter()
+            .find(|e| e["reason"] == "FailedPrepareDynamicResources")
+    });
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Failed to prepare dynamic resources: ")
+            && message.contains("[\"gpu\"]"),
+        "{message}"
+    );
+    assert_eq!(event["type"], "Warning");
+    let pod = cl.api.pod("claims").expect("the pod stays");
+    assert_eq!(phase(&pod), "Pending", "{}", pretty_status(&pod));
+    let snap = cl.env.snapshot();
+    assert!(
+        snap.objs.iter().all(|o| o.pod_name() != "claims"),
+        "containerd has objects of the pod whose claims were not prepared:\n{}",
+        snap.summary()
+    );
+}

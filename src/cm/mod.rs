@@ -11,6 +11,7 @@ mod cgroup_name;
 pub mod cpumanager;
 pub mod cpuset;
 pub mod devicemanager;
+pub mod dra;
 mod error;
 pub mod helpers;
 pub mod memorymanager;

@@ -561,6 +561,18 @@ impl KubeRuntimeManager {
     }
 
     fn create_sandbox(&self, pod: &Pod, attempt: u32) -> Result<(String, Vec<String>), SyncError> {
+        // Upstream SyncPod prepares the pod's claimed devices first; the pod
+        // waits (ContainerCreating) until they are.
+        if let Err(e) = crate::cm::dra::prepare_resources(pod) {
+            let msg = format!("Failed to prepare dynamic resources: {e}");
+            self.recorder.pod_event(
+                pod,
+                EventType::Warning,
+                crate::cm::dra::FAILED_PREPARE_DYNAMIC_RESOURCES,
+                &msg,
+            );
+            return Err(SyncError::new(None, "CreatePodSandboxError", msg));
+        }
         // Upstream: the event carries the error, the pod's status the
         // longer message createPodSandbox builds.
         let fail = |err: String| {
