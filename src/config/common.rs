@@ -558,6 +558,7 @@ fn validate_spec(spec: &PodSpec, errs: &mut FieldErrors) {
     let ctx = ContainerContext {
         volumes: &volumes,
         host_network,
+        own_users: spec.host_users == Some(false),
     };
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
         let path = format!("spec.initContainers[{i}]");
@@ -627,6 +628,8 @@ fn validate_volumes<'a>(volumes: &'a [Volume], errs: &mut FieldErrors) -> HashSe
 struct ContainerContext<'a> {
     volumes: &'a HashSet<&'a str>,
     host_network: bool,
+    /// `hostUsers: false`: the pod has its own user namespace.
+    own_users: bool,
 }
 
 fn validate_container<'a>(
@@ -675,6 +678,34 @@ fn validate_container<'a>(
         if mount.mount_path.is_empty() {
             errs.required(&format!("{mount_path}.mountPath"));
         }
+        if mount.mount_propagation.as_deref() == Some("Bidirectional") && !privileged(c) {
+            errs.forbidden(
+                &format!("{mount_path}.mountPropagation"),
+                "Bidirectional mount propagation is available only to privileged containers",
+            );
+        }
+    }
+    validate_isolation(c, path, ctx, errs);
+}
+
+fn privileged(c: &Container) -> bool {
+    c.security_context
+        .as_ref()
+        .and_then(|s| s.privileged)
+        .unwrap_or(false)
+}
+
+/// What the API server refuses before a pod reaches any kubelet, checked
+/// here for static pods: an unmasked /proc only inside the pod's own user
+/// namespace (ValidateSecurityContext's procMount rule).
+fn validate_isolation(c: &Container, path: &str, ctx: &ContainerContext, errs: &mut FieldErrors) {
+    let proc_mount = c.security_context.as_ref().and_then(|s| s.proc_mount.as_deref());
+    if proc_mount == Some("Unmasked") && !ctx.own_users {
+        errs.invalid(
+            &format!("{path}.securityContext.procMount"),
+            "Unmasked",
+            "`hostUsers` must be false to use `Unmasked`",
+        );
     }
 }
 

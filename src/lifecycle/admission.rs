@@ -64,6 +64,7 @@ pub fn admit(
         check_node_affinity(pod, node),
         check_node_name(pod, node),
         check_host_ports(pod, active),
+        check_no_execute_taints(pod, node),
     ]
     .into_iter()
     .filter_map(Result::err)
@@ -188,6 +189,44 @@ fn check_node_name(pod: &Pod, node: &Node) -> Result<(), Rejection> {
             ),
         )),
         _ => Ok(()),
+    }
+}
+
+/// upstream generalFilter's TaintToleration check: a NoExecute taint the
+/// pod does not tolerate keeps it off the node (static pods excepted).
+fn check_no_execute_taints(pod: &Pod, node: &Node) -> Result<(), Rejection> {
+    if crate::types::is_static_pod(pod) {
+        return Ok(());
+    }
+    let tolerations = pod.spec_or_default().tolerations.as_deref().unwrap_or(&[]);
+    let untolerated = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or(&[])
+        .iter()
+        .filter(|t| t.effect == "NoExecute")
+        .any(|t| !tolerations.iter().any(|tol| tolerates(tol, t)));
+    if untolerated {
+        return Err(reject(
+            "TaintToleration",
+            "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate",
+        ));
+    }
+    Ok(())
+}
+
+/// upstream Toleration.ToleratesTaint.
+fn tolerates(tol: &k8s_openapi::api::core::v1::Toleration, taint: &k8s_openapi::api::core::v1::Taint) -> bool {
+    let effect = tol.effect.as_deref().unwrap_or("");
+    let key = tol.key.as_deref().unwrap_or("");
+    if (!effect.is_empty() && effect != taint.effect) || (!key.is_empty() && key != taint.key) {
+        return false;
+    }
+    match tol.operator.as_deref().unwrap_or("") {
+        "" | "Equal" => tol.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        "Exists" => true,
+        _ => false,
     }
 }
 
@@ -457,6 +496,64 @@ mod tests {
             });
         }
         assert!(admit(&with("Strict"), &[], Some(&capable), 110).is_ok());
+    }
+
+    #[test]
+    fn an_untolerated_no_execute_taint_rejects_all_but_static_pods() {
+        use k8s_openapi::api::core::v1::{NodeSpec, Taint, Toleration};
+        let mut n = n1();
+        n.spec = Some(NodeSpec {
+            taints: Some(vec![
+                Taint {
+                    key: "dedicated".into(),
+                    value: Some("gpu".into()),
+                    effect: "NoExecute".into(),
+                    ..Default::default()
+                },
+                Taint {
+                    key: "other".into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        });
+        let r = admit(&pod(Some("100m"), None), &[], Some(&n), 110).unwrap_err();
+        assert_eq!(r.reason, "TaintToleration");
+        assert_eq!(
+            r.message,
+            "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate"
+        );
+        let with = |tol: Toleration| {
+            let mut p = pod(Some("100m"), None);
+            if let Some(s) = p.spec.as_mut() {
+                s.tolerations = Some(vec![tol]);
+            }
+            p
+        };
+        let equal = Toleration {
+            key: Some("dedicated".into()),
+            value: Some("gpu".into()),
+            ..Default::default()
+        };
+        assert!(admit(&with(equal), &[], Some(&n), 110).is_ok());
+        let exists = Toleration {
+            operator: Some("Exists".into()),
+            ..Default::default()
+        };
+        assert!(admit(&with(exists), &[], Some(&n), 110).is_ok());
+        let wrong_value = Toleration {
+            key: Some("dedicated".into()),
+            value: Some("cpu".into()),
+            ..Default::default()
+        };
+        assert!(admit(&with(wrong_value), &[], Some(&n), 110).is_err());
+        let mut static_pod = pod(Some("100m"), None);
+        static_pod.metadata.annotations = Some(BTreeMap::from([(
+            "kubernetes.io/config.source".to_string(),
+            "file".to_string(),
+        )]));
+        assert!(admit(&static_pod, &[], Some(&n), 110).is_ok());
     }
 
     #[test]

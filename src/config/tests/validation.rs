@@ -171,3 +171,32 @@ fn directory_rejects_duplicate_pod_names() {
         errors
     );
 }
+
+/// What the API server refuses is refused for static pods too: an
+/// unmasked /proc outside the pod's own user namespace, and Bidirectional
+/// propagation into an unprivileged container.
+#[test]
+fn static_pods_get_the_servers_isolation_rules() {
+    let dir = tempfile::TempDir::with_prefix("rkubelet-config-").unwrap();
+    let unmasked = format!("{GOOD}    securityContext: {{procMount: Unmasked}}\n");
+    let m = file_error(&dir, "unmasked.yaml", &unmasked);
+    assert!(
+        m.contains("spec.containers[0].securityContext.procMount: Invalid value: \"Unmasked\": `hostUsers` must be false to use `Unmasked`"),
+        "{m}"
+    );
+    let own_users = unmasked.replace("spec:\n", "spec:\n  hostUsers: false\n");
+    let path = write_file(&dir, "ownusers.yaml", &own_users);
+    assert!(extract_from_file(&path, NODE).is_ok());
+
+    let bidi = format!(
+        "{GOOD}    volumeMounts: [{{name: v, mountPath: /v, mountPropagation: Bidirectional}}]\n  volumes: [{{name: v, emptyDir: {{}}}}]\n"
+    );
+    let m = file_error(&dir, "bidi.yaml", &bidi);
+    assert!(
+        m.contains("spec.containers[0].volumeMounts[0].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers"),
+        "{m}"
+    );
+    let privileged = bidi.replace("    volumeMounts:", "    securityContext: {privileged: true}\n    volumeMounts:");
+    let path = write_file(&dir, "privileged.yaml", &privileged);
+    assert!(extract_from_file(&path, NODE).is_ok());
+}
