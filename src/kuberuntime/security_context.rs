@@ -408,9 +408,6 @@ pub fn unsupported_fields(pod: &Pod) -> Vec<&'static str> {
     {
         out.push("spec.securityContext.seLinuxChangePolicy");
     }
-    if spec.overhead.is_some() {
-        out.push("spec.overhead");
-    }
     out
 }
 
