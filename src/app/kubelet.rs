@@ -429,6 +429,12 @@ fn runtime_manager(
             pod_cgroups: cm.pods.as_ref().map(|p| p.namer()),
             seccomp_default: config.seccomp_default,
             swap: swap_config(config, cm.machine_memory),
+            hugepage_sizes: crate::nodestatus::machine::read_hugepages(std::path::Path::new(
+                "/sys/kernel/mm/hugepages",
+            ))
+            .iter()
+            .map(|h| h.page_size)
+            .collect(),
         },
         deps,
     ))

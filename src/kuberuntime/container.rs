@@ -279,6 +279,7 @@ pub(super) fn linux_resources(
         r.cpu_period = period;
         r.cpu_quota = ((limit as i64 * period) / 1000).max(MIN_QUOTA_PERIOD_US);
     }
+    r.hugepage_limits = super::hugepages::limits(&cfg.hugepage_sizes, container);
     cfg.swap.apply(pod, container, &mut r);
     r
 }

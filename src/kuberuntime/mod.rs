@@ -7,6 +7,7 @@ pub mod ephemeral;
 #[cfg(test)]
 pub mod fake_runtime;
 pub mod gc;
+mod hugepages;
 mod init_actions;
 pub mod kill;
 pub mod killer;
@@ -92,6 +93,8 @@ pub struct RuntimeManagerConfig {
     pub seccomp_default: bool,
     /// memorySwap.swapBehavior and what the node has to give.
     pub swap: swap::SwapConfig,
+    /// The machine's huge page sizes in bytes, each limited per container.
+    pub hugepage_sizes: Vec<u64>,
 }
 
 impl RuntimeManagerConfig {
@@ -112,6 +115,7 @@ impl RuntimeManagerConfig {
             pod_cgroups: None,
             seccomp_default: false,
             swap: Default::default(),
+            hugepage_sizes: Vec::new(),
         }
     }
 }

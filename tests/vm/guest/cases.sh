@@ -310,6 +310,13 @@ case_resize() {
     pod=$(pod_cgroup burstable "$(pod_uid rs)")
     id=$(container_id rs)
     ctr=$(container_cgroup "$pod" "$id")
+    # No huge pages asked for: none may be mapped (where the hierarchy
+    # gives the container the hugetlb controller).
+    if [[ -e /sys/fs/cgroup/$ctr/hugetlb.2MB.max ]]; then
+        check resize-pod/container-hugetlb.2MB.max 0 "$(cg "$ctr/hugetlb.2MB.max")"
+    else
+        log "no hugetlb controller in $ctr: huge page limits not checked"
+    fi
     local step cpu mem quota
     for step in "300m 96Mi 30000" "150m 48Mi 15000"; do
         read -r cpu mem quota <<<"$step"
