@@ -4,9 +4,9 @@
 //! to the crate. With the `fuzzing` feature, [`fuzzing`] exposes the
 //! parsers of outside input to the fuzz targets in fuzz/.
 
+mod allocation;
 mod apis;
 mod app;
-mod allocation;
 mod apparmor;
 mod certificate;
 mod checkpointmanager;

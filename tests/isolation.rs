@@ -35,7 +35,12 @@ fn strict_supplemental_groups_are_rejected_where_the_runtime_cannot() {
         (phase(&p) == "Failed").then_some(p)
     });
     let st = &rejected["status"];
-    assert_eq!(st["reason"], "SupplementalGroupsPolicyNotSupported", "{}", pretty_status(&rejected));
+    assert_eq!(
+        st["reason"],
+        "SupplementalGroupsPolicyNotSupported",
+        "{}",
+        pretty_status(&rejected)
+    );
     assert_eq!(
         st["message"],
         "Pod was rejected: SupplementalGroupsPolicy=Strict is not supported in this node",
@@ -44,8 +49,9 @@ fn strict_supplemental_groups_are_rejected_where_the_runtime_cannot() {
     );
     let events = cl.api.events_for("default", "strict");
     assert!(
-        events.iter().any(|e| e["reason"] == "SupplementalGroupsPolicyNotSupported"
-            && e["type"] == "Warning"),
+        events.iter().any(
+            |e| e["reason"] == "SupplementalGroupsPolicyNotSupported" && e["type"] == "Warning"
+        ),
         "{events:?}"
     );
     cl.wait_pod_ready("merge", secs(30));
@@ -117,7 +123,10 @@ fn token_for_one_user_and_sub_path_expr_never_give_more() {
     let mut one_user = api_pod("one-user", SLEEPER);
     one_user["spec"]["securityContext"] = json!({"runAsUser": 1000});
     cl.api.create_pod(&one_user);
-    let mut sub = api_pod("sub", "echo hi > /data/f; trap 'exit 0' TERM; while true; do sleep 1; done");
+    let mut sub = api_pod(
+        "sub",
+        "echo hi > /data/f; trap 'exit 0' TERM; while true; do sleep 1; done",
+    );
     sub["spec"]["volumes"] = json!([{"name": "v", "emptyDir": {}}]);
     sub["spec"]["containers"][0]["env"] = json!([
         {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
@@ -130,8 +139,18 @@ fn token_for_one_user_and_sub_path_expr_never_give_more() {
     cl.api.create_pod(&missing);
 
     let one_user = cl.wait_pod_ready("one-user", secs(30));
-    let uid = |p: &Value| p["metadata"]["uid"].as_str().unwrap_or_default().to_string();
-    let projected = cl.env.root.join("pods").join(uid(&one_user)).join("volumes/kubernetes.io~projected");
+    let uid = |p: &Value| {
+        p["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let projected = cl
+        .env
+        .root
+        .join("pods")
+        .join(uid(&one_user))
+        .join("volumes/kubernetes.io~projected");
     let token = std::fs::read_dir(&projected)
         .ok()
         .and_then(|mut d| d.next())
@@ -140,14 +159,31 @@ fn token_for_one_user_and_sub_path_expr_never_give_more() {
         .expect("a projected volume");
     let meta = std::fs::metadata(&token).expect("the token file");
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{}", token.display());
+    assert_eq!(
+        meta.permissions().mode() & 0o777,
+        0o600,
+        "{}",
+        token.display()
+    );
     assert_eq!(meta.uid(), 1000, "{}", token.display());
 
     let sub = cl.wait_pod_ready("sub", secs(30));
-    let empty_dir = cl.env.root.join("pods").join(uid(&sub)).join("volumes/kubernetes.io~empty-dir/v");
+    let empty_dir = cl
+        .env
+        .root
+        .join("pods")
+        .join(uid(&sub))
+        .join("volumes/kubernetes.io~empty-dir/v");
     let written = std::fs::read_to_string(empty_dir.join("sub/f"));
-    assert_eq!(written.ok().as_deref(), Some("hi\n"), "the write went to v/sub/f");
-    assert!(!empty_dir.join("f").exists(), "the container saw the whole volume");
+    assert_eq!(
+        written.ok().as_deref(),
+        Some("hi\n"),
+        "the write went to v/sub/f"
+    );
+    assert!(
+        !empty_dir.join("f").exists(),
+        "the container saw the whole volume"
+    );
 
     let waiting = cl.eventually(secs(20), "CreateContainerConfigError", |api| {
         let p = api.pod("sub-missing")?;

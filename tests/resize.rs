@@ -171,10 +171,16 @@ fn resize_in_place_by_restart_and_infeasible() {
     });
     assert_ne!(container_id(&restarted), first_id);
     let mib96 = (96u64 << 20).to_string();
-    assert_eq!(memory_limit(&cl, &restarted), (mib96.clone(), mib96.clone()));
+    assert_eq!(
+        memory_limit(&cl, &restarted),
+        (mib96.clone(), mib96.clone())
+    );
     // No swap (NodeSwap's NoSwap on cgroup v1): memory+swap is the limit.
     let (own, _) = cgroups(&cl, &restarted, "memory");
-    assert_eq!(read_v1("memory", &own, "memory.memsw.limit_in_bytes"), mib96);
+    assert_eq!(
+        read_v1("memory", &own, "memory.memsw.limit_in_bytes"),
+        mib96
+    );
     assert_eq!(cpu_quota(&cl, &restarted), ("30000".into(), "30000".into()));
     assert_eq!(
         events(&cl.api, "v-resize", "Killing"),

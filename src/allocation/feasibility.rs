@@ -118,9 +118,11 @@ fn swap_blocks_resize(desired: &Pod, allocated: &Pod, swap: &SwapConfig) -> bool
         let Some(a) = allocated.containers().iter().find(|a| a.name == d.name) else {
             return false;
         };
-        let restarts = a.resize_policy.iter().flatten().any(|p| {
-            p.resource_name == "memory" && p.restart_policy == "RestartContainer"
-        });
+        let restarts = a
+            .resize_policy
+            .iter()
+            .flatten()
+            .any(|p| p.resource_name == "memory" && p.restart_policy == "RestartContainer");
         memory_request(d) != memory_request(a)
             && !restarts
             && (swap.container_behavior(desired, d) != SwapBehavior::NoSwap
@@ -312,7 +314,11 @@ mod tests {
         );
         // Without swap, or when only CPU changes, it is allowed.
         assert!(check(&want, &was, &[], &n).is_ok());
-        let cpu_only = pod("a", &[("memory", "1Gi"), ("cpu", "1")], &[("memory", "2Gi")]);
+        let cpu_only = pod(
+            "a",
+            &[("memory", "1Gi"), ("cpu", "1")],
+            &[("memory", "2Gi")],
+        );
         assert!(can_resize_pod(&cpu_only, &was, &[], &at).is_ok());
     }
 }

@@ -29,9 +29,8 @@ use crate::fieldpath::NodeAllocatable;
 use crate::kubelet::{ClusterDeps, Kubelet, Managers, PodWork, Settings};
 use crate::kubeletconfig::{KubeletConfiguration, KubeletFlags};
 use crate::kuberuntime::lifecycle::RuntimeExec;
-use crate::kuberuntime::{KubeRuntimeManager, RuntimeDeps, RuntimeManagerConfig};
 use crate::kuberuntime::swap::{SwapBehavior, SwapConfig, SwapController};
-use crate::userns::{IdRange, UsernsManager};
+use crate::kuberuntime::{KubeRuntimeManager, RuntimeDeps, RuntimeManagerConfig};
 use crate::lifecycle::handlers::SecurityAdmitHandlers;
 use crate::pleg::{GenericPleg, PodLifecycleEvent, RelistSoon};
 use crate::pod::mirror_client::MirrorClient;
@@ -39,6 +38,7 @@ use crate::podworkers::PodWorkers;
 use crate::prober::{ProberManager, ResultUpdate};
 use crate::server::stats::{StatsConfig, SummaryProvider};
 use crate::types;
+use crate::userns::{IdRange, UsernsManager};
 use crate::util::worker::Worker;
 use crate::util::workqueue::WorkQueue;
 use crate::volume::csi::CsiPlugin;
@@ -451,7 +451,9 @@ fn userns_manager(root_dir: &std::path::Path, max_pods: i32) -> Option<Arc<Usern
     match made {
         Ok(m) => Some(Arc::new(m)),
         Err(e) => {
-            log::error!("create user namespace manager: {e}; pods with hostUsers: false are refused");
+            log::error!(
+                "create user namespace manager: {e}; pods with hostUsers: false are refused"
+            );
             None
         }
     }

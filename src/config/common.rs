@@ -699,7 +699,10 @@ fn privileged(c: &Container) -> bool {
 /// here for static pods: an unmasked /proc only inside the pod's own user
 /// namespace (ValidateSecurityContext's procMount rule).
 fn validate_isolation(c: &Container, path: &str, ctx: &ContainerContext, errs: &mut FieldErrors) {
-    let proc_mount = c.security_context.as_ref().and_then(|s| s.proc_mount.as_deref());
+    let proc_mount = c
+        .security_context
+        .as_ref()
+        .and_then(|s| s.proc_mount.as_deref());
     if proc_mount == Some("Unmasked") && !ctx.own_users {
         errs.invalid(
             &format!("{path}.securityContext.procMount"),

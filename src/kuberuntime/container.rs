@@ -556,9 +556,7 @@ fn expand_sub_path(expr: &str, env: &[(String, String)]) -> Result<String, Strin
 /// read-only mounts (no handler of containerd 1.6 or 1.7 reports them, and
 /// rkubelet asks none for them): `IfPossible` is a plain read-only mount,
 /// `Enabled` is refused rather than mounted writable below the top.
-fn resolve_recursive_read_only(
-    vm: &k8s_openapi::api::core::v1::VolumeMount,
-) -> Result<(), String> {
+fn resolve_recursive_read_only(vm: &k8s_openapi::api::core::v1::VolumeMount) -> Result<(), String> {
     let mode = match vm.recursive_read_only.as_deref() {
         None | Some("Disabled") => return Ok(()),
         Some(mode) => mode,
@@ -725,16 +723,23 @@ mod tests {
 
     #[test]
     fn recursive_read_only_is_refused_where_it_cannot_be_given() {
-        let vm = |mode: &str, ro: bool, prop: Option<&str>| k8s_openapi::api::core::v1::VolumeMount {
-            name: "v".into(),
-            mount_path: "/v".into(),
-            read_only: Some(ro),
-            recursive_read_only: Some(mode.into()),
-            mount_propagation: prop.map(String::from),
-            ..Default::default()
-        };
-        assert_eq!(resolve_recursive_read_only(&vm("Disabled", false, None)), Ok(()));
-        assert_eq!(resolve_recursive_read_only(&vm("IfPossible", true, None)), Ok(()));
+        let vm =
+            |mode: &str, ro: bool, prop: Option<&str>| k8s_openapi::api::core::v1::VolumeMount {
+                name: "v".into(),
+                mount_path: "/v".into(),
+                read_only: Some(ro),
+                recursive_read_only: Some(mode.into()),
+                mount_propagation: prop.map(String::from),
+                ..Default::default()
+            };
+        assert_eq!(
+            resolve_recursive_read_only(&vm("Disabled", false, None)),
+            Ok(())
+        );
+        assert_eq!(
+            resolve_recursive_read_only(&vm("IfPossible", true, None)),
+            Ok(())
+        );
         assert_eq!(
             resolve_recursive_read_only(&vm("Enabled", true, Some("None"))),
             Err("volume \"v\" requested recursive read-only mode, but it is not supported by the runtime".into())
@@ -744,7 +749,9 @@ mod tests {
             Err("volume \"v\" requested recursive read-only mode, but it is not read-only".into())
         );
         let e = resolve_recursive_read_only(&vm("IfPossible", true, Some("HostToContainer")));
-        assert!(e.is_err_and(|e| e.ends_with("not compatible with propagation \"HostToContainer\"")));
+        assert!(
+            e.is_err_and(|e| e.ends_with("not compatible with propagation \"HostToContainer\""))
+        );
         assert_eq!(
             resolve_recursive_read_only(&vm("Sometimes", true, None)),
             Err("unknown recursive read-only mode \"Sometimes\"".into())

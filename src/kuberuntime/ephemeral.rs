@@ -81,7 +81,8 @@ mod tests {
         api::ContainerConfig {
             linux: Some(api::LinuxContainerConfig {
                 security_context: Some(api::LinuxContainerSecurityContext {
-                    namespace_options: Some(super::super::sandbox::namespace_options(p, None)).into(),
+                    namespace_options: Some(super::super::sandbox::namespace_options(p, None))
+                        .into(),
                     ..Default::default()
                 })
                 .into(),

@@ -82,7 +82,10 @@ mod tests {
             .into_iter()
             .map(|l| (l.page_size, l.limit))
             .collect();
-        assert_eq!(got, [("2MB".to_string(), 100 << 20), ("1GB".to_string(), 0)]);
+        assert_eq!(
+            got,
+            [("2MB".to_string(), 100 << 20), ("1GB".to_string(), 0)]
+        );
         let plain: Container = serde_json::from_value(json!({"name": "c"})).expect("container");
         assert!(limits(&[2 << 20], &plain).iter().all(|l| l.limit == 0));
         assert!(limits(&[], &c).is_empty());

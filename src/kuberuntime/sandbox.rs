@@ -9,10 +9,10 @@ use protobuf::EnumOrUnknown;
 use super::labels;
 use super::security_context;
 use super::RuntimeManagerConfig;
-use crate::userns::{Mappings, UsernsManager};
 use crate::container::SandboxStatus;
 use crate::cri::api;
 use crate::podutil::PodExt;
+use crate::userns::{Mappings, UsernsManager};
 
 /// The DNS search depth upstream gives cluster-DNS pods.
 const CLUSTER_NDOTS: &str = "ndots:5";

@@ -61,12 +61,18 @@ fn pods_without_host_users_false_never_ask_the_runtime() {
         let asked = || -> Result<Vec<api::RuntimeHandler>, String> {
             panic!("the runtime was asked for a pod in the node's user namespace")
         };
-        assert_eq!(user_namespace_for(&pod("p", host_users), asked, "", None), Ok(None));
+        assert_eq!(
+            user_namespace_for(&pod("p", host_users), asked, "", None),
+            Ok(None)
+        );
     }
     // Said explicitly to the runtime: the node's user namespace.
     let ns = namespace_options(&pod("p", None), None);
     let userns = ns.userns_options.as_ref().expect("userns_options");
-    assert_eq!(userns.mode.enum_value_or_default(), api::NamespaceMode::NODE);
+    assert_eq!(
+        userns.mode.enum_value_or_default(),
+        api::NamespaceMode::NODE
+    );
     assert!(userns.uids.is_empty() && userns.gids.is_empty());
 }
 
@@ -81,7 +87,10 @@ fn a_runtime_without_user_namespaces_refuses_with_upstreams_message() {
             Err(USERNS_UNSUPPORTED.to_string())
         );
     }
-    assert!(!dir.join("p").join(MAPPINGS_FILE).exists(), "no block for a refused pod");
+    assert!(
+        !dir.join("p").join(MAPPINGS_FILE).exists(),
+        "no block for a refused pod"
+    );
     let e = user_namespace_for(&p, || Err("connection refused".into()), "", Some(&m));
     assert_eq!(e, Err("connection refused".to_string()));
 }
@@ -106,8 +115,15 @@ fn a_supporting_runtime_gives_each_pod_its_own_block_in_the_sandbox_config() {
     let again = user_namespace_for(&a, || Ok(runc(true)), "", Some(&m));
     assert_eq!(again, Ok(Some(ma.clone())));
     let restarted = manager(&dir);
-    assert_eq!(restarted.get_or_create("a", true).ok().flatten(), Some(ma.clone()));
-    let c = restarted.get_or_create("c", true).ok().flatten().expect("a block for c");
+    assert_eq!(
+        restarted.get_or_create("a", true).ok().flatten(),
+        Some(ma.clone())
+    );
+    let c = restarted
+        .get_or_create("c", true)
+        .ok()
+        .flatten()
+        .expect("a block for c");
     assert!(![ua.host_id, ub.host_id].contains(&c.uids[0].host_id));
 
     let cfg = RuntimeManagerConfig::for_tests();

@@ -248,7 +248,12 @@ mod tests {
         let quarter_gib = Some("134217728".to_string());
         assert_eq!(
             swap_max(&limited(), &p),
-            [quarter_gib.clone(), quarter_gib, Some("0".into()), Some("0".into())]
+            [
+                quarter_gib.clone(),
+                quarter_gib,
+                Some("0".into()),
+                Some("0".into())
+            ]
         );
     }
 
@@ -259,7 +264,8 @@ mod tests {
         assert_eq!(swap_max(&limited(), &guaranteed), [Some("0".into())]);
         let best_effort = pod(json!([{"name": "c"}]));
         assert_eq!(swap_max(&limited(), &best_effort), [Some("0".into())]);
-        let mut critical = pod(json!([{"name": "c", "resources": {"requests": {"memory": "1Gi"}}}]));
+        let mut critical =
+            pod(json!([{"name": "c", "resources": {"requests": {"memory": "1Gi"}}}]));
         if let Some(s) = critical.spec.as_mut() {
             s.priority = Some(2_000_000_000);
         }
@@ -268,8 +274,10 @@ mod tests {
 
     #[test]
     fn no_swap_v1_and_no_controller() {
-        let p = pod(json!([{"name": "c", "resources": {"requests": {"memory": "1Gi"},
-            "limits": {"memory": "2Gi"}}}]));
+        let p = pod(
+            json!([{"name": "c", "resources": {"requests": {"memory": "1Gi"},
+            "limits": {"memory": "2Gi"}}}]),
+        );
         let no_swap = SwapConfig {
             behavior: SwapBehavior::NoSwap,
             ..limited()

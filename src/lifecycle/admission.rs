@@ -217,7 +217,10 @@ fn check_no_execute_taints(pod: &Pod, node: &Node) -> Result<(), Rejection> {
 }
 
 /// upstream Toleration.ToleratesTaint.
-fn tolerates(tol: &k8s_openapi::api::core::v1::Toleration, taint: &k8s_openapi::api::core::v1::Taint) -> bool {
+fn tolerates(
+    tol: &k8s_openapi::api::core::v1::Toleration,
+    taint: &k8s_openapi::api::core::v1::Taint,
+) -> bool {
     let effect = tol.effect.as_deref().unwrap_or("");
     let key = tol.key.as_deref().unwrap_or("");
     if (!effect.is_empty() && effect != taint.effect) || (!key.is_empty() && key != taint.key) {

@@ -170,7 +170,7 @@ pub fn set_machine_info(
             ni.machine_id = info.machine_id.clone();
             ni.system_uuid = info.system_uuid.clone();
             // Only a node with swap says how much (upstream, v1.33+).
-            ni.swap = (info.swap_capacity > 0).then(|| NodeSwapStatus {
+            ni.swap = (info.swap_capacity > 0).then_some(NodeSwapStatus {
                 capacity: Some(info.swap_capacity as i64),
             });
             let cap = status_mut(node)

@@ -7,8 +7,8 @@
 
 pub mod conditions;
 pub mod generate;
-mod resize;
 mod probes;
+mod resize;
 
 #[cfg(test)]
 mod api_tests;

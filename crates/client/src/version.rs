@@ -440,7 +440,10 @@ mod tests {
         assert_eq!(v(32).adapt_event_message("Created", new), None);
         assert_eq!(v(34).adapt_event_message("Created", new), None);
         // Other reasons, and messages not in the newest wording, are kept.
-        assert_eq!(v(22).adapt_event_message("Started", "Started container c"), None);
+        assert_eq!(
+            v(22).adapt_event_message("Started", "Started container c"),
+            None
+        );
         assert_eq!(v(22).adapt_event_message("Created", "Created pod"), None);
     }
 

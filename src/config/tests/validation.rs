@@ -196,7 +196,10 @@ fn static_pods_get_the_servers_isolation_rules() {
         m.contains("spec.containers[0].volumeMounts[0].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers"),
         "{m}"
     );
-    let privileged = bidi.replace("    volumeMounts:", "    securityContext: {privileged: true}\n    volumeMounts:");
+    let privileged = bidi.replace(
+        "    volumeMounts:",
+        "    securityContext: {privileged: true}\n    volumeMounts:",
+    );
     let path = write_file(&dir, "privileged.yaml", &privileged);
     assert!(extract_from_file(&path, NODE).is_ok());
 }

@@ -26,8 +26,8 @@ use rkubelet_util::lock;
 
 use super::{EventRecorder, EventType};
 use crate::client::flowcontrol::random_unit;
-use crate::client::{paths, ApiError, Client, PatchType};
 use crate::client::version::ServerVersion;
+use crate::client::{paths, ApiError, Client, PatchType};
 use crate::podutil::PodExt;
 
 mod correlator;

@@ -72,7 +72,10 @@ fn capacity_and_allocatable_math() {
         &reservation,
         &mut Vec::new(),
     );
-    let swap = swapping.status.and_then(|s| s.node_info).and_then(|i| i.swap);
+    let swap = swapping
+        .status
+        .and_then(|s| s.node_info)
+        .and_then(|i| i.swap);
     assert_eq!(swap.and_then(|s| s.capacity), Some(2 << 30));
     assert_eq!(cap["pods"], q("110"));
     assert_eq!(cap["ephemeral-storage"], q("100Gi"));
