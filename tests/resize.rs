@@ -7,7 +7,7 @@
 //! another pod is Deferred and applied once that pod goes; a resize made
 //! while rkubelet is down is applied once when it comes back.
 //!
-//! Test numbers 36 and 37.
+//! Test numbers 35 to 37.
 
 mod common;
 
@@ -294,4 +294,56 @@ fn deferred_until_room_and_applied_once_after_a_restart() {
         completed + 1
     );
     assert_eq!(container_id(&cl.api.pod("small").unwrap_or_default()), id);
+}
+
+/// Against v1.27 with its alpha InPlacePodVerticalScaling gate on, a plain
+/// pod update changes resources (there is no `resize` subresource yet),
+/// and the resize is reported as that release's kubelet reports it: in
+/// `status.resize` (`Infeasible`; gone once a feasible one is in effect),
+/// with no PodResizePending / PodResizeInProgress conditions.
+#[test]
+fn v1_27_resizes_through_a_pod_update_and_reports_status_resize() {
+    let mut cl = Cluster::with_gates("resize_v1_27", 35, "1.27", "InPlacePodVerticalScaling=true");
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(60));
+    cl.api.create_pod(&resizable_pod("r27"));
+    let before = cl.wait_pod_ready("r27", secs(60));
+    assert_eq!(cpu_quota(&cl, &before), ("20000".into(), "20000".into()));
+    assert!(
+        before["status"].get("resize").is_none(),
+        "{}",
+        pretty_status(&before)
+    );
+    let id = container_id(&before);
+    let update = |cl: &Cluster, resources: Value| {
+        let body = json!({"spec": {"containers": [{"name": "c", "resources": resources}]}});
+        cl.api.strategic_patch(&pod_path("r27"), &body);
+    };
+
+    update(
+        &cl,
+        json!({"requests": {"cpu": "500", "memory": "32Mi"},
+        "limits": {"cpu": "500", "memory": "64Mi"}}),
+    );
+    let infeasible = cl.eventually(secs(20), "status.resize Infeasible", |api| {
+        let p = api.pod("r27")?;
+        (p["status"]["resize"] == "Infeasible").then_some(p)
+    });
+    let conditions = infeasible["status"]["conditions"].to_string();
+    assert!(!conditions.contains("PodResize"), "{conditions}");
+
+    update(
+        &cl,
+        json!({"requests": {"cpu": "150m", "memory": "32Mi"},
+        "limits": {"cpu": "300m", "memory": "64Mi"}}),
+    );
+    let done = poll(secs(30), || {
+        let p = cl.api.pod("r27")?;
+        let (own, _) = cgroups(&cl, &p, "cpu");
+        let applied = read_v1("cpu", &own, "cpu.cfs_quota_us") == "30000";
+        (applied && p["status"].get("resize").is_none()).then_some(p)
+    })
+    .unwrap_or_else(|| panic!("the CPU resize never took effect: {:?}", cl.api.pod("r27")));
+    assert_eq!(container_id(&done), id, "a CPU resize must not restart");
+    assert_eq!(container_status(&done)["restartCount"], 0);
 }

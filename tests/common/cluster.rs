@@ -90,6 +90,8 @@ pub struct Double {
     /// The control-plane release the double emulates (`--emulate-version`);
     /// None: its default, the newest.
     pub version: Option<String>,
+    /// Its `--feature-gates`, e.g. `InPlacePodVerticalScaling=true`.
+    pub feature_gates: Option<String>,
 }
 
 impl Double {
@@ -108,6 +110,21 @@ impl Double {
             child: None,
             dump: None,
             version: version.map(String::from),
+            feature_gates: None,
+        };
+        d.start();
+        d
+    }
+
+    /// A double emulating `version` with `--feature-gates gates`.
+    pub fn with_gates(dir: PathBuf, port: u16, version: &str, gates: &str) -> Double {
+        let mut d = Double {
+            dir,
+            port,
+            child: None,
+            dump: None,
+            version: Some(version.to_string()),
+            feature_gates: Some(gates.to_string()),
         };
         d.start();
         d
@@ -141,6 +158,11 @@ impl Double {
                 self.version
                     .iter()
                     .flat_map(|v| ["--emulate-version", v.as_str()]),
+            )
+            .args(
+                self.feature_gates
+                    .iter()
+                    .flat_map(|g| ["--feature-gates", g.as_str()]),
             )
             .stdin(Stdio::null())
             .stdout(fs::File::create(&banner).unwrap())
@@ -576,6 +598,13 @@ impl Cluster {
     pub fn with_version(name: &str, n: u32, version: &str) -> Cluster {
         Cluster::with_double(name, n, |dir, port| {
             Double::with_version(dir, port, Some(version))
+        })
+    }
+
+    /// As [`Cluster::with_version`], with the double's `--feature-gates`.
+    pub fn with_gates(name: &str, n: u32, version: &str, gates: &str) -> Cluster {
+        Cluster::with_double(name, n, |dir, port| {
+            Double::with_gates(dir, port, version, gates)
         })
     }
 

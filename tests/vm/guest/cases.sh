@@ -347,7 +347,7 @@ case_resize() {
 # NodeSwap on cgroup v2: with no swapBehavior (NoSwap) a container may not
 # swap (memory.swap.max 0); with a swap file on and LimitedSwap, a
 # Burstable container gets its memory request's share of the node's swap
-# (upstream's formula, truncated as float64 is), a Guaranteed one none,
+# (upstream's formula, truncated as float64 is), Guaranteed and BestEffort ones none,
 # and the node reports its swap in nodeInfo.swap.
 case_swap() {
     create_pod sw0 "$SLEEPER" '{"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}'
@@ -372,7 +372,7 @@ case_swap() {
     else
         swap_limited_checks
     fi
-    k delete pod sws swg --grace-period=1 --wait=false >/dev/null 2>&1
+    k delete pod sws swg swbe --grace-period=1 --wait=false >/dev/null 2>&1
     swapoff /swapfile
     rm -f /swapfile
     sed -i '/^memorySwap:/,$d' /var/lib/kubelet/config.yaml
@@ -387,8 +387,9 @@ swap_limited_checks() {
     check swap/node-info-capacity "$swap" "$(jp "node/$NODE" '{.status.nodeInfo.swap.capacity}')"
     create_pod sws "$SLEEPER" '{"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}'
     create_pod swg "$SLEEPER" '{"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}}'
+    create_pod swbe "$SLEEPER" '{}'
     local p
-    for p in sws swg; do
+    for p in sws swg swbe; do
         if ! wait_for 180 "pod $p Running" pod_running "$p"; then
             not_ok "swap-pod-$p-running" "phase $(jp "pod/$p" '{.status.phase}')"
             return
@@ -402,4 +403,8 @@ swap_limited_checks() {
         "$(cg "$(container_cgroup "$b" "$(container_id sws)")/memory.swap.max")"
     check swap/guaranteed-none 0 \
         "$(cg "$(container_cgroup "$g" "$(container_id swg)")/memory.swap.max")"
+    local be
+    be=$(pod_cgroup besteffort "$(pod_uid swbe)")
+    check swap/besteffort-none 0 \
+        "$(cg "$(container_cgroup "$be" "$(container_id swbe)")/memory.swap.max")"
 }
