@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, EnvVar, HostAlias, Pod};
 use protobuf::EnumOrUnknown;
 
-use super::{labels, security_context, RuntimeManagerConfig};
+use super::{labels, sandbox, security_context, RuntimeManagerConfig};
 use crate::cri::api;
 use crate::fieldpath::{self, FieldError, PodFacts};
 use crate::podutil::PodExt;
@@ -164,7 +164,7 @@ pub fn generate_container_config(
                 ..Default::default()
             })
             .collect(),
-        mounts: make_mounts(ctx, &env)?,
+        mounts: sandbox::map_mount_ids(make_mounts(ctx, &env)?, ctx.namespaces),
         devices: make_block_devices(ctx)?,
         labels: labels::container_labels(ctx.pod, c),
         annotations: labels::container_annotations(ctx.pod, c, ctx.restart_count),

@@ -109,6 +109,20 @@ pub fn namespace_options(pod: &Pod, userns: Option<&Mappings>) -> api::Namespace
     }
 }
 
+/// Every mount of a container in its pod's own user namespace carries the
+/// namespace's ID mappings (upstream applyPlatformSpecificContainerConfig),
+/// so files the kubelet wrote for the pod's users (a token for fsUser,
+/// fsGroup's files) are theirs inside it too.
+pub fn map_mount_ids(mut mounts: Vec<api::Mount>, ns: &api::NamespaceOption) -> Vec<api::Mount> {
+    if let Some(userns) = ns.userns_options.as_ref() {
+        for m in &mut mounts {
+            m.uid_mappings = userns.uids.clone();
+            m.gid_mappings = userns.gids.clone();
+        }
+    }
+    mounts
+}
+
 /// CRI's UserNamespace: mode POD with the pod's mappings, else NODE.
 fn user_namespace(userns: Option<&Mappings>) -> api::UserNamespace {
     let ids = |list: &[crate::userns::IdMapping]| {

@@ -147,3 +147,25 @@ fn without_an_allocator_the_pod_is_refused() {
     let e = user_namespace_for(&pod("p", Some(false)), || Ok(runc(true)), "", None);
     assert_eq!(e, Err(USERNS_NO_ALLOCATOR.to_string()));
 }
+
+#[test]
+fn a_containers_mounts_carry_its_pods_id_mappings() {
+    let dir = pods_dir("mounts");
+    let m = manager(&dir);
+    let p = pod("p", Some(false));
+    let mappings = m.get_or_create("p", true).ok().flatten().expect("a block");
+    let ns = namespace_options(&p, Some(&mappings));
+    let mounts = map_mount_ids(
+        vec![api::Mount {
+            container_path: "/var/run/secrets".into(),
+            ..Default::default()
+        }],
+        &ns,
+    );
+    let host_ids: Vec<u32> = mounts[0].uid_mappings.iter().map(|m| m.host_id).collect();
+    assert_eq!(host_ids, [mappings.uids[0].host_id]);
+    assert_eq!(mounts[0].gid_mappings.len(), 1);
+    // In the node's user namespace, mounts stay unmapped.
+    let plain = map_mount_ids(vec![api::Mount::default()], &namespace_options(&p, None));
+    assert!(plain[0].uid_mappings.is_empty() && plain[0].gid_mappings.is_empty());
+}

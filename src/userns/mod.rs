@@ -193,13 +193,19 @@ impl UsernsManager {
         let orphans: Vec<String> = state
             .used_by
             .keys()
-            .filter(|pod| !active.contains(*pod) || !self.pod_dir(pod).is_dir())
+            .filter(|pod| !active.contains(*pod) || self.pod_dir_gone(pod))
             .cloned()
             .collect();
         for pod in orphans {
             log::debug!("Clean up orphaned pod user namespace possible allocation: pod {pod}");
             self.release_locked(&mut state, &pod);
         }
+    }
+
+    /// Only a directory known to be gone: a stat that fails otherwise
+    /// never frees a running pod's block.
+    fn pod_dir_gone(&self, pod_uid: &str) -> bool {
+        matches!(std::fs::metadata(self.pod_dir(pod_uid)), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
     }
 
     fn pod_dir(&self, pod_uid: &str) -> PathBuf {

@@ -170,17 +170,14 @@ pub(super) fn has_account(passwd: &str, name: &str) -> bool {
 }
 
 /// Go's `exec.LookPath` for a bare name: the first regular file in `$PATH`
-/// with an execute bit. An empty `$PATH` entry is the current directory.
+/// with an execute bit, in an absolute `$PATH` entry.
 fn look_path(name: &str, path_var: Option<&OsStr>) -> Option<PathBuf> {
     let path_var = path_var?;
+    // Never the working directory (an empty or relative entry), as Go
+    // 1.19's LookPath refuses it (ErrDot).
     std::env::split_paths(path_var)
-        .map(|dir| {
-            if dir.as_os_str().is_empty() {
-                PathBuf::from(".").join(name)
-            } else {
-                dir.join(name)
-            }
-        })
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
         .find(|candidate| {
             std::fs::metadata(candidate)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
