@@ -525,7 +525,8 @@ fn pod_level_resources_set_the_pod_cgroup() {
             (128u64 << 20).to_string(),
             "{name}"
         );
-        // No request of its own: the minimum shares, as upstream.
-        assert_eq!(read("cpu", &own, "cpu.shares"), "2", "{name}");
+        // No request of its own: shares from its limit, the pod's
+        // (upstream calculateLinuxResources with getCPULimit).
+        assert_eq!(read("cpu", &own, "cpu.shares"), "307", "{name}");
     }
 }

@@ -114,8 +114,8 @@ fn swap_blocks_resize(desired: &Pod, allocated: &Pod, swap: &SwapConfig) -> bool
             .and_then(|m| m.get("memory"))
             .and_then(|q| parse_quantity(&q.0).ok())
     };
-    desired.containers().iter().any(|d| {
-        let Some(a) = allocated.containers().iter().find(|a| a.name == d.name) else {
+    resizable(desired).any(|d| {
+        let Some(a) = resizable(allocated).find(|a| a.name == d.name) else {
             return false;
         };
         let restarts = a

@@ -256,7 +256,7 @@ pub(super) fn linux_resources(
     let level = |name: &str| pod_level.get(name).copied().filter(|v| *v > 0);
     let cpu_own = milli(get("limits", "cpu"));
     let cpu_limit = cpu_own.filter(|v| *v > 0).or_else(|| level("cpu"));
-    let cpu_request = milli(get("requests", "cpu")).or(cpu_own);
+    let cpu_request = milli(get("requests", "cpu")).or(cpu_limit);
     let mem_limit = get("limits", "memory")
         .and_then(|q| quantity::parse_quantity_value(&q).ok())
         .filter(|v| *v > 0)
@@ -279,7 +279,7 @@ pub(super) fn linux_resources(
         r.cpu_period = period;
         r.cpu_quota = ((limit as i64 * period) / 1000).max(MIN_QUOTA_PERIOD_US);
     }
-    r.hugepage_limits = super::hugepages::limits(&cfg.hugepage_sizes, container);
+    r.hugepage_limits = super::hugepages::limits(&cfg.hugepage_sizes, pod, container);
     cfg.swap.apply(pod, container, &mut r);
     r
 }

@@ -29,9 +29,10 @@ impl QosClass {
 /// Guaranteed: every container sets cpu and memory limits equal to its
 /// requests. BestEffort: nobody sets any. Burstable otherwise.
 pub fn qos_class(pod: &Pod) -> QosClass {
-    let level_requests = crate::cm::helpers::pod_level(pod, false);
-    if !level_requests.is_empty() {
-        return pod_level_qos_class(&level_requests, &crate::cm::helpers::pod_level(pod, true));
+    // Upstream: whenever the pod has `spec.resources`, even empty.
+    if pod.spec.as_ref().is_some_and(|s| s.resources.is_some()) {
+        let requests = crate::cm::helpers::pod_level(pod, false);
+        return pod_level_qos_class(&requests, &crate::cm::helpers::pod_level(pod, true));
     }
     // Upstream ComputePodQOS: requests and limits summed over all
     // containers (zero and unparsable values ignored); Guaranteed when
