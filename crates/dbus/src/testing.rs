@@ -38,7 +38,9 @@ impl TestBus {
             address: format!("unix:path={}", sock.display()),
         };
         let deadline = Instant::now() + START_TIMEOUT;
-        while !sock.exists() {
+        // The socket's file appears at bind(), before listen(): a connect
+        // in between is refused, so wait for one that is accepted.
+        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
             if let Some(status) = bus.child.try_wait()? {
                 return Err(io::Error::other(format!("dbus-daemon exited: {status}")));
             }
