@@ -167,7 +167,7 @@ pub(super) fn new_main_kubelet(
         cpus: cm.cpu.clone(),
         memory: cm.memory.clone(),
         allocation: Arc::clone(&allocation),
-        userns: userns_manager(&settings.root_dir, config.max_pods),
+        userns: userns_manager(config, &settings.root_dir),
     };
     let manager = runtime_manager(
         config,
@@ -443,7 +443,19 @@ fn runtime_manager(
 /// The ID allocator of `hostUsers: false` pods (upstream MakeUserNsManager).
 /// Where it cannot start (a bad range, a checkpoint it cannot read) the
 /// error is logged and such pods are refused; the other pods run.
-fn userns_manager(root_dir: &std::path::Path, max_pods: i32) -> Option<Arc<UsernsManager>> {
+fn userns_manager(
+    config: &KubeletConfiguration,
+    root_dir: &std::path::Path,
+) -> Option<Arc<UsernsManager>> {
+    let ids = config.user_namespaces.as_ref().and_then(|u| u.ids_per_pod);
+    if ids.is_some_and(|n| n != i64::from(crate::userns::USERNS_LENGTH)) {
+        // As upstream v1.34, which honours it only from v1.35.
+        log::warn!(
+            "userNamespaces.idsPerPod is parsed but not honoured: every pod gets {} IDs",
+            crate::userns::USERNS_LENGTH
+        );
+    }
+    let max_pods = config.max_pods;
     let pods_dir = root_dir.join("pods");
     let max_pods = u32::try_from(max_pods).unwrap_or(0);
     let made = IdRange::kubelet_mappings()
