@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Container, Node, Pod};
 
 use super::{PendingReason, PendingResize};
 use crate::kuberuntime::qos::{qos_class, QosClass};
+use crate::kuberuntime::resize::needs_restart;
 use crate::kuberuntime::swap::{SwapBehavior, SwapConfig};
 use crate::lifecycle::{admission, fit};
 use crate::podutil::PodExt;
@@ -107,24 +108,12 @@ pub fn can_resize_pod(
 /// before or after, cannot be resized (upstream
 /// disallowResizeForSwappableContainers): its swap limit is not resized.
 fn swap_blocks_resize(desired: &Pod, allocated: &Pod, swap: &SwapConfig) -> bool {
-    let memory_request = |c: &Container| {
-        c.resources
-            .as_ref()
-            .and_then(|r| r.requests.as_ref())
-            .and_then(|m| m.get("memory"))
-            .and_then(|q| parse_quantity(&q.0).ok())
-    };
     resizable(desired).any(|d| {
         let Some(a) = resizable(allocated).find(|a| a.name == d.name) else {
             return false;
         };
-        let restarts = a
-            .resize_policy
-            .iter()
-            .flatten()
-            .any(|p| p.resource_name == "memory" && p.restart_policy == "RestartContainer");
-        memory_request(d) != memory_request(a)
-            && !restarts
+        request(d, "memory") != request(a, "memory")
+            && !needs_restart(a, "memory")
             && (swap.container_behavior(desired, d) != SwapBehavior::NoSwap
                 || swap.container_behavior(allocated, a) != SwapBehavior::NoSwap)
     })
@@ -133,17 +122,19 @@ fn swap_blocks_resize(desired: &Pod, allocated: &Pod, swap: &SwapConfig) -> bool
 /// Whether a resizable container's `name` request differs from its
 /// allocation (upstream guaranteedPodResourceResizeRequired).
 fn request_changed(desired: &Pod, allocated: &Pod, name: &str) -> bool {
-    let request = |c: &Container| {
-        c.resources
-            .as_ref()
-            .and_then(|r| r.requests.as_ref())
-            .and_then(|m| m.get(name))
-            .and_then(|q| parse_quantity(&q.0).ok())
-    };
     resizable(desired).any(|c| {
         let was = resizable(allocated).find(|a| a.name == c.name);
-        was.map(request) != Some(request(c))
+        was.map(|a| request(a, name)) != Some(request(c, name))
     })
+}
+
+/// The container's own `name` request, in milli-units.
+fn request(c: &Container, name: &str) -> Option<i128> {
+    c.resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|m| m.get(name))
+        .and_then(|q| parse_quantity(&q.0).ok())
 }
 
 /// App containers and sidecars: the containers a resize may change

@@ -103,7 +103,7 @@ pub fn differs(a: &ResourceRequirements, b: &ResourceRequirements, name: &str) -
 
 /// The container's resize policy for `resource`: NotRequired unless it
 /// says RestartContainer.
-fn needs_restart(c: &Container, resource: &str) -> bool {
+pub(crate) fn needs_restart(c: &Container, resource: &str) -> bool {
     c.resize_policy
         .iter()
         .flatten()

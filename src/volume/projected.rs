@@ -95,18 +95,12 @@ fn source_payload(
 /// when they all say the same one (their own runAsUser, else the pod's).
 fn fs_user(pod: &k8s_openapi::api::core::v1::Pod) -> Option<u32> {
     let spec = pod.spec.as_ref()?;
-    let pod_user = spec.security_context.as_ref().and_then(|s| s.run_as_user);
     let users = spec
         .init_containers
         .iter()
         .flatten()
         .chain(&spec.containers)
-        .map(|c| {
-            c.security_context
-                .as_ref()
-                .and_then(|s| s.run_as_user)
-                .or(pod_user)
-        });
+        .map(|c| crate::kuberuntime::security_context::effective(pod, c).run_as_user);
     let mut fs_user = None;
     for user in users {
         let user = user?;
