@@ -177,6 +177,8 @@ pub trait PodSyncer: Send + Sync {
         status: &PodStatus,
         removed: bool,
     ) -> Result<(), SyncFailure>;
+    /// Reports a step that could not run (upstream's FailedSync event).
+    fn sync_failed(&self, _pod: &Pod, _message: &str) {}
 }
 
 /// An update for one pod.
@@ -267,6 +269,8 @@ struct Job {
     grace: Option<i64>,
     removed: bool,
     status: PodStatus,
+    /// PLEG could not inspect the pod: its status is not known.
+    status_error: Option<String>,
 }
 
 pub struct PodWorkers {
@@ -570,7 +574,7 @@ impl PodWorkers {
             return None;
         };
         let st = states.get_mut(&uid)?;
-        let (status, _err) = if st.needs_fresh_cache() {
+        let (status, status_error) = if st.needs_fresh_cache() {
             cache.get_if_newer(&uid, st.last_sync_end)?
         } else {
             cache.get(&uid)
@@ -586,6 +590,7 @@ impl PodWorkers {
             grace: st.grace_override,
             removed: st.removed,
             status,
+            status_error,
         })
     }
 
@@ -701,6 +706,9 @@ fn run_step(syncer: &dyn PodSyncer, job: &Job) -> Result<Next, SyncFailure> {
     if job.phase == Phase::Syncing {
         crate::util::fault::panic_sync_if_asked(job.pod.as_deref());
     }
+    if let Some(error) = status_unknown(syncer, job) {
+        return Err(error);
+    }
     match job.phase {
         Phase::Syncing => match &job.pod {
             Some(pod) => syncer
@@ -727,6 +735,22 @@ fn run_step(syncer: &dyn PodSyncer, job: &Job) -> Result<Next, SyncFailure> {
             .sync_terminated_pod(job.pod.as_deref(), &job.status, job.removed)
             .map(|()| Next::Resync),
     }
+}
+
+/// A step never acts on a status PLEG failed to read: a kubelet that just
+/// started would see no sandbox and create a second one (upstream's
+/// podWorkerLoop returns "error determining status" and retries). A pod
+/// killed from the runtime's listing needs no status, as upstream.
+fn status_unknown(syncer: &dyn PodSyncer, job: &Job) -> Option<SyncFailure> {
+    let error = job.status_error.as_deref()?;
+    if job.running_pod.is_some() {
+        return None;
+    }
+    let message = format!("error determining status: {error}");
+    if let Some(pod) = &job.pod {
+        syncer.sync_failed(pod, &message);
+    }
+    Some(SyncFailure::failed(message, WORKER_BACKOFF))
 }
 
 /// A static pod does not start while an older pod of the same full name is

@@ -29,6 +29,8 @@ struct FakeSyncer {
     order: Mutex<Vec<String>>,
     /// Pods whose syncs take this long instead of `delay`.
     slow: Mutex<HashMap<String, Duration>>,
+    /// The FailedSync messages reported, by pod UID.
+    failed: Mutex<Vec<(String, String)>>,
 }
 
 impl FakeSyncer {
@@ -103,6 +105,11 @@ impl PodSyncer for FakeSyncer {
         *self.terminated.lock().unwrap().entry(uid).or_default() += 1;
         Ok(())
     }
+
+    fn sync_failed(&self, pod: &Pod, message: &str) {
+        let uid = pod.uid().to_string();
+        self.failed.lock().unwrap().push((uid, message.to_string()));
+    }
 }
 
 fn pod(uid: &str) -> Arc<Pod> {
@@ -123,6 +130,7 @@ struct Harness {
     relist_asks: crossbeam_channel::Receiver<()>,
     stop: Option<crossbeam_channel::Sender<()>>,
     fresh: Arc<AtomicBool>,
+    cache: Arc<Cache>,
     threads: Vec<crate::util::worker::Worker>,
     relists: Option<std::thread::JoinHandle<()>>,
 }
@@ -142,7 +150,9 @@ impl Harness {
         // A fake PLEG: a relist every 5 ms keeps the cache fresh.
         let fresh = Arc::new(AtomicBool::new(true));
         let f = Arc::clone(&fresh);
+        let pleg_cache = Arc::clone(&cache);
         let relists = std::thread::spawn(move || {
+            let cache = pleg_cache;
             while f.load(Ordering::SeqCst) {
                 cache.update_time(Instant::now());
                 std::thread::sleep(Duration::from_millis(5));
@@ -153,6 +163,7 @@ impl Harness {
             relist_asks,
             stop: Some(stop),
             fresh,
+            cache,
             threads,
             relists: Some(relists),
         }
@@ -410,4 +421,38 @@ fn a_started_pod_syncs_before_a_creation_that_asked_first() {
     });
     let order = syncer.order.lock().unwrap().clone();
     assert_eq!(order, ["started", "busy", "started", "new"]);
+}
+
+/// A kubelet that just started and could not inspect a pod (the runtime
+/// restarting) must not sync it with no status: it would create a second
+/// sandbox. The step reports FailedSync and waits; other pods go on.
+#[test]
+fn a_pod_whose_inspection_failed_is_not_synced() {
+    let syncer = Arc::new(FakeSyncer::default());
+    let h = Harness::new(Arc::clone(&syncer), 2);
+    let status = |uid: &str| PodStatus {
+        uid: uid.into(),
+        ..Default::default()
+    };
+    h.cache.set(
+        "unknown",
+        status("unknown"),
+        Some("ContainerStatus: deadline exceeded".into()),
+        Instant::now(),
+    );
+    h.update(&pod("unknown"), UpdateType::Create);
+    h.update(&pod("known"), UpdateType::Create);
+    eventually("the known pod synced", || syncer.calls("known") == 1);
+    eventually("a FailedSync", || !syncer.failed.lock().unwrap().is_empty());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(syncer.calls("unknown"), 0, "synced with an unknown status");
+    let failed = syncer.failed.lock().unwrap().clone();
+    assert_eq!(
+        failed,
+        vec![(
+            "unknown".to_string(),
+            "error determining status: ContainerStatus: deadline exceeded".to_string()
+        )],
+        "one FailedSync, then a back-off"
+    );
 }

@@ -492,7 +492,19 @@ impl PodSyncer for Syncer {
         }
         Ok(())
     }
+
+    fn sync_failed(&self, pod: &Pod, message: &str) {
+        self.runtime.recorder().pod_event(
+            pod,
+            crate::events::EventType::Warning,
+            FAILED_SYNC,
+            message,
+        );
+    }
 }
+
+/// upstream events.FailedSync.
+const FAILED_SYNC: &str = "FailedSync";
 
 /// upstream v1.DisruptionTarget and v1.PodReasonTerminationByKubelet.
 const DISRUPTION_TARGET: &str = "DisruptionTarget";
