@@ -167,6 +167,10 @@ case_restarts_keep_pods() {
     after=$(for p in g b be; do container_id "$p"; done)
     check restarts-keep-the-same-containers "$before" "$after"
     check restarts-restart-no-container "0 0 0" "$(for p in g b be; do jp "pod/$p" '{.status.containerStatuses[0].restartCount}'; echo; done | xargs)"
+    if [[ $before != "$after" ]]; then
+        # What made rkubelet act on a running pod.
+        journalctl -u rkubelet --no-pager | grep -E 'sandbox|FailedSync|inspect pod|Killing' | tail -n 8
+    fi
     # The limits are still in place (rkubelet adopted the pod cgroups).
     check_values after-restarts
 }
@@ -214,9 +218,14 @@ case_pod_cgroups_removed() {
     }
     if wait_for 30 "pod cgroups removed" no_pod_cgroups; then ok pod-cgroups-removed; else not_ok pod-cgroups-removed "left: $(for c in "$G" "$B" "$BE"; do ls -d "$(cgdir "$c")" "/sys/fs/cgroup/memory/$c"; done 2>/dev/null | xargs)"; fi
     if [[ $DRIVER == systemd ]]; then
-        local units
-        units=$(systemctl list-units --all --plain --no-legend 'kubepods-*pod*' | awk '{print $1}' | xargs)
-        check no-pod-slice-units-left "" "$units"
+        # systemd collects a stopped unit on its own schedule: a starved
+        # guest may still list it for a moment.
+        no_pod_units() { [[ -z $(pod_slice_units) ]]; }
+        if wait_for 30 "pod slice units gone" no_pod_units; then
+            ok no-pod-slice-units-left
+        else
+            not_ok no-pod-slice-units-left "$(describe_units "$(pod_slice_units)")"
+        fi
         check qos-slices-still-active "active active" "$(systemctl is-active kubepods-burstable.slice kubepods-besteffort.slice | xargs)"
     fi
     # Housekeeping updates the tiers every 2 s: none of them may fail.
@@ -227,6 +236,21 @@ case_pod_cgroups_removed() {
     # is the loop this guards against.
     errors=$(journalctl -u rkubelet --no-pager | grep 'update QoS cgroups' | grep -vc 'D-Bus method call: timed out')
     check no-qos-update-errors 0 "$errors"
+}
+
+pod_slice_units() {
+    systemctl list-units --all --plain --no-legend 'kubepods-*pod*' | awk '{print $1}' | xargs
+}
+
+# Each unit's states and what rkubelet last logged of its pod.
+describe_units() {
+    local u uid
+    for u in $1; do
+        uid=${u##*pod}
+        uid=${uid%.slice}
+        echo "$u: $(systemctl show "$u" -p LoadState -p ActiveState -p SubState --value | xargs);"
+        journalctl -u rkubelet --no-pager | grep -F "${uid//_/-}" | tail -n 3
+    done
 }
 
 # Graceful node shutdown (RKVM_SHUTDOWN=1, last driver only): two pods
