@@ -203,6 +203,7 @@ impl GenericPleg {
             Err(e) => {
                 log::error!("PLEG: unable to retrieve pods: {e}");
                 self.state().failed_since_inspection = true;
+                self.cache.mark_stale();
                 return;
             }
         };

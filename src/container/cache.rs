@@ -28,6 +28,9 @@ struct Inner {
     /// Start time of the last completed relist: everything not in `pods`
     /// is known not to exist as of then.
     timestamp: Option<Instant>,
+    /// A relist failed since: the runtime went away (restarting), and what
+    /// was inspected as it went may say what it no longer holds.
+    stale: bool,
 }
 
 /// What the cache holds for a pod: its status, or the error inspecting it.
@@ -91,9 +94,19 @@ impl Cache {
         lock(&self.inner).pods.remove(uid);
     }
 
+    /// A relist failed: no status is fresh for a worker until the next
+    /// one completes.
+    pub fn mark_stale(&self) {
+        lock(&self.inner).stale = true;
+    }
+
     /// Marks a completed relist that started at `timestamp`.
     pub fn update_time(&self, timestamp: Instant) {
-        lock(&self.inner).timestamp = Some(timestamp);
+        {
+            let mut inner = lock(&self.inner);
+            inner.timestamp = Some(timestamp);
+            inner.stale = false;
+        }
         if let Some(f) = &self.on_update {
             f();
         }
@@ -108,6 +121,9 @@ fn empty_status(uid: &str) -> PodStatus {
 }
 
 fn newer_than(inner: &Inner, uid: &str, min: Option<Instant>) -> Option<CachedStatus> {
+    if inner.stale {
+        return None;
+    }
     let after = |t: Instant| min.is_none_or(|m| t > m);
     let global_newer = inner.timestamp.is_some_and(after);
     match inner.pods.get(uid) {
@@ -120,6 +136,22 @@ fn newer_than(inner: &Inner, uid: &str, min: Option<Instant>) -> Option<CachedSt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A status inspected while the runtime was going away is not served
+    /// as fresh once a relist failed, until one completes again.
+    #[test]
+    fn a_failed_relist_holds_back_every_status_until_the_next_one() {
+        let c = Cache::new();
+        let t0 = Instant::now();
+        c.set("a", empty_status("a"), None, t0);
+        c.update_time(t0);
+        assert!(c.get_if_newer("a", None).is_some());
+        c.mark_stale();
+        assert!(c.get_if_newer("a", None).is_none());
+        assert!(c.get_if_newer("b", None).is_none());
+        c.update_time(Instant::now());
+        assert!(c.get_if_newer("a", Some(t0)).is_some());
+    }
 
     #[test]
     fn nothing_before_first_relist() {
