@@ -34,6 +34,8 @@ pub(super) fn kubelet_health(
                 .err()
                 .map(|e| format!("PLEG is not healthy: {e}")),
             runtime_version: k.runtime_state().runtime_version(),
+            runtime_handlers: k.runtime_state().runtime_handlers(),
+            runtime_features: k.runtime_state().runtime_features(),
             images,
             memory_pressure: k.eviction().is_under_memory_pressure(),
             disk_pressure: k.eviction().is_under_disk_pressure(),

@@ -32,6 +32,52 @@ pub struct ContainerStatus {
     pub restart_count: u32,
     pub reason: String,
     pub message: String,
+    /// The identity the container's process runs as, where the runtime
+    /// says (CRI ContainerStatus.user; containerd 2.0+).
+    pub user: Option<ContainerUser>,
+}
+
+/// upstream kubecontainer.ContainerUser: what CRI reports of a running
+/// container's identity. `linux` is None when the runtime sent a user
+/// without its Linux part.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerUser {
+    pub linux: Option<LinuxContainerUser>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinuxContainerUser {
+    pub uid: i64,
+    pub gid: i64,
+    pub supplemental_groups: Vec<i64>,
+}
+
+/// A runtime handler and what it supports, from CRI Status (upstream
+/// kubecontainer.RuntimeHandler). The default handler's name is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeHandler {
+    pub name: String,
+    pub supports_recursive_read_only_mounts: bool,
+    pub supports_user_namespaces: bool,
+}
+
+/// What the runtime as a whole supports, from CRI Status (upstream
+/// kubecontainer.RuntimeFeatures). A runtime older than the field sends
+/// none, and the kubelet then knows nothing (not "false").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RuntimeFeatures {
+    pub supplemental_groups_policy: bool,
+}
+
+/// upstream runtimeHandlerSupportsRecursiveReadOnlyMounts: a runtime that
+/// lists no handlers supports it for none, nor for a handler it does not
+/// list.
+pub fn handler_supports_recursive_read_only(handlers: &[RuntimeHandler], handler: &str) -> bool {
+    let found = handlers.iter().find(|h| h.name == handler);
+    if found.is_none() && !handlers.is_empty() {
+        log::warn!("unknown runtime handler {handler:?}: recursive read-only mounts not supported");
+    }
+    found.is_some_and(|h| h.supports_recursive_read_only_mounts)
 }
 
 /// The reason the runtime gives a container the kernel OOM-killed.

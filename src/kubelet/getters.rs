@@ -103,4 +103,18 @@ impl Kubelet {
         let known = self.node.read().unwrap_or_else(|e| e.into_inner()).clone();
         known.or_else(|| self.initial_node.get().map(|make| make()))
     }
+
+    /// The node admission reads, with `status.features` as this kubelet
+    /// publishes them from its runtime (upstream reads the published node;
+    /// until the first status update that could still be another
+    /// kubelet's claim, on another runtime).
+    pub(super) fn node_for_admission(&self) -> Option<Node> {
+        let mut node = self.node_any_way()?;
+        let features = self.runtime_state.runtime_features();
+        let status = node.status.get_or_insert_with(Default::default);
+        status.features = features.map(|f| k8s_openapi::api::core::v1::NodeFeatures {
+            supplemental_groups_policy: Some(f.supplemental_groups_policy),
+        });
+        Some(node)
+    }
 }

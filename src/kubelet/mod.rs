@@ -12,7 +12,7 @@ mod sync_error;
 mod syncer;
 
 use rkubelet_util::lock;
-pub use runtime_state::{OnRuntimeChange, RuntimeCondition, RuntimeState, RuntimeStatus};
+pub use runtime_state::{OnRuntimeChange, RuntimeState, RuntimeStatus};
 use syncer::SyncerParts;
 pub use syncer::{host_ips, KilledStatus, Syncer};
 
@@ -80,18 +80,6 @@ pub struct Settings {
     pub pod_workers: usize,
     /// The sysctl allowlist and the host's AppArmor support (admission).
     pub security: crate::lifecycle::handlers::SecurityAdmitHandlers,
-}
-
-#[derive(Default)]
-struct RuntimeStateInner {
-    last_base_sync: Option<Instant>,
-    runtime_error: Option<String>,
-    network_error: Option<String>,
-    runtime_name: String,
-    runtime_version: String,
-    /// Status checks since CRI Version was last asked; None before the
-    /// first answer and after a failed check.
-    checks_since_version: Option<u32>,
 }
 
 /// The channels the sync loop selects over, besides its own tickers.
@@ -366,19 +354,7 @@ impl Kubelet {
         };
         let result = version
             .and_then(|v| rt.status().map(|s| (v, s)))
-            .map(|(version, s)| RuntimeStatus {
-                version,
-                conditions: s
-                    .status
-                    .iter()
-                    .flat_map(|st| st.conditions.iter())
-                    .map(|c| RuntimeCondition {
-                        type_: c.type_.clone(),
-                        status: c.status,
-                        message: c.message.clone(),
-                    })
-                    .collect(),
-            });
+            .map(|(version, s)| RuntimeStatus::from_cri(version, &s));
         if let Err(e) = &result {
             log::error!("container runtime sanity check failed: {e}");
         }
@@ -580,7 +556,7 @@ impl Kubelet {
                 // may hold less than a resize since asked for.
                 let pod = self.allocation.allocated_pod(&pod);
                 let active = self.allocated_active_pods();
-                let node = node.get_or_init(|| self.node_any_way());
+                let node = node.get_or_init(|| self.node_for_admission());
                 let max_pods = self.settings.max_pods as i64;
                 // In upstream's order: eviction, sysctls, the topology
                 // manager (CPUs, memory, devices), the predicates, node

@@ -6,12 +6,62 @@ use rkubelet_util::lock;
 use super::*;
 use crate::cri::CriError;
 
+use crate::container::{RuntimeFeatures, RuntimeHandler};
+use crate::cri::api;
+
 /// One CRI Status answer, and CRI Version's when it was asked too.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuntimeStatus {
     /// The runtime's `(name, version)`.
     pub version: Option<(String, String)>,
     pub conditions: Vec<RuntimeCondition>,
+    /// In the runtime's order (upstream toKubeRuntimeStatus).
+    pub handlers: Vec<RuntimeHandler>,
+    pub features: Option<RuntimeFeatures>,
+}
+
+impl RuntimeStatus {
+    /// The kubelet's view of a CRI Status answer (upstream
+    /// toKubeRuntimeStatus): a handler without features supports none.
+    pub fn from_cri(version: Option<(String, String)>, s: &api::StatusResponse) -> Self {
+        RuntimeStatus {
+            version,
+            conditions: s
+                .status
+                .iter()
+                .flat_map(|st| st.conditions.iter())
+                .map(|c| RuntimeCondition {
+                    type_: c.type_.clone(),
+                    status: c.status,
+                    message: c.message.clone(),
+                })
+                .collect(),
+            handlers: s
+                .runtime_handlers
+                .iter()
+                .map(crate::kuberuntime::helpers::to_runtime_handler)
+                .collect(),
+            features: s.features.as_ref().map(|f| RuntimeFeatures {
+                supplemental_groups_policy: f.supplemental_groups_policy,
+            }),
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct RuntimeStateInner {
+    last_base_sync: Option<Instant>,
+    runtime_error: Option<String>,
+    network_error: Option<String>,
+    runtime_name: String,
+    runtime_version: String,
+    /// Status checks since CRI Version was last asked; None before the
+    /// first answer and after a failed check.
+    checks_since_version: Option<u32>,
+    /// As of the last answer that said the runtime is ready (upstream
+    /// sets them only then).
+    handlers: Vec<RuntimeHandler>,
+    features: Option<RuntimeFeatures>,
 }
 
 /// CRI Version is asked on every this many status checks (every 10 s, as
@@ -100,6 +150,17 @@ impl RuntimeState {
         (!st.runtime_name.is_empty()).then(|| (st.runtime_name.clone(), st.runtime_version.clone()))
     }
 
+    /// The runtime's handlers and what each supports (upstream
+    /// runtimeState.runtimeHandlers); empty before the runtime was ready.
+    pub fn runtime_handlers(&self) -> Vec<RuntimeHandler> {
+        lock(&self.inner).handlers.clone()
+    }
+
+    /// upstream runtimeState.runtimeFeatures.
+    pub fn runtime_features(&self) -> Option<RuntimeFeatures> {
+        lock(&self.inner).features
+    }
+
     pub fn runtime_name(&self) -> String {
         let name = lock(&self.inner).runtime_name.clone();
         if name.is_empty() {
@@ -153,6 +214,8 @@ impl RuntimeState {
                 };
                 if st.runtime_error.is_none() {
                     st.last_base_sync = Some(Instant::now());
+                    st.handlers = status.handlers;
+                    st.features = status.features;
                 }
             }
         }
@@ -183,7 +246,77 @@ mod tests {
                     message: String::new(),
                 })
                 .collect(),
+            ..Default::default()
         })
+    }
+
+    /// CRI Status's handlers and features, as upstream converts them, are
+    /// kept only from an answer that says the runtime is ready.
+    #[test]
+    fn handlers_and_features_come_from_a_ready_runtime() {
+        let cri = api::StatusResponse {
+            status: protobuf::MessageField::some(api::RuntimeStatus {
+                conditions: vec![api::RuntimeCondition {
+                    type_: "RuntimeReady".into(),
+                    status: true,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            runtime_handlers: vec![
+                api::RuntimeHandler {
+                    name: String::new(),
+                    features: protobuf::MessageField::some(api::RuntimeHandlerFeatures {
+                        recursive_read_only_mounts: true,
+                        user_namespaces: true,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                api::RuntimeHandler {
+                    name: "kata".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let status = RuntimeStatus::from_cri(None, &cri);
+        assert_eq!(
+            status.handlers,
+            [
+                RuntimeHandler {
+                    name: String::new(),
+                    supports_recursive_read_only_mounts: true,
+                    supports_user_namespaces: true,
+                },
+                RuntimeHandler {
+                    name: "kata".into(),
+                    ..Default::default()
+                },
+            ]
+        );
+        assert_eq!(status.features, None, "an old runtime sends no features");
+        let state = RuntimeState::new(None);
+        let mut not_ready = status.clone();
+        not_ready.conditions[0].status = false;
+        state.update(Ok(not_ready));
+        assert!(state.runtime_handlers().is_empty(), "kept only once ready");
+        state.update(Ok(status));
+        assert_eq!(state.runtime_handlers().len(), 2);
+        let with_features = api::StatusResponse {
+            features: protobuf::MessageField::some(api::RuntimeFeatures {
+                supplemental_groups_policy: true,
+                ..Default::default()
+            }),
+            ..cri
+        };
+        state.update(Ok(RuntimeStatus::from_cri(None, &with_features)));
+        assert_eq!(
+            state.runtime_features(),
+            Some(RuntimeFeatures {
+                supplemental_groups_policy: true
+            })
+        );
     }
 
     /// The callback fires on each flip between up and down, never on a

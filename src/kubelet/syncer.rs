@@ -128,6 +128,7 @@ impl Syncer {
             actuated: Some(&actuated),
         };
         let ctx = StatusContext {
+            supports_recursive_read_only: self.runtime.pod_supports_recursive_read_only(pod),
             resize: &resize,
             runtime_name: &runtime_name,
             host_ip: host_ip.as_deref(),

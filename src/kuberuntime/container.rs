@@ -91,6 +91,9 @@ pub struct ContainerContext<'a> {
     /// The sandbox's namespaces (its user namespace included), which the
     /// container shares as upstream's NamespacesForPod gives both.
     pub namespaces: &'a api::NamespaceOption,
+    /// The pod's runtime handler mounts read-only volumes recursively
+    /// read-only (asked only of a container that wants it).
+    pub supports_recursive_read_only: bool,
 }
 
 /// The API objects container environments can refer to.
@@ -476,7 +479,9 @@ fn make_mounts(
 ) -> Result<Vec<api::Mount>, ConfigError> {
     let mut mounts = Vec::new();
     for vm in ctx.container.volume_mounts.iter().flatten() {
-        resolve_recursive_read_only(vm).map_err(ConfigError::RecursiveReadOnly)?;
+        let recursive_read_only =
+            super::recursive_read_only::resolve(vm, ctx.supports_recursive_read_only)
+                .map_err(ConfigError::RecursiveReadOnly)?;
         let vol = ctx
             .volumes
             .get(vm.name.as_str())
@@ -507,6 +512,7 @@ fn make_mounts(
                 Some("Bidirectional") => api::MountPropagation::PROPAGATION_BIDIRECTIONAL,
                 _ => api::MountPropagation::PROPAGATION_PRIVATE,
             }),
+            recursive_read_only,
             ..Default::default()
         });
     }
@@ -550,35 +556,6 @@ fn expand_sub_path(expr: &str, env: &[(String, String)]) -> Result<String, Strin
         return Err(format!("missing value for {}", names.join(", ")));
     }
     Ok(expand_vars(expr, env))
-}
-
-/// Upstream `resolveRecursiveReadOnly` for a runtime without recursive
-/// read-only mounts (no handler of containerd 1.6 or 1.7 reports them, and
-/// rkubelet asks none for them): `IfPossible` is a plain read-only mount,
-/// `Enabled` is refused rather than mounted writable below the top.
-fn resolve_recursive_read_only(vm: &k8s_openapi::api::core::v1::VolumeMount) -> Result<(), String> {
-    let mode = match vm.recursive_read_only.as_deref() {
-        None | Some("Disabled") => return Ok(()),
-        Some(mode) => mode,
-    };
-    let name = &vm.name;
-    if vm.read_only != Some(true) {
-        return Err(format!(
-            "volume {name:?} requested recursive read-only mode, but it is not read-only"
-        ));
-    }
-    if let Some(p) = vm.mount_propagation.as_deref().filter(|p| *p != "None") {
-        return Err(format!(
-            "volume {name:?} requested recursive read-only mode, but it is not compatible with propagation {p:?}"
-        ));
-    }
-    match mode {
-        "IfPossible" => Ok(()),
-        "Enabled" => Err(format!(
-            "volume {name:?} requested recursive read-only mode, but it is not supported by the runtime"
-        )),
-        other => Err(format!("unknown recursive read-only mode {other:?}")),
-    }
 }
 
 /// The raw block volumes the container names in `volumeDevices`, through
@@ -719,43 +696,6 @@ mod tests {
         assert_eq!(expand_vars("$(C)", &e), "$(C)");
         assert_eq!(expand_vars("$(A", &e), "$(A");
         assert_eq!(expand_vars("cost $5", &e), "cost $5");
-    }
-
-    #[test]
-    fn recursive_read_only_is_refused_where_it_cannot_be_given() {
-        let vm =
-            |mode: &str, ro: bool, prop: Option<&str>| k8s_openapi::api::core::v1::VolumeMount {
-                name: "v".into(),
-                mount_path: "/v".into(),
-                read_only: Some(ro),
-                recursive_read_only: Some(mode.into()),
-                mount_propagation: prop.map(String::from),
-                ..Default::default()
-            };
-        assert_eq!(
-            resolve_recursive_read_only(&vm("Disabled", false, None)),
-            Ok(())
-        );
-        assert_eq!(
-            resolve_recursive_read_only(&vm("IfPossible", true, None)),
-            Ok(())
-        );
-        assert_eq!(
-            resolve_recursive_read_only(&vm("Enabled", true, Some("None"))),
-            Err("volume \"v\" requested recursive read-only mode, but it is not supported by the runtime".into())
-        );
-        assert_eq!(
-            resolve_recursive_read_only(&vm("Enabled", false, None)),
-            Err("volume \"v\" requested recursive read-only mode, but it is not read-only".into())
-        );
-        let e = resolve_recursive_read_only(&vm("IfPossible", true, Some("HostToContainer")));
-        assert!(
-            e.is_err_and(|e| e.ends_with("not compatible with propagation \"HostToContainer\""))
-        );
-        assert_eq!(
-            resolve_recursive_read_only(&vm("Sometimes", true, None)),
-            Err("unknown recursive read-only mode \"Sometimes\"".into())
-        );
     }
 
     #[test]

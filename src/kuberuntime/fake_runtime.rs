@@ -462,6 +462,7 @@ fn to_container_status(c: &FakeContainer) -> ContainerStatus {
         restart_count: 0,
         reason: c.reason.clone(),
         message: String::new(),
+        user: None,
     }
 }
 

@@ -61,6 +61,7 @@ fn inst(p: &Pod, name: &str, state: ContainerState, exit: i32, age: u64) -> Cont
         restart_count: 0,
         reason: String::new(),
         message: String::new(),
+        user: None,
     }
 }
 

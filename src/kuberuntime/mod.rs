@@ -7,6 +7,7 @@ pub mod ephemeral;
 #[cfg(test)]
 pub mod fake_runtime;
 pub mod gc;
+pub mod helpers;
 mod hugepages;
 mod init_actions;
 pub mod kill;
@@ -17,6 +18,7 @@ mod listing_memo;
 mod pods;
 pub mod post_start;
 pub mod qos;
+pub mod recursive_read_only;
 pub mod resize;
 pub mod sandbox;
 pub mod security_context;

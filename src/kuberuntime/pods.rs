@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use super::listing_memo::{self, container_state};
 use super::{from_unix_nanos, labels, sandbox, KubeRuntimeManager};
-use crate::container::{ContainerState, ContainerStatus, PodStatus, RuntimePod, OOM_KILLED_REASON};
+use crate::container::{
+    ContainerState, ContainerStatus, ContainerUser, LinuxContainerUser, PodStatus, RuntimePod,
+    OOM_KILLED_REASON,
+};
 use crate::cri::{api, CriError};
 
 impl KubeRuntimeManager {
@@ -150,5 +153,17 @@ fn to_container_status(s: &api::ContainerStatus) -> ContainerStatus {
         restart_count: labels::restart_count(&s.annotations),
         reason: s.reason.clone(),
         message: s.message.clone(),
+        user: s.user.as_ref().map(container_user),
+    }
+}
+
+/// upstream toKubeContainerUser (Linux).
+fn container_user(u: &api::ContainerUser) -> ContainerUser {
+    ContainerUser {
+        linux: u.linux.as_ref().map(|l| LinuxContainerUser {
+            uid: l.uid,
+            gid: l.gid,
+            supplemental_groups: l.supplemental_groups.clone(),
+        }),
     }
 }

@@ -195,6 +195,7 @@ mod tests {
                 restart_count: 0,
                 reason: String::new(),
                 message: String::new(),
+                user: None,
             }],
             ..Default::default()
         }

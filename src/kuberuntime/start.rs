@@ -96,6 +96,7 @@ impl KubeRuntimeManager {
             .unwrap_or_default();
         let ctx = container::ContainerContext {
             namespaces: &namespaces,
+            supports_recursive_read_only: self.supports_recursive_read_only(t.pod, c),
             image_user: image_user.as_ref(),
             volumes: &volumes,
             host_ips: &host_ips,

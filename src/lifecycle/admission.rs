@@ -55,7 +55,7 @@ pub fn admit(
     // What preemption cannot help goes first (upstream).
     check_os_label(pod, node)?;
     check_os_field(pod)?;
-    check_supplemental_groups_policy(pod)?;
+    check_supplemental_groups_policy(pod, node)?;
     let Some(node) = node else {
         return check_pod_count(active, max_pods);
     };
@@ -94,19 +94,23 @@ pub fn admit(
 }
 
 /// upstream rejectPodAdmissionBasedOnSupplementalGroupsPolicy: `Strict`
-/// (no groups from the image's /etc/group) only on a node whose runtime
-/// can do it. Upstream reads `status.features`, which its kubelet sets
-/// from the runtime; rkubelet publishes no runtime features, so a value
-/// there was written by someone else (an earlier kubelet of the node, on
-/// another runtime) and is not trusted: Strict is refused, never run with
-/// the image's groups merged in.
-fn check_supplemental_groups_policy(pod: &Pod) -> Result<(), Rejection> {
+/// (no groups from the image's /etc/group) only on a node whose
+/// `status.features` says its runtime can do it; without a node (no API
+/// server), or without the field, it cannot. The kubelet hands in the node
+/// with its own runtime's answer there (`Kubelet::node_for_admission`),
+/// so a value another kubelet left behind is never trusted.
+fn check_supplemental_groups_policy(pod: &Pod, node: Option<&Node>) -> Result<(), Rejection> {
     let policy = pod
         .spec
         .as_ref()
         .and_then(|s| s.security_context.as_ref())
         .and_then(|sc| sc.supplemental_groups_policy.as_deref());
-    if policy != Some(STRICT) {
+    let supported = node
+        .and_then(|n| n.status.as_ref())
+        .and_then(|s| s.features.as_ref())
+        .and_then(|f| f.supplemental_groups_policy)
+        .unwrap_or(false);
+    if policy != Some(STRICT) || supported {
         return Ok(());
     }
     Err(reject(
@@ -487,14 +491,17 @@ mod tests {
         );
         assert!(admit(&with("Strict"), &[], None, 110).is_err());
         assert!(admit(&with("Merge"), &[], Some(&n1()), 110).is_ok());
-        // A node status rkubelet did not write does not make it capable.
-        let mut claimed = n1();
-        if let Some(st) = claimed.status.as_mut() {
-            st.features = Some(k8s_openapi::api::core::v1::NodeFeatures {
-                supplemental_groups_policy: Some(true),
-            });
-        }
-        assert!(admit(&with("Strict"), &[], Some(&claimed), 110).is_err());
+        let features = |supported: bool| {
+            let mut n = n1();
+            if let Some(st) = n.status.as_mut() {
+                st.features = Some(k8s_openapi::api::core::v1::NodeFeatures {
+                    supplemental_groups_policy: Some(supported),
+                });
+            }
+            n
+        };
+        assert!(admit(&with("Strict"), &[], Some(&features(false)), 110).is_err());
+        assert!(admit(&with("Strict"), &[], Some(&features(true)), 110).is_ok());
     }
 
     #[test]

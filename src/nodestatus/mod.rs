@@ -141,6 +141,9 @@ pub struct KubeletHealth {
     pub pleg_error: Option<String>,
     /// `(name, version)`, e.g. `("containerd", "1.7.24")`.
     pub runtime_version: Option<(String, String)>,
+    /// The runtime's handlers and features, as of its last ready answer.
+    pub runtime_handlers: Vec<crate::container::RuntimeHandler>,
+    pub runtime_features: Option<crate::container::RuntimeFeatures>,
     pub images: Vec<ImageInfo>,
     /// The eviction manager's conditions (upstream IsUnderMemoryPressure,
     /// IsUnderDiskPressure, IsUnderPIDPressure).
@@ -449,6 +452,8 @@ impl NodeStatusManager {
         setters::set_daemon_endpoints(node, self.cfg.kubelet_port);
         setters::set_images(node, self.cfg.node_status_max_images, &inputs.health.images);
         setters::set_go_runtime(node);
+        setters::set_runtime_handlers(node, &inputs.health.runtime_handlers);
+        setters::set_node_features(node, inputs.health.runtime_features);
         setters::set_pressure_condition(
             node,
             &now,

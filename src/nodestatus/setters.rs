@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
-    NodeStatus, NodeSwapStatus, NodeSystemInfo,
+    NodeFeatures, NodeRuntimeHandler, NodeRuntimeHandlerFeatures, NodeStatus, NodeSwapStatus,
+    NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -15,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::machine::{quantity, MachineInfo};
 use super::ImageInfo;
 use crate::cm::devicemanager::DeviceCapacity;
+use crate::container::{RuntimeFeatures, RuntimeHandler};
 use crate::stats::FsInfo;
 use crate::util::quantity::parse_quantity;
 
@@ -332,6 +334,35 @@ pub fn set_go_runtime(node: &mut Node) {
     let ni = node_info_mut(node);
     ni.operating_system = "linux".into();
     ni.architecture = super::machine::go_arch().into();
+}
+
+/// RuntimeHandlers: every handler the runtime listed, in its order, both
+/// features always stated (this kubelet's RecursiveReadOnlyMounts and
+/// UserNamespacesSupport are on, as in v1.33+). A runtime that lists none
+/// (containerd before 2.0) leaves the field out.
+pub fn set_runtime_handlers(node: &mut Node, handlers: &[RuntimeHandler]) {
+    let list: Vec<NodeRuntimeHandler> = handlers
+        .iter()
+        .map(|h| NodeRuntimeHandler {
+            // The default handler's empty name is omitted, as Go's omitempty.
+            name: (!h.name.is_empty()).then(|| h.name.clone()),
+            features: Some(NodeRuntimeHandlerFeatures {
+                recursive_read_only_mounts: Some(h.supports_recursive_read_only_mounts),
+                user_namespaces: Some(h.supports_user_namespaces),
+            }),
+        })
+        .collect();
+    status_mut(node).runtime_handlers = (!list.is_empty()).then_some(list);
+}
+
+/// NodeFeatures: what the runtime said of supplementalGroupsPolicy; a
+/// runtime that says nothing of its features leaves the field as it is.
+pub fn set_node_features(node: &mut Node, features: Option<RuntimeFeatures>) {
+    if let Some(f) = features {
+        status_mut(node).features = Some(NodeFeatures {
+            supplemental_groups_policy: Some(f.supplemental_groups_policy),
+        });
+    }
 }
 
 /// The three pressure conditions, with upstream's reasons and messages.

@@ -39,6 +39,8 @@ pub struct StatusContext<'a> {
     pub deadline_exceeded: bool,
     /// Where an in-place resize of the pod stands.
     pub resize: &'a ResizeState<'a>,
+    /// The pod's runtime handler supports recursive read-only mounts.
+    pub supports_recursive_read_only: bool,
 }
 
 /// What a container was last given, by its name.
@@ -288,6 +290,7 @@ fn container_statuses(
                     s.image = c.image.clone();
                 }
                 s.image_id = c.image_ref.clone();
+                s.user = c.user.as_ref().map(api_container_user);
                 s.restart_count = c.restart_count as i32;
                 if c.state == ContainerState::Unknown && was_running {
                     s.restart_count = prev.map_or(0, |p| p.restart_count) + 1;
@@ -300,7 +303,7 @@ fn container_statuses(
                         super::resize::resource_statuses(spec, actuated);
                 }
             }
-            s.volume_mounts = volume_mount_statuses(spec);
+            s.volume_mounts = volume_mount_statuses(spec, ctx.supports_recursive_read_only);
             // Go encodes the empty struct: the API always shows `lastState: {}`.
             if s.last_state.is_none() {
                 s.last_state = Some(api::ContainerState::default());
@@ -346,21 +349,29 @@ fn container_statuses(
 }
 
 /// The container's mounts as status reports them (RecursiveReadOnlyMounts,
-/// on by default since 1.31): recursive read-only is never in effect, as
-/// no runtime handler is asked for it (kuberuntime `make_mounts`).
-fn volume_mount_statuses(spec: &api::Container) -> Option<Vec<api::VolumeMountStatus>> {
+/// on by default since 1.31): a read-only mount is `Enabled` where it is
+/// made recursively read-only, else `Disabled` (a mount that cannot be made
+/// as asked keeps its container from being created).
+fn volume_mount_statuses(
+    spec: &api::Container,
+    supports_recursive_read_only: bool,
+) -> Option<Vec<api::VolumeMountStatus>> {
     let mounts = spec.volume_mounts.as_deref()?;
     Some(
         mounts
             .iter()
             .map(|m| {
                 let ro = m.read_only == Some(true);
-                // `Enabled` never runs here (the container is refused).
+                let rro = crate::kuberuntime::recursive_read_only::resolve(
+                    m,
+                    supports_recursive_read_only,
+                ) == Ok(true);
                 api::VolumeMountStatus {
                     name: m.name.clone(),
                     mount_path: m.mount_path.clone(),
                     read_only: ro.then_some(true),
-                    recursive_read_only: ro.then(|| "Disabled".to_string()),
+                    recursive_read_only: ro
+                        .then(|| if rro { "Enabled" } else { "Disabled" }.to_string()),
                 }
             })
             .collect(),
@@ -585,6 +596,19 @@ fn stopped_phase(policy: RestartPolicy, terminal: bool, all_succeeded: bool) -> 
         _ if all_succeeded => "Succeeded",
         RestartPolicy::OnFailure => "Running",
         RestartPolicy::Never => "Failed",
+    }
+}
+
+/// upstream convertContainerStatusUser: the runtime's report of the
+/// newest instance, `user: {}` where it sent no Linux part.
+fn api_container_user(u: &crate::container::ContainerUser) -> api::ContainerUser {
+    api::ContainerUser {
+        linux: u.linux.as_ref().map(|l| api::LinuxContainerUser {
+            uid: l.uid,
+            gid: l.gid,
+            supplemental_groups: (!l.supplemental_groups.is_empty())
+                .then(|| l.supplemental_groups.clone()),
+        }),
     }
 }
 

@@ -40,6 +40,7 @@ fn inst(name: &str, state: ContainerState, exit: i32, age: u64) -> ContainerStat
         restart_count: 0,
         reason: String::new(),
         message: String::new(),
+        user: None,
     }
 }
 
@@ -85,6 +86,7 @@ fn gen(p: &api::Pod, st: &PodStatus, probes: &Probes<'_>) -> api::PodStatus {
     let is_ready = |c: &str| probes.ready.contains(&c);
     let is_started = |c: &str| probes.started.contains(&c);
     let ctx = StatusContext {
+        supports_recursive_read_only: false,
         resize: &Default::default(),
         runtime_name: "containerd",
         host_ip: Some("192.0.2.1"),

@@ -36,6 +36,7 @@ fn inst(name: &str, state: ContainerState, exit: i32, restarts: u32, age: u64) -
         restart_count: restarts,
         reason: String::new(),
         message: String::new(),
+        user: None,
     }
 }
 
@@ -59,6 +60,7 @@ fn gen(p: &api::Pod, st: &PodStatus, reason: Option<(&str, &str)>) -> api::PodSt
     let r = reason.map(|(a, b)| (a.to_string(), b.to_string()));
     let waiting = move |_: &str| r.clone();
     let ctx = StatusContext {
+        supports_recursive_read_only: false,
         resize: &Default::default(),
         runtime_name: "containerd",
         host_ip: Some("192.0.2.1"),
@@ -168,6 +170,7 @@ fn gen_ctx(
     deadline_exceeded: bool,
 ) -> api::PodStatus {
     let ctx = StatusContext {
+        supports_recursive_read_only: false,
         resize: &Default::default(),
         runtime_name: "containerd",
         host_ip: Some("192.0.2.1"),
@@ -680,4 +683,29 @@ fn created_containers_report_their_resources() {
     assert_eq!(b.allocated_resources, None);
     let c = by("c");
     assert_eq!((c.resources, c.allocated_resources), (None, None));
+}
+
+/// The runtime's report of the newest instance's identity is the
+/// status's `user` (upstream convertContainerStatusUser); none reported,
+/// none shown.
+#[test]
+fn container_user_is_what_the_runtime_reports() {
+    use crate::container::{ContainerUser, LinuxContainerUser};
+    let p = pod("Always", &["a", "b"]);
+    let mut a = inst("a", ContainerState::Running, 0, 0, 1);
+    a.user = Some(ContainerUser {
+        linux: Some(LinuxContainerUser {
+            uid: 1000,
+            gid: 3000,
+            supplemental_groups: vec![3000, 4000],
+        }),
+    });
+    let b = inst("b", ContainerState::Running, 0, 0, 1);
+    let s = gen(&p, &runtime(vec![a, b]), None);
+    let json = serde_json::to_value(s.container_statuses.expect("statuses")).expect("json");
+    assert_eq!(
+        json[0]["user"],
+        serde_json::json!({"linux": {"uid": 1000, "gid": 3000, "supplementalGroups": [3000, 4000]}})
+    );
+    assert_eq!(json[1].get("user"), None);
 }

@@ -329,3 +329,48 @@ fn host_machine_info_and_root_fs() {
     assert!(fs.capacity >= fs.available);
     assert!(crate::stats::statvfs(std::path::Path::new("/nonexistent/x")).is_err());
 }
+
+/// The runtime's handlers in its order, the default one without a name,
+/// both features stated; none listed leaves the field out, and features
+/// appear only where the runtime reports them.
+#[test]
+fn runtime_handlers_and_features_follow_the_runtime() {
+    use crate::container::{RuntimeFeatures, RuntimeHandler};
+    let mut node = Node::default();
+    setters::set_runtime_handlers(&mut node, &[]);
+    setters::set_node_features(&mut node, None);
+    let json = serde_json::to_value(&node).expect("node");
+    assert_eq!(json["status"].get("runtimeHandlers"), None, "{json}");
+    assert_eq!(json["status"].get("features"), None, "{json}");
+    let handlers = [
+        RuntimeHandler {
+            name: String::new(),
+            supports_recursive_read_only_mounts: true,
+            supports_user_namespaces: false,
+        },
+        RuntimeHandler {
+            name: "crun".into(),
+            supports_recursive_read_only_mounts: false,
+            supports_user_namespaces: true,
+        },
+    ];
+    setters::set_runtime_handlers(&mut node, &handlers);
+    setters::set_node_features(
+        &mut node,
+        Some(RuntimeFeatures {
+            supplemental_groups_policy: false,
+        }),
+    );
+    let json = serde_json::to_value(&node).expect("node");
+    assert_eq!(
+        json["status"]["runtimeHandlers"],
+        serde_json::json!([
+            {"features": {"recursiveReadOnlyMounts": true, "userNamespaces": false}},
+            {"name": "crun", "features": {"recursiveReadOnlyMounts": false, "userNamespaces": true}}
+        ])
+    );
+    assert_eq!(
+        json["status"]["features"],
+        serde_json::json!({"supplementalGroupsPolicy": false})
+    );
+}
