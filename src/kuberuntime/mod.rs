@@ -418,6 +418,9 @@ impl KubeRuntimeManager {
 
         if plan.kill_pod {
             if plan.create_sandbox && plan.attempt > 0 {
+                if self.sandbox_still_current(pod) {
+                    return errors;
+                }
                 self.recorder.pod_event(
                     pod,
                     EventType::Normal,

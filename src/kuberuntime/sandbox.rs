@@ -231,6 +231,39 @@ impl super::KubeRuntimeManager {
     }
 }
 
+impl super::KubeRuntimeManager {
+    /// A sandbox about to be recreated is looked at once more: a relist
+    /// that overlapped the runtime going down (a restart) can read a
+    /// healthy sandbox as not ready, and a pod worker can act on that
+    /// status after a long volume wait, once the runtime is back.
+    /// Recreating the sandbox would restart every container of the pod, so
+    /// the runtime's answer now decides; an inspection that fails keeps the
+    /// decision. Whether it stands or not is logged with what was seen.
+    pub(super) fn sandbox_still_current(&self, pod: &Pod) -> bool {
+        let Ok(now) = self.get_pod_status(pod.uid(), pod.name(), pod.namespace()) else {
+            return false;
+        };
+        let changed = super::actions::sandbox_changed(pod, &now).0;
+        let seen: Vec<String> = now
+            .sandboxes
+            .iter()
+            .map(|s| format!("{} ready={} ip={:?}", s.id, s.ready, s.ip))
+            .collect();
+        if changed {
+            log::info!(
+                "pod {}: sandbox changed, recreated; the runtime has {seen:?}",
+                pod.full_name()
+            );
+        } else {
+            log::info!(
+                "pod {}: the status read said the sandbox changed; the runtime now has {seen:?}: kept",
+                pod.full_name()
+            );
+        }
+        !changed
+    }
+}
+
 /// spec.hostname, else the pod name, cut to a valid DNS label.
 fn pod_hostname(pod: &Pod) -> String {
     let name = pod
