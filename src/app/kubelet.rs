@@ -169,10 +169,15 @@ pub(super) fn new_main_kubelet(
         allocation: Arc::clone(&allocation),
         userns: userns_manager(config, &settings.root_dir),
     };
+    let oom_group_kill = crate::kuberuntime::oom_group::group_kill(
+        config.single_process_oom_kill,
+        crate::kuberuntime::oom_group::cgroup_v2(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let manager = runtime_manager(
         config,
         &settings,
-        (&runtime, &cm, allocatable),
+        (&runtime, &cm, allocatable, oom_group_kill),
         runtime_deps,
     );
     let pod_config = Arc::new(PodConfig::try_new().context("start the pod config merger")?);
@@ -409,7 +414,12 @@ fn csi_plugin(
 fn runtime_manager(
     config: &KubeletConfiguration,
     settings: &Settings,
-    (runtime, cm, node_allocatable): (&Arc<RemoteRuntime>, &ContainerManagers, NodeAllocatable),
+    (runtime, cm, node_allocatable, oom_group_kill): (
+        &Arc<RemoteRuntime>,
+        &ContainerManagers,
+        NodeAllocatable,
+        bool,
+    ),
     deps: RuntimeDeps,
 ) -> Arc<KubeRuntimeManager> {
     Arc::new(KubeRuntimeManager::new(
@@ -435,6 +445,7 @@ fn runtime_manager(
             .iter()
             .map(|h| h.page_size)
             .collect(),
+            oom_group_kill,
         },
         deps,
     ))

@@ -15,12 +15,14 @@ pub mod killer;
 pub mod labels;
 pub mod lifecycle;
 mod listing_memo;
+pub mod oom_group;
 mod pods;
 pub mod post_start;
 pub mod qos;
 pub mod recursive_read_only;
 pub mod resize;
 pub mod sandbox;
+mod sandbox_resources;
 pub mod security_context;
 mod sidecar;
 mod start;
@@ -97,6 +99,9 @@ pub struct RuntimeManagerConfig {
     pub swap: swap::SwapConfig,
     /// The machine's huge page sizes in bytes, each limited per container.
     pub hugepage_sizes: Vec<u64>,
+    /// Containers' cgroups kill as a whole on OOM (cgroup v2 unless
+    /// `singleProcessOOMKill`).
+    pub oom_group_kill: bool,
 }
 
 impl RuntimeManagerConfig {
@@ -118,6 +123,7 @@ impl RuntimeManagerConfig {
             seccomp_default: false,
             swap: Default::default(),
             hugepage_sizes: Vec::new(),
+            oom_group_kill: false,
         }
     }
 }

@@ -30,6 +30,11 @@ case_pods_and_cgroups() {
     local gc
     gc=$(container_cgroup "$G" "$(container_id g)")
     if [[ -d $(cgdir "$gc") ]]; then ok "container-cgroup-at-$gc"; else not_ok container-cgroup "no $(cgdir "$gc")"; fi
+    # cgroup v2: a container over its limit is killed whole (upstream sets
+    # memory.oom.group unless singleProcessOOMKill).
+    if [[ $CGROUP_FS == cgroup2fs ]]; then
+        check container-memory.oom.group 1 "$(cg "$gc/memory.oom.group")"
+    fi
     if [[ $DRIVER == systemd ]]; then
         local unit=${G##*/}
         check "pod-slice-unit-active" active "$(systemctl is-active "$unit")"
