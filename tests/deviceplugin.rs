@@ -308,14 +308,19 @@ fn device_plugin_failures_hold_only_their_pods() {
     // One health change is the second ListAndWatch message; then it dies.
     dying.set_unhealthy(&["widget-0"]);
     wait_node_resource(&mut cl, "example.com/dying", "2", "0");
-    let events = cl.api.events_for("default", NODE);
-    assert!(
-        events.iter().any(|e| e["reason"] == "DevicePluginUnhealthy"
-            && e["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("example.com/dying"))),
-        "{events:?}"
-    );
+    // The event goes out through the recorder's own thread, after the
+    // node status that carried the change.
+    cl.eventually(secs(10), "the DevicePluginUnhealthy event", |api| {
+        api.events_for("default", NODE)
+            .iter()
+            .any(|e| {
+                e["reason"] == "DevicePluginUnhealthy"
+                    && e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("example.com/dying"))
+            })
+            .then_some(())
+    });
     // The others are untouched.
     let node = cl.api.node().unwrap();
     assert_eq!(
