@@ -65,7 +65,7 @@ pub fn cpu_shares_to_weight(shares: u64) -> u64 {
     1 + ((shares - 2) * 9999) / 262_142
 }
 
-type ResourceList = BTreeMap<String, i128>;
+pub type ResourceList = BTreeMap<String, i128>;
 
 /// A container's requests in milli-units; a missing request takes the
 /// limit, as the API's defaulting does (static pods included: upstream
@@ -154,24 +154,38 @@ pub fn pod_level(pod: &Pod, limits: bool) -> ResourceList {
     out
 }
 
-fn overhead(pod: &Pod) -> ResourceList {
+/// `spec.overhead` in milli-units.
+pub fn overhead(pod: &Pod) -> ResourceList {
     parse_list(pod.spec.as_ref().and_then(|s| s.overhead.as_ref()))
 }
 
 /// The pod's effective requests in milli-units, overhead included.
 pub fn pod_requests(pod: &Pod) -> ResourceList {
+    let mut reqs = pod_requests_without_overhead(pod);
+    add(&mut reqs, &overhead(pod));
+    reqs
+}
+
+/// upstream PodRequests with ExcludeOverhead: what the pod's containers,
+/// or the pod itself, ask for.
+pub fn pod_requests_without_overhead(pod: &Pod) -> ResourceList {
     let mut reqs = aggregate(pod, container_requests);
     // Pod-level requests replace the containers' sum (upstream PodRequests).
     reqs.extend(pod_level(pod, false));
-    add(&mut reqs, &overhead(pod));
     reqs
+}
+
+/// upstream PodLimits with ExcludeOverhead.
+pub fn pod_limits_without_overhead(pod: &Pod) -> ResourceList {
+    let mut limits = aggregate(pod, container_limits);
+    limits.extend(pod_level(pod, true));
+    limits
 }
 
 /// The pod's effective limits in milli-units; overhead is added only to
 /// resources that have a limit.
 pub fn pod_limits(pod: &Pod) -> ResourceList {
-    let mut limits = aggregate(pod, container_limits);
-    limits.extend(pod_level(pod, true));
+    let mut limits = pod_limits_without_overhead(pod);
     for (k, v) in overhead(pod) {
         if let Some(l) = limits.get_mut(&k) {
             *l += v;

@@ -624,14 +624,6 @@ impl KubeRuntimeManager {
                 pod.full_name()
             );
         }
-        if pod.spec_or_default().overhead.is_some() {
-            // Counted in admission, the pod cgroup and eviction; a VM-based
-            // runtime sizing its sandbox from the CRI does not see it.
-            log::warn!(
-                "pod {}: spec.overhead is not passed to the runtime in the sandbox config",
-                pod.full_name()
-            );
-        }
         let config = sandbox::generate_sandbox_config(pod, attempt, &self.cfg, userns.as_ref());
         std::fs::create_dir_all(&config.log_directory).map_err(|e| {
             SyncError::new(

@@ -26,7 +26,7 @@ pub fn generate_sandbox_config(
 ) -> api::PodSandboxConfig {
     let spec = pod.spec_or_default();
     let host_network = pod.is_host_network();
-    api::PodSandboxConfig {
+    let mut config = api::PodSandboxConfig {
         metadata: Some(api::PodSandboxMetadata {
             name: pod.name().to_string(),
             namespace: pod.namespace().to_string(),
@@ -74,7 +74,11 @@ pub fn generate_sandbox_config(
         })
         .into(),
         ..Default::default()
+    };
+    if let Some(linux) = config.linux.as_mut() {
+        super::sandbox_resources::apply(pod, cfg, linux);
     }
+    config
 }
 
 /// `/var/log/pods/<namespace>_<name>_<uid>`, as upstream.
