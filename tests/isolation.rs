@@ -47,13 +47,14 @@ fn strict_supplemental_groups_are_rejected_where_the_runtime_cannot() {
         "{}",
         pretty_status(&rejected)
     );
-    let events = cl.api.events_for("default", "strict");
-    assert!(
-        events.iter().any(
-            |e| e["reason"] == "SupplementalGroupsPolicyNotSupported" && e["type"] == "Warning"
-        ),
-        "{events:?}"
-    );
+    cl.eventually(secs(10), "the rejection's event", |api| {
+        api.events_for("default", "strict")
+            .iter()
+            .any(|e| {
+                e["reason"] == "SupplementalGroupsPolicyNotSupported" && e["type"] == "Warning"
+            })
+            .then_some(())
+    });
     cl.wait_pod_ready("merge", secs(30));
     let snap = cl.env.snapshot();
     assert!(
@@ -83,13 +84,13 @@ fn recursive_read_only_enabled_is_refused_where_the_runtime_cannot() {
         (w["reason"] == "CreateContainerConfigError").then_some(w)
     });
     assert_eq!(waiting["message"], want);
-    let events = cl.api.events_for("default", "rro-enabled");
-    assert!(
-        events
+    // Events go out through the recorder's thread: the status can be first.
+    cl.eventually(secs(10), "the Failed event", |api| {
+        api.events_for("default", "rro-enabled")
             .iter()
-            .any(|e| e["reason"] == "Failed" && e["message"] == format!("Error: {want}")),
-        "{events:?}"
-    );
+            .any(|e| e["reason"] == "Failed" && e["message"] == format!("Error: {want}"))
+            .then_some(())
+    });
     let ready = cl.wait_pod_ready("rro-ifpossible", secs(30));
     let mounts = &ready["status"]["containerStatuses"][0]["volumeMounts"];
     let v = mounts
