@@ -360,6 +360,8 @@ impl Kubelet {
         }
         let was_down = !self.runtime_state.runtime_errors().is_empty();
         self.runtime_state.update(result);
+        self.runtime
+            .set_runtime_handlers(self.runtime_state.runtime_handlers());
         let errors = self.runtime_state.runtime_errors();
         if was_down && errors.is_empty() {
             log::info!(

@@ -286,6 +286,9 @@ pub struct KubeRuntimeManager {
     memory: crate::cm::memorymanager::MemoryManager,
     allocation: Arc<crate::allocation::Manager>,
     userns: Option<Arc<crate::userns::UsernsManager>>,
+    /// The runtime's handlers as of its last ready CRI Status (the
+    /// kubelet's runtime-status thread keeps them current).
+    runtime_handlers: std::sync::Mutex<Vec<crate::container::RuntimeHandler>>,
 }
 
 /// PLEG's view of the runtime: the inherent methods, which the pod workers
@@ -360,6 +363,7 @@ impl KubeRuntimeManager {
             memory,
             allocation,
             userns,
+            runtime_handlers: std::sync::Mutex::default(),
         }
     }
 

@@ -6,7 +6,6 @@
 
 use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 
-use super::helpers::to_runtime_handler;
 use crate::container::{handler_supports_recursive_read_only, RuntimeHandler};
 use crate::podutil::PodExt;
 
@@ -48,46 +47,43 @@ fn wants_it(c: &Container) -> bool {
 }
 
 impl super::KubeRuntimeManager {
+    /// Keeps the runtime's handlers from its last ready Status (upstream
+    /// reads runtimeState's), so no container start or status asks again.
+    pub fn set_runtime_handlers(&self, handlers: Vec<RuntimeHandler>) {
+        *rkubelet_util::lock(&self.runtime_handlers) = handlers;
+    }
+
     /// Whether the pod's runtime handler supports recursive read-only
-    /// mounts. CRI Status is asked only for a container that wants them;
-    /// a failed lookup or Status is "not supported" (so `Enabled` waits
-    /// for the next sync rather than running without it).
+    /// mounts, for a container that wants them.
     pub(super) fn supports_recursive_read_only(&self, pod: &Pod, c: &Container) -> bool {
         wants_it(c) && self.handler_supports_recursive_read_only(pod)
     }
 
-    /// The same for any container of the pod, for its status's
-    /// `volumeMounts`.
+    /// The same for any container of the pod, ephemeral ones included, for
+    /// its status's `volumeMounts`.
     pub fn pod_supports_recursive_read_only(&self, pod: &Pod) -> bool {
         let spec = pod.spec_or_default();
-        let mut containers = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .chain(spec.containers.iter());
-        containers.any(wants_it) && self.handler_supports_recursive_read_only(pod)
+        let wants = spec.init_containers.iter().flatten().any(wants_it)
+            || spec.containers.iter().any(wants_it)
+            || spec
+                .ephemeral_containers
+                .iter()
+                .flatten()
+                .any(|e| ephemeral_wants_it(e));
+        wants && self.handler_supports_recursive_read_only(pod)
     }
 
+    /// upstream runtimeClassSupportsRecursiveReadOnlyMounts: a handler that
+    /// cannot be looked up supports nothing.
     fn handler_supports_recursive_read_only(&self, pod: &Pod) -> bool {
-        let handler = match self.runtime_handler(pod) {
-            Ok(h) => h,
+        match self.runtime_handler(pod) {
+            Ok(handler) => handler_supports_recursive_read_only(
+                &rkubelet_util::lock(&self.runtime_handlers),
+                &handler,
+            ),
             Err(e) => {
                 log::warn!(
                     "pod {}: failed to look up the runtime handler: {e}",
-                    pod.full_name()
-                );
-                return false;
-            }
-        };
-        match self.runtime.status() {
-            Ok(s) => {
-                let handlers: Vec<RuntimeHandler> =
-                    s.runtime_handlers.iter().map(to_runtime_handler).collect();
-                handler_supports_recursive_read_only(&handlers, &handler)
-            }
-            Err(e) => {
-                log::warn!(
-                    "pod {}: CRI Status for the runtime handler's features: {e}",
                     pod.full_name()
                 );
                 false
@@ -96,10 +92,20 @@ impl super::KubeRuntimeManager {
     }
 }
 
+fn ephemeral_wants_it(e: &k8s_openapi::api::core::v1::EphemeralContainer) -> bool {
+    e.volume_mounts.iter().flatten().any(|m| {
+        matches!(
+            m.recursive_read_only.as_deref(),
+            Some("Enabled" | "IfPossible")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cri::api;
+    use crate::kuberuntime::helpers::to_runtime_handler;
 
     fn vm(mode: &str, ro: bool, prop: Option<&str>) -> VolumeMount {
         VolumeMount {
