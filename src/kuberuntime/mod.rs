@@ -428,7 +428,11 @@ impl KubeRuntimeManager {
 
         if plan.kill_pod {
             if plan.create_sandbox && plan.attempt > 0 {
-                if self.sandbox_still_current(pod) {
+                if let Some(fresh) = self.sandbox_still_current(pod) {
+                    // The sandbox stands: the sync goes on from what the
+                    // runtime says now (it cannot come back here, as that
+                    // status has the sandbox unchanged).
+                    errors.extend(self.sync_pod_steps(pod, &fresh, probes, started));
                     return errors;
                 }
                 self.recorder.pod_event(

@@ -241,12 +241,13 @@ impl super::KubeRuntimeManager {
     /// healthy sandbox as not ready, and a pod worker can act on that
     /// status after a long volume wait, once the runtime is back.
     /// Recreating the sandbox would restart every container of the pod, so
-    /// the runtime's answer now decides; an inspection that fails keeps the
-    /// decision. Whether it stands or not is logged with what was seen.
-    pub(super) fn sandbox_still_current(&self, pod: &Pod) -> bool {
-        let Ok(now) = self.get_pod_status(pod.uid(), pod.name(), pod.namespace()) else {
-            return false;
-        };
+    /// the runtime's answer now decides: the status it gives when the
+    /// sandbox stands, `None` when it is recreated (or the inspection
+    /// failed). Either way what was seen is logged.
+    pub(super) fn sandbox_still_current(&self, pod: &Pod) -> Option<crate::container::PodStatus> {
+        let now = self
+            .get_pod_status(pod.uid(), pod.name(), pod.namespace())
+            .ok()?;
         let changed = super::actions::sandbox_changed(pod, &now).0;
         let seen: Vec<String> = now
             .sandboxes
@@ -258,13 +259,13 @@ impl super::KubeRuntimeManager {
                 "pod {}: sandbox changed, recreated; the runtime has {seen:?}",
                 pod.full_name()
             );
-        } else {
-            log::info!(
-                "pod {}: the status read said the sandbox changed; the runtime now has {seen:?}: kept",
-                pod.full_name()
-            );
+            return None;
         }
-        !changed
+        log::info!(
+            "pod {}: the status read said the sandbox changed; the runtime now has {seen:?}: kept",
+            pod.full_name()
+        );
+        Some(now)
     }
 }
 
