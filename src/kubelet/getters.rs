@@ -110,11 +110,19 @@ impl Kubelet {
     /// kubelet's claim, on another runtime).
     pub(super) fn node_for_admission(&self) -> Option<Node> {
         let mut node = self.node_any_way()?;
-        let features = self.runtime_state.runtime_features();
-        let status = node.status.get_or_insert_with(Default::default);
-        status.features = features.map(|f| k8s_openapi::api::core::v1::NodeFeatures {
-            supplemental_groups_policy: Some(f.supplemental_groups_policy),
+        let features = self.runtime_state.runtime_features().map(|f| {
+            k8s_openapi::api::core::v1::NodeFeatures {
+                supplemental_groups_policy: Some(f.supplemental_groups_policy),
+            }
         });
+        if let Some(status) = node.status.as_mut() {
+            status.features = features;
+        } else if features.is_some() {
+            node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+                features,
+                ..Default::default()
+            });
+        }
         Some(node)
     }
 }

@@ -50,7 +50,7 @@ impl Kubelet {
         }
         let allocated = self.allocation.allocated_pod(pod);
         let others = self.allocated_active_pods();
-        let node = self.node_any_way();
+        let node = self.node_for_admission();
         let limits = NodeLimits {
             node: node.as_ref(),
             max_pods: self.settings.max_pods as i64,
