@@ -29,7 +29,9 @@ struct Inner {
     /// is known not to exist as of then.
     timestamp: Option<Instant>,
     /// A relist failed since: the runtime went away (restarting), and what
-    /// was inspected as it went may say what it no longer holds.
+    /// was inspected as it went may say what it no longer holds. (A relist
+    /// that completed as it went is only caught if a worker has not taken
+    /// its answer yet; the sandbox re-check covers the rest.)
     stale: bool,
 }
 

@@ -284,12 +284,7 @@ pub(super) fn linux_resources(
     }
     r.hugepage_limits = super::hugepages::limits(&cfg.hugepage_sizes, pod, container);
     cfg.swap.apply(pod, container, &mut r);
-    if cfg.oom_group_kill {
-        r.unified.insert(
-            super::oom_group::MEMORY_OOM_GROUP.to_string(),
-            "1".to_string(),
-        );
-    }
+    super::oom_group::apply(cfg, &mut r);
     r
 }
 

@@ -24,6 +24,15 @@ pub fn group_kill(single_process_oom_kill: Option<bool>, cgroup_v2: bool) -> Res
     }
 }
 
+/// Sets the knob in a container's or the sandbox's resources where group
+/// kill is on.
+pub fn apply(cfg: &super::RuntimeManagerConfig, r: &mut crate::cri::api::LinuxContainerResources) {
+    if cfg.oom_group_kill {
+        r.unified
+            .insert(MEMORY_OOM_GROUP.to_string(), "1".to_string());
+    }
+}
+
 /// The unified hierarchy is mounted at /sys/fs/cgroup.
 pub fn cgroup_v2() -> bool {
     Path::new("/sys/fs/cgroup/cgroup.controllers").exists()

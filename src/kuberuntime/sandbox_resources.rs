@@ -51,12 +51,7 @@ fn calculate(
         r.cpu_period = cfg.cpu_cfs_quota_period_us;
         r.cpu_quota = milli_cpu_to_quota(cpu_limit, cfg.cpu_cfs_quota_period_us);
     }
-    if cfg.oom_group_kill {
-        r.unified.insert(
-            super::oom_group::MEMORY_OOM_GROUP.to_string(),
-            "1".to_string(),
-        );
-    }
+    super::oom_group::apply(cfg, &mut r);
     r
 }
 
