@@ -69,7 +69,7 @@ impl super::KubeRuntimeManager {
                 .ephemeral_containers
                 .iter()
                 .flatten()
-                .any(|e| ephemeral_wants_it(e));
+                .any(ephemeral_wants_it);
         wants && self.handler_supports_recursive_read_only(pod)
     }
 
