@@ -22,7 +22,10 @@ type Log = Arc<Mutex<Vec<String>>>;
 /// `dp-*` a device plugin, anything else a type nobody handles. A name
 /// with `flaky` cannot be dialled the first time, and fails GetInfo the
 /// second; one with `dead` can never be dialled.
-struct FakeDialer(Log);
+struct FakeDialer(Log, DialTimes);
+
+/// When each socket was dialled.
+type DialTimes = Arc<Mutex<Vec<(String, Instant)>>>;
 
 struct FakeClient {
     name: String,
@@ -39,6 +42,7 @@ impl PluginDialer for FakeDialer {
         let name = socket.file_stem().unwrap().to_string_lossy().into_owned();
         let mut log = self.0.lock().unwrap();
         log.push(format!("dial {name}"));
+        self.1.lock().unwrap().push((name.clone(), Instant::now()));
         let attempt = log.iter().filter(|l| **l == format!("dial {name}")).count();
         if name.contains("dead") || (name.contains("flaky") && attempt == 1) {
             return Err(PluginManagerError::Dial {
@@ -122,6 +126,7 @@ impl PluginHandler for FakeHandler {
 struct Running {
     root: TempDir,
     log: Log,
+    dial_times: DialTimes,
     stop: rkubelet_util::shutdown::Trigger,
     worker: crate::util::worker::Worker,
 }
@@ -136,6 +141,15 @@ impl Running {
         log.iter()
             .filter(|l| l.starts_with(prefix))
             .cloned()
+            .collect()
+    }
+
+    fn dials(&self, name: &str) -> Vec<Instant> {
+        let times = self.dial_times.lock().unwrap();
+        times
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|t| t.1)
             .collect()
     }
 
@@ -161,7 +175,9 @@ impl Running {
 /// Starts the manager on `root` (whatever is already in it stays).
 fn run_in(root: TempDir) -> Running {
     let log = Log::default();
-    let mut reconciler = Reconciler::new(Box::new(FakeDialer(log.clone())));
+    let dial_times = DialTimes::default();
+    let dialer = FakeDialer(log.clone(), dial_times.clone());
+    let mut reconciler = Reconciler::new(Box::new(dialer));
     let failures = log.clone();
     reconciler.on_failure(Box::new(move |msg| {
         failures.lock().unwrap().push(format!("failure {msg}"));
@@ -173,6 +189,7 @@ fn run_in(root: TempDir) -> Running {
     Running {
         root,
         log,
+        dial_times,
         stop,
         worker,
     }
@@ -311,16 +328,20 @@ fn a_socket_that_never_answers_is_backed_off() {
     let m = run();
     eventually("the registry dir", || m.registry().is_dir());
     bind(&m.registry().join("csi-dead.sock"));
-    std::thread::sleep(Duration::from_millis(3500));
-    let dials = m.lines("dial csi-dead").len();
-    // Tries at about 0, 1 and 2 s (the 1 s rounds), then not before 4 s:
-    // every round would have been 4.
+    // Delays of 0.5, 1 and 2 s after the first three failures, checked in
+    // 1 s rounds: the fourth try comes at least 2 s after the third, where
+    // a try every round would come 1 s after. A loaded machine only
+    // stretches the gaps, so only their lower bounds are asserted.
+    eventually("four tries", || m.dials("csi-dead").len() >= 4);
+    let at = m.dials("csi-dead");
     assert!(
-        (2..=3).contains(&dials),
-        "{dials} dials in 3.5 s: {:?}",
-        m.lines("dial")
+        at[3] - at[2] >= Duration::from_secs(2),
+        "tries at {at:?}: the fourth within 2 s of the third"
     );
-    assert_eq!(m.lines("failure").len(), dials);
+    assert!(at[3] - at[2] > at[1] - at[0], "growing gaps: {at:?}");
+    eventually("a failure reported per try", || {
+        m.lines("failure").len() == 4
+    });
     assert!(
         m.lines("failure")[0].contains("csi-dead.sock"),
         "{:?}",
@@ -395,7 +416,9 @@ fn a_plugin_refused_after_validation_leaves_no_retry_to_wake_for() {
     let socket = root.path().join("csi-refused.sock");
     bind(&socket);
     let log = Log::default();
-    let mut reconciler = Reconciler::new(Box::new(FakeDialer(log.clone())));
+    let dial_times = DialTimes::default();
+    let dialer = FakeDialer(log.clone(), dial_times.clone());
+    let mut reconciler = Reconciler::new(Box::new(dialer));
     reconciler.add_handler(CSI_PLUGIN, Arc::new(FakeHandler(log.clone())));
     let mut desired = DesiredStateOfWorld::default();
     desired.add_or_update(&socket);
