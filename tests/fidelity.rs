@@ -34,12 +34,14 @@ use common::cluster::*;
 use common::fidelity::*;
 use common::*;
 
-/// How long all pods together may take to reach upstream's states.
-const DEADLINE: Duration = Duration::from_secs(75);
+/// How long all pods together may take to reach upstream's states. A pod
+/// that matches ends its wait at once; the bound is for a machine that
+/// `make test` shares with the VM suites, where 75 s was once too short.
+const DEADLINE: Duration = Duration::from_secs(150);
 /// How long a pod that reached upstream's state (phase, container states,
 /// readiness) may still differ before its differences are final: a later
-/// status PATCH may complete it.
-const SETTLE: Duration = Duration::from_secs(5);
+/// status PATCH may complete it (on a loaded machine, seconds later).
+const SETTLE: Duration = Duration::from_secs(15);
 
 // --- the fixtures ------------------------------------------------------------------
 
