@@ -23,6 +23,7 @@ const PROTO_DIR: &str = "../../protos";
 const APIS: &[(&str, &str)] = &[
     ("csi/v1", "csi_v1"),
     ("deviceplugin/v1beta1", "deviceplugin_v1beta1"),
+    ("dra/v1", "dra_v1"),
     ("pluginregistration/v1", "pluginregistration_v1"),
     ("podresources/v1", "podresources_v1"),
 ];

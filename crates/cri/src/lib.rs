@@ -61,6 +61,20 @@ pub mod deviceplugin {
     }
 }
 
+#[allow(clippy::all, unused_qualifications, missing_docs)]
+mod generated_dra_v1 {
+    include!(concat!(env!("OUT_DIR"), "/dra_v1/mod.rs"));
+}
+
+/// The DRA plugin API (upstream `pkg/apis/dra`): served by each DRA driver
+/// on the endpoint it registered.
+pub mod dra {
+    /// v1; v1beta1 is the same messages under another service name.
+    pub mod v1 {
+        pub use crate::generated_dra_v1::{api, api_grpc};
+    }
+}
+
 /// The plugin registration API the plugin manager dials (upstream
 /// `pkg/apis/pluginregistration`).
 pub mod pluginregistration {
