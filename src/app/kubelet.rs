@@ -112,7 +112,7 @@ pub(super) fn new_main_kubelet(
         &settings.root_dir,
         &runtime,
         recorder,
-        (&pod_workers, &node_status_kick),
+        (&pod_workers, &node_status_kick, client),
     )?;
     let allocatable = volumes::node_allocatable(&settings.root_dir, cm.machine_memory);
     let node_object: Arc<RwLock<Option<Node>>> = Arc::new(RwLock::new(None));
@@ -164,6 +164,7 @@ pub(super) fn new_main_kubelet(
             Arc::new(move |uid| workers.wake_pod(uid))
         },
         devices: Some(cm.devices.clone()),
+        dra: Some(cm.dra.clone()),
         cpus: cm.cpu.clone(),
         memory: cm.memory.clone(),
         allocation: Arc::clone(&allocation),
@@ -242,6 +243,7 @@ pub(super) fn new_main_kubelet(
             node_shutdown: crate::nodeshutdown::Manager::from_config(config),
             registrars: volume_deps.registrars.clone(),
             device_manager: cm.devices,
+            dra_manager: cm.dra,
             cpu_manager: cm.cpu.clone(),
             memory_manager: cm.memory.clone(),
             topology_manager,
@@ -271,6 +273,7 @@ struct ContainerManagers {
     cpu: CpuManager,
     memory: MemoryManager,
     devices: DeviceManager,
+    dra: crate::cm::dra::DraManager,
     numa_nodes: Vec<u32>,
     /// None when cgroupsPerQOS is off.
     pods: Option<Arc<ContainerManager>>,
@@ -285,7 +288,7 @@ fn container_managers(
     root_dir: &std::path::Path,
     runtime: &Arc<RemoteRuntime>,
     recorder: &Arc<dyn EventRecorder>,
-    (pod_workers, node_status_kick): (&Arc<PodWorkers>, &Sender<()>),
+    (pod_workers, node_status_kick, client): (&Arc<PodWorkers>, &Sender<()>, Option<&Client>),
 ) -> anyhow::Result<ContainerManagers> {
     let sysfs = std::path::Path::new("/sys");
     let machine_memory = machine_memory();
@@ -321,11 +324,24 @@ fn container_managers(
             },
         )
     };
+    let dra = {
+        let workers = Arc::clone(pod_workers);
+        crate::cm::dra::DraManager::new(
+            root_dir,
+            crate::cm::dra::DraManagerDeps {
+                grpc_env: Arc::clone(runtime.grpc_env()),
+                client: client.cloned(),
+                on_prepared: Arc::new(move |uid| workers.wake_pod(uid)),
+            },
+        )
+        .context("start the DRA manager")?
+    };
     Ok(ContainerManagers {
         machine_memory,
         cpu,
         memory,
         devices,
+        dra,
         numa_nodes,
         pods,
     })

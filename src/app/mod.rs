@@ -308,6 +308,7 @@ fn start_resource_managers(
         device_manager.clone(),
         cpu_manager.clone(),
         memory_manager.clone(),
+        kubelet.dra_manager().clone(),
     )
     .inspect_err(|e| log::error!("{e}; continuing without the pod resources API"))
     .ok();
@@ -365,10 +366,14 @@ fn start_plugin_manager(
     recorder: &Arc<dyn crate::events::EventRecorder>,
     shutdown: &Shutdown,
 ) -> anyhow::Result<Worker> {
-    use crate::pluginmanager::{GrpcDialer, Reconciler, CSI_PLUGIN, DEVICE_PLUGIN};
+    use crate::pluginmanager::{GrpcDialer, Reconciler, CSI_PLUGIN, DEVICE_PLUGIN, DRA_PLUGIN};
     let dialer = GrpcDialer::new(Arc::clone(device_manager.grpc_env()));
     let mut reconciler = Reconciler::new(Box::new(dialer));
     reconciler.add_handler(DEVICE_PLUGIN, Arc::new(device_manager.watcher_handler()));
+    reconciler.add_handler(
+        DRA_PLUGIN,
+        Arc::new(kubelet.dra_manager().registration_handler()),
+    );
     if let Some(csi) = csi {
         reconciler.add_handler(
             CSI_PLUGIN,

@@ -66,6 +66,10 @@ impl Kubelet {
         &self.device_manager
     }
 
+    pub fn dra_manager(&self) -> &crate::cm::dra::DraManager {
+        &self.dra_manager
+    }
+
     pub fn eviction(&self) -> &Arc<crate::eviction::Manager> {
         &self.eviction
     }

@@ -133,6 +133,8 @@ pub struct Kubelet {
     node_shutdown: Arc<crate::nodeshutdown::Manager>,
     /// Device plugins: their admission rule and node capacity.
     device_manager: crate::cm::devicemanager::DeviceManager,
+    /// ResourceClaims: unprepared once no active pod uses them.
+    dra_manager: crate::cm::dra::DraManager,
     /// Exclusive CPUs: their stale assignments (housekeeping).
     cpu_manager: crate::cm::cpumanager::CpuManager,
     /// Memory blocks: their stale assignments (housekeeping).
@@ -164,6 +166,7 @@ pub struct Managers {
     /// managers.
     pub registrars: Vec<Arc<dyn crate::pod::PodRegistrar>>,
     pub device_manager: crate::cm::devicemanager::DeviceManager,
+    pub dra_manager: crate::cm::dra::DraManager,
     pub cpu_manager: crate::cm::cpumanager::CpuManager,
     pub memory_manager: crate::cm::memorymanager::MemoryManager,
     pub topology_manager: Arc<crate::cm::topologymanager::TopologyManager>,
@@ -236,6 +239,7 @@ impl Kubelet {
             node_shutdown,
             registrars,
             device_manager,
+            dra_manager,
             cpu_manager,
             memory_manager,
             topology_manager,
@@ -287,6 +291,7 @@ impl Kubelet {
             stats_provider,
             node_shutdown,
             device_manager,
+            dra_manager,
             cpu_manager,
             memory_manager,
             topology_manager,

@@ -234,6 +234,8 @@ pub struct RuntimeDeps {
     pub on_container_stopped: killer::OnStopped,
     /// What device plugins give each container; None in tests.
     pub devices: Option<crate::cm::devicemanager::DeviceManager>,
+    /// The pods' ResourceClaims; None in tests.
+    pub dra: Option<crate::cm::dra::DraManager>,
     /// Each container's CPU set (the CPU manager's static policy).
     pub cpus: crate::cm::cpumanager::CpuManager,
     /// Each container's memory nodes (the memory manager's Static policy).
@@ -282,6 +284,7 @@ pub struct KubeRuntimeManager {
     /// RuntimeClass -> handler, with an API server; None in standalone mode.
     runtime_classes: Option<Arc<crate::runtimeclass::Manager>>,
     devices: Option<crate::cm::devicemanager::DeviceManager>,
+    dra: Option<crate::cm::dra::DraManager>,
     cpus: crate::cm::cpumanager::CpuManager,
     memory: crate::cm::memorymanager::MemoryManager,
     allocation: Arc<crate::allocation::Manager>,
@@ -324,6 +327,7 @@ impl KubeRuntimeManager {
             on_image_pulled,
             on_container_stopped,
             devices,
+            dra,
             cpus,
             memory,
             allocation,
@@ -359,6 +363,7 @@ impl KubeRuntimeManager {
             hook_runner: Arc::default(),
             runtime_classes,
             devices,
+            dra,
             cpus,
             memory,
             allocation,
@@ -584,18 +589,7 @@ impl KubeRuntimeManager {
     }
 
     fn create_sandbox(&self, pod: &Pod, attempt: u32) -> Result<(String, Vec<String>), SyncError> {
-        // Upstream SyncPod prepares the pod's claimed devices first; the pod
-        // waits (ContainerCreating) until they are.
-        if let Err(e) = crate::cm::dra::prepare_resources(pod) {
-            let msg = format!("Failed to prepare dynamic resources: {e}");
-            self.recorder.pod_event(
-                pod,
-                EventType::Warning,
-                crate::cm::dra::FAILED_PREPARE_DYNAMIC_RESOURCES,
-                &msg,
-            );
-            return Err(SyncError::new(None, "CreatePodSandboxError", msg));
-        }
+        self.prepare_dynamic_resources(pod)?;
         // Upstream: the event carries the error, the pod's status the
         // longer message createPodSandbox builds.
         let fail = |err: String| {

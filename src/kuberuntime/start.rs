@@ -122,6 +122,7 @@ impl KubeRuntimeManager {
             })
             .map_err(|e| self.config_error(t.pod, c, e.to_string()))?;
         let mut config = container::with_devices(config, devices);
+        config.cdi_devices = self.cdi_devices(t.pod, c)?;
         // upstream PreCreateContainer: the CPU and memory managers' sets
         let cpus = self.cpus.container_cpuset(t.pod.uid(), &c.name);
         let mems = self.memory.container_cpuset_mems(t.pod.uid(), &c.name);
@@ -224,6 +225,54 @@ impl KubeRuntimeManager {
             }
             DeviceWait::Failed(why) => self.config_error(pod, c, why),
         })
+    }
+
+    /// Upstream PrepareDynamicResources, before the pod's sandbox: while
+    /// the drivers prepare its claims the pod waits as `ContainerCreating`
+    /// (their answer wakes it); a failure is upstream's event, and the
+    /// pod's next sync tries again.
+    pub(super) fn prepare_dynamic_resources(&self, pod: &Pod) -> Result<(), SyncError> {
+        use crate::cm::dra::{PrepareWait, FAILED_PREPARE_DYNAMIC_RESOURCES};
+        let Some(dra) = &self.dra else {
+            return Ok(());
+        };
+        match dra.prepare_resources(pod) {
+            Ok(()) => Ok(()),
+            Err(PrepareWait::Pending) => {
+                let msg = "waiting for the DRA drivers to prepare the pod's ResourceClaims";
+                let mut e = SyncError::new(None, "CreatePodSandboxError", msg);
+                e.retry_after = Some(DEVICE_WAIT_RETRY);
+                Err(e)
+            }
+            Err(PrepareWait::Failed(why)) => {
+                let msg = format!("Failed to prepare dynamic resources: {why}");
+                self.recorder.pod_event(
+                    pod,
+                    EventType::Warning,
+                    FAILED_PREPARE_DYNAMIC_RESOURCES,
+                    &msg,
+                );
+                Err(SyncError::new(None, "CreatePodSandboxError", msg))
+            }
+        }
+    }
+
+    /// The CDI devices of the claims the container uses (upstream
+    /// GetResources' CDIDevices), for CRI `cdi_devices`.
+    fn cdi_devices(&self, pod: &Pod, c: &Container) -> Result<Vec<api::CDIDevice>, SyncError> {
+        let Some(dra) = &self.dra else {
+            return Ok(Vec::new());
+        };
+        let ids = dra
+            .cdi_devices(pod, c)
+            .map_err(|why| self.config_error(pod, c, why))?;
+        Ok(ids
+            .into_iter()
+            .map(|name| api::CDIDevice {
+                name,
+                ..Default::default()
+            })
+            .collect())
     }
 
     /// Upstream's ErrCreateContainerConfig: the container waits with the

@@ -36,6 +36,8 @@ pub(crate) const DEPRECATED_PLUGINS_DIR: &str = "plugins";
 pub(crate) const DEVICE_PLUGIN: &str = "DevicePlugin";
 /// The plugin type of CSI drivers, handled by the CSI volume plugin.
 pub(crate) const CSI_PLUGIN: &str = "CSIPlugin";
+/// The plugin type of DRA drivers, handled by the DRA manager.
+pub(crate) const DRA_PLUGIN: &str = "DRAPlugin";
 
 /// The longest one wait lasts when nothing is due. Both registries'
 /// events and shutdown (all in the same poll) end it at once, and a retry

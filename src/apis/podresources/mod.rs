@@ -1,7 +1,8 @@
 //! The pod resources API v1 (upstream `pkg/kubelet/apis/podresources`):
 //! served on `<root-dir>/pod-resources/kubelet.sock`, it tells monitoring
 //! agents which devices (and, with a CPU or memory manager, which CPUs and
-//! memory) each container of each pod holds, and which the node has.
+//! memory) each container of each pod holds, and which the node has; and
+//! the ResourceClaims each container uses, with the devices DRA prepared.
 //!
 //! The handlers run on the shared gRPC completion-queue thread
 //! (`grpc-cq-0`) and only read: the pod list and the device
@@ -15,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::cm::cpumanager::CpuManager;
 use crate::cm::devicemanager::{DeviceManager, Devices};
+use crate::cm::dra::{ContainerClaim, DraManager};
 use crate::cm::memorymanager::{state::Block, MemoryManager};
 use crate::cri::podresources::v1::api;
 use crate::cri::podresources::v1::api_grpc::{
@@ -51,6 +53,7 @@ struct Providers {
     devices: DeviceManager,
     cpus: CpuManager,
     memory: MemoryManager,
+    dra: DraManager,
 }
 
 /// Serves the API until the returned server is dropped. A stale socket of
@@ -62,6 +65,7 @@ pub fn serve(
     devices: DeviceManager,
     cpus: CpuManager,
     memory: MemoryManager,
+    dra: DraManager,
 ) -> Result<Server, PodResourcesError> {
     let dir = root_dir.join(POD_RESOURCES_DIR);
     std::fs::create_dir_all(&dir).map_err(|source| PodResourcesError::Dir {
@@ -82,6 +86,7 @@ pub fn serve(
         devices,
         cpus,
         memory,
+        dra,
     };
     let (p1, p2, p3) = (p.clone(), p.clone(), p);
     let service = ServiceBuilder::new()
@@ -170,6 +175,7 @@ fn pod_resources(p: &Providers, pod: &Pod) -> api::PodResources {
                 .collect(),
             cpu_ids: p.cpus.exclusive_cpus(pod.uid(), &c.name),
             memory: container_memory(p.memory.container_memory(pod.uid(), &c.name)),
+            dynamic_resources: dynamic_resources(p.dra.container_claims(pod, c)),
             ..Default::default()
         })
         .collect();
@@ -179,6 +185,37 @@ fn pod_resources(p: &Providers, pod: &Pod) -> api::PodResources {
         containers,
         ..Default::default()
     }
+}
+
+/// The claims a container uses, as upstream's DynamicResources.
+fn dynamic_resources(claims: Vec<ContainerClaim>) -> Vec<api::DynamicResource> {
+    claims
+        .into_iter()
+        .map(|c| api::DynamicResource {
+            claim_name: c.name,
+            claim_namespace: c.namespace,
+            claim_resources: c
+                .devices
+                .into_iter()
+                .map(|(driver, d)| api::ClaimResource {
+                    cdi_devices: d
+                        .cdi_device_ids
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|name| api::CDIDevice {
+                            name,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    driver_name: driver,
+                    pool_name: d.pool_name,
+                    device_name: d.device_name,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect()
 }
 
 /// Memory blocks as the API lists them (upstream containerMemoryFromBlock).
