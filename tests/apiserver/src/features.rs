@@ -16,17 +16,24 @@
 //! * `InPlacePodVerticalScalingAllocatedStatus`: alpha and off in 1.32 only
 //!   (deprecated and unused from 1.33): in 1.32 the container statuses'
 //!   `allocatedResources` survive a write only with both gates on.
+//! * `DynamicResourceAllocation` (KEP-4381): beta and off in 1.32 and 1.33,
+//!   GA in 1.34. With it on, 1.32 and 1.33 serve `resource.k8s.io/v1beta1`
+//!   ResourceClaims (a real server also needs `--runtime-config
+//!   resource.k8s.io/v1beta1=true`, which the double takes as implied);
+//!   1.34 serves `resource.k8s.io/v1` whatever the gate.
 
 use crate::version::Version;
 
 pub const IN_PLACE_POD_VERTICAL_SCALING: &str = "InPlacePodVerticalScaling";
 pub const IN_PLACE_ALLOCATED_STATUS: &str = "InPlacePodVerticalScalingAllocatedStatus";
+pub const DYNAMIC_RESOURCE_ALLOCATION: &str = "DynamicResourceAllocation";
 
 /// The gates set on the command line; `None` is the release's default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FeatureGates {
     in_place: Option<bool>,
     allocated_status: Option<bool>,
+    dra: Option<bool>,
 }
 
 /// The release and gates a request is answered as: what every
@@ -68,6 +75,7 @@ impl FeatureGates {
         match name {
             IN_PLACE_POD_VERTICAL_SCALING => self.in_place = Some(on),
             IN_PLACE_ALLOCATED_STATUS => self.allocated_status = Some(on),
+            DYNAMIC_RESOURCE_ALLOCATION => self.dra = Some(on),
             other => return Err(format!("unrecognized feature gate: {other}")),
         }
         Ok(())
@@ -78,6 +86,7 @@ impl FeatureGates {
         let set = [
             (IN_PLACE_POD_VERTICAL_SCALING, self.in_place, 27),
             (IN_PLACE_ALLOCATED_STATUS, self.allocated_status, 32),
+            (DYNAMIC_RESOURCE_ALLOCATION, self.dra, 26),
         ];
         for (name, value, since) in set {
             if value.is_some() && !v.at_least(since) {
@@ -93,6 +102,12 @@ impl FeatureGates {
     /// before 1.27 (the gate does not exist there).
     pub fn in_place_resize(&self, v: Version) -> bool {
         v.at_least(27) && self.in_place.unwrap_or(v.at_least(33))
+    }
+
+    /// DynamicResourceAllocation: set, or on from 1.34 (GA); 1.26 to 1.33
+    /// had the older API versions the double does not serve before 1.32.
+    pub fn dynamic_resource_allocation(&self, v: Version) -> bool {
+        v.at_least(26) && (v.at_least(34) || self.dra.unwrap_or(false))
     }
 
     /// Whether container statuses keep `allocatedResources`: with

@@ -258,6 +258,28 @@ pub static RESOURCES: &[ResourceDef] = &[
         "runtimeclasses.node.k8s.io"
     ),
     res!(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaims",
+        "ResourceClaim",
+        true,
+        true,
+        &[],
+        &[],
+        "resourceclaims.resource.k8s.io"
+    ),
+    res!(
+        "resource.k8s.io",
+        "v1beta1",
+        "resourceclaims",
+        "ResourceClaim",
+        true,
+        true,
+        &[],
+        &[],
+        "resourceclaims.resource.k8s.io"
+    ),
+    res!(
         "certificates.k8s.io",
         "v1",
         "certificatesigningrequests",

@@ -419,7 +419,7 @@ fn authorize(
 /// (an older one answers 404 for what it lacks).
 fn served(emu: &crate::features::Emulation, route: &Route) -> bool {
     let v = emu.version;
-    v.serves(route.def)
+    v.serves_with(&emu.gates, route.def)
         && route
             .sub
             .as_deref()

@@ -152,7 +152,18 @@ impl Version {
     /// went GA before 1.22, so this is true across the range; the table
     /// keeps it honest when a newer one is added.
     pub fn serves(self, def: &ResourceDef) -> bool {
-        self.at_least(served_since(def.group, def.version))
+        self.serves_with(&FeatureGates::default(), def)
+    }
+
+    /// [`Version::serves`] with `--feature-gates`: the DRA group's beta
+    /// version only while its gate is on, and only until v1 replaced it.
+    pub fn serves_with(self, gates: &FeatureGates, def: &ResourceDef) -> bool {
+        match (def.group, def.version) {
+            ("resource.k8s.io", "v1beta1") => {
+                (32..=33).contains(&self.minor) && gates.dynamic_resource_allocation(self)
+            }
+            _ => self.at_least(served_since(def.group, def.version)),
+        }
     }
 
     /// Whether the release, with its default feature gates, serves a
@@ -250,9 +261,8 @@ fn served_since(group: &str, version: &str) -> u32 {
         ("events.k8s.io", "v1") | ("certificates.k8s.io", "v1") => 19,
         // RuntimeClass v1: 1.20.
         ("node.k8s.io", "v1") => 20,
-        // resource.k8s.io/v1 (DRA) is GA in 1.34 (v1beta1/v1beta2 before,
-        // off by default as every beta API since 1.24); the double does not
-        // implement the group.
+        // resource.k8s.io/v1 (DRA) is GA in 1.34; v1beta1 (1.32, 1.33) is
+        // off by default as every beta API since 1.24 (see `serves_with`).
         ("resource.k8s.io", "v1") => 34,
         _ => 0,
     }
