@@ -45,7 +45,9 @@ packages() {
         jq
     )
     case $1 in
-    trixie) p+=(crun) ;;
+    # crun; and the DRA driver peer (tests/plugins/draplugin.py): Python's
+    # gRPC and protoc, for the CDI case containerd 1.7 can run.
+    trixie) p+=(crun python3-grpcio python3-protobuf protobuf-compiler) ;;
     esac
     local IFS=,
     echo "${p[*]}"

@@ -57,6 +57,11 @@ for line in sys.stdin:
     cp "$cache/busybox.tar" "$cache/pause.tar" "$payload/images/"
     cp tests/vm/guest/*.sh "$payload/"
     chmod +x "$payload/run.sh"
+    # The DRA driver peer and the protos it is written to (case_dra).
+    mkdir -p "$payload/tests/plugins" "$payload/protos"
+    cp tests/plugins/draplugin.py tests/plugins/peerlib.py tests/plugins/system_python.py \
+        "$payload/tests/plugins/"
+    cp -r protos/dra protos/pluginregistration "$payload/protos/"
 }
 
 # boot ROW: the release and kernel arguments of a row.

@@ -455,3 +455,68 @@ swap_limited_checks() {
     check swap/besteffort-none 0 \
         "$(cg "$(container_cgroup "$be" "$(container_id swbe)")/memory.swap.max")"
 }
+
+# DRA on containerd 1.7 (trixie), which applies CDI: the driver peer
+# (tests/plugins/draplugin.py) registers through plugins_registry and
+# writes a CDI spec for each claim it prepares; the test allocates and
+# reserves the claim as the scheduler would and binds the pod. The
+# container sees the device node and the environment the spec names, and
+# the claim is given back once the pod is gone.
+case_dra() {
+    local dir=$R/dra-$DRIVER claim_uid pod_uid
+    mkdir -p "$dir"
+    python3 "$P/tests/plugins/draplugin.py" --registry /var/lib/kubelet/plugins_registry \
+        --endpoint /run/dra-gpu.sock --cdi-dir /var/run/cdi --log "$dir/calls.jsonl" \
+        2>"$dir/stderr.log" &
+    local peer=$!
+    registered() { grep -q '"plugin_registered": true' "$dir/calls.jsonl"; }
+    if ! wait_for 60 "the DRA driver registered" registered; then
+        not_ok dra-driver-registered "$(tail -n 5 "$dir/stderr.log")"
+        kill "$peer" 2>/dev/null
+        return
+    fi
+    ok dra-driver-registered
+    k create --validate=false -f - >/dev/null <<'JSON'
+{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+ "metadata": {"name": "gpu", "namespace": "default"},
+ "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}
+JSON
+    local script='echo claim=$DRA_CLAIM; test -c /dev/dra-gpu && echo device=yes; exec sleep 3600'
+    k create --validate=false -f - >/dev/null <<JSON
+{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dra", "namespace": "default"},
+ "spec": {"terminationGracePeriodSeconds": 2,
+  "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+  "containers": [{"name": "c", "image": "docker.io/library/busybox:1.36",
+    "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", "$script"],
+    "resources": {"claims": [{"name": "gpu"}]}}]}}
+JSON
+    claim_uid=$(jp resourceclaim/gpu '{.metadata.uid}')
+    pod_uid=$(pod_uid dra)
+    k patch resourceclaim gpu --subresource status --type merge -p "{\"status\": {
+        \"allocation\": {\"devices\": {\"results\": [{\"request\": \"gpu\", \"driver\": \"gpu.example.com\", \"pool\": \"pool-0\", \"device\": \"dev-0\"}]}},
+        \"reservedFor\": [{\"resource\": \"pods\", \"name\": \"dra\", \"uid\": \"$pod_uid\"}]}}" >/dev/null
+    k create --raw /api/v1/namespaces/default/pods/dra/binding -f - >/dev/null <<JSON
+{"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "dra", "namespace": "default"},
+ "target": {"apiVersion": "v1", "kind": "Node", "name": "$NODE"}}
+JSON
+    if ! wait_for 120 "pod dra Running" pod_running dra; then
+        not_ok dra-pod-running "$(jp pod/dra '{.status}'); $(tail -n 3 "$dir/stderr.log")"
+    else
+        ok dra-pod-running
+        local logs=""
+        seen() { logs=$(k logs dra 2>/dev/null); [[ $logs == *device=* ]]; }
+        wait_for 30 "the container's output" seen
+        check dra-cdi-env "claim=default/gpu" "$(head -n 1 <<<"$logs")"
+        check dra-cdi-device-node "device=yes" "$(sed -n 2p <<<"$logs")"
+    fi
+    k delete pod dra --grace-period=1 --wait=false >/dev/null 2>&1
+    unprepared() { grep -q '"rpc": "NodeUnprepareResources"' "$dir/calls.jsonl"; }
+    if wait_for 90 "the claim unprepared" unprepared; then
+        check dra-cdi-spec-removed "" "$(ls /var/run/cdi/*"$claim_uid"* 2>/dev/null)"
+    else
+        not_ok dra-claim-unprepared "no NodeUnprepareResources call"
+    fi
+    kill "$peer" 2>/dev/null
+    wait "$peer" 2>/dev/null
+    k delete resourceclaim gpu >/dev/null 2>&1
+}

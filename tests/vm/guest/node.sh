@@ -55,6 +55,12 @@ version = 2
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       SystemdCgroup = $systemd_cgroup
 EOF
+    # containerd 1.7 applies the CDI devices of CRI's cdi_devices (1.6
+    # has neither the field nor the option).
+    if [[ $RKVM_RELEASE == trixie ]]; then
+        sed -i 's|^  restrict_oom_score_adj = true$|&\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]|' \
+            /etc/containerd/config.toml
+    fi
 }
 
 kubelet_config() {
