@@ -195,9 +195,9 @@ fn token_for_one_user_and_sub_path_expr_never_give_more() {
 }
 
 /// A pod that claims devices through dynamic resource allocation never
-/// runs without them: with no DRA plugin on the node its sandbox is not
-/// made, and the event says why, as upstream's pod waits on a node
-/// without the claim's driver.
+/// runs without them: while its claim cannot be had (here it does not
+/// exist) its sandbox is not made, and the event says why in upstream's
+/// words. The DRA suite proper is tests/dra.rs.
 #[test]
 fn a_pod_with_resource_claims_waits_for_its_devices() {
     let mut cl = Cluster::new("resource_claims_wait", 30);
@@ -215,10 +215,10 @@ fn a_pod_with_resource_claims_waits_for_its_devices() {
             .find(|e| e["reason"] == "FailedPrepareDynamicResources")
     });
     let message = event["message"].as_str().unwrap_or_default();
-    assert!(
-        message.starts_with("Failed to prepare dynamic resources: ")
-            && message.contains("[\"gpu\"]"),
-        "{message}"
+    assert_eq!(
+        message,
+        "Failed to prepare dynamic resources: fetch ResourceClaim one-gpu: \
+         resourceclaims.resource.k8s.io \"one-gpu\" not found"
     );
     assert_eq!(event["type"], "Warning");
     let pod = cl.api.pod("claims").expect("the pod stays");

@@ -334,7 +334,7 @@ impl Inner {
             let path = claims::claim_path(version, pod.namespace(), &named.name);
             let claim: ResourceClaim = client
                 .get(&path)
-                .map_err(|e| format!("fetch ResourceClaim {}: {e}", named.name))?;
+                .map_err(|e| format!("fetch ResourceClaim {}: {}", named.name, status_text(&e)))?;
             if named.must_check_owner {
                 claim.check_owner(pod)?;
             }
@@ -606,6 +606,16 @@ fn claim_entry<'a>(claims: &'a mut Vec<ClaimInfo>, f: &Fetched) -> &'a mut Claim
         claims.len() - 1
     });
     &mut claims[i]
+}
+
+/// What client-go's error says: the server's Status message alone (e.g.
+/// `resourceclaims.resource.k8s.io "gpu" not found`), else the request and
+/// its failure.
+fn status_text(e: &crate::client::ApiError) -> String {
+    match e {
+        crate::client::ApiError::Status { message, .. } if !message.is_empty() => message.clone(),
+        other => other.to_string(),
+    }
 }
 
 fn device_from(d: &api::Device) -> Device {

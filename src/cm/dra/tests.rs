@@ -347,7 +347,10 @@ fn claims_that_are_not_the_pods_fail_with_upstreams_words() {
         json!({"name": "gpu", "resourceClaimName": "gone"}),
         json!({}),
     );
-    assert!(err(m.prepare_resources(&missing)).starts_with("fetch ResourceClaim gone: "));
+    assert_eq!(
+        err(m.prepare_resources(&missing)),
+        "fetch ResourceClaim gone: resourceclaims.resource.k8s.io not found"
+    );
     let template = pod(
         "a",
         "uid-a",
