@@ -314,4 +314,29 @@ mod tests {
         assert_eq!(new["emulationMinor"], "34");
         assert_eq!(new["minCompatibilityMinor"], "33");
     }
+
+    /// ResourceClaims: GA v1 from 1.34 whatever the gate; the beta v1beta1
+    /// on 1.32 and 1.33 only with DynamicResourceAllocation on.
+    #[test]
+    fn resource_claims_follow_the_release_and_the_gate() {
+        let def = |v: &str| crate::resources::find("resource.k8s.io", v, "resourceclaims").unwrap();
+        let on = FeatureGates::parse("DynamicResourceAllocation=true").unwrap();
+        let off = FeatureGates::default();
+        for minor in [22, 31] {
+            assert!(
+                !Version::new(minor).serves_with(&on, def("v1beta1")),
+                "1.{minor}"
+            );
+        }
+        for minor in [32, 33] {
+            let v = Version::new(minor);
+            assert!(!v.serves_with(&off, def("v1beta1")), "1.{minor} gate off");
+            assert!(v.serves_with(&on, def("v1beta1")), "1.{minor} gate on");
+            assert!(!v.serves_with(&on, def("v1")), "1.{minor} has no v1");
+        }
+        let v34 = Version::new(34);
+        assert!(v34.serves(def("v1")));
+        assert!(!v34.serves_with(&on, def("v1beta1")));
+        assert!(on.check(Version::new(25)).is_err(), "no gate before 1.26");
+    }
 }
