@@ -1,7 +1,8 @@
 //! The kubelet's own gRPC servers (device plugin registration, pod
 //! resources): one way to serve a service on a unix socket, and to answer
 //! a unary call from its handler, which runs on the completion-queue
-//! thread and must not block.
+//! thread and must not block. And, for the plugins it calls (device
+//! plugins, CSI and DRA drivers), the answer of a unary call it started.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -61,6 +62,17 @@ pub fn reply<T: Send + 'static>(
             log::debug!("gRPC server: answering: {e}");
         }
     });
+}
+
+/// The answer of a unary call started with `started` (its `*_async`
+/// form), awaited on the completion-queue thread; either failure is named
+/// by the call (`Allocate: ...`).
+pub async fn answer<T: Unpin>(
+    call: &'static str,
+    started: grpcio::Result<grpcio::ClientUnaryReceiver<T>>,
+) -> Result<T, String> {
+    let receiver = started.map_err(|e| format!("{call}: {e}"))?;
+    receiver.await.map_err(|e| format!("{call}: {e}"))
 }
 
 #[cfg(test)]

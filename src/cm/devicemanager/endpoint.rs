@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::util::grpc::answer;
 use futures_util::StreamExt;
 use grpcio::{CallOption, ChannelBuilder, Environment};
 
@@ -113,7 +114,7 @@ impl Endpoint {
     ) -> Result<pluginapi::PreferredAllocationResponse, String> {
         let opt = CallOption::default().timeout(ALLOCATE_TIMEOUT);
         let call = self.client.get_preferred_allocation_async(&req, opt);
-        unary("GetPreferredAllocation", call).await
+        answer("GetPreferredAllocation", call).await
     }
 
     pub async fn allocate(
@@ -121,7 +122,7 @@ impl Endpoint {
         req: pluginapi::AllocateRequest,
     ) -> Result<pluginapi::AllocateResponse, String> {
         let opt = CallOption::default().timeout(ALLOCATE_TIMEOUT);
-        unary("Allocate", self.client.allocate_async(&req, opt)).await
+        answer("Allocate", self.client.allocate_async(&req, opt)).await
     }
 
     pub async fn pre_start(&self, ids: Vec<String>) -> Result<(), String> {
@@ -131,16 +132,6 @@ impl Endpoint {
         };
         let opt = CallOption::default().timeout(PRE_START_TIMEOUT);
         let call = self.client.pre_start_container_async(&req, opt);
-        unary("PreStartContainer", call).await.map(|_| ())
+        answer("PreStartContainer", call).await.map(|_| ())
     }
-}
-
-/// The answer of a unary call started with `started`, either failure
-/// named by the call.
-async fn unary<T: Unpin>(
-    call: &'static str,
-    started: grpcio::Result<grpcio::ClientUnaryReceiver<T>>,
-) -> Result<T, String> {
-    let receiver = started.map_err(|e| format!("{call}: {e}"))?;
-    receiver.await.map_err(|e| format!("{call}: {e}"))
 }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::util::grpc::answer;
 use grpcio::{CallOption, ChannelBuilder, Environment, Marshaller, Method, MethodType};
 use rkubelet_util::lock;
 
@@ -151,7 +152,7 @@ impl Plugin {
         let call = self
             .client
             .unary_call_async(self.service.prepare(), &req, opt);
-        unary("NodePrepareResources", call).await
+        answer("NodePrepareResources", call).await
     }
 
     pub async fn unprepare(
@@ -166,16 +167,8 @@ impl Plugin {
         let call = self
             .client
             .unary_call_async(self.service.unprepare(), &req, opt);
-        unary("NodeUnprepareResources", call).await
+        answer("NodeUnprepareResources", call).await
     }
-}
-
-async fn unary<T: Unpin>(
-    call: &'static str,
-    started: grpcio::Result<grpcio::ClientUnaryReceiver<T>>,
-) -> Result<T, String> {
-    let receiver = started.map_err(|e| format!("{call}: {e}"))?;
-    receiver.await.map_err(|e| format!("{call}: {e}"))
 }
 
 /// The registered drivers by name.

@@ -170,8 +170,7 @@ async fn unary<T: Unpin>(
     call: &'static str,
     started: grpcio::Result<grpcio::ClientUnaryReceiver<T>>,
 ) -> Result<(), String> {
-    let receiver = started.map_err(|e| format!("{call}: {e}"))?;
-    receiver.await.map(drop).map_err(|e| format!("{call}: {e}"))
+    crate::util::grpc::answer(call, started).await.map(drop)
 }
 
 /// A mount capability for `fs_type` and the PV's first access mode
