@@ -65,7 +65,8 @@ impl Kubelet {
         self.retry_pending_resizes();
         self.device_manager
             .release_inactive(|| self.device_holders());
-        self.dra_manager.unprepare_inactive(self.device_holders());
+        self.dra_manager
+            .unprepare_inactive(|| self.device_holders());
         self.resource_managers_housekeeping(&running);
         if let Some(cm) = &self.container_manager {
             // Only cgroups of pods neither known nor running go, and not

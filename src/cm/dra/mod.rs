@@ -229,7 +229,7 @@ impl DraManager {
 
     /// The claims `container` of `pod` uses, each with the devices that
     /// serve the requests it names (the pod resources API's
-    /// DynamicResources). A claim not prepared here is left out.
+    /// DynamicResources); none while one of them is not held here.
     pub fn container_claims(&self, pod: &Pod, container: &Container) -> Vec<ContainerClaim> {
         let used = self.used_claims(pod, container).unwrap_or_default();
         used.into_iter()
@@ -296,10 +296,14 @@ impl DraManager {
 
     /// Housekeeping (upstream's reconcile loop and UnprepareResources):
     /// pods not in `active` stop using their claims; a claim no pod uses
-    /// any more is unprepared by its drivers and forgotten. `None` (the
-    /// sources have not all delivered) changes nothing.
-    pub fn unprepare_inactive(&self, active: Option<HashSet<String>>) {
-        if let Some(active) = active {
+    /// any more is unprepared by its drivers and forgotten. `active` is
+    /// asked only while some claim is held; `None` (the sources have not
+    /// all delivered) changes nothing.
+    pub fn unprepare_inactive(&self, active: impl FnOnce() -> Option<HashSet<String>>) {
+        if lock(&self.inner.state).claims.is_empty() {
+            return;
+        }
+        if let Some(active) = active() {
             Arc::clone(&self.inner).unprepare_inactive(&active);
         }
     }

@@ -258,11 +258,11 @@ fn a_shared_claim_is_prepared_once_kept_across_a_restart_and_given_back_by_the_l
     );
 
     // b still uses it; once neither does, the driver undoes it.
-    m.unprepare_inactive(Some(HashSet::from(["uid-b".to_string()])));
-    m.unprepare_inactive(None);
+    m.unprepare_inactive(|| Some(HashSet::from(["uid-b".to_string()])));
+    m.unprepare_inactive(|| None);
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(driver.calls("unprepare").is_empty());
-    m.unprepare_inactive(Some(HashSet::new()));
+    m.unprepare_inactive(|| Some(HashSet::new()));
     eventually("unprepared", || {
         state::load(&state::path(s.root.path())).unwrap().is_empty()
     });
