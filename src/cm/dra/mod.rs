@@ -134,12 +134,7 @@ impl State {
             self.claims_in_flight
                 .insert(info.claim_uid.clone(), Vec::new());
             plan.batched.push(info.claim_uid.clone());
-            let claim = api::Claim {
-                namespace: info.namespace.clone(),
-                uid: info.claim_uid.clone(),
-                name: info.claim_name.clone(),
-                ..Default::default()
-            };
+            let claim = info.as_claim();
             for p in &f.plugins {
                 match plan.batches.iter_mut().find(|(b, _)| b.driver == p.driver) {
                     Some((_, claims)) => claims.push(claim.clone()),
@@ -526,12 +521,7 @@ impl Inner {
             return;
         };
         runner.spawn(async move {
-            let claim = api::Claim {
-                namespace: info.namespace.clone(),
-                uid: info.claim_uid.clone(),
-                name: info.claim_name.clone(),
-                ..Default::default()
-            };
+            let claim = info.as_claim();
             let mut result = Ok(());
             for plugin in &plugins {
                 result = plugin

@@ -79,6 +79,16 @@ pub(crate) struct ClaimInfo {
 }
 
 impl ClaimInfo {
+    /// The claim as the DRA API names it to a driver.
+    pub fn as_claim(&self) -> crate::cri::dra::v1::api::Claim {
+        crate::cri::dra::v1::api::Claim {
+            namespace: self.namespace.clone(),
+            uid: self.claim_uid.clone(),
+            name: self.claim_name.clone(),
+            ..Default::default()
+        }
+    }
+
     /// The CDI device IDs of what serves `request` (every device for "").
     pub fn cdi_devices(&self, request: &str) -> Vec<String> {
         self.driver_state
