@@ -109,6 +109,24 @@ fn bind(api: &Api, name: &str) {
 }
 
 /// The DRA manager's checkpoint's claims (upstream's `Data` JSON inside).
+/// A ResourceSlice of the driver on `node` (as a driver would publish it).
+fn create_slice(api: &Api, name: &str, node: &str) {
+    let slice = json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {"driver": DRIVER, "nodeName": node,
+                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "dev"}]},
+    });
+    api.must("POST", SLICES, Some(&slice), &[201]);
+}
+
+const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
+
+fn slice_exists(api: &Api, name: &str) -> bool {
+    api.get(&format!("{SLICES}/{name}")).is_some()
+}
+
 fn checkpointed(root: &std::path::Path) -> Vec<Value> {
     let outer: Value = fs::read_to_string(root.join("dra_manager_state"))
         .ok()
@@ -134,8 +152,26 @@ fn prepares(driver: &Peer) -> Vec<Value> {
 #[test]
 fn a_shared_claim_is_prepared_once_and_given_back_by_the_last_pod() {
     let mut cl = Cluster::new("a_shared_claim_is_prepared_once", 38);
+    // Slices left from before the start: this node's go, as upstream
+    // wipes them once the Node exists; another node's stay.
+    create_slice(&cl.api, "stale", NODE);
+    create_slice(&cl.api, "elsewhere", "other-node");
     cl.start_kubelet();
     cl.wait_node_ready(secs(20));
+    cl.eventually(secs(30), "this node's stale slice wiped", |api| {
+        (!slice_exists(api, "stale")).then_some(())
+    });
+    assert!(slice_exists(&cl.api, "elsewhere"));
+    let wipes: Vec<String> = cl
+        .double
+        .audit()
+        .iter()
+        .filter(|e| e["verb"] == "deletecollection")
+        .map(|e| format!("{} {} -> {}", e["user"], e["path"], e["code"]))
+        .collect();
+    let want =
+        format!("\"system:node:{NODE}\" \"{SLICES}?fieldSelector=spec.nodeName%3D{NODE}\" -> 200");
+    assert_eq!(wipes, [want], "the node's one deletecollection at start");
     let driver = start_driver(&cl, "v1.DRAPlugin,v1beta1.DRAPlugin");
     wait_registered(&mut cl, &driver);
 
@@ -202,6 +238,21 @@ fn a_shared_claim_is_prepared_once_and_given_back_by_the_last_pod() {
     cl.eventually(secs(10), "the checkpoint emptied", |_| {
         checkpointed(&root).is_empty().then_some(())
     });
+
+    // The driver goes: its slices stay for upstream's 30 s, then go.
+    create_slice(&cl.api, "published", NODE);
+    let mut driver = driver;
+    driver.terminate();
+    let gone = std::time::Instant::now();
+    cl.eventually(secs(75), "the departed driver's slice wiped", |api| {
+        (!slice_exists(api, "published")).then_some(())
+    });
+    assert!(
+        gone.elapsed() >= secs(29),
+        "wiped after {:?}",
+        gone.elapsed()
+    );
+    assert!(slice_exists(&cl.api, "elsewhere"));
 }
 
 // 77 ---------------------------------------------------------------------------------

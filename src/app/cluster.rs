@@ -240,6 +240,10 @@ pub(super) fn start_cluster_modules(
             // The Ready condition follows the runtime at once, not at the
             // next tick.
             kicks: node_status_kicks,
+            after_sync: Some({
+                let wiper = kubelet.dra_manager().slice_wiper();
+                Box::new(move |client, node| wiper.run_due(client, node))
+            }),
         },
     );
     let initial = Arc::clone(&nsm);

@@ -207,7 +207,13 @@ pub struct NodeStatusManager {
     state: Mutex<SyncState>,
     /// An update asked for now rather than at the next tick.
     kicks: Receiver<()>,
+    after_sync: Option<AfterSync>,
 }
+
+/// Work that needs the Node to exist, done on this thread after each
+/// status sync once the node is registered: the DRA manager's
+/// ResourceSlice wipes.
+pub type AfterSync = Box<dyn Fn(&Client, &str) + Send + Sync>;
 
 /// Who node status talks with besides the API server, given at
 /// construction.
@@ -220,6 +226,7 @@ pub struct NodeStatusLinks {
     /// sends is made with the kubelet, which node status reads through its
     /// health function, so it exists before this manager.
     pub kicks: Receiver<()>,
+    pub after_sync: Option<AfterSync>,
 }
 
 impl Default for NodeStatusLinks {
@@ -227,6 +234,7 @@ impl Default for NodeStatusLinks {
         NodeStatusLinks {
             recorder: None,
             kicks: crossbeam_channel::never(),
+            after_sync: None,
         }
     }
 }
@@ -277,6 +285,7 @@ impl NodeStatusManager {
             sink: links.recorder,
             state: Mutex::new(SyncState::default()),
             kicks: links.kicks,
+            after_sync: links.after_sync,
         })
     }
 
@@ -365,6 +374,9 @@ impl NodeStatusManager {
         }
         if let Err(e) = self.update_node_status() {
             log::error!("Unable to update node status: {e}");
+        }
+        if let Some(after) = self.after_sync.as_ref().filter(|_| self.registered()) {
+            after(&self.client, &self.cfg.node_name);
         }
         true
     }

@@ -15,6 +15,7 @@
 
 mod claims;
 mod plugin;
+mod slices;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -34,6 +35,7 @@ use crate::podutil::PodExt;
 use claims::ResourceClaim;
 pub use plugin::RegistrationHandler;
 use plugin::{Plugin, Store};
+pub use slices::SliceWiper;
 pub(crate) use state::{ClaimInfo, Device};
 
 /// upstream events.FailedPrepareDynamicResources.
@@ -77,6 +79,7 @@ struct Inner {
     client: Option<Client>,
     env: Arc<Environment>,
     plugins: Arc<Store>,
+    wiper: Arc<SliceWiper>,
     state: Mutex<State>,
     on_prepared: Arc<dyn Fn(&str) + Send + Sync>,
 }
@@ -171,6 +174,7 @@ impl DraManager {
                 client: deps.client,
                 env: deps.grpc_env,
                 plugins: Arc::default(),
+                wiper: Arc::new(SliceWiper::new()),
                 state: Mutex::new(State {
                     claims,
                     ..State::default()
@@ -185,7 +189,13 @@ impl DraManager {
         RegistrationHandler {
             env: Arc::clone(&self.inner.env),
             store: Arc::clone(&self.inner.plugins),
+            wiper: Arc::clone(&self.inner.wiper),
         }
+    }
+
+    /// The ResourceSlice wipes, run by the node-status thread.
+    pub fn slice_wiper(&self) -> Arc<SliceWiper> {
+        Arc::clone(&self.inner.wiper)
     }
 
     /// Upstream PrepareResources, before the pod's sandbox is made: `Ok`

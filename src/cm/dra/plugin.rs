@@ -191,6 +191,7 @@ impl Store {
 pub struct RegistrationHandler {
     pub(super) env: Arc<Environment>,
     pub(super) store: Arc<Store>,
+    pub(super) wiper: Arc<super::SliceWiper>,
 }
 
 impl PluginHandler for RegistrationHandler {
@@ -221,6 +222,7 @@ impl PluginHandler for RegistrationHandler {
             service.name()
         );
         lock(&self.store.plugins).insert(name.to_string(), Arc::new(plugin));
+        self.wiper.driver_back(name);
         Ok(())
     }
 
@@ -230,6 +232,7 @@ impl PluginHandler for RegistrationHandler {
         if plugins.get(name).is_some_and(|p| p.endpoint == endpoint) {
             plugins.remove(name);
             log::info!("DRA plugin {name} deregistered: its socket at {endpoint} went");
+            self.wiper.driver_gone(name);
         }
     }
 }

@@ -232,6 +232,7 @@ pub fn authorize(
         StatusUpdate,
         CreateToken,
         CsiNode,
+        ResourceSlice,
         /// Not subdivided: the static node rules (bootstrappolicy
         /// NodeRules) for the resource, these verbs, no subresource.
         Static(&'static [&'static str]),
@@ -243,6 +244,7 @@ pub fn authorize(
         ("storage.k8s.io", "volumeattachments") => Rule::Get,
         ("", "serviceaccounts") => Rule::CreateToken,
         ("storage.k8s.io", "csinodes") => Rule::CsiNode,
+        ("resource.k8s.io", "resourceslices") => Rule::ResourceSlice,
         ("storage.k8s.io", "csidrivers") => Rule::Static(&["get", "list", "watch"]),
         _ => return Ok(()),
     };
@@ -298,6 +300,25 @@ pub fn authorize(
             // No name on create: NodeRestriction checks the object's.
             if verb != "create" && name != node {
                 return fail("can only access CSINode with the same name as the requesting node");
+            }
+            return Ok(());
+        }
+        // upstream authorizeResourceSlice: a collection only through the
+        // node's own field selector (single objects by their graph edge,
+        // which the double does not keep: allowed).
+        Rule::ResourceSlice => {
+            if matches!(verb, "list" | "watch" | "deletecollection") {
+                let own = FieldSelector::parse(req.q("fieldSelector").unwrap_or(""), route.def)
+                    .is_ok_and(|fs| {
+                        fs.terms
+                            .iter()
+                            .any(|(k, eq, v)| k == "spec.nodeName" && *eq && v == node)
+                    });
+                if !own {
+                    return fail(
+                        "can only list/watch/deletecollection resourceslices with nodeName field selector",
+                    );
+                }
             }
             return Ok(());
         }
@@ -439,6 +460,37 @@ mod tests {
                 .ends_with(": can only get, create, update, patch, or delete a CSINode"));
         }
         assert!(check(&[], "DELETE", CSIN).is_err());
+    }
+
+    #[test]
+    fn resourceslice_collections_only_through_the_nodes_selector() {
+        const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
+        for (m, q) in [
+            ("DELETE", "fieldSelector=spec.nodeName%3Dnode-a"),
+            (
+                "DELETE",
+                "fieldSelector=spec.nodeName%3Dnode-a%2Cspec.driver%3Dd",
+            ),
+            ("GET", "fieldSelector=spec.nodeName%3Dnode-a&watch=1"),
+        ] {
+            assert_eq!(check(&[], m, &format!("{SLICES}?{q}")), Ok(()), "{m} {q}");
+        }
+        for q in [
+            "",
+            "fieldSelector=spec.nodeName%3Dnode-b",
+            "fieldSelector=spec.driver%3Dd",
+        ] {
+            assert_eq!(
+                check(&[], "DELETE", &format!("{SLICES}?{q}")),
+                Err("resourceslices.resource.k8s.io is forbidden: User \"system:node:node-a\" \
+                     cannot deletecollection resource \"resourceslices\" in API group \
+                     \"resource.k8s.io\" at the cluster scope: can only list/watch/deletecollection \
+                     resourceslices with nodeName field selector"
+                    .into()),
+                "{q}"
+            );
+        }
+        assert_eq!(check(&[], "DELETE", &format!("{SLICES}/s")), Ok(()));
     }
 
     #[test]

@@ -280,6 +280,28 @@ pub static RESOURCES: &[ResourceDef] = &[
         "resourceclaims.resource.k8s.io"
     ),
     res!(
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        "ResourceSlice",
+        false,
+        false,
+        &[],
+        &[],
+        "resourceslices.resource.k8s.io"
+    ),
+    res!(
+        "resource.k8s.io",
+        "v1beta1",
+        "resourceslices",
+        "ResourceSlice",
+        false,
+        false,
+        &[],
+        &[],
+        "resourceslices.resource.k8s.io"
+    ),
+    res!(
         "certificates.k8s.io",
         "v1",
         "certificatesigningrequests",
@@ -415,6 +437,8 @@ pub fn field_labels(def: &ResourceDef) -> &'static [&'static str] {
             "status.nominatedNodeName",
         ],
         ("", "nodes") => &["spec.unschedulable"],
+        // upstream's ResourceSlice field label conversion
+        ("resource.k8s.io", "resourceslices") => &["spec.nodeName", "spec.driver"],
         ("", "namespaces") => &["status.phase"],
         ("", "secrets") => &["type"],
         ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
