@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::{Container, Pod, Secret};
+use k8s_openapi::api::core::v1::{Container, ImageVolumeSource, Pod, Secret};
 use rkubelet_util::lock;
 
 use super::puller::{
@@ -49,11 +49,18 @@ pub enum PullPolicy {
 /// The policy the API server would default: Always for `:latest` or an
 /// untagged image, IfNotPresent otherwise.
 pub fn pull_policy(c: &Container) -> PullPolicy {
-    match c.image_pull_policy.as_deref() {
+    policy_or_default(
+        c.image_pull_policy.as_deref(),
+        c.image.as_deref().unwrap_or(""),
+    )
+}
+
+fn policy_or_default(policy: Option<&str>, image: &str) -> PullPolicy {
+    match policy {
         Some("Always") => PullPolicy::Always,
         Some("Never") => PullPolicy::Never,
         Some("IfNotPresent") => PullPolicy::IfNotPresent,
-        _ => match image_tag(c.image.as_deref().unwrap_or("")) {
+        _ => match image_tag(image) {
             ImageTag::Digest => PullPolicy::IfNotPresent,
             ImageTag::Tag(t) if t != "latest" => PullPolicy::IfNotPresent,
             _ => PullPolicy::Always,
@@ -159,11 +166,28 @@ impl std::fmt::Display for PullError {
 /// Called with a pod's UID when a pull it waited for has finished.
 pub type OnPodPulled = Box<dyn Fn(&str) + Send + Sync>;
 
-/// A container waiting on a pull.
+/// Whom an image is pulled for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Requester {
+    /// A container, named in its events' field path.
+    Container(String),
+    /// An image volume (upstream getImageVolumes): pulled for the pod,
+    /// whose events name no container.
+    Volume(String),
+}
+
+/// One image to make present, and why.
+struct Wanted<'a> {
+    requester: Requester,
+    spec_image: &'a str,
+    policy: PullPolicy,
+}
+
+/// A container or image volume waiting on a pull.
 struct Waiter {
     uid: String,
     pod: Pod,
-    container: String,
+    requester: Requester,
     spec_image: String,
     since: Instant,
 }
@@ -172,9 +196,9 @@ struct Waiter {
 struct State {
     /// Pulls queued or running, with the containers waiting on each.
     inflight: HashMap<PullKey, Vec<Waiter>>,
-    /// Results of finished pulls, by (pod UID, container), taken by the
-    /// container's next sync.
-    done: HashMap<(String, String), Result<String, PullError>>,
+    /// Results of finished pulls, by pod UID and requester, taken by the
+    /// requester's next sync.
+    done: HashMap<(String, Requester), Result<String, PullError>>,
 }
 
 pub struct ImageManager {
@@ -234,8 +258,48 @@ impl ImageManager {
                 "container has no image".to_string(),
             ));
         }
-        // A pull this container waited for has ended: its result first.
-        let waiter_key = (pod.uid().to_string(), c.name.clone());
+        let wanted = Wanted {
+            requester: Requester::Container(c.name.clone()),
+            spec_image,
+            policy: pull_policy(c),
+        };
+        self.ensure(pod, &wanted, sandbox, pull_secrets)
+    }
+
+    /// Makes sure an image volume's image is present, with the pod's
+    /// pull secrets and the volume's pull policy; returns its reference.
+    pub fn ensure_volume_image(
+        &self,
+        pod: &Pod,
+        volume: &str,
+        source: &ImageVolumeSource,
+        sandbox: &api::PodSandboxConfig,
+        pull_secrets: &[Secret],
+    ) -> Result<String, PullError> {
+        let spec_image = source.reference.as_deref().unwrap_or("").trim();
+        if spec_image.is_empty() {
+            return Err(PullError::InvalidImageName(format!(
+                "image volume {volume:?} has no reference"
+            )));
+        }
+        let wanted = Wanted {
+            requester: Requester::Volume(volume.to_string()),
+            spec_image,
+            policy: policy_or_default(source.pull_policy.as_deref(), spec_image),
+        };
+        self.ensure(pod, &wanted, sandbox, pull_secrets)
+    }
+
+    fn ensure(
+        &self,
+        pod: &Pod,
+        w: &Wanted<'_>,
+        sandbox: &api::PodSandboxConfig,
+        pull_secrets: &[Secret],
+    ) -> Result<String, PullError> {
+        let spec_image = w.spec_image;
+        // A pull this requester waited for has ended: its result first.
+        let waiter_key = (pod.uid().to_string(), w.requester.clone());
         if let Some(done) = lock(&self.state).done.remove(&waiter_key) {
             return done;
         }
@@ -247,7 +311,7 @@ impl ImageManager {
                 let msg = format!("Failed to inspect image {spec_image:?}: {e}");
                 self.event(
                     pod,
-                    c,
+                    &w.requester,
                     EventType::Warning,
                     events::FAILED_TO_INSPECT_IMAGE,
                     &msg,
@@ -255,10 +319,16 @@ impl ImageManager {
                 PullError::ImageInspect(msg)
             })?
             .map(|i| i.id);
-        match (pull_policy(c), present) {
+        match (w.policy, present) {
             (PullPolicy::IfNotPresent | PullPolicy::Never, Some(id)) => {
                 let msg = format!("Container image {spec_image:?} already present on machine");
-                self.event(pod, c, EventType::Normal, events::PULLED_IMAGE, &msg);
+                self.event(
+                    pod,
+                    &w.requester,
+                    EventType::Normal,
+                    events::PULLED_IMAGE,
+                    &msg,
+                );
                 return Ok(id);
             }
             (PullPolicy::Never, None) => {
@@ -267,7 +337,7 @@ impl ImageManager {
                 );
                 self.event(
                     pod,
-                    c,
+                    &w.requester,
                     EventType::Warning,
                     events::ERR_IMAGE_NEVER_PULL,
                     &msg,
@@ -276,22 +346,22 @@ impl ImageManager {
             }
             _ => {}
         }
-        self.request_pull(pod, c, &image, spec_image, sandbox, pull_secrets)
+        self.request_pull(pod, w, &image, sandbox, pull_secrets)
     }
 
     fn request_pull(
         &self,
         pod: &Pod,
-        c: &Container,
+        w: &Wanted<'_>,
         image: &str,
-        spec_image: &str,
         sandbox: &api::PodSandboxConfig,
         pull_secrets: &[Secret],
     ) -> Result<String, PullError> {
+        let (spec_image, requester) = (w.spec_image, &w.requester);
         let in_progress = PullError::InProgress {
             retry_after: PULL_WAIT_RETRY,
         };
-        if self.is_waiting(pod.uid(), &c.name) {
+        if self.is_waiting(pod.uid(), requester) {
             return Err(in_progress);
         }
         let backoff_key = backoff_key(pod.uid(), spec_image);
@@ -302,7 +372,7 @@ impl ImageManager {
             let message = format!("Back-off pulling image {spec_image:?}");
             self.event(
                 pod,
-                c,
+                requester,
                 EventType::Normal,
                 events::BACK_OFF_PULL_IMAGE,
                 &message,
@@ -316,7 +386,7 @@ impl ImageManager {
                 let msg = format!("Failed to pull image {spec_image:?}: {e}");
                 self.event(
                     pod,
-                    c,
+                    requester,
                     EventType::Warning,
                     events::FAILED_TO_PULL_IMAGE,
                     &msg,
@@ -328,7 +398,7 @@ impl ImageManager {
         let waiter = Waiter {
             uid: pod.uid().to_string(),
             pod: pod.clone(),
-            container: c.name.clone(),
+            requester: requester.clone(),
             spec_image: spec_image.to_string(),
             since: Instant::now(),
         };
@@ -357,17 +427,23 @@ impl ImageManager {
             // pull's end, so a pull that fails at once cannot post Failed
             // before this Pulling (recording never blocks).
             let msg = format!("Pulling image {spec_image:?}");
-            self.event(pod, c, EventType::Normal, events::PULLING_IMAGE, &msg);
+            self.event(
+                pod,
+                requester,
+                EventType::Normal,
+                events::PULLING_IMAGE,
+                &msg,
+            );
         }
         Err(in_progress)
     }
 
-    fn is_waiting(&self, uid: &str, container: &str) -> bool {
+    fn is_waiting(&self, uid: &str, requester: &Requester) -> bool {
         lock(&self.state)
             .inflight
             .values()
             .flatten()
-            .any(|w| w.uid == uid && w.container == container)
+            .any(|w| w.uid == uid && w.requester == *requester)
     }
 
     /// On a puller thread: a pull ended. Every container that waited on it
@@ -382,7 +458,7 @@ impl ImageManager {
                     Err(f) => Err(to_pull_error(&w.spec_image, f)),
                 };
                 st.done
-                    .insert((w.uid.clone(), w.container.clone()), outcome);
+                    .insert((w.uid.clone(), w.requester.clone()), outcome);
             }
             waiters
         };
@@ -390,7 +466,6 @@ impl ImageManager {
         let mut backed_off = HashSet::new();
         for w in &waiters {
             let bkey = backoff_key(&w.uid, &w.spec_image);
-            let c = w.container.as_str();
             match &result.image_ref {
                 Ok(_) => {
                     self.backoff.reset(&bkey);
@@ -401,9 +476,9 @@ impl ImageManager {
                         go_millis(w.since.elapsed()),
                         result.size
                     );
-                    self.recorder.pod_container_event(
+                    self.event(
                         &w.pod,
-                        c,
+                        &w.requester,
                         EventType::Normal,
                         events::PULLED_IMAGE,
                         &msg,
@@ -414,9 +489,9 @@ impl ImageManager {
                         self.backoff.next(&bkey, now);
                     }
                     let msg = format!("Failed to pull image {:?}: {}", w.spec_image, f.message);
-                    self.recorder.pod_container_event(
+                    self.event(
                         &w.pod,
-                        c,
+                        &w.requester,
                         EventType::Warning,
                         events::FAILED_TO_PULL_IMAGE,
                         &msg,
@@ -444,9 +519,11 @@ impl ImageManager {
         self.backoff.gc(now);
     }
 
-    fn event(&self, pod: &Pod, c: &Container, kind: EventType, reason: &str, msg: &str) {
-        self.recorder
-            .pod_container_event(pod, &c.name, kind, reason, msg);
+    fn event(&self, pod: &Pod, who: &Requester, kind: EventType, reason: &str, msg: &str) {
+        match who {
+            Requester::Container(c) => self.recorder.pod_container_event(pod, c, kind, reason, msg),
+            Requester::Volume(_) => self.recorder.pod_event(pod, kind, reason, msg),
+        }
     }
 }
 

@@ -33,6 +33,18 @@ impl EventRecorder for Events {
             .unwrap()
             .push((pod.uid().to_string(), reason.into(), message.into()));
     }
+
+    /// Marks the reason with the container its field path names.
+    fn pod_container_event(
+        &self,
+        pod: &Pod,
+        container: &str,
+        kind: EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        self.pod_event(pod, kind, &format!("{reason}@{container}"), message);
+    }
 }
 
 impl Events {
@@ -40,7 +52,7 @@ impl Events {
         let ev = self.0.lock().unwrap();
         ev.iter()
             .filter(|(u, _, _)| u == uid)
-            .map(|(_, r, _)| r.clone())
+            .map(|(_, r, _)| r.split('@').next().unwrap_or_default().to_string())
             .collect()
     }
 }
@@ -160,7 +172,7 @@ fn pulls_do_not_block_and_same_image_pulls_are_deduplicated() {
         assert_eq!(s.events.reasons(uid), ["Pulling", "Pulled"]);
     }
     let ev = s.events.0.lock().unwrap();
-    let pulled = &ev.iter().find(|(_, r, _)| r == "Pulled").unwrap().2;
+    let pulled = &ev.iter().find(|(_, r, _)| r == "Pulled@c").unwrap().2;
     assert!(
         pulled.starts_with("Successfully pulled image \"reg/x:1\" in ")
             && pulled.contains("s including waiting). Image size: 1234 bytes."),
@@ -329,4 +341,72 @@ fn default_tag() {
     assert_eq!(with_default_tag("host:5000/img"), "host:5000/img:latest");
     assert_eq!(with_default_tag("busybox:1.36"), "busybox:1.36");
     assert_eq!(with_default_tag("img@sha256:ab"), "img@sha256:ab");
+}
+
+/// An image volume's image (upstream getImageVolumes): the pod's pull
+/// secrets and the volume's policy; the events are the pod's, naming no
+/// container; its result waits for the volume, not for a container.
+#[test]
+fn an_image_volume_is_pulled_with_the_pods_secrets_and_its_events_are_the_pods() {
+    let s = setup(images(), no_qps());
+    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "u:p");
+    let secret = Secret {
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some(std::collections::BTreeMap::from([(
+            ".dockerconfigjson".to_string(),
+            k8s_openapi::ByteString(
+                format!("{{\"auths\": {{\"reg.example\": {{\"auth\": \"{auth}\"}}}}}}")
+                    .into_bytes(),
+            ),
+        )])),
+        ..Default::default()
+    };
+    let source = ImageVolumeSource {
+        reference: Some("reg.example/data:v1".into()),
+        pull_policy: None,
+    };
+    let sandbox = api::PodSandboxConfig::default();
+    let ensure_volume = || {
+        s.mgr.ensure_volume_image(
+            &pod("v"),
+            "iv",
+            &source,
+            &sandbox,
+            std::slice::from_ref(&secret),
+        )
+    };
+    assert!(matches!(ensure_volume(), Err(PullError::InProgress { .. })));
+    wait_requeued(&s, 1);
+    assert_eq!(
+        s.images.calls_to("PullImage"),
+        [["reg.example/data:v1", "auth"]]
+    );
+    // A container of the pod does not take the volume's result.
+    let c = container("reg.example/data:v1", "IfNotPresent");
+    assert_eq!(ensure(&s, "v", &c), Ok("sha256:reg.example/data:v1".into()));
+    assert_eq!(ensure_volume(), Ok("sha256:reg.example/data:v1".into()));
+    let events = s.events.0.lock().unwrap().clone();
+    let volume_events: Vec<&str> = events.iter().take(2).map(|(_, r, _)| r.as_str()).collect();
+    assert_eq!(volume_events, ["Pulling", "Pulled"], "{events:?}");
+    assert!(events[2].1.ends_with("@c"), "{events:?}");
+    // The tag decides the default policy, as for containers: `latest` pulls.
+    let latest = ImageVolumeSource {
+        reference: Some("reg.example/data".into()),
+        pull_policy: None,
+    };
+    let again = s
+        .mgr
+        .ensure_volume_image(&pod("w"), "iv", &latest, &sandbox, &[]);
+    assert!(
+        matches!(again, Err(PullError::InProgress { .. })),
+        "{again:?}"
+    );
+    let empty = ImageVolumeSource::default();
+    let refused = s
+        .mgr
+        .ensure_volume_image(&pod("w"), "iv", &empty, &sandbox, &[]);
+    assert!(
+        matches!(refused, Err(PullError::InvalidImageName(_))),
+        "{refused:?}"
+    );
 }
