@@ -4,7 +4,7 @@
 //! runtime, and the pod never runs without them. (`hostUsers: false` is in
 //! tests/cluster.rs.)
 //!
-//! Test numbers 27 to 30.
+//! Test numbers 27 to 31.
 
 mod common;
 
@@ -229,4 +229,78 @@ fn a_pod_with_resource_claims_waits_for_its_devices() {
         "containerd has objects of the pod whose claims were not prepared:\n{}",
         snap.summary()
     );
+}
+
+/// An `image` volume (the server's ImageVolume gate on, so the volume
+/// arrives). With the kubelet's gate off, its default in v1.34, upstream's
+/// stub plugin has no path and the container is refused
+/// (CreateContainerConfigError `path is empty *image.imagePlugin`). With it
+/// on, the image is pulled and the mount names it; containerd 1.6 knows no
+/// image mounts and refuses the container (CreateContainerError with its
+/// own message). Either way no container of the pod is ever created, and
+/// no empty directory stands in for the volume.
+#[test]
+fn image_volumes_are_refused_where_the_runtime_cannot_mount_images() {
+    let mut cl = Cluster::with_gates("image_volumes", 31, "1.34", "ImageVolume=true");
+    cl.start_kubelet();
+    cl.wait_node_ready(secs(20));
+    cl.api.create_pod(&image_volume_pod("iv-gate-off"));
+    let want = "path is empty *image.imagePlugin";
+    let waiting = cl.eventually(secs(30), "CreateContainerConfigError", |api| {
+        let w =
+            api.pod("iv-gate-off")?["status"]["containerStatuses"][0]["state"]["waiting"].clone();
+        (w["reason"] == "CreateContainerConfigError").then_some(w)
+    });
+    assert_eq!(waiting["message"], want);
+    cl.eventually(secs(10), "the Failed event", |api| {
+        api.events_for("default", "iv-gate-off")
+            .iter()
+            .any(|e| e["reason"] == "Failed" && e["message"] == format!("Error: {want}"))
+            .then_some(())
+    });
+
+    // The kubelet's gate on: pulled (present here), then refused by the runtime.
+    cl.env.kill_kubelet();
+    let mut args = cl.kubelet_args();
+    args.push("--feature-gates=ImageVolume=true".into());
+    cl.env.start_kubelet_with_args(&args);
+    cl.wait_node_ready(secs(20));
+    cl.api.create_pod(&image_volume_pod("iv-gate-on"));
+    let waiting = cl.eventually(secs(30), "CreateContainerError", |api| {
+        let w =
+            api.pod("iv-gate-on")?["status"]["containerStatuses"][0]["state"]["waiting"].clone();
+        (w["reason"] == "CreateContainerError").then_some(w)
+    });
+    let message = waiting["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains("failed to mkdir \"\""),
+        "containerd's refusal: {message}"
+    );
+    cl.eventually(secs(10), "the pod's Pulled event for the volume", |api| {
+        api.events_for("default", "iv-gate-on")
+            .iter()
+            .any(|e| {
+                e["reason"] == "Pulled"
+                    && e["involvedObject"].get("fieldPath").is_none()
+                    && e["message"]
+                        == format!("Container image \"{BUSYBOX}\" already present on machine")
+            })
+            .then_some(())
+    });
+    let snap = cl.env.snapshot();
+    for pod in ["iv-gate-off", "iv-gate-on"] {
+        assert!(
+            snap.containers(pod).is_empty(),
+            "{pod} has containers:\n{}",
+            snap.summary()
+        );
+    }
+}
+
+fn image_volume_pod(name: &str) -> Value {
+    let mut p = api_pod(name, SLEEPER);
+    p["spec"]["volumes"] =
+        json!([{"name": "iv", "image": {"reference": BUSYBOX, "pullPolicy": "IfNotPresent"}}]);
+    p["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "iv", "mountPath": "/iv"}]);
+    p
 }

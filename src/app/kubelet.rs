@@ -462,6 +462,11 @@ fn runtime_manager(
             .map(|h| h.page_size)
             .collect(),
             oom_group_kill,
+            image_volumes: config
+                .feature_gates
+                .get("ImageVolume")
+                .copied()
+                .unwrap_or(false),
         },
         deps,
     ))

@@ -13,7 +13,7 @@ use crate::cri::api;
 use crate::fieldpath::{self, FieldError, PodFacts};
 use crate::podutil::PodExt;
 use crate::util::quantity;
-use crate::volume::{HostError, MountedVolume};
+use crate::volume::{HostError, MountedVolume, PluginKind};
 
 const MIN_CPU_SHARES: i64 = 2;
 const MIN_QUOTA_PERIOD_US: i64 = 1000;
@@ -52,6 +52,10 @@ pub enum ConfigError {
     SubPathExpr(String),
     #[error("failed to resolve recursive read-only mode: {0}")]
     RecursiveReadOnly(String),
+    /// An image volume with the ImageVolume gate off: upstream's stub
+    /// plugin has no path, and makeMounts' GetPath refuses it so.
+    #[error("path is empty *image.imagePlugin")]
+    ImageVolumeDisabled,
     #[error("volumeMount {volume:?}: {error}")]
     SubPath {
         volume: String,
@@ -84,6 +88,9 @@ pub struct ContainerContext<'a> {
     pub env_source: Option<&'a dyn EnvSource>,
     /// The pod's set-up volumes by name (upstream GetMountedVolumesForPod).
     pub volumes: &'a HashMap<String, MountedVolume>,
+    /// The image references pulled for the image volumes the container
+    /// mounts, by volume name; empty while the ImageVolume gate is off.
+    pub image_volumes: &'a HashMap<String, String>,
     /// The node's IPs for `status.hostIP(s)` (upstream: from the Node).
     pub host_ips: &'a [String],
     /// The image's user, looked up when `runAsNonRoot` must be verified.
@@ -496,6 +503,14 @@ fn make_mounts(
             None => None,
         };
         let sub_path = expanded.as_deref().or(vm.sub_path.as_deref());
+        if vol.kind == PluginKind::Image {
+            let mut m = super::image_volumes::image_mount(ctx.image_volumes, &vm.name, sub_path)?;
+            m.container_path = vm.mount_path.clone();
+            m.propagation = propagation(vm.mount_propagation.as_deref());
+            m.recursive_read_only = recursive_read_only;
+            mounts.push(m);
+            continue;
+        }
         if let Some(sub) = sub_path.filter(|s| !s.is_empty()) {
             host = crate::volume::util::subpath::safe_sub_path(&host, sub).map_err(|error| {
                 ConfigError::SubPath {
@@ -508,11 +523,7 @@ fn make_mounts(
             container_path: vm.mount_path.clone(),
             host_path: host.to_string_lossy().into_owned(),
             readonly: vm.read_only.unwrap_or(false) || vol.read_only,
-            propagation: EnumOrUnknown::new(match vm.mount_propagation.as_deref() {
-                Some("HostToContainer") => api::MountPropagation::PROPAGATION_HOST_TO_CONTAINER,
-                Some("Bidirectional") => api::MountPropagation::PROPAGATION_BIDIRECTIONAL,
-                _ => api::MountPropagation::PROPAGATION_PRIVATE,
-            }),
+            propagation: propagation(vm.mount_propagation.as_deref()),
             recursive_read_only,
             ..Default::default()
         });
@@ -530,6 +541,14 @@ fn make_mounts(
         mounts.push(host_file_mount(&termination_log_file(ctx)?, &term_path));
     }
     Ok(mounts)
+}
+
+fn propagation(mode: Option<&str>) -> EnumOrUnknown<api::MountPropagation> {
+    EnumOrUnknown::new(match mode {
+        Some("HostToContainer") => api::MountPropagation::PROPAGATION_HOST_TO_CONTAINER,
+        Some("Bidirectional") => api::MountPropagation::PROPAGATION_BIDIRECTIONAL,
+        _ => api::MountPropagation::PROPAGATION_PRIVATE,
+    })
 }
 
 /// Upstream `ExpandContainerVolumeMounts`: `subPathExpr` with the

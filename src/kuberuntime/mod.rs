@@ -9,6 +9,7 @@ pub mod fake_runtime;
 pub mod gc;
 pub mod helpers;
 mod hugepages;
+mod image_volumes;
 mod init_actions;
 pub mod kill;
 pub mod killer;
@@ -102,6 +103,9 @@ pub struct RuntimeManagerConfig {
     /// Containers' cgroups kill as a whole on OOM (cgroup v2 unless
     /// `singleProcessOOMKill`).
     pub oom_group_kill: bool,
+    /// The `ImageVolume` feature gate (beta, off by default in v1.33 and
+    /// v1.34): image volumes are pulled and passed to the runtime.
+    pub image_volumes: bool,
 }
 
 impl RuntimeManagerConfig {
@@ -124,6 +128,7 @@ impl RuntimeManagerConfig {
             swap: Default::default(),
             hugepage_sizes: Vec::new(),
             oom_group_kill: false,
+            image_volumes: false,
         }
     }
 }

@@ -79,6 +79,7 @@ impl KubeRuntimeManager {
             .images
             .ensure_image_exists(t.pod, c, t.sandbox_config, &pull_secrets)
             .map_err(|e| self.image_error(t.pod, c, &e))?;
+        let image_volumes = self.image_volumes(t, c, &pull_secrets)?;
         let restart_count = t
             .status
             .find_container(&c.name)
@@ -99,6 +100,7 @@ impl KubeRuntimeManager {
             supports_recursive_read_only: self.supports_recursive_read_only(t.pod, c),
             image_user: image_user.as_ref(),
             volumes: &volumes,
+            image_volumes: &image_volumes,
             host_ips: &host_ips,
             pod: t.pod,
             container: c,
@@ -190,7 +192,7 @@ impl KubeRuntimeManager {
     /// second time, as "Error: <reason>" (ErrImagePull, ImagePullBackOff,
     /// ErrImageNeverPull, ...) beside the puller's own event. A pull still
     /// under way is no error upstream, whose pulls block: no event.
-    fn image_error(&self, pod: &Pod, c: &Container, e: &PullError) -> SyncError {
+    pub(super) fn image_error(&self, pod: &Pod, c: &Container, e: &PullError) -> SyncError {
         if !matches!(e, PullError::InProgress { .. }) {
             self.recorder.pod_container_event(
                 pod,

@@ -132,6 +132,10 @@ pub enum PluginKind {
     PersistentVolumeClaim,
     /// An inline `csi` volume, or the PV of a claim whose source is CSI.
     Csi,
+    /// An `image` volume: nothing on the node; the runtime mounts the
+    /// image the kubelet pulled (upstream's stub `kubernetes.io/image`
+    /// plugin, with the work in kuberuntime).
+    Image,
 }
 
 impl PluginKind {
@@ -150,13 +154,16 @@ impl PluginKind {
             PluginKind::Projected
         } else if vol.csi.is_some() {
             PluginKind::Csi
+        } else if vol.image.is_some() {
+            PluginKind::Image
         } else if vol.persistent_volume_claim.is_some() || vol.ephemeral.is_some() {
             // A generic ephemeral volume is the claim its controller made.
             PluginKind::PersistentVolumeClaim
         } else {
             return Err(VolumeError::Invalid(format!(
                 "volume {:?}: unsupported volume type {} (supported: emptyDir, hostPath, \
-                 configMap, secret, downwardAPI, projected, persistentVolumeClaim, ephemeral, csi)",
+                 configMap, secret, downwardAPI, projected, persistentVolumeClaim, ephemeral, csi, \
+                 image)",
                 vol.name,
                 unsupported_type(vol)
             )));
@@ -174,6 +181,7 @@ impl PluginKind {
             PluginKind::Projected => "kubernetes.io~projected",
             PluginKind::PersistentVolumeClaim => "kubernetes.io~pvc",
             PluginKind::Csi => csi::CSI_DIR,
+            PluginKind::Image => "kubernetes.io~image",
         }
     }
 
@@ -281,6 +289,8 @@ pub fn set_up(ctx: &SetUpContext<'_>, vol: &Volume) -> Result<MountedVolume, Vol
             let v = csi::setup::CsiVolume::inline(ctx.pod, &vol.name, src);
             return csi_plugin(csi)?.set_up(ctx, &vol.name, &v);
         }
+        // No path: the container's mount names the image instead.
+        PluginKind::Image => (PathBuf::new(), true),
     };
     Ok(MountedVolume {
         kind,

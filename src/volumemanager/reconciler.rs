@@ -21,10 +21,11 @@ impl VolumeManager {
         for (uid, volumes) in to_unmount {
             let mut clean = true;
             for mv in &volumes {
-                // Host paths are the node's, never ours to remove.
+                // Host paths are the node's, never ours to remove; an
+                // image volume has nothing on the node.
                 if matches!(
                     mv.kind,
-                    PluginKind::HostPath | PluginKind::PersistentVolumeClaim
+                    PluginKind::HostPath | PluginKind::PersistentVolumeClaim | PluginKind::Image
                 ) {
                     continue;
                 }

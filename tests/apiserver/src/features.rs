@@ -21,12 +21,16 @@
 //!   ResourceClaims (a real server also needs `--runtime-config
 //!   resource.k8s.io/v1beta1=true`, which the double takes as implied);
 //!   1.34 serves `resource.k8s.io/v1` whatever the gate.
+//! * `ImageVolume` (KEP-4639): alpha and off from 1.31, beta and still off
+//!   in 1.33 and 1.34. While off, a pod's `image` volumes and the mounts of
+//!   them are dropped (dropImageVolumes).
 
 use crate::version::Version;
 
 pub const IN_PLACE_POD_VERTICAL_SCALING: &str = "InPlacePodVerticalScaling";
 pub const IN_PLACE_ALLOCATED_STATUS: &str = "InPlacePodVerticalScalingAllocatedStatus";
 pub const DYNAMIC_RESOURCE_ALLOCATION: &str = "DynamicResourceAllocation";
+pub const IMAGE_VOLUME: &str = "ImageVolume";
 
 /// The gates set on the command line; `None` is the release's default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -34,6 +38,7 @@ pub struct FeatureGates {
     in_place: Option<bool>,
     allocated_status: Option<bool>,
     dra: Option<bool>,
+    image_volume: Option<bool>,
 }
 
 /// The release and gates a request is answered as: what every
@@ -76,6 +81,7 @@ impl FeatureGates {
             IN_PLACE_POD_VERTICAL_SCALING => self.in_place = Some(on),
             IN_PLACE_ALLOCATED_STATUS => self.allocated_status = Some(on),
             DYNAMIC_RESOURCE_ALLOCATION => self.dra = Some(on),
+            IMAGE_VOLUME => self.image_volume = Some(on),
             other => return Err(format!("unrecognized feature gate: {other}")),
         }
         Ok(())
@@ -87,6 +93,7 @@ impl FeatureGates {
             (IN_PLACE_POD_VERTICAL_SCALING, self.in_place, 27),
             (IN_PLACE_ALLOCATED_STATUS, self.allocated_status, 32),
             (DYNAMIC_RESOURCE_ALLOCATION, self.dra, 26),
+            (IMAGE_VOLUME, self.image_volume, 31),
         ];
         for (name, value, since) in set {
             if value.is_some() && !v.at_least(since) {
@@ -108,6 +115,11 @@ impl FeatureGates {
     /// had the older API versions the double does not serve before 1.32.
     pub fn dynamic_resource_allocation(&self, v: Version) -> bool {
         v.at_least(26) && (v.at_least(34) || self.dra.unwrap_or(false))
+    }
+
+    /// ImageVolume: only when set (off by default through 1.34).
+    pub fn image_volume(&self, v: Version) -> bool {
+        v.at_least(31) && self.image_volume.unwrap_or(false)
     }
 
     /// Whether container statuses keep `allocatedResources`: with

@@ -118,7 +118,12 @@ pub fn recursive_read_only(v: Version) -> Kept {
 /// dropImageVolumes (pkg/api/pod/util.go) removes them and the mounts that
 /// name them while off.
 pub fn image_volumes(v: Version) -> Kept {
-    kept(v, 31, None)
+    image_volumes_with(v, &FeatureGates::default())
+}
+
+/// [`image_volumes`] with the gates set: kept while ImageVolume is on.
+pub fn image_volumes_with(v: Version, gates: &FeatureGates) -> Kept {
+    gated(v, 31, gates.image_volume(v))
 }
 
 /// Container-status `user`: added in 1.31 behind SupplementalGroupsPolicy,
@@ -229,7 +234,7 @@ fn drop_pod_spec_fields(emu: &Emulation, spec: &mut Map<String, Value>) {
             c.remove("restartPolicy");
         }
     }
-    match image_volumes(v) {
+    match image_volumes_with(v, &emu.gates) {
         Kept::GateOff => drop_image_volumes(spec),
         // The decoder prunes the unknown `image` source; upstream's
         // validation would then refuse the volume as having no type, which
