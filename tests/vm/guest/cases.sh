@@ -520,3 +520,33 @@ JSON
     wait "$peer" 2>/dev/null
     k delete resourceclaim gpu >/dev/null 2>&1
 }
+
+# An image volume (ImageVolume on in the double and in rkubelet) on
+# containerd 1.7, which knows no image mounts: the container is refused
+# (CreateContainerError, containerd's "failed to mkdir") and never created,
+# rather than run with an empty directory for the volume.
+case_image_volume() {
+    k create --validate=false -f - >/dev/null <<JSON
+{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "iv", "namespace": "default"},
+ "spec": {"nodeName": "$NODE", "terminationGracePeriodSeconds": 1,
+  "volumes": [{"name": "iv", "image": {"reference": "docker.io/library/busybox:1.36", "pullPolicy": "IfNotPresent"}}],
+  "containers": [{"name": "c", "image": "docker.io/library/busybox:1.36",
+    "imagePullPolicy": "IfNotPresent", "command": ["sleep", "3600"],
+    "volumeMounts": [{"name": "iv", "mountPath": "/iv"}]}]}}
+JSON
+    refused() { [[ $(jp pod/iv '{.status.containerStatuses[0].state.waiting.reason}') == CreateContainerError ]]; }
+    if ! wait_for 120 "pod iv refused" refused; then
+        not_ok image-volume-refused "$(jp pod/iv '{.status}')"
+    else
+        local msg
+        msg=$(jp pod/iv '{.status.containerStatuses[0].state.waiting.message}')
+        if [[ $msg == *'failed to mkdir ""'* ]]; then
+            ok image-volume-refused
+        else
+            not_ok image-volume-refused "$msg"
+        fi
+        check image-volume-no-container "" "$(ctr -n k8s.io containers list -q \
+            'labels."io.kubernetes.pod.name"==iv,labels."io.cri-containerd.kind"==container' 2>&1)"
+    fi
+    k delete pod iv --grace-period=1 --wait=false >/dev/null 2>&1
+}

@@ -76,6 +76,8 @@ kubeReserved:
 evictionHard:
   memory.available: "${EVICTION_HARD_MIB}Mi"
 podPidsLimit: 512
+featureGates:
+  ImageVolume: true
 readOnlyPort: 10255
 syncFrequency: 10s
 imageGCHighThresholdPercent: 100
@@ -106,7 +108,8 @@ start_double() {
     mkdir -p "$DOUBLE_DIR"
     # Its state log is on the payload disk, kept until the double stops.
     systemd-run --unit=double --quiet --collect --property=RequiresMountsFor="$P" \
-        "$BIN/apiserver-double" --dir "$DOUBLE_DIR" --port "$DOUBLE_PORT" --node-name "$NODE" || return 1
+        "$BIN/apiserver-double" --dir "$DOUBLE_DIR" --port "$DOUBLE_PORT" --node-name "$NODE" \
+        --feature-gates ImageVolume=true || return 1
     wait_for 60 "the double's kubeconfig" test -s "$DOUBLE_DIR/kubelet-$NODE.kubeconfig" || return 1
     wait_for 60 "the double's admin token" test -s "$DOUBLE_DIR/admin-token" || return 1
     cat >/root/admin.kubeconfig <<EOF

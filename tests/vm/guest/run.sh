@@ -8,7 +8,7 @@
 # (also after systemd re-applies its units), an OOM kill, the v2 figures
 # in /stats/summary, a restart of rkubelet and of containerd, the pod
 # cgroups and units gone after the pods, in-place resize and swap (cgroup
-# v2), a DRA claim's CDI device in a container (trixie), and (systemd driver, bookworm-v2) an eviction under memory pressure. With RKVM_SHUTDOWN=1 the last
+# v2), a DRA claim's CDI device in a container and an image volume refused by containerd 1.7 (trixie), and (systemd driver, bookworm-v2) an eviction under memory pressure. With RKVM_SHUTDOWN=1 the last
 # driver ends with `systemctl poweroff` and the graceful node shutdown.
 #
 # Prints one TAP-like line per test, "ok - ROW/DRIVER/TEST" or
@@ -51,6 +51,7 @@ for DRIVER in $DRIVERS; do
     [[ $DRIVER == systemd ]] && case_restarts_keep_pods
     [[ $CGROUP_FS == cgroup2fs ]] && case_resize
     [[ $RKVM_RELEASE == trixie && $DRIVER == systemd ]] && case_dra
+    [[ $RKVM_RELEASE == trixie && $DRIVER == systemd ]] && case_image_volume
     case_pod_cgroups_removed
     # Swap restarts rkubelet twice: on the v2 row that does not also shut
     # down (the longest row sets the wall time).
