@@ -48,13 +48,14 @@ vm-test: deps ## rkubelet on systemd + cgroup v2 (and v1) hosts: Debian bookworm
 demo: ## run rkubelet with etc/manifests against a private containerd (root; Ctrl-C cleans up)
 	bash scripts/demo.sh
 
-bench: build static ## the benchmarks: standalone, cluster mode (free, then as a real server charges), the runtime's own floor under it, probes; then the 9 MB budget of the static binary (fails when over)
+bench: build static ## the benchmarks: standalone, cluster mode (free, then as a real server charges), the runtime's own floor under it, probes; the 9 MB budget of the static binary; then 110 and 250 pods against their bars and the runtime's floor (each fails when a figure misses)
 	bash tests/bench/run.sh
 	bash tests/bench/cluster.sh
 	bash tests/bench/realistic.sh
 	bash tests/bench/runtime_floor.sh
 	bash tests/bench/probes.sh
 	bash tests/bench/budget.sh
+	bash tests/bench/scale.sh
 
 soak: build ## soak benchmark, not in CI: pod churn with probes and logs, standalone and cluster side by side, SOAK_SECS (3600); CSVs + PNG in tests/bench/results
 	$(CARGO) build --release -p rkubelet-apiserver-double

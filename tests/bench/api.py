@@ -131,7 +131,14 @@ def main():
                     "containers": [{"name": "sleep", "image": "docker.io/library/busybox:1.36",
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": ["sleep", "100000"]}]}
-            if kind in ("plain", "devices", "csi"):
+            if kind == "probed":
+                # busybox httpd on :8080, readiness by tcpSocket every 10 s
+                # (issue 53's steady pods: one probe each, no exec).
+                spec["automountServiceAccountToken"] = False
+                spec["containers"][0]["command"] = ["httpd", "-f", "-p", "8080", "-h", "/tmp"]
+                spec["containers"][0]["readinessProbe"] = {
+                    "tcpSocket": {"port": 8080}, "periodSeconds": 10}
+            elif kind in ("plain", "ref", "devices", "csi"):
                 spec["automountServiceAccountToken"] = False
                 if kind == "devices":
                     spec["containers"][0]["resources"] = {"limits": {"example.com/widget": "1"}}
@@ -150,7 +157,7 @@ def main():
                     "spec": spec}
         if kind == "csi":
             csi_claims(n)
-        if kind not in ("plain", "devices", "csi"):
+        if kind not in ("plain", "ref", "devices", "csi", "probed"):
             call("POST", "/api/v1/namespaces/default/configmaps",
                  {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bench-config"},
                   "data": {"a": "1"}})
@@ -197,6 +204,15 @@ def main():
         detail = " ".join(f"{k.replace(' ', ':')}={v['overLimit']}/{v['requests']}"
                           for k, v in sorted(limits.items()))
         print(f"{over} (of {seen}; {detail})")
+    elif cmd == "writes":
+        # Status patches and event writes since the last reset (the bench
+        # client makes neither: they are the node's).
+        code, s = call("GET", "/__double/stats")
+        by = s["byVerbResource"]
+        status = sum(v for k, v in by.items() if k.startswith("patch ") and k.endswith("pods/status"))
+        events = sum(v for k, v in by.items()
+                     if k.split(" ")[0] in ("create", "patch") and k.endswith(" events"))
+        print(f"{status} {events}")
     elif cmd == "stats":
         user, kind = sys.argv[2], sys.argv[3]
         code, s = call("GET", "/__double/stats")
