@@ -4,10 +4,11 @@
 use crate::util::worker::{ShutdownStage, Worker};
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{bounded, select, Receiver, Sender, TrySendError};
 use k8s_openapi::api::core::v1::Pod;
 use rkubelet_util::lock;
 
@@ -30,6 +31,8 @@ pub struct ProberManager {
     /// Nudges the scheduler after a change (capacity 1: wake-ups coalesce).
     wake_tx: Sender<()>,
     wake_rx: Receiver<()>,
+    /// Checks wait for a free worker: a finished check wakes the scheduler.
+    backlog: AtomicBool,
     /// Start delays of checks (actual start − scheduled time), for tests.
     #[cfg(test)]
     pub(crate) lags: Arc<Mutex<Vec<Duration>>>,
@@ -53,6 +56,7 @@ impl ProberManager {
             workers: workers.max(1),
             wake_tx,
             wake_rx,
+            backlog: AtomicBool::new(false),
             #[cfg(test)]
             lags: Arc::default(),
         })
@@ -62,14 +66,11 @@ impl ProberManager {
     /// once `shutdown` fires (a worker first finishes its check).
     pub fn start(self: &Arc<Self>, shutdown: Receiver<()>) -> io::Result<Vec<Worker>> {
         let (job_tx, job_rx) = bounded::<Job>(self.workers);
-        let (done_tx, done_rx) = unbounded::<Done>();
         let mut handles = Vec::with_capacity(self.workers + 1);
         for i in 0..self.workers {
             let pool = Pool {
-                exec: Arc::clone(&self.exec),
-                recorder: Arc::clone(&self.recorder),
+                manager: Arc::clone(self),
                 jobs: job_rx.clone(),
-                done: done_tx.clone(),
                 #[cfg(test)]
                 lags: Arc::clone(&self.lags),
             };
@@ -83,7 +84,7 @@ impl ProberManager {
         handles.push(crate::util::worker::spawn(
             "prober",
             ShutdownStage::Workers,
-            move || me.schedule_loop(job_tx, done_rx, shutdown),
+            move || me.schedule_loop(job_tx, shutdown),
         )?);
         Ok(handles)
     }
@@ -136,9 +137,9 @@ impl ProberManager {
         let _ = self.wake_tx.try_send(());
     }
 
-    /// The scheduler: dispatch due checks, apply results, send updates,
-    /// sleep until the next deadline or a change.
-    fn schedule_loop(&self, jobs: Sender<Job>, done: Receiver<Done>, shutdown: Receiver<()>) {
+    /// The scheduler: dispatch due checks, send updates, sleep until the
+    /// next deadline or a change.
+    fn schedule_loop(&self, jobs: Sender<Job>, shutdown: Receiver<()>) {
         let mut pending = VecDeque::new();
         loop {
             let (next, updates) = {
@@ -146,7 +147,10 @@ impl ProberManager {
                 pending.extend(core.take_due(Now::real()));
                 (core.next_deadline(), std::mem::take(&mut core.outbox))
             };
+            // Set before the dispatch, so a check that ends meanwhile wakes us.
+            self.backlog.store(!pending.is_empty(), Ordering::SeqCst);
             dispatch(&jobs, &mut pending);
+            self.backlog.store(!pending.is_empty(), Ordering::SeqCst);
             if !self.publish(updates, &shutdown) {
                 return;
             }
@@ -154,22 +158,24 @@ impl ProberManager {
             select! {
                 recv(shutdown) -> _ => return,
                 recv(self.wake_rx) -> _ => {}
-                recv(done) -> d => {
-                    if let Ok(d) = d {
-                        self.apply_results(d, &done);
-                    }
-                }
                 default(wait) => {}
             }
         }
     }
 
-    fn apply_results(&self, first: Done, done: &Receiver<Done>) {
-        let mut core = lock(&self.core);
-        let now = Now::real();
-        core.on_result(first, now);
-        while let Ok(d) = done.try_recv() {
-            core.on_result(d, now);
+    /// A finished check, applied by its worker under the state lock. The
+    /// next check of the probe was scheduled when this one was handed out,
+    /// so the scheduler is woken only with work for it: a result change to
+    /// send, or checks waiting for a worker. At steady state a check costs
+    /// it one wake-up, not two.
+    fn finish(&self, done: Done) {
+        let changed = {
+            let mut core = lock(&self.core);
+            core.on_result(done, Now::real());
+            !core.outbox.is_empty()
+        };
+        if changed || self.backlog.load(Ordering::SeqCst) {
+            self.wake();
         }
     }
 
@@ -207,10 +213,8 @@ fn dispatch(jobs: &Sender<Job>, pending: &mut VecDeque<Job>) {
 
 /// One pool worker's share of the manager.
 struct Pool {
-    exec: Arc<dyn ContainerExec>,
-    recorder: Arc<dyn EventRecorder>,
+    manager: Arc<ProberManager>,
     jobs: Receiver<Job>,
-    done: Sender<Done>,
     #[cfg(test)]
     lags: Arc<Mutex<Vec<Duration>>>,
 }
@@ -223,30 +227,28 @@ impl Pool {
             lock(&self.lags).push(Instant::now().saturating_duration_since(job.due));
             // Exec checks go async: a command that runs to its timeout
             // costs its own probe, not a pool worker.
+            let m = &self.manager;
             if let Check::Exec(cmd) = &job.check {
                 let cmd = cmd.clone();
-                let (recorder, done) = (Arc::clone(&self.recorder), self.done.clone());
+                let manager = Arc::clone(m);
                 let finish = Box::new(move |job: Job, outcome: Outcome| {
-                    worker::record_event(&*recorder, &job, &outcome);
-                    let _ = done.send(Done {
+                    worker::record_event(&*manager.recorder, &job, &outcome);
+                    manager.finish(Done {
                         key: job.key,
                         generation: job.generation,
                         outcome,
                     });
                 });
-                worker::execute_exec_async(Arc::clone(&self.exec), job, cmd, 0, finish);
+                worker::execute_exec_async(Arc::clone(&m.exec), job, cmd, 0, finish);
                 continue;
             }
-            let outcome = worker::execute(&*self.exec, &job);
-            worker::record_event(&*self.recorder, &job, &outcome);
-            let done = Done {
+            let outcome = worker::execute(&*m.exec, &job);
+            worker::record_event(&*m.recorder, &job, &outcome);
+            m.finish(Done {
                 key: job.key,
                 generation: job.generation,
                 outcome,
-            };
-            if self.done.send(done).is_err() {
-                return;
-            }
+            });
         }
     }
 }

@@ -3,8 +3,10 @@
 //!
 //! Upstream runs one goroutine per probe. Here one scheduler thread
 //! ("prober") keeps every probe in a deadline queue and hands due checks to a
-//! fixed pool ("probe-worker-0..N") over a bounded channel; results come back
-//! to the scheduler over a channel. 110 pods × 3 probes cost N + 1 threads.
+//! fixed pool ("probe-worker-0..N") over a bounded channel; a worker applies
+//! its check's result to the shared state itself and wakes the scheduler only
+//! when the result changed or checks wait for a worker. 110 pods × 3 probes
+//! cost N + 1 threads.
 //!
 //! Each check is bounded by its own timeoutSeconds, and a probe has at most
 //! one check in flight (a tick that finds it still running is skipped, as a

@@ -197,8 +197,12 @@ def main():
         # Requests the client limits the double replays (--client-qps and
         # --event-qps) could not have let through, since the last reset:
         # "0 (of N)" when within them.
+        # An optional prefix keeps only those clients (the node's: the
+        # bench's own admin client is no kubelet's).
         code, s = call("GET", "/__double/stats")
         limits = s.get("clientLimits", {})
+        if len(sys.argv) > 2:
+            limits = {k: v for k, v in limits.items() if k.startswith(sys.argv[2])}
         over = sum(v["overLimit"] for v in limits.values())
         seen = sum(v["requests"] for v in limits.values())
         detail = " ".join(f"{k.replace(' ', ':')}={v['overLimit']}/{v['requests']}"

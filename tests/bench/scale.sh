@@ -22,7 +22,7 @@
 #   not grow with pods (the largest N within 2 of the smallest N's)
 #   RSS <= 30 MB (glibc) or 15 MB (static: BENCH_STATIC=1 or an ELF without
 #   an interpreter); threads the same with N pods as with none
-#   no request over the client limits; status patches and event writes
+#   no request of the node's over its client limits; status patches and event writes
 #   per pod at most 10 % above the 30-pod reference
 set -euo pipefail
 
@@ -196,7 +196,7 @@ for n in $counts; do
     check "scale_${n}_probed_pods_threads" "$([ "$t" = "$threads0" ] && echo 1 || echo 0)" \
         "$t (0 pods: $threads0)"
     api delete-pods probed 2 600 >/dev/null || die "$n probed pods were not deleted"
-    over=$(api over-limits)
+    over=$(api over-limits "system:node:")
     check "scale_${n}_requests_over_client_limits" "$([ "${over%% *}" = 0 ] && echo 1 || echo 0)" "$over"
     kill -0 "$kpid" 2>/dev/null || die "rkubelet died during the bench"
 

@@ -22,9 +22,25 @@ pub fn run_tcp(host: &str, port: u16, timeout: Duration) -> (ProbeResult, String
             break;
         }
         match TcpStream::connect_timeout(&addr, left) {
-            Ok(_conn) => return (ProbeResult::Success, String::new()),
+            Ok(conn) => {
+                short_linger(&conn);
+                return (ProbeResult::Success, String::new());
+            }
             Err(e) => last = e.to_string(),
         }
     }
     (ProbeResult::Failure, format!("dial tcp {target}: {last}"))
+}
+
+/// upstream ProbeDialer (kubernetes#89898): SO_LINGER of 1 s, so the close
+/// still ends with a FIN but a node probing many pods every few seconds
+/// does not pile up sockets in TIME-WAIT for the kernel to keep.
+fn short_linger(conn: &TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 1,
+    };
+    if let Err(e) = nix::sys::socket::setsockopt(conn, nix::sys::socket::sockopt::Linger, &linger) {
+        log::debug!("probe socket: SO_LINGER: {e}");
+    }
 }
