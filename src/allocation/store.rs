@@ -11,14 +11,53 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::checkpointmanager::{fnv32a, write_atomic};
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq)]
 struct PodResourceInfo {
     #[serde(rename = "containerResources", default)]
-    containers: BTreeMap<String, ResourceRequirements>,
+    containers: Containers,
+}
+
+/// A pod's containers by name, sorted: a pod has a handful, and a
+/// `BTreeMap` spent a whole node (1.2 KB) on each pod's one or two
+/// (issue 53's heap profile). Written as the checkpoint's JSON object.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Containers(Vec<(String, ResourceRequirements)>);
+
+impl Containers {
+    fn get(&self, name: &str) -> Option<&ResourceRequirements> {
+        let i = self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    fn insert(&mut self, name: &str, resources: ResourceRequirements) {
+        match self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+            Ok(i) => self.0[i].1 = resources,
+            Err(i) => self.0.insert(i, (name.to_string(), resources)),
+        }
+    }
+}
+
+impl From<BTreeMap<String, ResourceRequirements>> for Containers {
+    fn from(m: BTreeMap<String, ResourceRequirements>) -> Self {
+        // Already sorted by name.
+        Containers(m.into_iter().collect())
+    }
+}
+
+impl Serialize for Containers {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(n, r)| (n, r)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Containers {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        BTreeMap::deserialize(d).map(Containers::from)
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -55,7 +94,9 @@ impl Store {
         uid: &str,
         containers: BTreeMap<String, ResourceRequirements>,
     ) {
-        let info = PodResourceInfo { containers };
+        let info = PodResourceInfo {
+            containers: containers.into(),
+        };
         if self.pods.get(uid) != Some(&info) {
             self.pods.insert(uid.to_string(), info);
             self.save();
@@ -65,7 +106,7 @@ impl Store {
     pub(super) fn set(&mut self, uid: &str, name: &str, resources: ResourceRequirements) {
         let pod = self.pods.entry(uid.to_string()).or_default();
         if pod.containers.get(name) != Some(&resources) {
-            pod.containers.insert(name.to_string(), resources);
+            pod.containers.insert(name, resources);
             self.save();
         }
     }
@@ -118,4 +159,34 @@ fn read(path: &PathBuf) -> HashMap<String, PodResourceInfo> {
         log::warn!("allocation checkpoint {path:?} is corrupt ({e}); starting empty");
         HashMap::new()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(cpu: &str) -> ResourceRequirements {
+        let q = k8s_openapi::apimachinery::pkg::api::resource::Quantity(cpu.into());
+        ResourceRequirements {
+            requests: Some(BTreeMap::from([("cpu".to_string(), q)])),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn containers_keep_the_checkpoints_object_shape_and_their_order() {
+        let mut c = Containers::default();
+        c.insert("b", req("1"));
+        c.insert("a", req("2"));
+        c.insert("b", req("3"));
+        assert_eq!(c.get("b"), Some(&req("3")));
+        assert_eq!(c.get("c"), None);
+        let json = serde_json::to_string(&c).expect("encode");
+        assert_eq!(
+            json,
+            r#"{"a":{"requests":{"cpu":"2"}},"b":{"requests":{"cpu":"3"}}}"#
+        );
+        let back: Containers = serde_json::from_str(&json).expect("decode");
+        assert_eq!(back, c);
+    }
 }

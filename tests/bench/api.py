@@ -3,7 +3,7 @@
 (python3 standard library only): `api.py COMMAND ARGS...` with WORK (the
 bench's work dir, holding the double's api/) and URL in the environment.
 Importable: soak.py uses call() and ready()."""
-import http.client, json, os, ssl, sys, time
+import http.client, json, os, socket, ssl, struct, sys, time
 
 work = os.environ["WORK"]
 url = os.environ["URL"]
@@ -191,6 +191,29 @@ def main():
                 sys.exit(f"delete {n}: {code} {body}")
         watch.until(lambda ps: not ps, t0, limit, "pods still in the API")
         print(f"{time.monotonic() - t0:.2f} {len(names)}")
+    elif cmd == "probe-floor":
+        # The kernel's share of tcpSocket probes with no kubelet: ROUNDS
+        # connects to :8080 of every Running pod of a kind, closed as
+        # upstream's probe dialer closes them (SO_LINGER 1 s), back to back;
+        # prints this process's CPU ms (schedstat) for all the rounds.
+        kind, rounds = sys.argv[2], int(sys.argv[3])
+        code, lst = call("GET", "/api/v1/namespaces/default/pods?labelSelector=bench%3D" + kind)
+        ips = [p["status"]["podIP"] for p in lst["items"] if p.get("status", {}).get("podIP")]
+        linger = struct.pack("ii", 1, 1)
+        def cpu_ns():
+            with open("/proc/thread-self/schedstat") as f:
+                return int(f.read().split()[0])
+        t0 = cpu_ns()
+        failed = 0
+        for _ in range(rounds):
+            for ip in ips:
+                try:
+                    c = socket.create_connection((ip, 8080), timeout=1)
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                    c.close()
+                except OSError:
+                    failed += 1
+        print(f"{(cpu_ns() - t0) / 1e6:.1f} {len(ips)} {failed}")
     elif cmd == "stats-reset":
         call("POST", "/__double/stats/reset", {})
     elif cmd == "over-limits":

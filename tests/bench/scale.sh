@@ -188,6 +188,9 @@ for n in $counts; do
     check "scale_${n}_probed_pods_idle_cpu_percent" "$(le "$idle" 0.3)" \
         "$idle (over $idle_secs s, schedstat; bar 0.3)"
     echo "scale_${n}_probed_pods_idle_cpu_ms_by_thread $(by_thread "$work/threads0" "$work/threads1")"
+    # The same connects with no kubelet: what the kernel charges for them.
+    read -r floor_ms probed _ < <(api probe-floor probed 6)
+    echo "scale_${n}_probe_floor_cpu_ms_per_min $floor_ms (a process connecting to the $probed pods' :8080 six times, as their probes do in a minute; rkubelet's probe-worker threads above)"
     echo "scale_${n}_probed_pods_idle_api_requests_per_min $rpm ($(api stats "system:node:$node" breakdown))"
     rss=$(rss_kb)
     check "scale_${n}_probed_pods_rss_kb" "$(le "$rss" "$rss_limit_kb")" \

@@ -1,12 +1,16 @@
 //! A small LRU map, the bounded caches client-go's correlator keeps.
 
+use std::sync::Arc;
+
 use super::*;
 
-/// A map bounded to `cap` entries, evicting the least recently used.
+/// A map bounded to `cap` entries, evicting the least recently used. Each
+/// key (an event's identity, about 165 bytes) is held once, shared by the
+/// map and the order.
 pub(super) struct Lru<V> {
-    pub(super) map: HashMap<String, (V, u64)>,
+    pub(super) map: HashMap<Arc<str>, (V, u64)>,
     /// Last-use tick → key, oldest first.
-    pub(super) order: BTreeMap<u64, String>,
+    pub(super) order: BTreeMap<u64, Arc<str>>,
     pub(super) tick: u64,
     pub(super) cap: usize,
 }
@@ -40,12 +44,15 @@ impl<V> Lru<V> {
     /// Marks `key` used now; returns whether it is present.
     pub(super) fn touch(&mut self, key: &str) -> bool {
         let tick = self.next_tick();
-        let Some((_, used)) = self.map.get_mut(key) else {
+        let Some((stored, (_, used))) = self.map.get_key_value(key) else {
             return false;
         };
-        self.order.remove(used);
-        *used = tick;
-        self.order.insert(tick, key.to_string());
+        let (stored, used) = (Arc::clone(stored), *used);
+        self.order.remove(&used);
+        self.order.insert(tick, stored);
+        if let Some((_, used)) = self.map.get_mut(key) {
+            *used = tick;
+        }
         true
     }
 
@@ -64,12 +71,13 @@ impl<V> Lru<V> {
         let tick = self.tick;
         &mut self
             .map
-            .entry(key.to_string())
+            .entry(Arc::from(key))
             .or_insert_with(|| (make(), tick))
             .0
     }
 
     pub(super) fn insert(&mut self, key: String, value: V) -> &mut V {
+        let key: Arc<str> = Arc::from(key);
         let tick = self.next_tick();
         match self.map.get(&key) {
             Some((_, used)) => {
