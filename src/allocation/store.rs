@@ -29,7 +29,10 @@ struct Containers(Vec<(String, ResourceRequirements)>);
 
 impl Containers {
     fn get(&self, name: &str) -> Option<&ResourceRequirements> {
-        let i = self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)).ok()?;
+        let i = self
+            .0
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()?;
         Some(&self.0[i].1)
     }
 
