@@ -44,14 +44,13 @@ impl<V> Lru<V> {
     /// Marks `key` used now; returns whether it is present.
     pub(super) fn touch(&mut self, key: &str) -> bool {
         let tick = self.next_tick();
-        let Some((stored, (_, used))) = self.map.get_key_value(key) else {
+        let Some((_, used)) = self.map.get_mut(key) else {
             return false;
         };
-        let (stored, used) = (Arc::clone(stored), *used);
-        self.order.remove(&used);
-        self.order.insert(tick, stored);
-        if let Some((_, used)) = self.map.get_mut(key) {
-            *used = tick;
+        // The order holds the key under its last use: it moves to now.
+        let last = std::mem::replace(used, tick);
+        if let Some(stored) = self.order.remove(&last) {
+            self.order.insert(tick, stored);
         }
         true
     }
