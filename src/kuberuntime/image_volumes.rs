@@ -8,7 +8,6 @@
 //! the pod never runs without its volume.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Component, Path};
 
 use k8s_openapi::api::core::v1::{Container, Secret};
 
@@ -16,7 +15,7 @@ use super::container::ConfigError;
 use super::start::StartTarget;
 use super::{KubeRuntimeManager, SyncError};
 use crate::cri::api;
-use crate::volume::util::subpath::SubPathError;
+use crate::volume::util::subpath::relative_sub_path;
 
 impl KubeRuntimeManager {
     /// The image references of the image volumes `c` mounts, pulled now
@@ -69,17 +68,10 @@ pub(super) fn image_mount(
 ) -> Result<api::Mount, ConfigError> {
     let image = pulled.get(volume).ok_or(ConfigError::ImageVolumeDisabled)?;
     let sub = sub_path.unwrap_or("");
-    let refuse = |error| ConfigError::SubPath {
+    relative_sub_path(sub).map_err(|error| ConfigError::SubPath {
         volume: volume.to_string(),
         error,
-    };
-    let rel = Path::new(sub);
-    if rel.is_absolute() {
-        return Err(refuse(SubPathError::Absolute(sub.to_string())));
-    }
-    if rel.components().any(|c| c == Component::ParentDir) {
-        return Err(refuse(SubPathError::ParentRef(sub.to_string())));
-    }
+    })?;
     Ok(api::Mount {
         image: protobuf::MessageField::some(api::ImageSpec {
             image: image.clone(),

@@ -41,13 +41,23 @@ fn io_error(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> SubPat
     move |error| SubPathError::Io { what, path, error }
 }
 
-/// Resolves `sub` below `volume`, creating missing directories (as upstream
-/// does for a subPath that does not exist yet).
-pub fn safe_sub_path(volume: &Path, sub: &str) -> Result<PathBuf, SubPathError> {
+/// `sub` as a path that stays below whatever it is joined to: relative,
+/// with no `..` (upstream's IsAbs and ValidatePathNoBacksteps checks).
+pub fn relative_sub_path(sub: &str) -> Result<&Path, SubPathError> {
     let rel = Path::new(sub);
     if rel.is_absolute() {
         return Err(SubPathError::Absolute(sub.to_string()));
     }
+    if rel.components().any(|c| c == Component::ParentDir) {
+        return Err(SubPathError::ParentRef(sub.to_string()));
+    }
+    Ok(rel)
+}
+
+/// Resolves `sub` below `volume`, creating missing directories (as upstream
+/// does for a subPath that does not exist yet).
+pub fn safe_sub_path(volume: &Path, sub: &str) -> Result<PathBuf, SubPathError> {
+    let rel = relative_sub_path(sub)?;
     let base = volume.canonicalize().map_err(io_error("volume", volume))?;
     let mut path = base.clone();
     for part in rel.components() {
