@@ -71,8 +71,6 @@ impl ProberManager {
             let pool = Pool {
                 manager: Arc::clone(self),
                 jobs: job_rx.clone(),
-                #[cfg(test)]
-                lags: Arc::clone(&self.lags),
             };
             handles.push(crate::util::worker::spawn(
                 &format!("probe-worker-{i}"),
@@ -215,8 +213,6 @@ fn dispatch(jobs: &Sender<Job>, pending: &mut VecDeque<Job>) {
 struct Pool {
     manager: Arc<ProberManager>,
     jobs: Receiver<Job>,
-    #[cfg(test)]
-    lags: Arc<Mutex<Vec<Duration>>>,
 }
 
 impl Pool {
@@ -224,7 +220,7 @@ impl Pool {
     fn run(self) {
         for job in self.jobs.iter() {
             #[cfg(test)]
-            lock(&self.lags).push(Instant::now().saturating_duration_since(job.due));
+            lock(&self.manager.lags).push(Instant::now().saturating_duration_since(job.due));
             // Exec checks go async: a command that runs to its timeout
             // costs its own probe, not a pool worker.
             let m = &self.manager;
