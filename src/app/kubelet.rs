@@ -462,11 +462,7 @@ fn runtime_manager(
             .map(|h| h.page_size)
             .collect(),
             oom_group_kill,
-            image_volumes: config
-                .feature_gates
-                .get("ImageVolume")
-                .copied()
-                .unwrap_or(false),
+            image_volumes: config.gate_on("ImageVolume"),
         },
         deps,
     ))

@@ -550,6 +550,13 @@ fn zero_default<T: PartialEq + Default>(field: &mut T, default: T) {
 }
 
 impl KubeletConfiguration {
+    /// Whether `featureGates` turns `gate` on; every gate rkubelet reads
+    /// is off unless set (as CustomCPUCFSQuotaPeriod and ImageVolume are
+    /// in upstream v1.34).
+    pub fn gate_on(&self, gate: &str) -> bool {
+        self.feature_gates.get(gate).copied().unwrap_or(false)
+    }
+
     /// Re-applies upstream defaulting after a file was decoded. `present`
     /// holds the top-level keys the file spelled out; it is needed where
     /// upstream distinguishes "unset" from an explicit value.

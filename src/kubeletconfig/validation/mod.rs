@@ -192,12 +192,7 @@ fn validate_periods(c: &KubeletConfiguration, e: &mut Errors) {
 
 fn validate_cfs_period(c: &KubeletConfiguration, e: &mut Errors) {
     let period = c.cpu_cfs_quota_period;
-    let gate = c
-        .feature_gates
-        .get("CustomCPUCFSQuotaPeriod")
-        .copied()
-        .unwrap_or(false);
-    if !gate {
+    if !c.gate_on("CustomCPUCFSQuotaPeriod") {
         e.check(
             period == Duration::from_millis(100),
             "cpuCFSQuotaPeriod",
